@@ -1,0 +1,64 @@
+"""Argument checks shared by the package: each raises before any state is touched.
+
+Messages name the argument, show the value that came in, and say what was expected, so that a
+student reading a traceback knows what to fix without opening this file.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, List
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """Return ``value`` as a Python int if it is an integer (not a bool) and ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an int, got {value!r} of type {type(value).__name__}; "
+            f"check the argument you passed for {name}"
+        )
+    value = int(value)
+    if minimum is not None and value < minimum:
+        kind = "positive" if minimum == 1 else ("non-negative" if minimum == 0 else f">= {minimum}")
+        raise ValueError(f"{name} must be a {kind} int, got {value}")
+    return value
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """Shorthand for :func:`check_int` with ``minimum=1`` (sizes, counts, lengths)."""
+    return check_int(name, value, minimum=1)
+
+
+def check_instance(name: str, value: Any, cls: type) -> None:
+    """Raise ``TypeError`` unless ``value`` is an instance of ``cls``."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}: {value!r}")
+
+
+def check_block_ids(name: str, block_ids: Iterable[Any], num_blocks: int, *, allow_duplicates: bool = False) -> List[int]:
+    """Validate a list of physical block ids: ints in ``[0, num_blocks)``, distinct unless allowed."""
+    ids = list(block_ids)
+    for position, block_id in enumerate(ids):
+        if isinstance(block_id, bool) or not isinstance(block_id, numbers.Integral):
+            raise TypeError(
+                f"{name}[{position}] must be an int block id, got {block_id!r} of type {type(block_id).__name__}"
+            )
+        if not 0 <= block_id < num_blocks:
+            raise ValueError(
+                f"{name}[{position}] = {block_id} is out of range: the pool has block ids 0..{num_blocks - 1}"
+            )
+    if not allow_duplicates and len(set(ids)) != len(ids):
+        seen, dupes = set(), []
+        for block_id in ids:
+            if block_id in seen:
+                dupes.append(block_id)
+            seen.add(block_id)
+        raise ValueError(
+            f"{name} holds block id(s) {sorted(set(dupes))} more than once: {ids}; "
+            "a request must own each physical block at most once"
+        )
+    return [int(b) for b in ids]
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    """Integer ceiling of ``numerator / denominator`` for non-negative ints (no floats involved)."""
+    return -(-numerator // denominator)

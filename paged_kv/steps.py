@@ -1,0 +1,41 @@
+"""The few lines of an engine loop that drive a ``BlockManager`` (what nano-vllm's scheduler does).
+
+``prefill`` admits a sequence (prefix hits first) and caches its prompt; ``decode_step`` adds one
+generated token and caches it. Both raise ``RuntimeError('OOM ...')`` and change nothing when the
+pool is too small. Tests, graders, pictures and benchmarks all drive managers through these.
+"""
+from __future__ import annotations
+
+from .prefix_cache import BlockManager, Sequence
+
+
+def _compute_and_hash(manager: BlockManager, seq: Sequence) -> None:
+    # The model would compute KV for these tokens now; afterwards the full blocks get their hashes.
+    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
+    manager.hash_blocks(seq)
+    seq.num_cached_tokens += seq.num_scheduled_tokens
+    seq.num_scheduled_tokens = 0
+
+
+def prefill(manager: BlockManager, seq: Sequence) -> int:
+    """Allocate ``seq`` (reusing cached prefix blocks), cache all its tokens; return the blocks hit."""
+    num_cached_blocks = manager.can_allocate(seq)
+    if num_cached_blocks == -1:
+        raise RuntimeError(
+            f"OOM: sequence {seq.seq_id} needs up to {seq.num_blocks} block(s), "
+            f"only {manager.num_free_blocks} free"
+        )
+    manager.allocate(seq, num_cached_blocks)
+    _compute_and_hash(manager, seq)
+    return num_cached_blocks
+
+
+def decode_step(manager: BlockManager, seq: Sequence, token_id: int) -> None:
+    """Append ``token_id`` to a prefilled ``seq``, give it a slot (new block if needed), cache it."""
+    seq.append_token(token_id)
+    try:
+        manager.may_append(seq)
+    except Exception:
+        seq.token_ids.pop()  # leave the sequence as it was
+        raise
+    _compute_and_hash(manager, seq)
