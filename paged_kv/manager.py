@@ -51,6 +51,39 @@ class KVCacheManager:
     def _check_request(self, req: Request) -> None:
         check_instance("req", req, Request)
 
+    def _check_prefill(self, req: Request) -> None:
+        """Given code of lab 02: a ``Request`` that holds no blocks yet."""
+        self._check_request(req)
+        if req.block_table:
+            raise ValueError(
+                f"request {req.request_id} already holds blocks {req.block_table}; "
+                "prefill happens once per request (release it first to start over)"
+            )
+
+    def _check_decode(self, req: Request) -> None:
+        """Given code of lab 03: a prefilled ``Request`` whose table matches its length."""
+        self._check_request(req)
+        if not req.block_table:
+            raise ValueError(f"request {req.request_id} holds no blocks; call allocate_for_prefill first")
+        if len(req.block_table) != self.blocks_needed(req.seq_len):
+            raise ValueError(
+                f"request {req.request_id} has seq_len={req.seq_len} but {len(req.block_table)} blocks; "
+                f"expected {self.blocks_needed(req.seq_len)} (was its block_table edited by hand?)"
+            )
+
+    def _check_readable(self, req: Request) -> List[int]:
+        """Given code of lab 04: a non-empty, valid table long enough for ``seq_len``; returns it."""
+        self._check_request(req)
+        if not req.block_table:
+            raise ValueError(f"request {req.request_id} holds no blocks to read")
+        table = check_block_ids("block_table", req.block_table, self.num_blocks)
+        if len(table) * self.block_size < req.seq_len:
+            raise ValueError(
+                f"request {req.request_id} has seq_len={req.seq_len} but its {len(table)} block(s) "
+                f"hold only {len(table) * self.block_size} tokens"
+            )
+        return table
+
     def _oom(self, req: Request, needed: int, what: str) -> RuntimeError:
         return RuntimeError(
             f"OOM: request {req.request_id} needs {needed} free block(s) for {what}, "
@@ -61,12 +94,7 @@ class KVCacheManager:
     # -- the four mechanisms of the labs ------------------------------------------------------
     def allocate_for_prefill(self, req: Request) -> None:
         """Give ``req`` all ``ceil(seq_len / block_size)`` blocks at once, or nothing (OOM)."""
-        self._check_request(req)
-        if req.block_table:
-            raise ValueError(
-                f"request {req.request_id} already holds blocks {req.block_table}; "
-                "prefill happens once per request (release it first to start over)"
-            )
+        self._check_prefill(req)
         needed = self.blocks_needed(req.seq_len)
         if needed > len(self.free_blocks):
             raise self._oom(req, needed, f"its {req.seq_len}-token prompt")
@@ -76,14 +104,7 @@ class KVCacheManager:
 
     def allocate_for_decode(self, req: Request) -> None:
         """Grow ``req`` by one token; take a new block only when that token starts a new block."""
-        self._check_request(req)
-        if not req.block_table:
-            raise ValueError(f"request {req.request_id} holds no blocks; call allocate_for_prefill first")
-        if len(req.block_table) != self.blocks_needed(req.seq_len):
-            raise ValueError(
-                f"request {req.request_id} has seq_len={req.seq_len} but {len(req.block_table)} blocks; "
-                f"expected {self.blocks_needed(req.seq_len)} (was its block_table edited by hand?)"
-            )
+        self._check_decode(req)
         new_seq_len = req.seq_len + 1
         if self.blocks_needed(new_seq_len) > len(req.block_table):
             if not self.free_blocks:
@@ -125,15 +146,7 @@ class KVCacheManager:
         Reads blocks in block-table order with one gather (no loop over blocks), then drops the
         unused slots of the last block.
         """
-        self._check_request(req)
-        if not req.block_table:
-            raise ValueError(f"request {req.request_id} holds no blocks to read")
-        table = check_block_ids("block_table", req.block_table, self.num_blocks)
-        if len(table) * self.block_size < req.seq_len:
-            raise ValueError(
-                f"request {req.request_id} has seq_len={req.seq_len} but its {len(table)} block(s) "
-                f"hold only {len(table) * self.block_size} tokens"
-            )
+        table = self._check_readable(req)
         index = torch.tensor(table, dtype=torch.long)
         gathered = self.physical_kv_cache.index_select(0, index)
         return gathered.reshape(-1, self.head_dim)[: req.seq_len]

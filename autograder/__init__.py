@@ -1,0 +1,1 @@
+"""Instructor side of the course: nbgrader configuration, graders and their tests."""

@@ -1,0 +1,28 @@
+"""Helpers shared by the graders: calling student code with context, and state snapshots."""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+from paged_kv.feedback import expect_equal, expect_raises  # noqa: F401  (re-exported for graders)
+
+
+def call(case: str, func: Callable, *args: Any) -> Any:
+    """Run student code; an unexpected exception becomes an ``AssertionError`` naming the case."""
+    try:
+        return func(*args)
+    except NotImplementedError:
+        raise
+    except AssertionError as error:
+        raise AssertionError(f"[{case}] {error}") from None
+    except Exception as error:
+        raise AssertionError(f"[{case}] raised {type(error).__name__}: {error}") from None
+
+
+def check(condition: bool, case: str, message: str) -> None:
+    if not condition:
+        raise AssertionError(f"[{case}] {message}")
+
+
+def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
+    """Everything a failed operation must leave as it was: the free list and each request's state."""
+    return list(manager.free_blocks), [(r.seq_len, list(r.block_table)) for r in requests]

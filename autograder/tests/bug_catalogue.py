@@ -1,0 +1,281 @@
+"""Realistic student bugs (each must lose points) and correct variants written differently (each
+must keep full marks). Every class overrides only the method its lab asks for."""
+from __future__ import annotations
+
+import torch
+
+import paged_kv
+from paged_kv import Request
+
+
+# ---- lab 01: estimate_kv_cache_bytes --------------------------------------------------------
+def _ledger(per_token):
+    def estimate(num_blocks, block_size, num_layers, num_kv_heads, head_dim, dtype_bytes=2):
+        token = per_token(num_layers, num_kv_heads, head_dim, dtype_bytes)
+        return {"kv_bytes_per_token": token, "kv_bytes_per_block": block_size * token,
+                "total_cache_bytes": num_blocks * block_size * token,
+                "layout_shape": [num_layers, 2, num_kv_heads, block_size, head_dim]}
+    return estimate
+
+
+LEDGER_BUGS = {
+    "forgets V (only K)": _ledger(lambda l, h, d, b: l * h * d * b),
+    "forgets layers": _ledger(lambda l, h, d, b: 2 * h * d * b),
+    "forgets dtype bytes": _ledger(lambda l, h, d, b: 2 * l * h * d),
+    "float result": _ledger(lambda l, h, d, b: 2.0 * l * h * d * b),
+    "uses bits": _ledger(lambda l, h, d, b: 2 * l * h * d * b * 8),
+}
+
+
+def ledger_block_bug(num_blocks, block_size, num_layers, num_kv_heads, head_dim, dtype_bytes=2):
+    """Per-token right, per-block forgets the block size."""
+    token = 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
+    return {"kv_bytes_per_token": token, "kv_bytes_per_block": token, "total_cache_bytes": num_blocks * token,
+            "layout_shape": [num_layers, 2, num_kv_heads, block_size, head_dim]}
+
+
+LEDGER_BUGS["per block forgets block_size"] = ledger_block_bug
+
+LEDGER_VARIANTS = {
+    "products in another order": _ledger(lambda l, h, d, b: b * d * h * l * 2),
+    "k and v summed": _ledger(lambda l, h, d, b: l * h * d * b + l * h * d * b),
+}
+
+
+# ---- lab 02: allocate_for_prefill -------------------------------------------------------------
+class Base(paged_kv.KVCacheManager):
+    pass
+
+
+class PrefillFloorDivision(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = max(1, req.seq_len // self.block_size)
+        if needed > len(self.free_blocks):
+            raise RuntimeError("OOM")
+        req.block_table.extend(self.free_blocks[:needed])
+        del self.free_blocks[:needed]
+
+
+class PrefillNotAtomic(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = -(-req.seq_len // self.block_size)
+        for _ in range(needed):
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            req.block_table.append(self.free_blocks.pop(0))
+
+
+class PrefillForgetsToRemoveFromFreeList(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = -(-req.seq_len // self.block_size)
+        if needed > len(self.free_blocks):
+            raise RuntimeError("OOM")
+        req.block_table.extend(self.free_blocks[:needed])
+
+
+class PrefillOffByOneOom(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = -(-req.seq_len // self.block_size)
+        if needed >= len(self.free_blocks):
+            raise RuntimeError("OOM")
+        req.block_table.extend(self.free_blocks[:needed])
+        del self.free_blocks[:needed]
+
+
+class PrefillWrongError(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = -(-req.seq_len // self.block_size)
+        if needed > len(self.free_blocks):
+            raise ValueError("not enough memory")
+        req.block_table.extend(self.free_blocks[:needed])
+        del self.free_blocks[:needed]
+
+
+class PrefillExtraBlockOnMultiples(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        needed = req.seq_len // self.block_size + 1
+        if needed > len(self.free_blocks):
+            raise RuntimeError("OOM")
+        req.block_table.extend(self.free_blocks[:needed])
+        del self.free_blocks[:needed]
+
+
+PREFILL_BUGS = [PrefillFloorDivision, PrefillNotAtomic, PrefillForgetsToRemoveFromFreeList, PrefillOffByOneOom,
+                PrefillWrongError, PrefillExtraBlockOnMultiples]
+
+
+class PrefillFromTheBack(Base):
+    """Takes the highest free ids, with math.ceil: correct, just a different choice of blocks."""
+
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        import math
+        needed = math.ceil(req.seq_len / self.block_size)
+        if len(self.free_blocks) < needed:
+            raise RuntimeError(f"OOM: need {needed}, have {len(self.free_blocks)}")
+        chosen = [self.free_blocks.pop() for _ in range(needed)]
+        req.block_table += chosen
+
+
+class PrefillRandomBlocks(Base):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        import random
+        needed = (req.seq_len - 1) // self.block_size + 1
+        if len(self.free_blocks) < needed:
+            raise RuntimeError("OOM")
+        chosen = random.Random(req.seq_len).sample(self.free_blocks, needed)
+        self.free_blocks[:] = [b for b in self.free_blocks if b not in chosen]
+        req.block_table.extend(chosen)
+
+
+PREFILL_VARIANTS = [PrefillFromTheBack, PrefillRandomBlocks]
+
+
+# ---- lab 03: allocate_for_decode --------------------------------------------------------------
+class DecodeTutorialFormula(Base):
+    """The tutorial's ``new_seq_len % block_size == 1``: never true when block_size == 1."""
+
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        new_len = req.seq_len + 1
+        if new_len % self.block_size == 1:
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len = new_len
+
+
+class DecodeUpdatesLengthFirst(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        req.seq_len += 1
+        if (req.seq_len - 1) % self.block_size == 0:
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            req.block_table.append(self.free_blocks.pop(0))
+
+
+class DecodeOffByOne(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        new_len = req.seq_len + 1
+        if new_len % self.block_size == 0:
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len = new_len
+
+
+class DecodeAlwaysNeedsAFreeBlock(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        if not self.free_blocks:
+            raise RuntimeError("OOM")
+        new_len = req.seq_len + 1
+        if -(-new_len // self.block_size) > len(req.block_table):
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len = new_len
+
+
+class DecodeForgetsLength(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        if req.seq_len % self.block_size == 0:
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            req.block_table.append(self.free_blocks.pop(0))
+
+
+DECODE_BUGS = [DecodeTutorialFormula, DecodeUpdatesLengthFirst, DecodeOffByOne, DecodeAlwaysNeedsAFreeBlock,
+               DecodeForgetsLength]
+
+
+class DecodeByCeil(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        import math
+        new_len = req.seq_len + 1
+        if math.ceil(new_len / self.block_size) > len(req.block_table):
+            if len(self.free_blocks) == 0:
+                raise RuntimeError("OOM while decoding")
+            req.block_table.append(self.free_blocks.pop())
+        req.seq_len = new_len
+
+
+class DecodeByModulo(Base):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        if req.seq_len % self.block_size == 0:
+            if not self.free_blocks:
+                raise RuntimeError("OOM")
+            block = self.free_blocks[len(self.free_blocks) // 2]
+            self.free_blocks.remove(block)
+            req.block_table.append(block)
+        req.seq_len += 1
+
+
+DECODE_VARIANTS = [DecodeByCeil, DecodeByModulo]
+
+
+# ---- lab 04: get_physical_cache ---------------------------------------------------------------
+class ReadsSortedOrder(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        blocks = [self.physical_kv_cache[b] for b in sorted(req.block_table)]
+        return torch.cat(blocks)[:req.seq_len]
+
+
+class ForgetsTruncation(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])
+
+
+class ReadsPhysicalPrefix(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        return self.physical_kv_cache[:len(req.block_table)].reshape(-1, self.head_dim)[:req.seq_len]
+
+
+class ReturnsAView(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        first = req.block_table[0]
+        if len(req.block_table) == 1:
+            return self.physical_kv_cache[first][:req.seq_len]
+        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len]
+
+
+class TruncatesTooMuch(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len - 1]
+
+
+RECONSTRUCTION_BUGS = [ReadsSortedOrder, ForgetsTruncation, ReadsPhysicalPrefix, ReturnsAView, TruncatesTooMuch]
+
+
+class ReconstructWithLoop(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        out = torch.empty(req.seq_len, self.head_dim, dtype=self.physical_kv_cache.dtype)
+        for pos in range(req.seq_len):
+            out[pos] = self.physical_kv_cache[req.block_table[pos // self.block_size], pos % self.block_size]
+        return out
+
+
+class ReconstructWithIndexing(Base):
+    def get_physical_cache(self, req):
+        self._check_readable(req)
+        index = torch.tensor(req.block_table)
+        return self.physical_kv_cache[index].flatten(0, 1)[:req.seq_len].clone()
+
+
+RECONSTRUCTION_VARIANTS = [ReconstructWithLoop, ReconstructWithIndexing]
