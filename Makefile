@@ -4,6 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 export PYTHONPATH := $(CURDIR)
+# nbgrader runs helpers (alembic) from PATH: put the environment's bin first.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
+LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 
 .PHONY: help env lab test test-package test-notebooks release bench lock clean
 
@@ -35,6 +39,9 @@ lab: env
 
 test: env
 	$(PY) -m pytest
+
+release: env
+	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
 
 bench: env
 	$(PY) bench/bench_block_manager.py

@@ -33,3 +33,17 @@ def expect_raises(case: str, error: type, func, *args, hint: str = "", match: st
         raise AssertionError(f"[{case}] expected {error.__name__}, got {type(other).__name__}: {other}."
                              + (f" Hint: {hint}" if hint else "")) from None
     raise AssertionError(f"[{case}] expected {error.__name__}, but nothing was raised." + (f" Hint: {hint}" if hint else ""))
+
+
+def show_when_ready(make, todo: str = "the TODO above"):
+    """Run ``make()`` (a picture, a table, a widget) once the student's code exists.
+
+    While the TODO still raises ``NotImplementedError`` this prints a short note instead of a
+    traceback, so the rest of the notebook keeps running. Any other error is raised as usual: it
+    points at a real bug.
+    """
+    try:
+        return make()
+    except NotImplementedError:
+        print(f"Finish {todo}, run its cell again, then run this cell to see what you built.")
+        return None

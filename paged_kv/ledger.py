@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Union
 
-from ._checks import ceil_div, check_int, check_positive_int
+from .checks import ceil_div, check_int, check_positive_int
 
 GIB = 2**30
 

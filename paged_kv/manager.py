@@ -18,7 +18,7 @@ from typing import Dict, List
 
 import torch
 
-from ._checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
+from .checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
 
 
 class Request:

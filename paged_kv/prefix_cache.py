@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence as SequenceType, Set
 import numpy as np
 import xxhash
 
-from ._checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
+from .checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
 from .free_queue import FreeBlockQueue
 
 NO_HASH = -1

@@ -1,11 +1,15 @@
 """Pictures of a block pool and its block tables (matplotlib; no pyplot state, safe in widgets).
 
-Every function returns a ``matplotlib.figure.Figure``: a notebook shows it when it is the last
-expression of a cell (or through ``IPython.display.display``), and ``fig.savefig(path)`` writes a PNG.
+Every function returns a ``CourseFigure`` (a ``matplotlib.figure.Figure`` that renders itself as a
+PNG): a notebook shows it when it is the last expression of a cell or through
+``IPython.display.display``, in JupyterLab, Colab and static viewers alike, without pyplot and
+without being shown twice. ``fig.savefig(path)`` writes a PNG file.
 """
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence as SequenceType
+
+from io import BytesIO
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
@@ -17,13 +21,22 @@ PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
            "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
 
 
+class CourseFigure(Figure):
+    """A Figure that notebooks display as a PNG image (``_repr_png_``), with no pyplot involved."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = BytesIO()
+        self.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+        return buffer.getvalue()
+
+
 def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
 def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *, block_size: int,
               seq_lens: Optional[Mapping[str, int]] = None, ref_counts: Optional[SequenceType[int]] = None,
-              cached_free: Iterable[int] = (), title: Optional[str] = None, ncols: Optional[int] = None) -> Figure:
+              cached_free: Iterable[int] = (), title: Optional[str] = None, ncols: Optional[int] = None) -> CourseFigure:
     """Draw the physical pool (top) and each request's block table (bottom).
 
     ``block_tables`` maps a request name to its physical block ids in logical order. Blocks held by
@@ -55,7 +68,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     ncols = ncols or min(num_blocks, 16)
     pool_rows = -(-num_blocks // ncols)
     table_cols = max([len(block_tables[n]) for n in names] + [1])
-    fig = Figure(figsize=(max(6.0, 0.55 * max(ncols, table_cols) + 2.5), 1.2 + 0.55 * (pool_rows + len(names)) + 0.8))
+    fig = CourseFigure(figsize=(max(6.0, 0.55 * max(ncols, table_cols) + 2.5), 1.2 + 0.55 * (pool_rows + len(names)) + 0.8))
     ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [max(pool_rows, 1), max(len(names), 1)]})
 
     for block_id in range(num_blocks):
@@ -108,7 +121,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     return fig
 
 
-def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) -> Figure:
+def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) -> CourseFigure:
     """``draw_pool`` for a ``KVCacheManager`` and the ``Request`` objects it serves."""
     requests = list(requests)
     return draw_pool(manager.num_blocks, {f"req {r.request_id}": r.block_table for r in requests},
@@ -116,10 +129,116 @@ def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) ->
                      title=title)
 
 
-def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None) -> Figure:
+def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None) -> CourseFigure:
     """``draw_pool`` for a ``BlockManager``: shows ref counts and free blocks whose hash survives."""
     seqs = list(seqs)
     cached_free = [b for b in manager.free_block_ids if manager.blocks[b].hash != -1]
     return draw_pool(manager.num_blocks, {f"seq {s.seq_id}": s.block_table for s in seqs},
                      block_size=manager.block_size, seq_lens={f"seq {s.seq_id}": len(s) for s in seqs},
                      ref_counts=manager.ref_counts(), cached_free=cached_free, title=title)
+
+
+def plot_kv_memory(ledger, presets: Iterable, *, dtype_bytes: int = 2, block_size: int = 16,
+                   context_len: Optional[int] = None, highlight: Optional[str] = None,
+                   gpu_budgets: Optional[Mapping[str, int]] = None) -> CourseFigure:
+    """KV cache of one request (GiB) against its context length, one line per model preset.
+
+    ``ledger`` is an ``estimate_kv_cache_bytes``-like function (the student's, in lab 01). Lengths are
+    rounded up to whole blocks, as a paged allocator does. ``gpu_budgets`` draws dashed lines.
+    """
+    presets = list(presets)
+    lengths = [2 ** k for k in range(9, 18)]  # 512 .. 131072 tokens
+    fig = CourseFigure(figsize=(8, 4.6))
+    ax = fig.subplots()
+    for i, preset in enumerate(presets):
+        ys = []
+        for n in lengths:
+            blocks = -(-n // block_size)
+            ys.append(ledger(blocks, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim,
+                             dtype_bytes)["total_cache_bytes"] / 2**30)
+        bold = highlight is None or preset.name == highlight
+        ax.plot(lengths, ys, marker="o", markersize=3, color=_color(i), linewidth=2.2 if bold else 1.0,
+                alpha=1.0 if bold else 0.45, label=f"{preset.name} ({preset.num_kv_heads} KV heads)")
+        if context_len is not None and bold:
+            blocks = -(-context_len // block_size)
+            y = ledger(blocks, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim,
+                       dtype_bytes)["total_cache_bytes"] / 2**30
+            ax.plot([context_len], [y], marker="*", markersize=14, color=_color(i), zorder=5)
+            ax.annotate(f"{y:.2f} GiB", (context_len, y), textcoords="offset points", xytext=(8, -12), fontsize=9)
+    for name, budget in (gpu_budgets or {}).items():
+        ax.axhline(budget / 2**30, linestyle="--", color="#555555", linewidth=0.8)
+        ax.text(lengths[0], budget / 2**30, f" {name}", va="bottom", fontsize=8, color="#555555")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context length of one request (tokens, log scale)")
+    ax.set_ylabel("KV cache of that request (GiB, log scale)")
+    ax.set_title(f"KV cache per request: {dtype_bytes}-byte elements, block size {block_size}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_fragmentation(result: Mapping[str, List[float]], title: Optional[str] = None) -> CourseFigure:
+    """Tail waste (tokens) and utilisation (%) against block size, from ``fragmentation_by_block_size``."""
+    sizes = result["block_size"]
+    fig = CourseFigure(figsize=(9, 3.8))
+    ax_waste, ax_util = fig.subplots(1, 2)
+    ax_waste.bar([str(s) for s in sizes], result["tail_waste_tokens"], color=_color(1))
+    ax_waste.set_xlabel("block size (tokens)")
+    ax_waste.set_ylabel("unused slots in last blocks (tokens)")
+    ax_waste.set_title("Tail waste, whole workload")
+    ax_util.plot([str(s) for s in sizes], [100 * u for u in result["utilization"]], marker="o", color=_color(0))
+    ax_util.set_ylim(0, 105)
+    ax_util.set_xlabel("block size (tokens)")
+    ax_util.set_ylabel("utilisation (% of allocated slots used)")
+    ax_util.set_title("Utilisation of allocated KV memory")
+    ax_util.grid(True, alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None) -> CourseFigure:
+    """Pool slots coloured by physical block (left) next to the logical sequence rebuilt from them (right).
+
+    Each token of ``rebuilt`` (``[seq_len, head_dim]``) is coloured by the physical block whose value it
+    carries, so a wrong read order shows as colours in the wrong place. With ``rebuilt=None`` only the
+    pool and the table are drawn.
+    """
+    import torch
+
+    cache = manager.physical_kv_cache
+    num_blocks, block_size = cache.shape[0], cache.shape[1]
+    fig = CourseFigure(figsize=(10, 0.45 * num_blocks + 1.8))
+    ax_pool, ax_seq = fig.subplots(1, 2, gridspec_kw={"width_ratios": [block_size + 3, 4]})
+    order = {block_id: i for i, block_id in enumerate(req.block_table)}
+    for b in range(num_blocks):
+        for s in range(block_size):
+            owned = b in order
+            ax_pool.add_patch(Rectangle((s, -b), 0.9, 0.9, facecolor=_color(b) if owned else FREE_COLOR,
+                                        edgecolor="#777777", linewidth=0.5))
+        label = f"block {b}" + (f"  <- logical {order[b]}" if b in order else "")
+        ax_pool.text(block_size + 0.2, -b + 0.45, label, va="center", fontsize=8)
+    ax_pool.set_xlim(-0.2, block_size + 3)
+    ax_pool.set_ylim(-num_blocks + 0.8, 1.2)
+    ax_pool.axis("off")
+    ax_pool.set_title("physical pool (slots), table order on the right", fontsize=10)
+    if rebuilt is not None:
+        fingerprints = {b: cache[b].reshape(block_size, -1) for b in range(num_blocks)}
+        for pos in range(rebuilt.shape[0]):
+            row = rebuilt[pos]
+            source = next((b for b, slots in fingerprints.items() if any(torch.equal(row, v) for v in slots)), None)
+            color = _color(source) if source is not None else "#ffffff"
+            ax_seq.add_patch(Rectangle((0, -pos * 0.5), 1.6, 0.45, facecolor=color, edgecolor="#777777",
+                                       linewidth=0.5))
+            ax_seq.text(1.8, -pos * 0.5 + 0.22, f"token {pos}" + (f" (block {source})" if source is not None else " (?)"),
+                        va="center", fontsize=7)
+        ax_seq.set_ylim(-rebuilt.shape[0] * 0.5, 0.7)
+    ax_seq.set_xlim(0, 4)
+    ax_seq.axis("off")
+    ax_seq.set_title("rebuilt logical sequence", fontsize=10)
+    if title:
+        fig.suptitle(title)
+    return fig

@@ -1,0 +1,122 @@
+"""course/ is exactly what nbgrader makes from solutions/, and nbgrader grades it as promised:
+solutions get full marks, untouched releases get zero on every test cell (with no error elsewhere),
+and a realistic bug submitted as a notebook loses exactly the points of the part it breaks."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.labs import LABS
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "autograder" / "nbgrader_config.py"
+GRADED_LABS = [lab for lab in LABS if lab != "00-start-here"]
+
+# Buggy students: (lab, text in the solution cell, replacement, grade ids that must lose their points)
+BUGS = {
+    "refuses_exact_fit": ("02-atomic-prefill", "if needed > len(self.free_blocks):",
+                          "if needed >= len(self.free_blocks):",
+                          {"lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
+    "tutorial_formula": ("03-decode-growth", "if self.blocks_needed(new_seq_len) > len(req.block_table):",
+                         "if new_seq_len % self.block_size == 1:",
+                         {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
+                          "lab03-hidden-random"}),
+}
+
+
+def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PAGED_KV_COURSE_ROOT=str(root))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    command = [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN", f"--NbGrader.config_file={CONFIG}"]
+    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0 and "App | ERROR]" not in result.stderr, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def course_root(tmp_path_factory) -> Path:
+    """A scratch course: solutions copied, course regenerated, four kinds of students graded."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    for lab in LABS:
+        nbgrader(root, "generate_assignment", lab, "--force")
+    submitted = root / "autograder" / "work" / "submitted"
+    for lab, name in LABS.items():
+        for student, source in (("solution", root / "solutions"), ("untouched", root / "course")):
+            (submitted / student / lab).mkdir(parents=True)
+            shutil.copy(source / lab / name, submitted / student / lab / name)
+    for student, (lab, old, new, _) in BUGS.items():
+        nb = nbformat.read(root / "solutions" / lab / LABS[lab], as_version=4)
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+        assert len(cells) == 1 and old in cells[0].source, f"bug {student}: solution text not found"
+        cells[0].source = cells[0].source.replace(old, new)
+        (submitted / student / lab).mkdir(parents=True)
+        nbformat.write(nb, submitted / student / lab / LABS[lab])
+    for lab in LABS:
+        nbgrader(root, "autograde", lab, "--create", "--force")
+    return root
+
+
+def scores(root: Path, lab: str, student: str) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'autograder' / 'work' / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)
+        return {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
+
+
+def test_committed_course_matches_a_fresh_generation(course_root):
+    for lab, name in LABS.items():
+        fresh = (course_root / "course" / lab / name).read_bytes()
+        committed = (REPO / "course" / lab / name).read_bytes()
+        assert fresh == committed, f"course/{lab}/{name} differs from solutions/: run `make release` and commit"
+    extra = {p.name for p in (REPO / "course").iterdir()} - set(LABS)
+    assert not extra, f"course/ holds folders that no solution generates: {extra}"
+
+
+@pytest.mark.parametrize("folder", ["solutions", "course"])
+def test_notebooks_are_committed_without_outputs(folder):
+    for lab, name in LABS.items():
+        nb = nbformat.read(REPO / folder / lab / name, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{folder}/{lab}: a cell has outputs"
+
+
+@pytest.mark.parametrize("lab", GRADED_LABS)
+def test_solution_gets_full_marks(course_root, lab):
+    got = scores(course_root, lab, "solution")
+    assert got and all(score == maximum for score, maximum in got.values()), got
+    assert sum(maximum for _, maximum in got.values()) == 10
+
+
+@pytest.mark.parametrize("lab", GRADED_LABS)
+def test_untouched_release_gets_zero_and_no_error_elsewhere(course_root, lab):
+    got = scores(course_root, lab, "untouched")
+    assert got and all(score == 0 for score, _ in got.values()), got
+    autograded = course_root / "autograder" / "work" / "autograded" / "untouched" / lab / LABS[lab]
+    nb = nbformat.read(autograded, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert not errors, f"{lab}: a non-test cell fails on the untouched release:\n{cell.source[:300]}"
+
+
+def test_start_here_runs_clean_as_released(course_root):
+    autograded = course_root / "autograder" / "work" / "autograded" / "untouched" / "00-start-here" / LABS["00-start-here"]
+    nb = nbformat.read(autograded, as_version=4)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("student", sorted(BUGS))
+def test_a_submitted_bug_loses_exactly_the_points_of_its_part(course_root, student):
+    lab, _, _, must_fail = BUGS[student]
+    got = scores(course_root, lab, student)
+    failed = {name for name, (score, maximum) in got.items() if score < maximum}
+    assert failed == must_fail, got
