@@ -35,7 +35,7 @@ $(STAMP): requirements-lock.txt pyproject.toml
 env: $(STAMP)
 
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=course
+	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: env
 	$(PY) -m pytest

@@ -47,6 +47,16 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> Tuple[int
             f"{seq_lens.shape[0]} entries")
     if num_seqs == 0:
         raise ValueError("need at least one sequence")
+    _check_tables(block_tables, seq_lens, num_blocks, block_size)
+    return num_seqs, num_q_heads, num_kv_heads, head_dim, block_size
+
+
+def _check_tables(block_tables, seq_lens, num_blocks: int, block_size: int) -> None:
+    if block_tables.dtype not in _INDEX_DTYPES or seq_lens.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"block_tables and seq_lens must be int32/int64, got {block_tables.dtype}, {seq_lens.dtype}")
+    if block_tables.shape[0] != seq_lens.shape[0] or seq_lens.shape[0] == 0:
+        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but seq_lens has {seq_lens.shape[0]} entries "
+                         "(need the same number, at least one)")
     max_len = block_tables.shape[1] * block_size
     if int(seq_lens.min()) < 1 or int(seq_lens.max()) > max_len:
         raise ValueError(f"every seq_len must be in 1..{max_len} (max_blocks * block_size), got {seq_lens.tolist()}")
@@ -54,14 +64,18 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> Tuple[int
     live = block_tables[used]
     if live.numel() and (int(live.min()) < 0 or int(live.max()) >= num_blocks):
         raise ValueError(f"block_tables has ids outside 0..{num_blocks - 1} within the sequences' lengths")
-    return num_seqs, num_q_heads, num_kv_heads, head_dim, block_size
 
 
 def gather_kv(cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:
     """Copy each sequence's tokens into logical order: ``[num_seqs, max_len, num_kv_heads, head_dim]``.
 
-    ``max_len = seq_lens.max()``; slots past a sequence's length hold zeros.
+    ``cache`` is ``[num_blocks, block_size, num_kv_heads, head_dim]``; ``max_len = seq_lens.max()``;
+    slots past a sequence's length hold zeros. Padding entries of ``block_tables`` are never read.
     """
+    _check_tensor("cache", cache, 4)
+    _check_tensor("block_tables", block_tables, 2)
+    _check_tensor("seq_lens", seq_lens, 1)
+    _check_tables(block_tables, seq_lens, cache.shape[0], cache.shape[1])
     block_size = cache.shape[1]
     max_len = int(seq_lens.max())
     pos = torch.arange(max_len, device=cache.device)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
+from .checks import check_int
+
 
 class FreeBlockQueue:
     """Ordered set of free block ids: pop from the front, append to the back, remove from anywhere."""
@@ -17,7 +19,10 @@ class FreeBlockQueue:
     __slots__ = ("_ids",)
 
     def __init__(self, block_ids: Iterable[int] = ()):
-        self._ids: "OrderedDict[int, None]" = OrderedDict.fromkeys(block_ids)
+        ids = [check_int("block_ids[]", b, minimum=0) for b in block_ids]
+        self._ids: "OrderedDict[int, None]" = OrderedDict.fromkeys(ids)
+        if len(self._ids) != len(ids):
+            raise ValueError("block_ids holds an id more than once")
 
     def popleft(self) -> int:
         """Remove and return the oldest free id; ``IndexError`` when empty (like ``deque``)."""
@@ -28,12 +33,14 @@ class FreeBlockQueue:
 
     def append(self, block_id: int) -> None:
         """Put ``block_id`` at the back; ``ValueError`` if it is already free."""
+        block_id = check_int("block_id", block_id, minimum=0)
         if block_id in self._ids:
             raise ValueError(f"block {block_id} is already in the free queue")
         self._ids[block_id] = None
 
     def remove(self, block_id: int) -> None:
         """Take ``block_id`` out from wherever it sits; ``ValueError`` if it is not free."""
+        block_id = check_int("block_id", block_id, minimum=0)
         try:
             del self._ids[block_id]
         except KeyError:

@@ -125,10 +125,17 @@ class BlockManager:
     def compute_hash(cls, token_ids: SequenceType[int], prefix: int = NO_HASH) -> int:
         """xxh64 of ``prefix`` (8 little-endian bytes, skipped when -1) then the ids as int64."""
         prefix = check_int("prefix", prefix, minimum=NO_HASH)
+        if prefix >= 2**64:
+            raise ValueError(f"prefix must fit in 8 bytes (a previous xxh64 digest), got {prefix}")
+        tokens = np.asarray(token_ids)
+        if tokens.ndim != 1 or (tokens.size and tokens.dtype.kind not in "iu"):
+            raise TypeError(f"token_ids must be a flat list of ints, got {token_ids!r}")
+        if tokens.size and tokens.min() < 0:
+            raise ValueError(f"token ids must be non-negative, got {token_ids!r}")
         h = xxhash.xxh64()
         if prefix != NO_HASH:
             h.update(prefix.to_bytes(8, "little"))
-        h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
+        h.update(tokens.astype(np.int64).tobytes())
         return h.intdigest()
 
     # -- single blocks (O(1) each) --------------------------------------------------------------

@@ -6,6 +6,7 @@ pool is too small. Tests, graders, pictures and benchmarks all drive managers th
 """
 from __future__ import annotations
 
+from .checks import check_instance
 from .prefix_cache import BlockManager, Sequence
 
 
@@ -19,6 +20,7 @@ def _compute_and_hash(manager: BlockManager, seq: Sequence) -> None:
 
 def prefill(manager: BlockManager, seq: Sequence) -> int:
     """Allocate ``seq`` (reusing cached prefix blocks), cache all its tokens; return the blocks hit."""
+    check_instance("manager", manager, BlockManager)
     num_cached_blocks = manager.can_allocate(seq)
     if num_cached_blocks == -1:
         raise RuntimeError(
@@ -32,6 +34,8 @@ def prefill(manager: BlockManager, seq: Sequence) -> int:
 
 def decode_step(manager: BlockManager, seq: Sequence, token_id: int) -> None:
     """Append ``token_id`` to a prefilled ``seq``, give it a slot (new block if needed), cache it."""
+    check_instance("manager", manager, BlockManager)
+    check_instance("seq", seq, Sequence)
     seq.append_token(token_id)
     try:
         manager.may_append(seq)

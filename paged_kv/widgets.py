@@ -24,6 +24,9 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9):
 
     from .viz import plot_kv_memory
 
+    if not callable(ledger):
+        raise TypeError(f"ledger must be a function like estimate_kv_cache_bytes, got {type(ledger).__name__}")
+
     model = widgets.Dropdown(options=list(MODEL_PRESETS), value="Llama-3.1-8B", description="model")
     dtype = widgets.Dropdown(options=[("fp8 (1 byte)", 1), ("bf16/fp16 (2 bytes)", 2), ("fp32 (4 bytes)", 4)],
                              value=2, description="KV dtype")
@@ -60,8 +63,16 @@ def decode_stepper(manager_cls, num_blocks: int = 12, prompt_len: int = 5, head_
     """Buttons that decode one token at a time with the student's manager and redraw the pool."""
     import ipywidgets as widgets
 
-    from .manager import Request
+    from .checks import check_positive_int
+    from .manager import KVCacheManager, Request
     from .viz import draw_kv_manager
+
+    if not (isinstance(manager_cls, type) and issubclass(manager_cls, KVCacheManager)):
+        raise TypeError(f"manager_cls must be a KVCacheManager class, got {manager_cls!r}")
+    for name, value in (("num_blocks", num_blocks), ("prompt_len", prompt_len), ("head_dim", head_dim)):
+        check_positive_int(name, value)
+    if second_prompt is not None:
+        check_positive_int("second_prompt", second_prompt)
 
     block = widgets.Dropdown(options=[1, 2, 4, 8], value=4, description="block size")
     step = widgets.Button(description="decode 1 token")

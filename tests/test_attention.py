@@ -79,3 +79,13 @@ def test_reference_rejects_bad_inputs(mutate, error, match):
     case = make_case([5, 3], 4, 4, 2)
     with pytest.raises(error, match=match):
         paged_decode_attention_ref(*mutate(case))
+
+
+def test_gather_kv_rejects_bad_tables():
+    cache = torch.zeros(4, 2, 1, 1)
+    with pytest.raises(ValueError, match="outside"):
+        gather_kv(cache, torch.tensor([[9]], dtype=torch.int32), torch.tensor([1], dtype=torch.int32))
+    with pytest.raises(TypeError, match="int32"):
+        gather_kv(cache, torch.tensor([[0.0]]), torch.tensor([1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="dimensions"):
+        gather_kv(cache[0], torch.tensor([[0]], dtype=torch.int32), torch.tensor([1], dtype=torch.int32))

@@ -263,3 +263,24 @@ def test_block_tables_equal_nano_vllm_policy_on_random_traces(block_size, seed):
             oracle.release(table)
         assert list(manager.free_block_ids) == list(oracle.free)
         check_block_manager(manager, [s for s, _, _ in live])
+
+
+@pytest.mark.parametrize("tokens, prefix, error", [([1.5, 2.0], -1, TypeError), ([1, -3], -1, ValueError),
+                                                   ([[1, 2]], -1, TypeError), ([1, 2], 2**64, ValueError),
+                                                   ([1, 2], True, TypeError), ([True, False], -1, TypeError)])
+def test_compute_hash_rejects_bad_input(tokens, prefix, error):
+    with pytest.raises(error):
+        BlockManager.compute_hash(tokens, prefix)
+
+
+def test_free_queue_rejects_non_int_ids():
+    queue = FreeBlockQueue(range(3))
+    with pytest.raises(TypeError):
+        queue.remove(True)
+    with pytest.raises(ValueError):
+        FreeBlockQueue([1, 1])
+
+
+def test_steps_reject_a_wrong_manager():
+    with pytest.raises(TypeError, match="manager"):
+        prefill("not a manager", Sequence([1], block_size=2))

@@ -12,10 +12,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.labs import LABS
+from autograder.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "autograder" / "nbgrader_config.py"
+CONFIG = CONFIG_FILE
 GRADED_LABS = [lab for lab in LABS if lab != "00-start-here"]
 
 # Buggy students: (lab, text in the solution cell, replacement, grade ids that must lose their points)
@@ -28,6 +28,12 @@ BUGS = {
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
                           "lab03-hidden-random"}),
 }
+
+
+def test_makefile_uses_the_configured_folders():
+    makefile = (REPO / "Makefile").read_text()
+    assert f"--notebook-dir={RELEASE_DIR.name}" in makefile
+    assert f"wildcard {SOURCE_DIR.name}/" in makefile
 
 
 def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -43,16 +49,16 @@ def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
 def course_root(tmp_path_factory) -> Path:
     """A scratch course: solutions copied, course regenerated, four kinds of students graded."""
     root = tmp_path_factory.mktemp("course")
-    shutil.copytree(REPO / "solutions", root / "solutions")
+    shutil.copytree(SOURCE_DIR, root / SOURCE_DIR.name)
     for lab in LABS:
         nbgrader(root, "generate_assignment", lab, "--force")
     submitted = root / "autograder" / "work" / "submitted"
     for lab, name in LABS.items():
-        for student, source in (("solution", root / "solutions"), ("untouched", root / "course")):
+        for student, source in (("solution", root / SOURCE_DIR.name), ("untouched", root / RELEASE_DIR.name)):
             (submitted / student / lab).mkdir(parents=True)
             shutil.copy(source / lab / name, submitted / student / lab / name)
     for student, (lab, old, new, _) in BUGS.items():
-        nb = nbformat.read(root / "solutions" / lab / LABS[lab], as_version=4)
+        nb = nbformat.read(root / SOURCE_DIR.name / lab / LABS[lab], as_version=4)
         cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
         assert len(cells) == 1 and old in cells[0].source, f"bug {student}: solution text not found"
         cells[0].source = cells[0].source.replace(old, new)
@@ -73,17 +79,17 @@ def scores(root: Path, lab: str, student: str) -> dict:
 
 def test_committed_course_matches_a_fresh_generation(course_root):
     for lab, name in LABS.items():
-        fresh = (course_root / "course" / lab / name).read_bytes()
-        committed = (REPO / "course" / lab / name).read_bytes()
+        fresh = (course_root / RELEASE_DIR.name / lab / name).read_bytes()
+        committed = (RELEASE_DIR / lab / name).read_bytes()
         assert fresh == committed, f"course/{lab}/{name} differs from solutions/: run `make release` and commit"
-    extra = {p.name for p in (REPO / "course").iterdir()} - set(LABS)
+    extra = {p.name for p in RELEASE_DIR.iterdir()} - set(LABS)
     assert not extra, f"course/ holds folders that no solution generates: {extra}"
 
 
-@pytest.mark.parametrize("folder", ["solutions", "course"])
+@pytest.mark.parametrize("folder", [SOURCE_DIR, RELEASE_DIR], ids=["source", "release"])
 def test_notebooks_are_committed_without_outputs(folder):
     for lab, name in LABS.items():
-        nb = nbformat.read(REPO / folder / lab / name, as_version=4)
+        nb = nbformat.read(folder / lab / name, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, f"{folder}/{lab}: a cell has outputs"

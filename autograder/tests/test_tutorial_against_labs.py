@@ -1,14 +1,11 @@
 """The tutorial's own tests pass against each lab's solution (its student-written piece plugged in)."""
-from pathlib import Path
-
 import pytest
 
 import paged_kv
-from autograder.labs import LABS
+from autograder.labs import LABS, RELEASE_DIR, SOURCE_DIR
 from notebook_code import namespace_after_answer
 from tutorial_seed import run_tutorial_tests
 
-REPO = Path(__file__).resolve().parents[2]
 WHAT_THE_LAB_WRITES = {
     "01-capacity-ledger": "estimate_kv_cache_bytes",
     "02-atomic-prefill": "KVCacheManager",
@@ -19,7 +16,7 @@ WHAT_THE_LAB_WRITES = {
 
 @pytest.mark.parametrize("lab", sorted(WHAT_THE_LAB_WRITES))
 def test_tutorial_tests_pass_against_lab_solution(lab, seeds_dir, capsys):
-    namespace = namespace_after_answer(REPO / "solutions" / lab / LABS[lab])
+    namespace = namespace_after_answer(SOURCE_DIR / lab / LABS[lab])
     names = {"Request": paged_kv.Request, "KVCacheManager": paged_kv.KVCacheManager,
              "estimate_kv_cache_bytes": paged_kv.estimate_kv_cache_bytes}
     name = WHAT_THE_LAB_WRITES[lab]
@@ -31,7 +28,7 @@ def test_tutorial_tests_pass_against_lab_solution(lab, seeds_dir, capsys):
 
 @pytest.mark.parametrize("lab", sorted(WHAT_THE_LAB_WRITES))
 def test_tutorial_tests_fail_against_the_untouched_release(lab, seeds_dir):
-    namespace = namespace_after_answer(REPO / "course" / lab / LABS[lab])
+    namespace = namespace_after_answer(RELEASE_DIR / lab / LABS[lab])
     names = {"Request": paged_kv.Request, "KVCacheManager": paged_kv.KVCacheManager,
              "estimate_kv_cache_bytes": paged_kv.estimate_kv_cache_bytes}
     names[WHAT_THE_LAB_WRITES[lab]] = namespace[WHAT_THE_LAB_WRITES[lab]]
