@@ -68,8 +68,9 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     ncols = ncols or min(num_blocks, 16)
     pool_rows = -(-num_blocks // ncols)
     table_cols = max([len(block_tables[n]) for n in names] + [1])
-    fig = CourseFigure(figsize=(max(6.0, 0.55 * max(ncols, table_cols) + 2.5), 1.2 + 0.55 * (pool_rows + len(names)) + 0.8))
-    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [max(pool_rows, 1), max(len(names), 1)]})
+    width = max(ncols, table_cols)  # both panels share one x scale, so a pool cell = a table cell
+    fig = CourseFigure(figsize=(0.5 * width + 4.5, 0.5 * (pool_rows + max(len(names), 1)) + 2.2))
+    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows + 0.6, max(len(names), 1) + 0.9]})
 
     for block_id in range(num_blocks):
         x, y = block_id % ncols, -(block_id // ncols)
@@ -83,7 +84,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
             ax_pool.add_patch(Rectangle((x, y), 0.92 * frac, 0.92, facecolor=color, linewidth=0))
         label = f"{block_id}" + (f"\nx{counts[block_id]}" if shared else "")
         ax_pool.text(x + 0.46, y + 0.46, label, ha="center", va="center", fontsize=8)
-    ax_pool.set_xlim(-0.1, ncols + 0.1)
+    ax_pool.set_xlim(-0.1, width + 0.1)
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
     ax_pool.axis("off")
@@ -104,10 +105,11 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
             ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor=_color(r), alpha=0.35, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
-            ax_tab.text(i + 0.46, y + 0.46, str(block_id), ha="center", va="center", fontsize=8, color="white")
+            ax_tab.text(i + 0.46, y + 0.46, str(block_id), ha="center", va="center", fontsize=8,
+                        color="white" if frac >= 0.5 else "#222222")
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
-    ax_tab.set_xlim(-0.1, table_cols + 0.1)
+    ax_tab.set_xlim(-0.1, width + 0.1)
     ax_tab.set_ylim(-max(len(names), 1) + 0.9, 1.0)
     ax_tab.set_aspect("equal")
     ax_tab.set_xticks([i + 0.46 for i in range(table_cols)], [str(i) for i in range(table_cols)], fontsize=8)
@@ -117,7 +119,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     ax_tab.set_yticks([])
     ax_tab.set_xlabel("logical block index (cell text = physical block id)", fontsize=9)
     ax_tab.set_title("Block tables", fontsize=10)
-    fig.subplots_adjust(left=0.22, right=0.78, hspace=0.35)
+    fig.subplots_adjust(left=0.16, right=0.80, hspace=0.45)
     return fig
 
 
