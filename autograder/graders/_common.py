@@ -26,3 +26,20 @@ def check(condition: bool, case: str, message: str) -> None:
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
     """Everything a failed operation must leave as it was: the free list and each request's state."""
     return list(manager.free_blocks), [(r.seq_len, list(r.block_table)) for r in requests]
+
+
+def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable, manager, req, what: str) -> bool:
+    """Run one step on the reference, then the same on the student's manager, and compare outcomes.
+
+    When the reference succeeds the student's step must too; when it raises OOM the student's must
+    raise ``RuntimeError('OOM ...')`` and leave ``manager`` and ``req`` unchanged. Returns success.
+    """
+    try:
+        reference_op()
+    except RuntimeError:
+        before = snapshot(manager, req)
+        expect_raises(case, RuntimeError, student_op, req, match="OOM")
+        check(snapshot(manager, req) == before, case, f"a failed {what} changed the state")
+        return False
+    call(case, student_op, req)
+    return True

@@ -5,7 +5,7 @@ import random
 
 from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
 
-from ._common import call, check, expect_raises, snapshot
+from ._common import call, check, expect_raises, mirror_step, snapshot
 
 
 def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
@@ -78,17 +78,8 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
         for step in range(steps // 4):
             mine, theirs = rng.choice(pairs)
             case = f"random workload {trial}, step {step}, request {mine.request_id} at seq_len {mine.seq_len}"
-            try:
-                reference.allocate_for_decode(theirs)
-                expected_ok = True
-            except RuntimeError:
-                expected_ok = False
-            if expected_ok:
-                call(case, student.allocate_for_decode, mine)
-            else:
-                before = snapshot(student, mine)
-                expect_raises(case, RuntimeError, student.allocate_for_decode, mine, match="OOM")
-                check(snapshot(student, mine) == before, case, "a failed decode changed the state")
+            mirror_step(case, lambda: reference.allocate_for_decode(theirs), student.allocate_for_decode,
+                        student, mine, "decode")
             check(mine.seq_len == theirs.seq_len and len(mine.block_table) == len(theirs.block_table), case,
                   f"expected seq_len={theirs.seq_len} with {len(theirs.block_table)} blocks, got "
                   f"seq_len={mine.seq_len} with {len(mine.block_table)}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 import paged_kv
-from paged_kv import Request
 
 
 # ---- lab 01: estimate_kv_cache_bytes --------------------------------------------------------
