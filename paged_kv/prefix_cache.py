@@ -25,6 +25,15 @@ from .free_queue import FreeBlockQueue
 NO_HASH = -1
 
 
+def _chain_hash(token_ids: List[int], prefix: int) -> int:
+    """The hash itself, for ids already validated (a ``Sequence``'s): the hot path of every lookup."""
+    h = xxhash.xxh64()
+    if prefix != NO_HASH:
+        h.update(prefix.to_bytes(8, "little"))
+    h.update(np.array(token_ids, dtype=np.int64).tobytes())
+    return h.intdigest()
+
+
 class Sequence:
     """The token ids of one request and the bookkeeping ``BlockManager`` reads and writes.
 
@@ -132,11 +141,7 @@ class BlockManager:
             raise TypeError(f"token_ids must be a flat list of ints, got {token_ids!r}")
         if tokens.size and tokens.min() < 0:
             raise ValueError(f"token ids must be non-negative, got {token_ids!r}")
-        h = xxhash.xxh64()
-        if prefix != NO_HASH:
-            h.update(prefix.to_bytes(8, "little"))
-        h.update(tokens.astype(np.int64).tobytes())
-        return h.intdigest()
+        return _chain_hash(token_ids, prefix)
 
     # -- single blocks (O(1) each) --------------------------------------------------------------
     def _allocate_block(self) -> int:
@@ -194,7 +199,7 @@ class BlockManager:
         num_new_blocks = seq.num_blocks
         for i in range(seq.num_blocks - 1):
             token_ids = seq.block(i)
-            h = self.compute_hash(token_ids, h)
+            h = _chain_hash(token_ids, h)
             block_id = self.hash_to_block_id.get(h, NO_HASH)
             if block_id == NO_HASH or self.blocks[block_id].token_ids != token_ids:
                 break
@@ -224,7 +229,7 @@ class BlockManager:
         hits: List[int] = []
         for i in range(num_cached_blocks):
             token_ids = seq.block(i)
-            h = self.compute_hash(token_ids, h)
+            h = _chain_hash(token_ids, h)
             block_id = self.hash_to_block_id.get(h, NO_HASH)
             if block_id == NO_HASH or self.blocks[block_id].token_ids != token_ids:
                 raise ValueError(
@@ -313,7 +318,7 @@ class BlockManager:
         for i in range(start, end):
             block = self.blocks[seq.block_table[i]]
             token_ids = seq.block(i)
-            h = self.compute_hash(token_ids, h)
+            h = _chain_hash(token_ids, h)
             block.update(h, token_ids)
             self.hash_to_block_id[h] = block.block_id
 
