@@ -66,6 +66,8 @@ def course_root(tmp_path_factory) -> Path:
         nbformat.write(nb, submitted / student / lab / LABS[lab])
     for lab in LABS:
         nbgrader(root, "autograde", lab, "--create", "--force")
+        nbgrader(root, "generate_feedback", lab, "--force")
+    nbgrader(root, "export", f"--to={root / 'grades.csv'}")
     return root
 
 
@@ -126,3 +128,15 @@ def test_a_submitted_bug_loses_exactly_the_points_of_its_part(course_root, stude
     got = scores(course_root, lab, student)
     failed = {name for name, (score, maximum) in got.items() if score < maximum}
     assert failed == must_fail, got
+
+
+def test_feedback_and_grade_export_work_as_the_readme_says(course_root):
+    import csv
+
+    feedback = course_root / "autograder" / "work" / "feedback" / "solution" / "02-atomic-prefill"
+    assert (feedback / "atomic_prefill.html").exists(), sorted(p.name for p in feedback.parent.rglob("*"))
+    with open(course_root / "grades.csv", newline="") as handle:
+        rows = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(handle)}
+    assert rows[("02-atomic-prefill", "solution")] == 10.0
+    assert rows[("02-atomic-prefill", "untouched")] == 0.0
+    assert 0 < rows[("03-decode-growth", "tutorial_formula")] < 10
