@@ -39,14 +39,10 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> Tuple[int
         raise TypeError(f"q, k_cache, v_cache must share one float dtype, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
     if num_q_heads % num_kv_heads:
         raise ValueError(f"num_q_heads={num_q_heads} must be a multiple of num_kv_heads={num_kv_heads}")
-    if block_tables.dtype not in _INDEX_DTYPES or seq_lens.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"block_tables and seq_lens must be int32/int64, got {block_tables.dtype}, {seq_lens.dtype}")
     if block_tables.shape[0] != num_seqs or seq_lens.shape[0] != num_seqs:
         raise ValueError(
             f"q has {num_seqs} sequences but block_tables has {block_tables.shape[0]} rows and seq_lens "
             f"{seq_lens.shape[0]} entries")
-    if num_seqs == 0:
-        raise ValueError("need at least one sequence")
     _check_tables(block_tables, seq_lens, num_blocks, block_size)
     return num_seqs, num_q_heads, num_kv_heads, head_dim, block_size
 

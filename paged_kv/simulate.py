@@ -11,10 +11,10 @@ def random_request_lengths(count: int = 64, seed: int = 0, max_prompt: int = 512
                            max_output: int = 256) -> List[Tuple[int, int]]:
     """``count`` pairs ``(prompt_len, output_len)``, uniform in ``[1, max_prompt]`` and ``[1, max_output]``."""
     count = check_positive_int("count", count)
-    check_int("seed", seed)
-    rng = random.Random(seed)
-    return [(rng.randint(1, check_positive_int("max_prompt", max_prompt)),
-             rng.randint(1, check_positive_int("max_output", max_output))) for _ in range(count)]
+    max_prompt = check_positive_int("max_prompt", max_prompt)
+    max_output = check_positive_int("max_output", max_output)
+    rng = random.Random(check_int("seed", seed))
+    return [(rng.randint(1, max_prompt), rng.randint(1, max_output)) for _ in range(count)]
 
 
 def fragmentation_by_block_size(manager_cls, block_sizes: Sequence[int],

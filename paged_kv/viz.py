@@ -14,6 +14,8 @@ from io import BytesIO
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from .prefix_cache import NO_HASH
+
 FREE_COLOR = "#e6e6e6"
 CACHED_FREE_COLOR = "#c9e4f2"
 SHARED_EDGE = "#000000"
@@ -134,7 +136,7 @@ def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) ->
 def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None) -> CourseFigure:
     """``draw_pool`` for a ``BlockManager``: shows ref counts and free blocks whose hash survives."""
     seqs = list(seqs)
-    cached_free = [b for b in manager.free_block_ids if manager.blocks[b].hash != -1]
+    cached_free = [b for b in manager.free_block_ids if manager.blocks[b].hash != NO_HASH]
     return draw_pool(manager.num_blocks, {f"seq {s.seq_id}": s.block_table for s in seqs},
                      block_size=manager.block_size, seq_lens={f"seq {s.seq_id}": len(s) for s in seqs},
                      ref_counts=manager.ref_counts(), cached_free=cached_free, title=title)

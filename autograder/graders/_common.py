@@ -28,6 +28,16 @@ def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]
     return list(manager.free_blocks), [(r.seq_len, list(r.block_table)) for r in requests]
 
 
+def expect_oom_unchanged(case: str, student_op: Callable, manager, req, advice: str) -> None:
+    """``student_op(req)`` must raise ``RuntimeError('OOM ...')`` and leave ``manager`` and ``req`` unchanged."""
+    before = snapshot(manager, req)
+    expect_raises(case, RuntimeError, student_op, req, match="OOM",
+                  hint="raise RuntimeError('OOM ...') when the free list is too short")
+    after = snapshot(manager, req)
+    check(after == before, case, f"a failed call must change nothing, but (free list, [(seq_len, block_table)]) "
+                                 f"went from {before} to {after}. {advice}")
+
+
 def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable, manager, req, what: str) -> bool:
     """Run one step on the reference, then the same on the student's manager, and compare outcomes.
 
@@ -37,9 +47,7 @@ def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable
     try:
         reference_op()
     except RuntimeError:
-        before = snapshot(manager, req)
-        expect_raises(case, RuntimeError, student_op, req, match="OOM")
-        check(snapshot(manager, req) == before, case, f"a failed {what} changed the state")
+        expect_oom_unchanged(case, student_op, manager, req, f"A failed {what} must leave everything as it was.")
         return False
     call(case, student_op, req)
     return True
