@@ -9,13 +9,14 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 
-.PHONY: help env lab test test-package test-notebooks release bench lock clean
+.PHONY: help env lab test test-package test-notebooks release sync-colab bench lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
-	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
+	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
+	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 
 $(STAMP): requirements-lock.txt pyproject.toml
@@ -40,7 +41,10 @@ lab: env
 test: env
 	$(PY) -m pytest
 
-release: env
+sync-colab: env
+	$(PY) -m tools.sync_colab
+
+release: env sync-colab
 	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
 
 bench: env

@@ -1,0 +1,1 @@
+"""Maintainer scripts (run through the Makefile)."""
