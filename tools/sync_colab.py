@@ -68,7 +68,7 @@ class ColabSettings:
         return "\n".join(lines)
 
 
-def _toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     try:
         import tomllib
     except ImportError:  # Python 3.10: pytest brings tomli there
@@ -78,7 +78,7 @@ def _toml(path: Path) -> dict:
 
 def load_settings(pyproject: Path = ROOT / "pyproject.toml") -> ColabSettings:
     """The repository and branch named in ``pyproject``; SyncError when they are missing or odd."""
-    data = _toml(pyproject)
+    data = read_toml(pyproject)
     url = data.get("project", {}).get("urls", {}).get("Repository", "")
     match = _GITHUB.match(url)
     if not match:
