@@ -1,7 +1,8 @@
 """Run notebooks' code cells the way Colab's kernel would (started by fake_colab.run_like_colab).
 
 Usage: python fake_colab_kernel.py NOTEBOOKS.json REPORT.json
-NOTEBOOKS.json maps a name to its list of code-cell sources. ``google.colab`` is importable and
+NOTEBOOKS.json maps a name to ``{"cells": [code-cell source, ...], "stop_on_error": bool}``; a
+notebook that stops on error runs like Run All (nothing after the first failing cell). ``google.colab`` is importable and
 imported before any cell runs (Colab's kernel imports it at start), so ``"google.colab" in
 sys.modules`` holds, as it does in Colab. Runs under the fake Colab's own python: it may import
 nothing from the course's repository.
@@ -23,19 +24,23 @@ def install_google_colab_stub() -> None:
 def main(notebooks_path: str, report_path: str) -> None:
     install_google_colab_stub()
     from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
 
     shell = InteractiveShell.instance()
     notebooks = json.loads(Path(notebooks_path).read_text())
     report = {}
-    for name, cells in notebooks.items():
+    for name, notebook in notebooks.items():
         shell.reset(new_session=True)
         results = []
-        for source in cells:
-            print(f"--- {name}, cell {len(results)}", flush=True)
-            outcome = shell.run_cell(source, store_history=False)
+        for source in notebook["cells"]:
+            with capture_output(display=False) as shown:
+                outcome = shell.run_cell(source, store_history=False)
+            print(f"--- {name}, cell {len(results)}\n{shown.stdout}{shown.stderr}", flush=True)
             error = outcome.error_before_exec or outcome.error_in_exec
-            results.append({"ok": bool(outcome.success), "error": "" if error is None else f"{type(error).__name__}: {error}"})
-            sys.stdout.flush()
+            results.append({"ok": bool(outcome.success), "shown": (shown.stdout + shown.stderr)[-4000:],
+                            "error": "" if error is None else f"{type(error).__name__}: {error}"})
+            if error is not None and notebook["stop_on_error"]:
+                break
         report[name] = results
     Path(report_path).write_text(json.dumps(report, indent=1))
 

@@ -26,7 +26,7 @@ from packaging.version import Version
 
 from autograder.labs import LABS, SOURCE_DIR
 from colab_image import COLAB_CPU, COLAB_GPU, COLAB_PYTHON, as_saved_by_colab
-from course_notebooks import code_cells, nbgrader_meta, solved_release, source_path
+from course_notebooks import code_cells, is_answer, is_test, nbgrader_meta, release_path, solved_release, source_path
 from fake_colab import build_course_wheel, fake_colab_python, fresh_runtime, freeze, run_like_colab
 from test_release_and_grading import nbgrader
 from tools.sync_colab import COLAB_TEST, read_toml, load_settings, needs_triton
@@ -106,8 +106,9 @@ def _from_wheel(source: str, wheel: Path) -> str:
     return source.replace(address, wheel.as_uri())
 
 
-def _lab_cells(lab: str, wheel: Path) -> list:
-    return [_from_wheel(c.source, wheel) if COLAB_TEST in c.source else c.source for c in code_cells(solved_release(lab))]
+def _lab_cells(lab: str, wheel: Path, solved: bool = True) -> list:
+    notebook = solved_release(lab) if solved else nbformat.read(release_path(lab), 4)
+    return [_from_wheel(c.source, wheel) if COLAB_TEST in c.source else c.source for c in code_cells(notebook)]
 
 
 def _changed(before: dict, after: dict) -> dict:
@@ -126,6 +127,24 @@ def test_every_solved_lab_runs_in_colab_and_its_setup_cell_changes_no_colab_pack
     assert not any(failures.values()), f"cells that fail in the fake Colab (see {tmp_path / 'kernel.log'}): {failures}"
     assert _changed(before, after) == {"paged-kv-course": (None, PROJECT["version"])}
     assert after["ipywidgets"] == COLAB_CPU["ipywidgets"] and after["ipython"] == COLAB_CPU["ipython"]
+
+
+def test_an_untouched_lab_stops_at_its_todo_with_one_short_block_in_colab(colab, tmp_path):
+    """Colab's IPython (7.34) shows the TODO's NotImplementedError as the course's short block too."""
+    python, wheel = colab
+    fresh_runtime(python)
+    labs = [lab for lab in LABS if any(is_answer(c) for c in nbformat.read(release_path(lab), 4).cells)
+            and not needs_triton(solved_release(lab))]
+    report = run_like_colab(python, {lab: _lab_cells(lab, wheel, solved=False) for lab in labs}, tmp_path,
+                            stop_on_error=True)
+    for lab in labs:
+        cells = code_cells(nbformat.read(release_path(lab), 4))
+        ran = report[lab]
+        stop = len(ran) - 1
+        assert not ran[stop]["ok"] and all(r["ok"] for r in ran[:stop]), f"{lab}: {[r['error'] for r in ran]}"
+        assert is_test(cells[stop]) and ran[stop]["error"].startswith("NotImplementedError"), (lab, ran[stop])
+        shown = [line for line in ran[stop]["shown"].splitlines() if line.strip()]
+        assert 0 < len(shown) <= 6 and "Traceback" not in ran[stop]["shown"], f"{lab} shows:\n{ran[stop]['shown']}"
 
 
 def test_a_lab_that_uses_triton_gets_it_on_a_cpu_runtime_and_keeps_a_gpu_runtimes_own(colab, tmp_path):
