@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterable, List
 
 from colab_image import FAKE_COLAB_REQUIREMENTS
 
@@ -77,17 +77,19 @@ def build_course_wheel(out_dir: Path) -> Path:
     return next(out_dir.glob("paged_kv_course-*.whl"))
 
 
-def run_like_colab(python: Path, notebooks: Dict[str, List[str]], work: Path, stop_on_error: bool = False,
+def run_like_colab(python: Path, notebooks: Dict[str, List[str]], work: Path, stop_on_error: Iterable[str] = (),
                    timeout_s: float = 1200) -> dict:
     """Run each notebook's code cells (``{name: [cell source, ...]}``) in the fake Colab, in order.
 
-    Returns ``{name: [{"ok": bool, "error": str, "shown": printed text}, ...]}``; with
-    ``stop_on_error`` a notebook stops at its first failing cell, like Run All. Everything the
-    shell printed is also in ``work/kernel.log``. Each notebook starts with a fresh namespace, like a fresh Colab runtime
-    (packages installed by an earlier notebook stay: one machine here, one per notebook in Colab).
+    Returns ``{name: [{"ok": bool, "error": str, "shown": printed text}, ...]}``; the notebooks
+    named in ``stop_on_error`` stop at their first failing cell, like Run All. Everything the shell
+    printed is also in ``work/kernel.log``. Each notebook starts with a fresh namespace, like a
+    fresh Colab runtime (packages installed by an earlier notebook stay: one machine here, one per
+    notebook in Colab).
     """
     work.mkdir(parents=True, exist_ok=True)
-    spec = {name: {"cells": cells, "stop_on_error": stop_on_error} for name, cells in notebooks.items()}
+    stop = set(stop_on_error)
+    spec = {name: {"cells": cells, "stop_on_error": name in stop} for name, cells in notebooks.items()}
     (work / "notebooks.json").write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1",

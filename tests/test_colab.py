@@ -116,35 +116,44 @@ def _changed(before: dict, after: dict) -> dict:
             if before.get(name) != after.get(name)}
 
 
-def test_every_solved_lab_runs_in_colab_and_its_setup_cell_changes_no_colab_package(colab, tmp_path):
+@pytest.fixture(scope="module")
+def colab_session(colab, tmp_path_factory):
+    """Every lab that needs no Triton, run in the fake Colab from a fresh runtime: solved (every
+    cell), then untouched (up to its first failing cell, like Run All). Returns the report and
+    the packages installed before and after."""
     python, wheel = colab
     fresh_runtime(python)
     labs = [lab for lab in LABS if not needs_triton(solved_release(lab))]
+    notebooks = {f"solved {lab}": _lab_cells(lab, wheel) for lab in labs}
+    untouched = {f"untouched {lab}": _lab_cells(lab, wheel, solved=False) for lab in labs
+                 if any(is_answer(c) for c in nbformat.read(release_path(lab), 4).cells)}
     before = freeze(python)
-    report = run_like_colab(python, {lab: _lab_cells(lab, wheel) for lab in labs}, tmp_path)
-    after = freeze(python)
-    failures = {lab: [(i, r["error"]) for i, r in enumerate(cells) if not r["ok"]] for lab, cells in report.items()}
-    assert not any(failures.values()), f"cells that fail in the fake Colab (see {tmp_path / 'kernel.log'}): {failures}"
+    report = run_like_colab(python, {**notebooks, **untouched}, tmp_path_factory.mktemp("colab-run"),
+                            stop_on_error=untouched)
+    return report, before, freeze(python)
+
+
+def test_every_solved_lab_runs_in_colab_and_its_setup_cell_changes_no_colab_package(colab_session):
+    report, before, after = colab_session
+    failures = {name: [(i, r["error"]) for i, r in enumerate(cells) if not r["ok"]]
+                for name, cells in report.items() if name.startswith("solved ")}
+    assert failures and not any(failures.values()), f"cells that fail in the fake Colab: {failures}"
     assert _changed(before, after) == {"paged-kv-course": (None, PROJECT["version"])}
     assert after["ipywidgets"] == COLAB_CPU["ipywidgets"] and after["ipython"] == COLAB_CPU["ipython"]
 
 
-def test_an_untouched_lab_stops_at_its_todo_with_one_short_block_in_colab(colab, tmp_path):
+def test_an_untouched_lab_stops_at_its_todo_with_one_short_block_in_colab(colab_session):
     """Colab's IPython (7.34) shows the TODO's NotImplementedError as the course's short block too."""
-    python, wheel = colab
-    fresh_runtime(python)
-    labs = [lab for lab in LABS if any(is_answer(c) for c in nbformat.read(release_path(lab), 4).cells)
-            and not needs_triton(solved_release(lab))]
-    report = run_like_colab(python, {lab: _lab_cells(lab, wheel, solved=False) for lab in labs}, tmp_path,
-                            stop_on_error=True)
-    for lab in labs:
-        cells = code_cells(nbformat.read(release_path(lab), 4))
-        ran = report[lab]
+    report = colab_session[0]
+    for name, ran in report.items():
+        if not name.startswith("untouched "):
+            continue
+        cells = code_cells(nbformat.read(release_path(name.split()[1]), 4))
         stop = len(ran) - 1
-        assert not ran[stop]["ok"] and all(r["ok"] for r in ran[:stop]), f"{lab}: {[r['error'] for r in ran]}"
-        assert is_test(cells[stop]) and ran[stop]["error"].startswith("NotImplementedError"), (lab, ran[stop])
+        assert not ran[stop]["ok"] and all(r["ok"] for r in ran[:stop]), f"{name}: {[r['error'] for r in ran]}"
+        assert is_test(cells[stop]) and ran[stop]["error"].startswith("NotImplementedError"), (name, ran[stop])
         shown = [line for line in ran[stop]["shown"].splitlines() if line.strip()]
-        assert 0 < len(shown) <= 6 and "Traceback" not in ran[stop]["shown"], f"{lab} shows:\n{ran[stop]['shown']}"
+        assert 0 < len(shown) <= 6 and "Traceback" not in ran[stop]["shown"], f"{name} shows:\n{ran[stop]['shown']}"
 
 
 def test_a_lab_that_uses_triton_gets_it_on_a_cpu_runtime_and_keeps_a_gpu_runtimes_own(colab, tmp_path):

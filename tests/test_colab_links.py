@@ -36,6 +36,26 @@ def test_committed_notebooks_and_readme_are_in_sync_with_pyproject():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_address_is_written_by_hand_in_one_place_only():
+    """Outside pyproject.toml the address appears only in lines the script writes."""
+    settings = load_settings()
+    address = f"{settings.owner}/{settings.repo}"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if files.returncode != 0:
+        pytest.skip("not a git checkout")
+    generated = ("[![Open In Colab](", "%pip install --quiet")
+    by_hand = []
+    for name in files.stdout.split():
+        path = ROOT / name
+        if path.suffix in (".png", ".whl") or not path.is_file():
+            continue
+        lines = [line for line in path.read_text(errors="replace").splitlines() if address in line]
+        if name == "pyproject.toml":
+            lines = [line for line in lines if not line.startswith("Repository = ")]
+        by_hand += [f"{name}: {line.strip()[:120]}" for line in lines if not any(g in line for g in generated)]
+    assert not by_hand, f"write the address only in pyproject.toml (or let `make sync-colab` write it): {by_hand}"
+
+
 def test_every_release_notebook_opens_itself_in_colab_and_installs_the_course():
     settings = load_settings()
     for lab, name in LABS.items():
@@ -51,8 +71,9 @@ def test_a_new_address_rewrites_every_link_and_nothing_else(tmp_path):
     before = {lab: nbformat.read(root / SOURCE_DIR.name / lab / name, as_version=4) for lab, name in LABS.items()}
     changed = sync(root)
     assert len(changed) == len(LABS) + 1
+    old_address = f"{load_settings().owner}/{load_settings().repo}"
     readme = (root / "README.md").read_text()
-    assert "paged-kv-course/paged-kv-course" not in readme
+    assert old_address not in readme
     for lab, name in LABS.items():
         after = nbformat.read(root / SOURCE_DIR.name / lab / name, as_version=4)
         url = f"https://colab.research.google.com/github/someone/fork-of-course/blob/spring-2027/course/{lab}/{name}"
@@ -63,7 +84,7 @@ def test_a_new_address_rewrites_every_link_and_nothing_else(tmp_path):
             if old.source != new.source:
                 removed = set(old.source.split("\n")) - set(new.source.split("\n"))
                 added = set(new.source.split("\n")) - set(old.source.split("\n"))
-                assert all("paged-kv-course/paged-kv-course" in line for line in removed), removed
+                assert all(old_address in line for line in removed), removed
                 assert all("someone/fork-of-course" in line for line in added), added
         assert "git+https://github.com/someone/fork-of-course@spring-2027" in "".join(c.source for c in after.cells)
     assert sync(root) == [], "a second run changed files again"
