@@ -191,6 +191,10 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
         nb.screenshot_whole_notebook(shot)
         run.screenshots.append(shot)
         run.reactions, run.unknown_widgets = nb.exercise_widgets()
+    except Exception:
+        for page in context.pages:  # what the page showed when the session broke off
+            page.screenshot(path=str(ARTIFACTS / f"{lab}-failure.png"))
+        raise
     finally:
         _shut_down_kernels(server)
         context.close()
