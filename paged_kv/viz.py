@@ -42,7 +42,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     """Draw the physical pool (top) and each request's block table (bottom).
 
     ``block_tables`` maps a request name to its physical block ids in logical order. Blocks held by
-    more than one table are drawn with a thick black edge and ``xN`` (their ref count); the filled part
+    more than one table are drawn with a thick black edge and ``xN`` (their ref count), and in the pool
+    with one stripe per holder's colour; the filled part
     of each request's last block shows its tokens, the pale part its tail waste. ``cached_free``: free
     blocks that still hold a reusable hash (prefix cache).
     """
@@ -74,6 +75,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     fig = CourseFigure(figsize=(0.5 * width + 4.5, 0.5 * (pool_rows + max(len(names), 1)) + 2.2))
     ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows + 0.6, max(len(names), 1) + 0.9]})
 
+    label_box = {"boxstyle": "round,pad=0.12", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
     for block_id in range(num_blocks):
         x, y = block_id % ncols, -(block_id // ncols)
         holders = owners.get(block_id, [])
@@ -81,11 +83,17 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         shared = counts[block_id] > 1
         ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, alpha=0.35 if holders else 1.0,
                                     edgecolor=SHARED_EDGE if shared else "#777777", linewidth=2.5 if shared else 0.8))
-        if holders:
+        if len(holders) > 1:  # one stripe per holder's colour: whose block it is shows at a glance
+            stripe = 0.92 / len(holders)
+            for k, r in enumerate(holders):
+                ax_pool.add_patch(Rectangle((x + k * stripe, y), stripe, 0.92, facecolor=_color(r), linewidth=0))
+            ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
+        elif holders:
             frac = fill.get(block_id, 1.0)
             ax_pool.add_patch(Rectangle((x, y), 0.92 * frac, 0.92, facecolor=color, linewidth=0))
         label = f"{block_id}" + (f"\nx{counts[block_id]}" if shared else "")
-        ax_pool.text(x + 0.46, y + 0.46, label, ha="center", va="center", fontsize=8)
+        ax_pool.text(x + 0.46, y + 0.46, label, ha="center", va="center", fontsize=8,
+                     fontweight="bold" if shared else "normal", bbox=label_box if holders else None)
     ax_pool.set_xlim(-0.1, width + 0.1)
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
@@ -105,9 +113,13 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         ax_tab.text(-0.2, y + 0.46, f"{name}{length}", ha="right", va="center", fontsize=9)
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
+            shared = counts[block_id] > 1
             ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor=_color(r), alpha=0.35, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
+            if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
+                ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
             ax_tab.text(i + 0.46, y + 0.46, str(block_id), ha="center", va="center", fontsize=8,
+                        fontweight="bold" if shared else "normal",
                         color="white" if frac >= 0.5 else "#222222")
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
