@@ -258,3 +258,53 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
     if title:
         fig.suptitle(title)
     return fig
+
+
+def plot_prefix_workload(cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]],
+                         title: Optional[str] = None) -> CourseFigure:
+    """Three panels over arriving requests, from ``prefix_workload.replay`` with and without caching:
+    cumulative hit rate, prefill tokens computed (cumulative), and blocks in use."""
+    from itertools import accumulate
+
+    n = list(range(1, len(cached_run["prompt_tokens"]) + 1))
+    prompt = list(accumulate(cached_run["prompt_tokens"]))
+    fig = CourseFigure(figsize=(12, 3.6))
+    ax_hit, ax_tokens, ax_blocks = fig.subplots(1, 3)
+    ax_hit.plot(n, [100 * c / p for c, p in zip(accumulate(cached_run["cached_tokens"]), prompt)], color=_color(0))
+    ax_hit.set_ylim(0, 100)
+    ax_hit.set_xlabel("requests arrived")
+    ax_hit.set_ylabel("prompt tokens served from cache (%)")
+    ax_hit.set_title("Hit rate so far")
+    for run, label, i in ((baseline_run, "no prefix caching", 3), (cached_run, "prefix caching", 0)):
+        ax_tokens.plot(n, [t / 1000 for t in accumulate(run["computed_tokens"])], label=label, color=_color(i))
+        ax_blocks.plot(n, run["blocks_in_use"], label=label, color=_color(i))
+    ax_tokens.set_xlabel("requests arrived")
+    ax_tokens.set_ylabel("prefill tokens computed (thousands)")
+    ax_tokens.set_title("Prefill work, cumulative")
+    ax_blocks.set_xlabel("requests arrived")
+    ax_blocks.set_ylabel("blocks held by live requests")
+    ax_blocks.set_title("Memory in use")
+    for ax in (ax_hit, ax_tokens, ax_blocks):
+        ax.grid(True, alpha=0.3)
+    ax_tokens.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_prefix_sweep(system_lens: List[int], fractions: Mapping[int, List[float]],
+                      title: Optional[str] = None) -> CourseFigure:
+    """Share of prompt tokens served from the cache against the shared prefix length, one line per block size."""
+    fig = CourseFigure(figsize=(7, 4))
+    ax = fig.subplots()
+    for i, (block_size, values) in enumerate(sorted(fractions.items())):
+        ax.plot(system_lens, [100 * v for v in values], marker="o", color=_color(i), label=f"block size {block_size}")
+    ax.set_xlabel("shared system prompt length (tokens)")
+    ax.set_ylabel("prompt tokens served from cache (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title or "What prefix caching can save")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
