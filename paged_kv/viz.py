@@ -308,3 +308,44 @@ def plot_prefix_sweep(system_lens: List[int], fractions: Mapping[int, List[float
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> CourseFigure:
+    """Prompts cut into blocks, each block named two ways: by its content alone and by the chain.
+
+    ``rows``: ``(label, blocks, content_hashes, chain_hashes)`` per prompt, ``blocks`` a list of short
+    strings (the block's tokens). Blocks with the same chained hash share a colour (safe to share);
+    a block whose content hash matches another's while its chain differs gets a red dashed frame: a
+    content-only cache would hand it KV computed after a different prefix.
+    """
+    rows = list(rows)
+    chain_colour: Dict[int, str] = {}
+    for _, _, _, chains in rows:
+        for h in chains:
+            chain_colour.setdefault(h, _color(len(chain_colour)))
+    seen: Dict[int, set] = {}
+    for _, _, contents, chains in rows:
+        for c, h in zip(contents, chains):
+            seen.setdefault(c, set()).add(h)
+    width = max(len(blocks) for _, blocks, _, _ in rows)
+    fig = CourseFigure(figsize=(3.1 * width + 2.2, 1.25 * len(rows) + 0.9))
+    ax = fig.subplots()
+    for r, (label, blocks, contents, chains) in enumerate(rows):
+        y = -1.25 * r
+        ax.text(-0.15, y + 0.45, label, ha="right", va="center", fontsize=9)
+        for i, (text, c, h) in enumerate(zip(blocks, contents, chains)):
+            x = 3.1 * i
+            wrong = len(seen[c]) > 1
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, facecolor=chain_colour[h], alpha=0.3, linewidth=0))
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, fill=False, edgecolor="#c0392b" if wrong else "#555555",
+                                   linewidth=2.5 if wrong else 0.8, linestyle="--" if wrong else "-"))
+            ax.text(x + 1.45, y + 0.62, text, ha="center", va="center", fontsize=8)
+            ax.text(x + 1.45, y + 0.22, f"content {c % 16**6:06x} | chain {h % 16**6:06x}", ha="center",
+                    va="center", fontsize=7, family="monospace")
+            if i:
+                ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
+    ax.set_xlim(-0.2, 3.1 * width)
+    ax.set_ylim(-1.25 * len(rows) + 0.2, 1.1)
+    ax.axis("off")
+    ax.set_title(title or "Same colour = same chained hash (shareable); red dashes = content hash lies", fontsize=10)
+    return fig
