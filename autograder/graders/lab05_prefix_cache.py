@@ -336,9 +336,9 @@ def check_release_and_reuse(cls) -> None:
                 seq.num_scheduled_tokens = len(seq)
                 call(case, _computed, manager, seq)
             call(case, manager.deallocate, seqs[name].pop(0))
-            filler = Sequence([9] * (4 * block_size), block_size)
+            filler = Sequence([9] * (4 * block_size), block_size)  # the unused blocks, then the first copy's
             call(case, _prefill, manager, filler)
-            seqs[name].append(filler)
+            call(case, manager.deallocate, filler)
         case = f"same-step duplicates (block_size={block_size}): the first copy's block was reused"
         expect_same_state(case, student, seqs["mine"], reference, seqs["theirs"],
                           "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
