@@ -61,6 +61,8 @@ def replay(manager_cls, requests: SequenceType[Request], *, num_blocks: int, blo
             try:
                 hits = prefill(manager, seq)
                 break
+            except NotImplementedError:  # a TODO not written yet (a RuntimeError subclass): not an OOM
+                raise
             except RuntimeError:
                 if not live:
                     raise ValueError(f"a {len(prompt)}-token request does not fit in {num_blocks} blocks") from None
@@ -70,6 +72,8 @@ def replay(manager_cls, requests: SequenceType[Request], *, num_blocks: int, blo
                 try:
                     decode_step(manager, seq, 1 + step)
                     break
+                except NotImplementedError:
+                    raise
                 except RuntimeError:
                     if not live:
                         raise ValueError(f"a request of {len(seq) + 1} tokens does not fit in {num_blocks} blocks") from None

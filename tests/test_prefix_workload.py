@@ -24,3 +24,10 @@ def test_a_longer_shared_prefix_serves_more_and_block_size_rounds_it_down():
 def test_replay_rejects_a_request_that_cannot_fit():
     with pytest.raises(ValueError, match="does not fit"):
         replay(BlockManager, [([1] * 40, 1)], num_blocks=2, block_size=4)
+
+
+def test_an_unwritten_todo_is_not_mistaken_for_out_of_memory():
+    from paged_kv.starters import BlockManagerWithoutPrefixCache
+
+    with pytest.raises(NotImplementedError):
+        replay(BlockManagerWithoutPrefixCache, system_prompt_requests(3), num_blocks=50, block_size=16)
