@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 from paged_kv import BlockManager as Reference, Sequence, check_block_manager
 from paged_kv.prefix_cache import NO_HASH, _chain_hash
