@@ -59,6 +59,7 @@ def check_supported(q: torch.Tensor, native: bool) -> None:
 
 
 def plan_launch(num_seqs: int, num_kv_heads: int, max_seq_len: int, *, native: bool, sm_count: int = 132,
+                stages: int = 3,
                 num_splits: Optional[int] = None, tile: Optional[int] = None) -> LaunchPlan:
     """Pick splits and tile size. On a GPU, split long sequences until about two programs per SM run."""
     tile = tile or (64 if native else 32)
@@ -72,7 +73,7 @@ def plan_launch(num_seqs: int, num_kv_heads: int, max_seq_len: int, *, native: b
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
     tokens_per_split = math.ceil(math.ceil(max_seq_len / num_splits) / tile) * tile
     num_splits = math.ceil(max_seq_len / tokens_per_split)  # no split left without tokens in the longest sequence
-    return LaunchPlan(num_splits, tokens_per_split, tile, num_warps=4, num_stages=2 if native else 1)
+    return LaunchPlan(num_splits, tokens_per_split, tile, num_warps=4, num_stages=stages if native else 1)
 
 
 def launch(q, k_cache, v_cache, block_tables, seq_lens, out, scale: float, plan: LaunchPlan) -> torch.Tensor:

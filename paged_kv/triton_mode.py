@@ -89,6 +89,8 @@ def configure() -> TritonMode:
     _check_not_imported_in_other_mode(mode)
     if not mode.native:
         os.environ["TRITON_INTERPRET"] = "1"
+        if triton_available():
+            _scope_device_calls()
     elif os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
         os.environ["TRITON_INTERPRET"] = "0"
     _MODE = mode
@@ -104,6 +106,41 @@ def _check_not_imported_in_other_mode(mode: TritonMode) -> None:
     if interpreted != (not mode.native):
         raise RuntimeError(f"triton was imported before the course chose its mode ({mode.name}), in the other mode. "
                            "Restart the kernel and run the setup cell before importing triton yourself.")
+
+
+def _scope_device_calls() -> None:
+    """Make the interpreter undo its language patches after each call of a jit helper (``tl.max``...).
+
+    Triton 3.7's ``InterpretedFunction.__call__`` patches ``triton.language.core`` for the helper and
+    never restores it, so after any kernel that calls ``tl.max`` or ``tl.sum`` the compiler would see
+    interpreter builtins and ``triton.compile`` for a GPU target would fail in the same process.
+    """
+    from triton.runtime import interpreter
+
+    call = interpreter.InterpretedFunction.__call__
+    if getattr(call, "_paged_kv_scoped", False) or not hasattr(interpreter, "_patch_lang"):
+        return
+    original_patch = interpreter._patch_lang
+
+    def scoped_call(self, *args, **kwargs):
+        scopes = []
+
+        def recording_patch(fn):
+            scope = original_patch(fn)
+            scopes.append(scope)
+            return scope
+
+        interpreter._patch_lang = recording_patch
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            interpreter._patch_lang = original_patch
+            for scope in reversed(scopes):
+                if hasattr(scope, "restore"):
+                    scope.restore()
+
+    scoped_call._paged_kv_scoped = True
+    interpreter.InterpretedFunction.__call__ = scoped_call
 
 
 def triton_available() -> bool:
