@@ -92,6 +92,11 @@ def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warp
     return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm)
 
 
+def kernel_parameters(kernel) -> list:
+    """The names of a jit kernel's parameters, in order."""
+    return list(inspect.signature(_python_function(kernel)).parameters)
+
+
 def _python_function(kernel):
     fn = getattr(kernel, "fn", None)
     if not callable(fn):
