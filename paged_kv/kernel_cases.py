@@ -19,8 +19,24 @@ import torch
 from .attention import gather_kv, paged_decode_attention_ref
 
 GUARD_BLOCKS = 4          # NaN blocks before and after every pool
-FAR_STRIDE = 2 ** 28      # elements between two blocks of the far pool
-FAR_FIRST = 16            # first block id of the far pool: 16 * 2**28 = 2**32 elements
+FAR_STRIDE = 2 ** 27      # elements between two blocks of the far pool
+FAR_FIRST = 32            # first block id of the far pool: 32 * 2**27 = 2**32 elements
+
+
+def _device() -> str:
+    """Where kernels run: ``cuda`` in native mode, else ``cpu`` (decided by ``paged_kv.triton_mode``)."""
+    from .triton_mode import configure
+
+    return configure().device
+
+
+def _on(view: torch.Tensor, device: str) -> torch.Tensor:
+    """``view`` on ``device`` with the same storage offset and strides (its whole storage is moved)."""
+    if view.device.type == device:
+        return view
+    storage = view.untyped_storage()
+    flat = torch.empty(0, dtype=view.dtype).set_(storage, 0, (storage.nbytes() // view.element_size(),))
+    return flat.to(device).as_strided(view.shape, view.stride(), view.storage_offset())
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -76,20 +92,20 @@ class PagedCase:
     def expected(self) -> torch.Tensor:
         """``paged_decode_attention_ref`` on clean data: ``[num_seqs, num_q_heads, head_dim]`` in ``q.dtype``."""
         k, v, tables = self.clean
-        return paged_decode_attention_ref(self.q, k, v, tables, self.seq_lens, scale=self.scale)
+        return paged_decode_attention_ref(self.q.cpu(), k, v, tables, self.seq_lens.cpu(), scale=self.scale)
 
     def expected_keys(self, seq: int, kv_head: int) -> torch.Tensor:
         """Lab 04's reconstruction of one sequence's keys for one KV head: ``[seq_len, head_dim]``."""
         k, _, tables = self.clean
         n = self.seq_len(seq)
-        return gather_kv(k, tables[seq:seq + 1], self.seq_lens[seq:seq + 1])[0, :n, kv_head].clone()
+        return gather_kv(k, tables[seq:seq + 1], self.seq_lens[seq:seq + 1].cpu())[0, :n, kv_head].clone()
 
     def expected_scores(self, seq: int, q_head: int) -> torch.Tensor:
         """float32 ``scale * q . k_t`` for the slots of the sequence's blocks; ``-inf`` past its length."""
         n = self.seq_len(seq)
         keys = self.expected_keys(seq, q_head // self.group).float()
         scores = torch.full((_cdiv(n, self.block_size) * self.block_size,), float("-inf"))
-        scores[:n] = keys @ self.q[seq, q_head].float() * self.scale
+        scores[:n] = keys @ self.q[seq, q_head].float().cpu() * self.scale
         return scores
 
     def expected_head(self, seq: int, q_head: int) -> torch.Tensor:
@@ -157,7 +173,9 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
             v[block] = float("nan")
     q = (torch.randn(num_seqs, num_q_heads, head_dim, generator=gen) * logit_scale).to(dtype)
     text = label or ("poisoned memory" if poison else "scattered tables")
-    return PagedCase(text, q, k, v, tables, torch.tensor(lens, dtype=torch.int32), head_dim ** -0.5,
+    device = _device()
+    return PagedCase(text, q.to(device), _on(k, device), _on(v, device), _on(tables, device),
+                     torch.tensor(lens, dtype=torch.int32, device=device), head_dim ** -0.5,
                      (clean_k, clean_v, clean_tables))
 
 
@@ -166,10 +184,11 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
                   seed: int = 0, directory: Optional[str] = None) -> PagedCase:
     """A pool whose listed blocks sit past 2**32 elements, with almost no memory used.
 
-    The cache is a view with a block stride of ``2**28`` elements over a sparse memory-mapped file
-    (only touched pages take memory or disk). Tables list blocks ``16..23``; their offsets
+    The cache is a view with a block stride of ``2**27`` elements over a sparse memory-mapped file
+    (only touched pages take memory or disk). Tables list blocks ``32..39``; their offsets
     ``block * stride`` exceed 2**32, so a kernel that multiplies an int32 block id by the stride wraps
     around to blocks ``0..7``, which hold decoys, and returns a wrong answer (vLLM #47671, #50427).
+    On a GPU (native mode) the pool is real device memory: float16, about 11 GB.
     """
     gen = torch.Generator().manual_seed(seed)
     used = [_cdiv(int(n), block_size) for n in seq_lens]
@@ -178,13 +197,22 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     per_block = block_size * num_kv_heads * head_dim
     num_blocks = FAR_FIRST + 8
     elements = num_blocks * FAR_STRIDE
-    handle, path = tempfile.mkstemp(prefix="paged_kv_far_pool_", dir=directory)
-    try:
-        os.ftruncate(handle, elements * torch.empty((), dtype=dtype).element_size())  # sparse: no disk used
-        storage = torch.from_file(path, shared=True, size=elements, dtype=dtype)
-    finally:
-        os.close(handle)
-        os.unlink(path)  # the mapping stays valid; nothing is left on disk
+    device = _device()
+    if device == "cpu":
+        handle, path = tempfile.mkstemp(prefix="paged_kv_far_pool_", dir=directory)
+        try:
+            os.ftruncate(handle, elements * torch.empty((), dtype=dtype).element_size())  # sparse: no disk used
+            storage = torch.from_file(path, shared=True, size=elements, dtype=dtype)
+        finally:
+            os.close(handle)
+            os.unlink(path)  # the mapping stays valid; nothing is left on disk
+    else:
+        dtype = torch.float16  # 2**32 elements of real GPU memory: keep it to about 11 GB
+        need = elements * 2
+        if torch.cuda.mem_get_info()[0] < need * 1.2:
+            raise MemoryError(f"the int64 check needs {need / 2**30:.1f} GiB of free GPU memory for a pool past "
+                              "2**32 elements; run it on the CPU (interpreter), where a sparse file stands in")
+        storage = torch.empty(elements, dtype=dtype, device=device)
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
     strides = (FAR_STRIDE, num_kv_heads * head_dim, head_dim, 1)
     k = storage.as_strided(shape, strides, 0)
@@ -197,8 +225,8 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
         tables[s, :count] = torch.tensor(ids[start:start + count], dtype=torch.int32)
         start += count
     for block in ids:
-        k[block] = torch.randn(shape[1:], generator=gen).to(dtype)
-        v[block] = torch.randn(shape[1:], generator=gen).to(dtype)
+        k[block] = torch.randn(shape[1:], generator=gen).to(dtype).to(device)
+        v[block] = torch.randn(shape[1:], generator=gen).to(dtype).to(device)
     for decoy in range(8):  # where int32 offsets land after wrapping around
         k[decoy] = 3.0
         v[decoy] = 100.0
@@ -209,6 +237,6 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     for s, count in enumerate(used):
         clean_tables[s, :count] = torch.tensor([compact_ids[int(b)] for b in tables[s, :count]], dtype=torch.int32)
     q = torch.randn(len(used), num_q_heads, head_dim, generator=gen).to(dtype)
-    return PagedCase("pool past 2**32 elements (int64 offsets)", q, k, v, tables,
-                     torch.tensor([int(n) for n in seq_lens], dtype=torch.int32), head_dim ** -0.5,
-                     (clean_k, clean_v, clean_tables), keep_alive=(storage,))
+    return PagedCase("pool past 2**32 elements (int64 offsets)", q.to(device), k, v, tables.to(device),
+                     torch.tensor([int(n) for n in seq_lens], dtype=torch.int32, device=device), head_dim ** -0.5,
+                     (clean_k.cpu(), clean_v.cpu(), clean_tables), keep_alive=(storage,))

@@ -227,9 +227,10 @@ def _rebuilt(value: tuple) -> BaseException:
     return RuntimeError(f"{type_name}: {message}\n{trace}")
 
 
-def _guarded_output(shape: Sequence[int], dtype: torch.dtype, margin: int = 64) -> Tuple[torch.Tensor, torch.Tensor]:
+def _guarded_output(shape: Sequence[int], dtype: torch.dtype, device, margin: int = 64
+                    ) -> Tuple[torch.Tensor, torch.Tensor]:
     count = math.prod(shape)
-    buffer = torch.full((count + 2 * margin,), float("nan"), dtype=dtype)
+    buffer = torch.full((count + 2 * margin,), float("nan"), dtype=dtype, device=device)
     return buffer, buffer[margin:margin + count].view(*shape)
 
 
@@ -276,9 +277,9 @@ def decode_args(case: PagedCase, out: torch.Tensor) -> list:
             group, 1 << (group - 1).bit_length(), case.block_size, case.head_dim]
 
 
-def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable) -> Callable[[], torch.Tensor]:
+def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, device) -> Callable[[], torch.Tensor]:
     def body():
-        buffer, out = _guarded_output(shape, dtype)
+        buffer, out = _guarded_output(shape, dtype, device)
         launch(kernel, grid, name, *make_args(out))
         return _finish(buffer, out, name)
 
@@ -292,7 +293,7 @@ def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head
     grid = check_grid(grid_fn(case.seq_len(seq), case.block_size), name)
     shape = (case.seq_len(seq), case.head_dim)
     return run_isolated(_one_launch(kernel, grid, name, shape, case.k_cache.dtype,
-                                    lambda out: gather_args(case, out, seq, kv_head)), name)
+                                    lambda out: gather_args(case, out, seq, kv_head), case.q.device), name)
 
 
 def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0,
@@ -303,14 +304,14 @@ def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head:
     grid = check_grid(grid_fn(n, case.block_size), name)
     shape = (-(-n // case.block_size) * case.block_size,)
     return run_isolated(_one_launch(kernel, grid, name, shape, torch.float32,
-                                    lambda out: scores_args(case, out, seq, q_head)), name)
+                                    lambda out: scores_args(case, out, seq, q_head), case.q.device), name)
 
 
 def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel") -> torch.Tensor:
     """Step 3: attention output ``[head_dim]`` (in ``q.dtype``) of one query head, one program."""
     check_kernel(kernel, name)
     return run_isolated(_one_launch(kernel, (1,), name, (case.head_dim,), case.q.dtype,
-                                    lambda out: attend_args(case, out, seq, q_head)), name)
+                                    lambda out: attend_args(case, out, seq, q_head), case.q.device), name)
 
 
 def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel") -> torch.Tensor:
@@ -318,7 +319,7 @@ def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_de
     check_kernel(kernel, name)
     grid = check_grid(grid_fn(case.num_seqs, case.num_kv_heads), name, programs=case.num_seqs * case.num_kv_heads)
     return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
-                                    lambda out: decode_args(case, out)), name)
+                                    lambda out: decode_args(case, out), case.q.device), name)
 
 
 def split_args(case: PagedCase, part_out: torch.Tensor, part_lse: torch.Tensor, tokens_per_split: int) -> list:
@@ -339,9 +340,10 @@ def run_split_decode(split_kernel, merge_kernel, case: PagedCase, tokens_per_spl
     seqs, heads, dim = case.q.shape
 
     def body():
-        part_out = torch.full((seqs, heads, num_splits, dim), float("nan"))
-        part_lse = torch.full((seqs, heads, num_splits), float("nan"))
-        buffer, out = _guarded_output((seqs, heads, dim), case.q.dtype)
+        device = case.q.device
+        part_out = torch.full((seqs, heads, num_splits, dim), float("nan"), device=device)
+        part_lse = torch.full((seqs, heads, num_splits), float("nan"), device=device)
+        buffer, out = _guarded_output((seqs, heads, dim), case.q.dtype, device)
         launch(split_kernel, (seqs, case.num_kv_heads, num_splits), name,
                *split_args(case, part_out, part_lse, tokens_per_split))
         launch(merge_kernel, (seqs, heads), name, part_out, part_lse, out, out.stride(0), out.stride(1),

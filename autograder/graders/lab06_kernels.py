@@ -52,6 +52,15 @@ def _gpu_build(kernel, args, name: str) -> None:
         raise _built[key]
 
 
+def _far_pool(**kwargs):
+    """The pool past 2**32 elements, or ``None`` (with a note) on a GPU without ~13 GB free."""
+    try:
+        return far_pool_case((21, 9), **kwargs)
+    except MemoryError as error:
+        print(f"int64 case not run here: {error}")
+        return None
+
+
 # ----------------------------------------------------------------------------- step 1: gather
 
 def _gather_case(kernel, grid, case: PagedCase, seq: int, kv_head: int) -> None:
@@ -76,8 +85,9 @@ def check_step1_gather(kernel, grid: Callable) -> None:
     poisoned = paged_case([6, 12, 1], block_size=4, num_kv_heads=2, poison=True, seed=7)
     for seq in range(3):
         _gather_case(kernel, grid, poisoned, seq, 1)
-    far = far_pool_case((21, 9), block_size=8, num_kv_heads=2)
-    _gather_case(kernel, grid, far, 0, 1)
+    far = _far_pool(block_size=8, num_kv_heads=2)
+    if far is not None:
+        _gather_case(kernel, grid, far, 0, 1)
 
 
 # ----------------------------------------------------------------------------- step 2: scores
@@ -176,5 +186,6 @@ def check_step4_poisoned_memory(kernel, grid: Callable) -> None:
 def check_step4_int64_offsets(kernel, grid: Callable) -> None:
     """A pool whose blocks sit past 2**32 elements: block id x stride must be computed in int64."""
     _decode_build(kernel)
-    case = far_pool_case((21, 9), block_size=8, num_q_heads=4, num_kv_heads=2)
-    _decode_case(kernel, grid, case, hint=INT64_HINT)
+    case = _far_pool(block_size=8, num_q_heads=4, num_kv_heads=2)
+    if case is not None:
+        _decode_case(kernel, grid, case, hint=INT64_HINT)
