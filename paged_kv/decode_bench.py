@@ -19,11 +19,12 @@ import torch.nn.functional as F
 
 from .attention import gather_kv, paged_decode_attention_ref
 
-# Peak HBM/GDDR bandwidth in GB/s (1e9 bytes/s), from NVIDIA's datasheets: T4 "320+ GB/s", L4 300 GB/s,
+# Peak HBM/GDDR bandwidth in GB/s (1e9 bytes/s), from NVIDIA's datasheets: T4 320 GB/s, L4 300 GB/s,
 # A100 40GB 1,555 GB/s and 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H100 PCIe "greater than 2,000 GB/s"
-# (product brief PB-11133-001), H200 4.8 TB/s. Matched on torch.cuda.get_device_name(), first match wins.
-HBM_PEAK_GBPS: List[Tuple[str, float]] = [
-    ("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100", 3350.0), ("A100-SXM4-80GB", 2039.0),
+# (product brief PB-11133-001), H200 4.8 TB/s. Matched on torch.cuda.get_device_name(), first match wins;
+# None: a variant whose figure was not checked (H100 NVL), reported as unknown rather than guessed.
+HBM_PEAK_GBPS: List[Tuple[str, Optional[float]]] = [
+    ("H200", 4800.0), ("H100 NVL", None), ("H100 PCIe", 2000.0), ("H100", 3350.0), ("A100-SXM4-80GB", 2039.0),
     ("A100-SXM4-40GB", 1555.0), ("A100-PCIE-40GB", 1555.0), ("L4", 300.0), ("T4", 320.0),
 ]
 LLAMA_3_1_8B = (32, 8, 128)  # query heads, KV heads, head dim of one layer (HF config.json)
@@ -33,7 +34,7 @@ def peak_bandwidth(device_name: str) -> Tuple[Optional[float], str]:
     """``(GB/s, source)`` for a GPU name, or ``(None, reason)`` when the table does not know it."""
     for pattern, gbps in HBM_PEAK_GBPS:
         if pattern.lower() in device_name.lower():
-            return gbps, f"datasheet peak for {pattern}"
+            return gbps, (f"datasheet peak for {pattern}" if gbps else f"no checked datasheet peak for {pattern}")
     return None, f"no datasheet peak known for {device_name!r}"
 
 
@@ -275,11 +276,23 @@ class Row:
         return dict(self.__dict__)
 
 
+def copy_fits(w: Workload) -> bool:
+    """Whether lab 04's copy path (K and V gathered, then repeated per query head) fits in free GPU memory."""
+    if not w.q.is_cuda:
+        return True
+    group = w.q.shape[1] // w.k_cache.shape[2]
+    kv_bytes = 2 * w.q.shape[0] * w.max_seq_len * w.k_cache.shape[2] * w.k_cache.shape[3] * w.q.element_size()
+    return (1 + group) * kv_bytes < 0.5 * torch.cuda.mem_get_info()[0]
+
+
 def measure(w: Workload, methods: Dict[str, Callable[[Workload], Callable[[], torch.Tensor]]], *, native: bool,
             peak_gbps: Optional[float], rep_ms: int = 100) -> List[Row]:
     """Check every method, then time the ones that are right; one row each."""
     rows = []
     for name, make in methods.items():
+        if make is gather_then_sdpa and not copy_fits(w):
+            rows.append(Row(w.label, name, None, None, None, None, "skipped: the copies do not fit in memory"))
+            continue
         problem = check_against_reference(w, make)
         if problem:
             rows.append(Row(w.label, name, None, None, None, None, f"skipped: {problem}"))
@@ -367,7 +380,7 @@ def plot_roofline(rows: Sequence[Row], workloads: Dict[str, Workload], peak_gbps
 @dataclass
 class NotebookSection:
     table: object
-    figure: object
+    figures: tuple
     rows: List[Row]
 
 
@@ -396,5 +409,6 @@ def notebook_section(kernel, grid_fn: Callable, *, num_seqs: int = 32, context: 
                 f"same step: it reads the cache, writes a copy, and reads the copy again.</p>")
     header = f"<p>{name}: peak {peak or '?'} GB/s ({source}).</p>"
     table = HTML(header + "<pre>" + format_table(rows) + "</pre>" + note)
-    figure = plot_bandwidth(rows, peak, f"Paged decode on {name}: effective bandwidth")
-    return NotebookSection(table, figure, rows)
+    figures = (plot_bandwidth(rows, peak, f"Paged decode on {name}: effective bandwidth"),
+               plot_roofline(rows, workloads, peak, None, f"Roofline on {name}: decode sits on the bandwidth slope"))
+    return NotebookSection(table, figures, rows)

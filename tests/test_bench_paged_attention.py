@@ -22,6 +22,7 @@ def test_dry_run_writes_json_png_and_exits_zero(tmp_path, capsys):
     assert bench.main(["--out", str(tmp_path), "--dry-run"]) == 0
     report = json.loads((tmp_path / "paged_attention.json").read_text())
     assert report["dry_run"] is True and (tmp_path / "paged_attention.png").stat().st_size > 5000
+    assert (tmp_path / "paged_attention_roofline.png").stat().st_size > 5000
     methods = {r["method"] for r in report["rows"]}
     assert {"triton (paged_kv)", "gather + SDPA (lab 04 copy)"} <= methods
     assert all(r["ms"] and not r["note"] for r in report["rows"]), report["rows"]
@@ -40,7 +41,8 @@ def test_bytes_moved_counts_live_tokens_only():
 
 @pytest.mark.parametrize("name, peak", [("NVIDIA H200", 4800.0), ("NVIDIA H100 80GB HBM3", 3350.0),
                                         ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
-                                        ("Tesla T4", 320.0), ("NVIDIA L4", 300.0), ("Unknown GPU", None)])
+                                        ("Tesla T4", 320.0), ("NVIDIA L4", 300.0), ("NVIDIA H100 NVL", None),
+                                        ("Unknown GPU", None)])
 def test_peak_table(name, peak):
     assert db.peak_bandwidth(name)[0] == peak
 
