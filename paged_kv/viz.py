@@ -257,7 +257,8 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
     the sequences' lengths. A slot is coloured by the sequence whose program reads it; slots past a
     sequence's length in its last block are hatched (loaded under a mask, never used); blocks no
     table lists stay grey; table entries past a sequence's last block are padding and are never read.
-    ``tokens_per_split`` draws the token ranges of split-KV programs; ``highlight`` keeps one sequence.
+    ``tokens_per_split`` draws the token ranges of split-KV programs; ``highlight`` keeps one sequence
+    and labels its blocks with their logical index (``block 5 = #2``: the sequence's third block).
     """
     rows = [list(map(int, row)) for row in (block_tables.tolist() if hasattr(block_tables, "tolist") else block_tables)]
     lens = [int(n) for n in (seq_lens.tolist() if hasattr(seq_lens, "tolist") else seq_lens)]
@@ -268,6 +269,7 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     reads: Dict[tuple, int] = {}    # (block, slot) -> sequence reading it
     masked: Dict[tuple, int] = {}   # tail slots loaded under a mask
+    logical: Dict[int, int] = {}    # block -> its logical index in the highlighted sequence
     for s, (row, n) in enumerate(zip(rows, lens)):
         used = -(-n // block_size)
         if not 1 <= n <= len(row) * block_size:
@@ -277,6 +279,8 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
                 raise ValueError(f"sequence {s}: table entry {i} = {block} is outside the pool 0..{num_blocks - 1}")
             if highlight is not None and s != highlight:
                 continue
+            if highlight is not None:
+                logical[block] = i
             for slot in range(block_size):
                 (reads if i * block_size + slot < n else masked)[(block, slot)] = s
     ncols = min(num_blocks, 8)
@@ -297,7 +301,8 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
                 face, hatch = FREE_COLOR, None
             ax_pool.add_patch(Rectangle((x0 + slot * cell, y0), cell * 0.95, 0.9, facecolor=face, hatch=hatch,
                                         edgecolor=_color(masked[key]) if key in masked else "#999999", linewidth=0.4))
-        ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}", ha="center", va="bottom", fontsize=7)
+        order = f" = #{logical[block]}" if block in logical else ""
+        ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
     ax_pool.set_xlim(-0.1, ncols * 1.1)
     ax_pool.set_ylim(-pool_rows * 1.1 + 1.0, 1.25)
     ax_pool.set_aspect("equal")

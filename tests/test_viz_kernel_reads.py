@@ -21,3 +21,9 @@ def test_reads_picture_rejects_tables_outside_the_pool():
         draw_kernel_reads([[0, 12]], [5], block_size=4, num_blocks=8)
     with pytest.raises(ValueError, match="does not fit"):
         draw_kernel_reads([[0]], [5], block_size=4, num_blocks=8)
+
+
+def test_highlighted_sequence_shows_logical_order():
+    fig = draw_kernel_reads([[5, 2, 7], [0, 3, 1]], [10, 9], block_size=4, num_blocks=8, highlight=0)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert {"block 5 = #0", "block 2 = #1", "block 7 = #2", "block 0"} <= set(texts)
