@@ -9,12 +9,14 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 
-.PHONY: help env lab test test-package test-notebooks release sync-colab bench lock clean
+.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "make test     - create .venv if missing, then run every test"
-	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
+	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
+	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
+	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
@@ -48,7 +50,10 @@ release: env sync-colab
 	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
 
 bench: env
-	$(PY) bench/bench_block_manager.py
+	$(PY) bench/bench_block_manager.py $(if $(NANOVLLM),--nanovllm $(NANOVLLM))
+
+bench-gpu: env
+	$(PY) bench/bench_paged_attention.py
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -42,7 +42,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     """Draw the physical pool (top) and each request's block table (bottom).
 
     ``block_tables`` maps a request name to its physical block ids in logical order. Blocks held by
-    more than one table are drawn with a thick black edge and ``xN`` (their ref count); the filled part
+    more than one table are drawn with a thick black edge and ``xN`` (their ref count), and in the pool
+    with one stripe per holder's colour; the filled part
     of each request's last block shows its tokens, the pale part its tail waste. ``cached_free``: free
     blocks that still hold a reusable hash (prefix cache).
     """
@@ -74,6 +75,7 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     fig = CourseFigure(figsize=(0.5 * width + 4.5, 0.5 * (pool_rows + max(len(names), 1)) + 2.2))
     ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows + 0.6, max(len(names), 1) + 0.9]})
 
+    label_box = {"boxstyle": "round,pad=0.12", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
     for block_id in range(num_blocks):
         x, y = block_id % ncols, -(block_id // ncols)
         holders = owners.get(block_id, [])
@@ -81,11 +83,17 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         shared = counts[block_id] > 1
         ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, alpha=0.35 if holders else 1.0,
                                     edgecolor=SHARED_EDGE if shared else "#777777", linewidth=2.5 if shared else 0.8))
-        if holders:
+        if len(holders) > 1:  # one stripe per holder's colour: whose block it is shows at a glance
+            stripe = 0.92 / len(holders)
+            for k, r in enumerate(holders):
+                ax_pool.add_patch(Rectangle((x + k * stripe, y), stripe, 0.92, facecolor=_color(r), linewidth=0))
+            ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
+        elif holders:
             frac = fill.get(block_id, 1.0)
             ax_pool.add_patch(Rectangle((x, y), 0.92 * frac, 0.92, facecolor=color, linewidth=0))
         label = f"{block_id}" + (f"\nx{counts[block_id]}" if shared else "")
-        ax_pool.text(x + 0.46, y + 0.46, label, ha="center", va="center", fontsize=8)
+        ax_pool.text(x + 0.46, y + 0.46, label, ha="center", va="center", fontsize=8,
+                     fontweight="bold" if shared else "normal", bbox=label_box if holders else None)
     ax_pool.set_xlim(-0.1, width + 0.1)
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
@@ -105,9 +113,13 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         ax_tab.text(-0.2, y + 0.46, f"{name}{length}", ha="right", va="center", fontsize=9)
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
+            shared = counts[block_id] > 1
             ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor=_color(r), alpha=0.35, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
+            if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
+                ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
             ax_tab.text(i + 0.46, y + 0.46, str(block_id), ha="center", va="center", fontsize=8,
+                        fontweight="bold" if shared else "normal",
                         color="white" if frac >= 0.5 else "#222222")
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
@@ -245,4 +257,185 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
     ax_seq.set_title("rebuilt logical sequence", fontsize=10)
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def plot_prefix_workload(cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]],
+                         title: Optional[str] = None) -> CourseFigure:
+    """Three panels over arriving requests, from ``prefix_workload.replay`` with and without caching:
+    cumulative hit rate, prefill tokens computed (cumulative), and blocks in use."""
+    from itertools import accumulate
+
+    n = list(range(1, len(cached_run["prompt_tokens"]) + 1))
+    prompt = list(accumulate(cached_run["prompt_tokens"]))
+    fig = CourseFigure(figsize=(12, 3.6))
+    ax_hit, ax_tokens, ax_blocks = fig.subplots(1, 3)
+    ax_hit.plot(n, [100 * c / p for c, p in zip(accumulate(cached_run["cached_tokens"]), prompt)], color=_color(0))
+    ax_hit.set_ylim(0, 100)
+    ax_hit.set_xlabel("requests arrived")
+    ax_hit.set_ylabel("prompt tokens served from cache (%)")
+    ax_hit.set_title("Hit rate so far")
+    for run, label, i in ((baseline_run, "no prefix caching", 3), (cached_run, "prefix caching", 0)):
+        ax_tokens.plot(n, [t / 1000 for t in accumulate(run["computed_tokens"])], label=label, color=_color(i))
+        ax_blocks.plot(n, run["blocks_in_use"], label=label, color=_color(i))
+    ax_tokens.set_xlabel("requests arrived")
+    ax_tokens.set_ylabel("prefill tokens computed (thousands)")
+    ax_tokens.set_title("Prefill work, cumulative")
+    ax_blocks.set_xlabel("requests arrived")
+    ax_blocks.set_ylabel("blocks held by live requests")
+    ax_blocks.set_title("Memory in use")
+    for ax in (ax_hit, ax_tokens, ax_blocks):
+        ax.grid(True, alpha=0.3)
+    ax_tokens.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_prefix_sweep(system_lens: List[int], fractions: Mapping[int, List[float]],
+                      title: Optional[str] = None) -> CourseFigure:
+    """Share of prompt tokens served from the cache against the shared prefix length, one line per block size."""
+    fig = CourseFigure(figsize=(7, 4))
+    ax = fig.subplots()
+    for i, (block_size, values) in enumerate(sorted(fractions.items())):
+        ax.plot(system_lens, [100 * v for v in values], marker="o", color=_color(i), label=f"block size {block_size}")
+    ax.set_xlabel("shared system prompt length (tokens)")
+    ax.set_ylabel("prompt tokens served from cache (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title or "What prefix caching can save")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> CourseFigure:
+    """Prompts cut into blocks, each block named two ways: by its content alone and by the chain.
+
+    ``rows``: ``(label, blocks, content_hashes, chain_hashes)`` per prompt, ``blocks`` a list of short
+    strings (the block's tokens). Blocks with the same chained hash share a colour (safe to share);
+    a block whose content hash matches another's while its chain differs gets a red dashed frame: a
+    content-only cache would hand it KV computed after a different prefix.
+    """
+    rows = list(rows)
+    chain_colour: Dict[int, str] = {}
+    for _, _, _, chains in rows:
+        for h in chains:
+            chain_colour.setdefault(h, _color(len(chain_colour)))
+    seen: Dict[int, set] = {}
+    for _, _, contents, chains in rows:
+        for c, h in zip(contents, chains):
+            seen.setdefault(c, set()).add(h)
+    width = max(len(blocks) for _, blocks, _, _ in rows)
+    fig = CourseFigure(figsize=(3.1 * width + 2.2, 1.25 * len(rows) + 0.9))
+    ax = fig.subplots()
+    for r, (label, blocks, contents, chains) in enumerate(rows):
+        y = -1.25 * r
+        ax.text(-0.15, y + 0.45, label, ha="right", va="center", fontsize=9)
+        for i, (text, c, h) in enumerate(zip(blocks, contents, chains)):
+            x = 3.1 * i
+            wrong = len(seen[c]) > 1
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, facecolor=chain_colour[h], alpha=0.3, linewidth=0))
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, fill=False, edgecolor="#c0392b" if wrong else "#555555",
+                                   linewidth=2.5 if wrong else 0.8, linestyle="--" if wrong else "-"))
+            ax.text(x + 1.45, y + 0.62, text, ha="center", va="center", fontsize=8)
+            ax.text(x + 1.45, y + 0.22, f"content {c % 16**6:06x} | chain {h % 16**6:06x}", ha="center",
+                    va="center", fontsize=7, family="monospace")
+            if i:
+                ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
+    ax.set_xlim(-0.2, 3.1 * width)
+    ax.set_ylim(-1.25 * len(rows) + 0.2, 1.1)
+    ax.axis("off")
+    ax.set_title(title or "Same colour = same chained hash (shareable); red dashes = content hash lies", fontsize=10)
+    return fig
+
+
+def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: int,
+                      tokens_per_split: Optional[int] = None, highlight: Optional[int] = None,
+                      title: Optional[str] = None) -> CourseFigure:
+    """Which memory a paged decode kernel reads: pool slots (top) and block-table entries (bottom).
+
+    ``block_tables`` is a list of rows (or an int tensor ``[num_seqs, max_blocks]``) and ``seq_lens``
+    the sequences' lengths. A slot is coloured by the sequence whose program reads it; slots past a
+    sequence's length in its last block are hatched (loaded under a mask, never used); blocks no
+    table lists stay grey; table entries past a sequence's last block are padding and are never read.
+    ``tokens_per_split`` draws the token ranges of split-KV programs; ``highlight`` keeps one sequence
+    and labels its blocks with their logical index (``block 5 = #2``: the sequence's third block).
+    """
+    rows = [list(map(int, row)) for row in (block_tables.tolist() if hasattr(block_tables, "tolist") else block_tables)]
+    lens = [int(n) for n in (seq_lens.tolist() if hasattr(seq_lens, "tolist") else seq_lens)]
+    if len(rows) != len(lens) or not rows:
+        raise ValueError(f"need one block-table row per sequence, got {len(rows)} rows and {len(lens)} lengths")
+    for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    reads: Dict[tuple, int] = {}    # (block, slot) -> sequence reading it
+    masked: Dict[tuple, int] = {}   # tail slots loaded under a mask
+    logical: Dict[int, int] = {}    # block -> its logical index in the highlighted sequence
+    for s, (row, n) in enumerate(zip(rows, lens)):
+        used = -(-n // block_size)
+        if not 1 <= n <= len(row) * block_size:
+            raise ValueError(f"sequence {s}: length {n} does not fit its {len(row)} table entries of {block_size}")
+        for i, block in enumerate(row[:used]):
+            if not 0 <= block < num_blocks:
+                raise ValueError(f"sequence {s}: table entry {i} = {block} is outside the pool 0..{num_blocks - 1}")
+            if highlight is not None and s != highlight:
+                continue
+            if highlight is not None:
+                logical[block] = i
+            for slot in range(block_size):
+                (reads if i * block_size + slot < n else masked)[(block, slot)] = s
+    ncols = min(num_blocks, 8)
+    pool_rows = -(-num_blocks // ncols)
+    cell = 1.0 / block_size
+    table_cols = max(len(r) for r in rows)
+    fig = CourseFigure(figsize=(max(ncols, table_cols) * 1.1 + 3.5, 1.1 * pool_rows + 0.55 * len(rows) + 2.4))
+    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows * 1.1 + 0.6, 0.55 * len(rows) + 0.9]})
+    for block in range(num_blocks):
+        x0, y0 = (block % ncols) * 1.1, -(block // ncols) * 1.1
+        for slot in range(block_size):
+            key = (block, slot)
+            if key in reads:
+                face, hatch = _color(reads[key]), None
+            elif key in masked:
+                face, hatch = "#ffffff", "////"
+            else:
+                face, hatch = FREE_COLOR, None
+            ax_pool.add_patch(Rectangle((x0 + slot * cell, y0), cell * 0.95, 0.9, facecolor=face, hatch=hatch,
+                                        edgecolor=_color(masked[key]) if key in masked else "#999999", linewidth=0.4))
+        order = f" = #{logical[block]}" if block in logical else ""
+        ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
+    ax_pool.set_xlim(-0.1, ncols * 1.1)
+    ax_pool.set_ylim(-pool_rows * 1.1 + 1.0, 1.25)
+    ax_pool.set_aspect("equal")
+    ax_pool.axis("off")
+    ax_pool.set_title(title or "What the kernel reads: pool slots (one cell per token slot)", fontsize=10)
+    legend = [Patch(facecolor=_color(s), label=f"seq {s}: read by its program(s)") for s in range(len(rows))
+              if highlight is None or s == highlight]
+    legend += [Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label="tail slot: masked, never used"),
+               Patch(facecolor=FREE_COLOR, edgecolor="#999999", label="not read")]
+    ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+
+    for s, (row, n) in enumerate(zip(rows, lens)):
+        used = -(-n // block_size)
+        y = -s * 0.55
+        ax_tab.text(-0.15, y + 0.22, f"seq {s}, {n} tok", ha="right", va="center", fontsize=8)
+        for i, block in enumerate(row):
+            live = i < used and (highlight is None or s == highlight)
+            ax_tab.add_patch(Rectangle((i * 1.1, y), 1.0, 0.45, facecolor=_color(s) if live else "#ffffff",
+                                       edgecolor="#777777", linewidth=0.6, alpha=1.0 if live else 0.9))
+            label = str(block) if i < used else f"pad ({block})"
+            ax_tab.text(i * 1.1 + 0.5, y + 0.22, label, ha="center", va="center", fontsize=7,
+                        color="white" if live else "#999999")
+        if tokens_per_split:
+            for start in range(tokens_per_split, n, tokens_per_split):
+                x = start / block_size * 1.1 - 0.05
+                ax_tab.plot([x, x], [y - 0.04, y + 0.49], color="#222222", linewidth=1.6, linestyle="--")
+    ax_tab.set_xlim(-0.1, max(ncols, table_cols) * 1.1)
+    ax_tab.set_ylim(-(len(rows) - 1) * 0.55 - 0.1, 0.6)
+    ax_tab.axis("off")
+    split_note = f"; dashed lines: split-KV boundaries every {tokens_per_split} tokens" if tokens_per_split else ""
+    ax_tab.set_title(f"Block tables (entry = physical block id; 'pad' entries are never read{split_note})", fontsize=9)
+    fig.subplots_adjust(left=0.14, right=0.74, hspace=0.3)
     return fig

@@ -29,7 +29,7 @@ from colab_image import COLAB_CPU, COLAB_GPU, COLAB_PYTHON, as_saved_by_colab
 from course_notebooks import code_cells, is_answer, is_test, nbgrader_meta, release_path, solved_release, source_path
 from fake_colab import build_course_wheel, fake_colab_python, fresh_runtime, freeze, run_like_colab
 from test_release_and_grading import nbgrader
-from tools.sync_colab import COLAB_TEST, read_toml, load_settings, needs_triton
+from tools.sync_colab import COLAB_TEST, TRITON_EXTRA, load_settings, needs_triton, read_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = read_toml(ROOT / "pyproject.toml")["project"]
@@ -42,7 +42,7 @@ def course_requirements(extra: str = "") -> list:
 
 
 @pytest.mark.parametrize("runtime", [COLAB_CPU, COLAB_GPU], ids=["cpu-runtime", "gpu-runtime"])
-@pytest.mark.parametrize("extra", ["", "triton"], ids=["plain-lab", "triton-lab"])
+@pytest.mark.parametrize("extra", ["", TRITON_EXTRA], ids=["plain-lab", "triton-lab"])
 def test_installing_the_course_keeps_every_package_colab_has(runtime, extra):
     for req in course_requirements(extra):
         if req.name in runtime:

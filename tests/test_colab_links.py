@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from autograder.labs import LABS, RELEASE_DIR, SOURCE_DIR
-from tools.sync_colab import (COLAB_TEST, SyncError, load_settings, needs_triton, sync, with_badge,
-                              with_colab_block)
+from tools.sync_colab import (COLAB_TEST, TRITON_EXTRA, SyncError, load_settings, needs_triton, read_toml, sync,
+                              with_badge, with_colab_block)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,9 +108,11 @@ def test_a_rerun_after_a_merge_only_fixes_what_the_merge_left_stale(tmp_path):
 def test_a_lab_that_uses_triton_installs_it_on_colab():
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import triton\nimport triton.language as tl")])
     block = load_settings().install_block(needs_triton(notebook))
-    assert needs_triton(notebook) and '"paged-kv-course[triton] @ git+' in block
+    assert needs_triton(notebook) and f'"paged-kv-course[{TRITON_EXTRA}] @ git+' in block
     plain = load_settings().install_block(needs_triton(nbformat.v4.new_notebook()))
-    assert "[triton]" not in plain
+    assert f"[{TRITON_EXTRA}]" not in plain
+    extras = read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
+    assert any(dep.startswith("triton") for dep in extras[TRITON_EXTRA]), f"the {TRITON_EXTRA} extra must hold triton"
 
 
 def test_a_setup_cell_without_a_colab_statement_is_refused():

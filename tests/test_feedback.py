@@ -96,3 +96,16 @@ def test_in_a_kernel_a_failure_is_one_short_error_block():
     assert "expected: 2" in "\n".join(failed.traceback)
     assert todo.ename == "NotImplementedError" and len(todo.traceback) == 3, todo.traceback
     assert "allocate_for_prefill still raises NotImplementedError" in todo.traceback[0]
+
+
+def test_attempt_names_the_case_and_practice_never_raises(capsys):
+    from paged_kv.feedback import CheckFailed, attempt, practice
+
+    with pytest.raises(CheckFailed, match=r"\[dividing\] raised ZeroDivisionError"):
+        attempt("dividing", lambda: 1 / 0)
+    with pytest.raises(NotImplementedError):
+        attempt("todo", lambda: (_ for _ in ()).throw(NotImplementedError()))
+    assert practice(lambda: 1 / 0) is False
+    assert practice(lambda: None) is True
+    out = capsys.readouterr().out
+    assert "Not yet: ZeroDivisionError" in out and "passed" in out

@@ -6,7 +6,8 @@ nothing else:
 
 - in each source notebook (solutions/), the Colab block of the setup cell: the statement
   ``if "google.colab" in sys.modules:`` and its indented body, which installs the course package
-  (with the ``triton`` extra in labs whose code imports Triton: Colab's CPU runtime has none);
+  (with the ``gpu`` extra, which holds Triton, in labs whose code imports Triton: Colab's CPU
+  runtime has none);
 - in each source notebook, the "Open in Colab" badge under the title of the first markdown cell,
   pointing at the release notebook (course/) on GitHub;
 - in README.md, the Colab column of the table of labs.
@@ -32,6 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script: the course's own modules (auto
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 COLAB_TEST = 'if "google.colab" in sys.modules:'
 PACKAGE = "paged-kv-course"
+TRITON_EXTRA = "gpu"  # the package's extra that holds Triton
 _GITHUB = re.compile(r"^https://github\.com/(?P<owner>[A-Za-z0-9][A-Za-z0-9-]*)/(?P<repo>[A-Za-z0-9._-]+?)(\.git)?/?$")
 _BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)[ \t]*$", re.M)
 _TRITON_IMPORT = re.compile(r"^\s*(import triton\b|from triton\b)|@triton\.jit", re.M)
@@ -60,12 +62,8 @@ class ColabSettings:
 
     def install_block(self, with_triton: bool) -> str:
         """The setup cell's Colab statement: install the course package, keep Colab's torch."""
-        extra = "[triton]" if with_triton else ""
-        lines = [COLAB_TEST]
-        if with_triton:
-            lines.append("    # [triton]: Colab's CPU runtime has no Triton, so pip adds it there; a GPU runtime keeps its own.")
-        lines.append(f'    %pip install --quiet "{PACKAGE}{extra} @ git+{self.repository_url}@{self.branch}"')
-        return "\n".join(lines)
+        extra = f"[{TRITON_EXTRA}]" if with_triton else ""
+        return f'{COLAB_TEST}\n    %pip install --quiet "{PACKAGE}{extra} @ git+{self.repository_url}@{self.branch}"'
 
 
 def read_toml(path: Path) -> dict:
