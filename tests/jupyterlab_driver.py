@@ -217,15 +217,27 @@ class NotebookPage:
         self.cells.nth(index).scroll_into_view_if_needed()
         self.page.screenshot(path=str(path))
 
-    def screenshot_whole_notebook(self, path: Path, max_height: int = 16000) -> None:
-        """One tall picture of the whole notebook: the window is made as tall as the notebook."""
+    def screenshot_whole_notebook(self, path: Path, max_height: int = 12000) -> List[Path]:
+        """The whole notebook in tall pictures: the window is made as tall as the notebook (up to
+        ``max_height`` pixels; a longer notebook comes in parts, ``NAME-part2.png`` and so on)."""
         size = self.page.viewport_size
-        height = self.notebook.evaluate("(nb) => nb.querySelector('.jp-WindowedPanel-outer').scrollHeight")
-        self.page.set_viewport_size({"width": size["width"], "height": min(max_height, int(height) + 200)})
+        scroller = "(nb) => nb.querySelector('.jp-WindowedPanel-outer')"
+        total = int(self.notebook.evaluate(f"(nb) => ({scroller})(nb).scrollHeight"))
+        chrome = size["height"] - int(self.notebook.evaluate(f"(nb) => ({scroller})(nb).clientHeight"))
+        self.page.set_viewport_size({"width": size["width"], "height": min(max_height, total + chrome)})
         time.sleep(0.5)
-        self.notebook.evaluate("(nb) => nb.querySelector('.jp-WindowedPanel-outer').scrollTo(0, 0)")
-        self.page.screenshot(path=str(path))
+        step = int(self.notebook.evaluate(f"(nb) => ({scroller})(nb).clientHeight"))
+        shots = []
+        for part, top in enumerate(range(0, total, step), start=1):
+            self.notebook.evaluate(f"(nb) => ({scroller})(nb).scrollTo(0, {top})")
+            time.sleep(0.2)
+            shot = path if top == 0 else path.with_name(f"{path.stem}-part{part}{path.suffix}")
+            self.page.screenshot(path=str(shot))
+            shots.append(shot)
+            if top + step >= total:
+                break
         self.page.set_viewport_size(size)
+        return shots
 
 
 def _select_next(page, element) -> None:

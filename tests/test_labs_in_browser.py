@@ -187,9 +187,9 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
         run.images = nb.images()
         run.widget_views = nb.widget_views()
         run.output_texts = nb.output_texts()
-        shot = ARTIFACTS / f"{lab}.png"
-        nb.screenshot_whole_notebook(shot)
-        run.screenshots.append(shot)
+        for old in ARTIFACTS.glob(f"{lab}-part*.png"):
+            old.unlink()
+        run.screenshots += nb.screenshot_whole_notebook(ARTIFACTS / f"{lab}.png")
         run.reactions, run.unknown_widgets = nb.exercise_widgets()
     except Exception:
         for page in context.pages:  # what the page showed when the session broke off
