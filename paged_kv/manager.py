@@ -144,7 +144,7 @@ class KVCacheManager(KVCacheManagerBase):
         new_seq_len = req.seq_len + 1
         if self.blocks_needed(new_seq_len) > len(req.block_table):
             if not self.free_blocks:
-                raise self._oom(req, 1, f"token {new_seq_len} (it starts a new block)")
+                raise self._oom(req, 1, f"the token at position {req.seq_len} (0-based), which starts a new block")
             req.block_table.append(self.free_blocks.pop(0))
         req.seq_len = new_seq_len
 
