@@ -227,9 +227,10 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
 
     Uses the manager's ``allocate_for_prefill``, ``allocate_for_decode`` and ``release_request``
     (a lab's ``KVCacheManager``). Admission is first come first served and takes the prompt's blocks
-    only. When a decode step finds no free block, the most recently admitted request is preempted by
-    recompute, as nano-vllm and vLLM do: its blocks are released and it goes back to the head of the
-    queue, to be prefilled again with its prompt and the tokens it had generated.
+    only. When a decode step finds no free block (a ``RuntimeError`` whose message contains ``OOM``),
+    the most recently admitted request is preempted by recompute, as nano-vllm and vLLM do: its blocks
+    are released and it goes back to the head of the queue, to be prefilled again with its prompt and
+    the tokens it had generated. Any other exception (an unwritten TODO included) propagates.
     """
     from .manager import Request
 
@@ -245,17 +246,17 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
     waiting = deque((i, 0) for i in range(len(pairs)))  # (index, tokens generated before a preemption)
     running: List[Tuple[int, Request]] = []
     preemptions = 0
-    budget = 100 * sum(output_len for _, output_len in pairs)  # a safety net: far more than preemption costs
     while waiting or running:
-        if meter.iterations > budget:
-            raise RuntimeError(f"no end after {meter.iterations} iterations: requests keep being preempted; "
-                               "check that allocate_for_decode takes a block only when a token starts one")
         while waiting:
             index, done = waiting[0]
             req = Request(index, pairs[index][0] + done)
             try:
                 manager.allocate_for_prefill(req)
-            except RuntimeError:
+            except NotImplementedError:  # an unwritten TODO: not an OOM (it subclasses RuntimeError)
+                raise
+            except RuntimeError as error:
+                if "OOM" not in str(error):
+                    raise
                 if not running:
                     raise RuntimeError(f"the prefill of request {index} failed on an empty pool of {num_blocks} "
                                        "blocks: check allocate_for_prefill and release_request")
@@ -264,13 +265,17 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
             running.append((index, req))
         meter.record([(req.seq_len, sum(pairs[i]), len(req.block_table) * block_size) for i, req in running],
                      bool(waiting))
-        position = 0
+        position, decoded = 0, 0
         while position < len(running):  # one decode step each, preempting from the back when blocks run out
             index, req = running[position]
             before = req.seq_len
             try:
                 manager.allocate_for_decode(req)
-            except RuntimeError:
+            except NotImplementedError:
+                raise
+            except RuntimeError as error:
+                if "OOM" not in str(error):
+                    raise
                 victim_index, victim = running.pop()
                 manager.release_request(victim)
                 waiting.appendleft((victim_index, victim.seq_len - pairs[victim_index][0]))
@@ -279,12 +284,16 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
             if req.seq_len != before + 1:
                 raise RuntimeError(f"allocate_for_decode took request {index} from seq_len {before} to "
                                    f"{req.seq_len}; one decode step adds exactly one token")
+            decoded += 1
             if req.seq_len == sum(pairs[index]):
                 manager.release_request(req)
                 running.pop(position)
                 meter.finished += 1
             else:
                 position += 1
+        if not decoded:  # the oldest request always gets a block once the others are preempted
+            raise RuntimeError(f"no request could decode at iteration {meter.iterations}, even alone in the pool: "
+                               "check that allocate_for_decode takes a block only when a token starts one")
     return meter.result(preemptions)
 
 

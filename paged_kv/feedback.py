@@ -168,6 +168,21 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
     raise CheckFailed(case, f"expected {error.__name__}, but nothing was raised", hint=hint)
 
 
+def expect_no_error(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
+    """Call ``func(*args)`` and return its result; an exception becomes a :class:`CheckFailed` naming the case.
+
+    A ``NotImplementedError`` (an unwritten TODO) and a ``CheckFailed`` pass through unchanged.
+    """
+    try:
+        return func(*args)
+    except (NotImplementedError, CheckFailed):
+        raise
+    except AssertionError as error:
+        raise CheckFailed(case, f"an assertion failed: {error}", hint=hint) from None
+    except Exception as error:
+        raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
+
+
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     """Run ``make()`` (a picture, a table, a widget) once the student's code exists.
 

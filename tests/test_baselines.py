@@ -110,3 +110,21 @@ def test_a_decode_that_does_not_grow_the_request_stops_the_run_with_a_clear_erro
 
     with pytest.raises(RuntimeError, match="exactly one token"):
         serve_paged([(4, 4)] * 3, ForgetsLength, 256, block_size=4)
+
+
+def test_an_unwritten_decode_todo_is_not_taken_for_an_oom():
+    from paged_kv.starters import KVCacheManagerWithoutDecode
+
+    with pytest.raises(NotImplementedError):
+        serve_paged([(4, 4)] * 3, KVCacheManagerWithoutDecode, 256, block_size=4)
+
+
+def test_a_decode_that_never_gets_a_block_stops_the_run():
+    from paged_kv.starters import KVCacheManagerWithoutDecode
+
+    class AlwaysOOM(KVCacheManagerWithoutDecode):
+        def allocate_for_decode(self, req):
+            raise RuntimeError("OOM: always")
+
+    with pytest.raises(RuntimeError, match="no request could decode"):
+        serve_paged([(4, 4)] * 3, AlwaysOOM, 256, block_size=4)

@@ -96,3 +96,19 @@ def test_in_a_kernel_a_failure_is_one_short_error_block():
     assert "expected: 2" in "\n".join(failed.traceback)
     assert todo.ename == "NotImplementedError" and len(todo.traceback) == 3, todo.traceback
     assert "allocate_for_prefill still raises NotImplementedError" in todo.traceback[0]
+
+
+def test_expect_no_error_returns_the_result_and_turns_an_exception_into_one_block():
+    from paged_kv.feedback import expect_no_error
+
+    assert expect_no_error("case", lambda x: x + 1, 1) == 2
+
+    def oom():
+        raise RuntimeError("OOM: need 3, have 3")
+
+    with pytest.raises(CheckFailed) as caught:
+        expect_no_error("exact fit", oom, hint="compare with >, not >=")
+    assert str(caught.value).splitlines() == ["[exact fit] raised RuntimeError: OOM: need 3, have 3",
+                                              "  hint:     compare with >, not >="]
+    with pytest.raises(TodoNotWritten):
+        expect_no_error("todo", lambda: (_ for _ in ()).throw(TodoNotWritten("write it")))

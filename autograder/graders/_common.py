@@ -7,23 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import CheckFailed, expect, expect_equal, expect_raises  # noqa: F401  (re-exported)
+from paged_kv.feedback import CheckFailed, expect, expect_equal, expect_no_error, expect_raises  # noqa: F401
 
 from ._integrity import grades  # noqa: F401  (re-exported for graders)
 
 
 def call(case: str, func: Callable, *args: Any) -> Any:
-    """Run student code; an unexpected exception becomes an ``AssertionError`` naming the case."""
-    try:
-        return func(*args)
-    except NotImplementedError:
-        raise
-    except CheckFailed:
-        raise
-    except AssertionError as error:
-        raise CheckFailed(case, f"an assertion failed: {error}") from None
-    except Exception as error:
-        raise CheckFailed(case, f"raised {type(error).__name__}: {error}") from None
+    """Run student code; an unexpected exception becomes a ``CheckFailed`` naming the case."""
+    return expect_no_error(case, func, *args)
 
 
 def check(condition: bool, case: str, message: str, hint: str = "", **shown: Any) -> None:

@@ -1,18 +1,27 @@
-"""Run a notebook's code in this process, up to and including its answer cell (test cells skipped)."""
+"""Run a notebook's code in this process, up to and including its graded answer cell (test cells skipped)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
 
+def graded_answer_index(cells: List) -> int:
+    """Index of the lab's graded answer cell: the last solution cell before the first test cell.
+
+    Solution cells after the tests (the optional stretch) are not part of the graded TODO.
+    """
+    first_test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    return max(i for i, c in enumerate(cells[:first_test]) if c.metadata.get("nbgrader", {}).get("solution"))
+
+
 def namespace_after_answer(path: Path) -> Dict[str, Any]:
-    """Execute every code cell before the last answer cell, and that cell; return the globals."""
+    """Execute every code cell before the graded answer cell, and that cell; return the globals."""
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    last_answer = max(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    last_answer = graded_answer_index(cells)
     transform = TransformerManager().transform_cell
     namespace: Dict[str, Any] = {"__name__": "__notebook__"}
     for cell in cells[:last_answer + 1]:

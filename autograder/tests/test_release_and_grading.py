@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from autograder.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
+from notebook_code import graded_answer_index
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = CONFIG_FILE
@@ -22,7 +23,7 @@ GRADED_LABS = [lab for lab in LABS if lab != "00-start-here"]
 BUGS = {
     "refuses_exact_fit": ("02-atomic-prefill", "if needed > len(self.free_blocks):",
                           "if needed >= len(self.free_blocks):",
-                          {"lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
+                          {"lab02-visible", "lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
     "tutorial_formula": ("03-decode-growth", "if self.blocks_needed(new_seq_len) > len(req.block_table):",
                          "if new_seq_len % self.block_size == 1:",
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
@@ -59,9 +60,9 @@ def course_root(tmp_path_factory) -> Path:
             shutil.copy(source / lab / name, submitted / student / lab / name)
     for student, (lab, old, new, _) in BUGS.items():
         nb = nbformat.read(root / SOURCE_DIR.name / lab / LABS[lab], as_version=4)
-        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
-        assert len(cells) == 1 and old in cells[0].source, f"bug {student}: solution text not found"
-        cells[0].source = cells[0].source.replace(old, new)
+        answer = nb.cells[graded_answer_index(nb.cells)]
+        assert old in answer.source, f"bug {student}: solution text not found"
+        answer.source = answer.source.replace(old, new)
         (submitted / student / lab).mkdir(parents=True)
         nbformat.write(nb, submitted / student / lab / LABS[lab])
     for lab in LABS:
