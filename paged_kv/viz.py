@@ -327,7 +327,8 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
         ax_seq.set_ylim(-rebuilt.shape[0] * 0.5, 0.7)
     ax_seq.set_xlim(0, 4)
     ax_seq.axis("off")
-    ax_seq.set_title("rebuilt logical sequence", fontsize=10)
+    ax_seq.set_title("rebuilt logical sequence" if rebuilt is not None else "(no rebuilt sequence given)",
+                     fontsize=10, color="#111111" if rebuilt is not None else "#999999")
     if title:
         fig.suptitle(title)
     return fig
