@@ -21,7 +21,8 @@ help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
-	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
+	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
+	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 
@@ -57,7 +58,7 @@ release: env
 	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
 
 bench: env
-	$(PY) bench/bench_block_manager.py
+	$(PY) bench/bench_block_manager.py $(if $(NANOVLLM),--nanovllm $(NANOVLLM))
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -2,10 +2,11 @@
 
 One module per mechanism: ``ledger`` (capacity arithmetic, model presets), ``manager`` (the
 tutorial's ``KVCacheManager``), ``prefix_cache`` (nano-vllm's ``BlockManager`` with prefix
-caching), ``steps`` (engine-loop helpers), ``attention`` (torch paged decode reference),
-``invariants`` (state audits), ``starters`` (the classes a lab's TODO class inherits from),
-``feedback`` (readable checks), ``simulate`` (seeded workloads), ``baselines`` (contiguous
-reservation, the vLLM paper's Orca baselines, against paging), ``viz`` (pictures) and ``widgets``.
+caching), ``steps`` (engine-loop helpers), ``prefix_workload`` (lab 05's shared-prompt workload),
+``attention`` (torch paged decode reference), ``invariants`` (state audits), ``starters`` (the classes
+a lab's TODO class inherits from), ``feedback`` (readable checks), ``simulate`` (seeded workloads),
+``baselines`` (contiguous reservation, the vLLM paper's Orca baselines, against paging), ``viz``
+(pictures) and ``widgets``.
 """
 from .attention import gather_kv, paged_decode_attention_ref
 from .free_queue import FreeBlockQueue

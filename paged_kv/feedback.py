@@ -168,10 +168,10 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
     raise CheckFailed(case, f"expected {error.__name__}, but nothing was raised", hint=hint)
 
 
-def expect_no_error(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
-    """Call ``func(*args)`` and return its result; an exception becomes a :class:`CheckFailed` naming the case.
+def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
+    """Call student code for a visible test: an unexpected error becomes a :class:`CheckFailed` naming ``case``.
 
-    A ``NotImplementedError`` (an unwritten TODO) and a ``CheckFailed`` pass through unchanged.
+    ``NotImplementedError`` (a TODO not written yet) and ``CheckFailed`` pass through unchanged.
     """
     try:
         return func(*args)
@@ -181,6 +181,23 @@ def expect_no_error(case: str, func: Callable, *args: Any, hint: str = "") -> An
         raise CheckFailed(case, f"an assertion failed: {error}", hint=hint) from None
     except Exception as error:
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
+
+
+def practice(check: Callable, *args: Any) -> bool:
+    """Run an ungraded practice check; print "passed" or its one-block failure, never raise.
+
+    For cells that must run without error in the untouched notebook (a bug hunt before it is fixed).
+    """
+    try:
+        check(*args)
+    except CheckFailed as failed:
+        print("Not yet: " + "\n".join(failed._lines()))
+        return False
+    except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
+        print(f"Not yet: {type(error).__name__}: {error}")
+        return False
+    print(f"{getattr(check, '__name__', 'check')}: passed")
+    return True
 
 
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):

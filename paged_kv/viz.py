@@ -53,7 +53,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     """Draw the physical pool (top) and each request's block table (bottom).
 
     ``block_tables`` maps a request name to its physical block ids in logical order. Blocks held by
-    more than one table are drawn with a thick black edge and ``xN`` (their ref count); the filled part
+    more than one table are drawn with a thick black edge and ``xN`` (their ref count), and in the pool
+    with one stripe per holder's colour; the filled part
     of each request's last block shows its tokens, the pale part its tail waste. ``cached_free``: free
     blocks that still hold a reusable hash (prefix cache).
     """
@@ -92,11 +93,16 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         shared = counts[block_id] > 1
         ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, alpha=0.35 if holders else 1.0,
                                     edgecolor=SHARED_EDGE if shared else "#777777", linewidth=2.5 if shared else 0.8))
-        if holders:
+        if len(holders) > 1:  # one stripe per holder's colour: whose block it is shows at a glance
+            stripe = 0.92 / len(holders)
+            for k, r in enumerate(holders):
+                ax_pool.add_patch(Rectangle((x + k * stripe, y), stripe, 0.92, facecolor=_color(r), linewidth=0))
+            ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
+        elif holders:
             frac = fill.get(block_id, 1.0)
             ax_pool.add_patch(Rectangle((x, y), 0.92 * frac, 0.92, facecolor=color, linewidth=0))
         label = f"{block_id}" + (f"\nx{counts[block_id]}" if shared else "")
-        _label(ax_pool, x + 0.46, y + 0.46, label, fontsize=8)
+        _label(ax_pool, x + 0.46, y + 0.46, label, fontsize=8, fontweight="bold" if shared else "normal")
     ax_pool.set_xlim(-0.1, width + 0.1)
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
@@ -119,9 +125,12 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         ax_tab.text(-0.2, y + 0.46, f"{name}{length}", ha="right", va="center", fontsize=9)
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
+            shared = counts[block_id] > 1
             ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor=_color(r), alpha=0.35, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
-            _label(ax_tab, i + 0.46, y + 0.46, str(block_id), fontsize=8)
+            if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
+                ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
+            _label(ax_tab, i + 0.46, y + 0.46, str(block_id), fontsize=8, fontweight="bold" if shared else "normal")
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
     ax_tab.set_xlim(-0.1, width + 0.1)
@@ -390,3 +399,95 @@ def plot_kv_usage(runs: Mapping[str, Mapping], paper: Optional[Mapping[str, Sequ
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_prefix_workload(cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]],
+                         title: Optional[str] = None) -> CourseFigure:
+    """Three panels over arriving requests, from ``prefix_workload.replay`` with and without caching:
+    cumulative hit rate, prefill tokens computed (cumulative), and blocks in use."""
+    from itertools import accumulate
+
+    n = list(range(1, len(cached_run["prompt_tokens"]) + 1))
+    prompt = list(accumulate(cached_run["prompt_tokens"]))
+    fig = CourseFigure(figsize=(12, 3.6))
+    ax_hit, ax_tokens, ax_blocks = fig.subplots(1, 3)
+    ax_hit.plot(n, [100 * c / p for c, p in zip(accumulate(cached_run["cached_tokens"]), prompt)], color=_color(0))
+    ax_hit.set_ylim(0, 100)
+    ax_hit.set_xlabel("requests arrived")
+    ax_hit.set_ylabel("prompt tokens served from cache (%)")
+    ax_hit.set_title("Hit rate so far")
+    for run, label, i in ((baseline_run, "no prefix caching", 3), (cached_run, "prefix caching", 0)):
+        ax_tokens.plot(n, [t / 1000 for t in accumulate(run["computed_tokens"])], label=label, color=_color(i))
+        ax_blocks.plot(n, run["blocks_in_use"], label=label, color=_color(i))
+    ax_tokens.set_xlabel("requests arrived")
+    ax_tokens.set_ylabel("prefill tokens computed (thousands)")
+    ax_tokens.set_title("Prefill work, cumulative")
+    ax_blocks.set_xlabel("requests arrived")
+    ax_blocks.set_ylabel("blocks held by live requests")
+    ax_blocks.set_title("Memory in use")
+    for ax in (ax_hit, ax_tokens, ax_blocks):
+        ax.grid(True, alpha=0.3)
+    ax_tokens.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_prefix_sweep(system_lens: List[int], fractions: Mapping[int, List[float]],
+                      title: Optional[str] = None) -> CourseFigure:
+    """Share of prompt tokens served from the cache against the shared prefix length, one line per block size."""
+    fig = CourseFigure(figsize=(7, 4))
+    ax = fig.subplots()
+    for i, (block_size, values) in enumerate(sorted(fractions.items())):
+        ax.plot(system_lens, [100 * v for v in values], marker="o", color=_color(i), label=f"block size {block_size}")
+    ax.set_xlabel("shared system prompt length (tokens)")
+    ax.set_ylabel("prompt tokens served from cache (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title or "What prefix caching can save")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> CourseFigure:
+    """Prompts cut into blocks, each block named two ways: by its content alone and by the chain.
+
+    ``rows``: ``(label, blocks, content_hashes, chain_hashes)`` per prompt, ``blocks`` a list of short
+    strings (the block's tokens). Blocks with the same chained hash share a colour (safe to share);
+    a block whose content hash matches another's while its chain differs gets a red dashed frame: a
+    content-only cache would hand it KV computed after a different prefix.
+    """
+    rows = list(rows)
+    chain_colour: Dict[int, str] = {}
+    for _, _, _, chains in rows:
+        for h in chains:
+            chain_colour.setdefault(h, _color(len(chain_colour)))
+    seen: Dict[int, set] = {}
+    for _, _, contents, chains in rows:
+        for c, h in zip(contents, chains):
+            seen.setdefault(c, set()).add(h)
+    width = max(len(blocks) for _, blocks, _, _ in rows)
+    fig = CourseFigure(figsize=(3.1 * width + 2.2, 1.25 * len(rows) + 0.9))
+    ax = fig.subplots()
+    for r, (label, blocks, contents, chains) in enumerate(rows):
+        y = -1.25 * r
+        ax.text(-0.15, y + 0.45, label, ha="right", va="center", fontsize=9)
+        for i, (text, c, h) in enumerate(zip(blocks, contents, chains)):
+            x = 3.1 * i
+            wrong = len(seen[c]) > 1
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, facecolor=chain_colour[h], alpha=0.3, linewidth=0))
+            ax.add_patch(Rectangle((x, y), 2.9, 0.9, fill=False, edgecolor="#c0392b" if wrong else "#555555",
+                                   linewidth=2.5 if wrong else 0.8, linestyle="--" if wrong else "-"))
+            ax.text(x + 1.45, y + 0.62, text, ha="center", va="center", fontsize=8)
+            ax.text(x + 1.45, y + 0.22, f"content {c % 16**6:06x} | chain {h % 16**6:06x}", ha="center",
+                    va="center", fontsize=7, family="monospace")
+            if i:
+                ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
+    ax.set_xlim(-0.2, 3.1 * width)
+    ax.set_ylim(-1.25 * len(rows) + 0.2, 1.1)
+    ax.axis("off")
+    ax.set_title(title or "Same colour = same chained hash (shareable); red dashes = content hash lies", fontsize=10)
+    return fig
+

@@ -110,17 +110,30 @@ def test_in_a_kernel_a_failure_is_one_short_error_block():
     assert "allocate_for_prefill still raises NotImplementedError" in todo.traceback[0]
 
 
-def test_expect_no_error_returns_the_result_and_turns_an_exception_into_one_block():
-    from paged_kv.feedback import expect_no_error
+def test_attempt_names_the_case_and_practice_never_raises(capsys):
+    from paged_kv.feedback import CheckFailed, attempt, practice
 
-    assert expect_no_error("case", lambda x: x + 1, 1) == 2
+    with pytest.raises(CheckFailed, match=r"\[dividing\] raised ZeroDivisionError"):
+        attempt("dividing", lambda: 1 / 0)
+    with pytest.raises(NotImplementedError):
+        attempt("todo", lambda: (_ for _ in ()).throw(NotImplementedError()))
+    assert practice(lambda: 1 / 0) is False
+    assert practice(lambda: None) is True
+    out = capsys.readouterr().out
+    assert "Not yet: ZeroDivisionError" in out and "passed" in out
+
+
+def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with_its_hint():
+    from paged_kv.feedback import attempt
+
+    assert attempt("case", lambda x: x + 1, 1) == 2
 
     def oom():
         raise RuntimeError("OOM: need 3, have 3")
 
     with pytest.raises(CheckFailed) as caught:
-        expect_no_error("exact fit", oom, hint="compare with >, not >=")
+        attempt("exact fit", oom, hint="compare with >, not >=")
     assert str(caught.value).splitlines() == ["[exact fit] raised RuntimeError: OOM: need 3, have 3",
                                               "  hint:     compare with >, not >="]
-    with pytest.raises(TodoNotWritten):
-        expect_no_error("todo", lambda: (_ for _ in ()).throw(TodoNotWritten("write it")))
+    with pytest.raises(CheckFailed, match=r"^\[asserting\] an assertion failed: no"):
+        attempt("asserting", lambda: (_ for _ in ()).throw(AssertionError("no")))

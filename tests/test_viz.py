@@ -107,3 +107,27 @@ def test_reconstruction_draws_the_stale_tail_as_stale_not_data():
     wrong = torch.cat([manager.physical_kv_cache[2], manager.physical_kv_cache[0]])  # forgot the truncation
     fig = draw_reconstruction(manager, req, wrong)
     assert sum("STALE" in t.get_text() for t in fig.axes[1].texts) == 2
+
+
+def test_shared_blocks_show_one_stripe_per_holder_and_a_frame_in_every_table():
+    from matplotlib.patches import Rectangle
+
+    manager = BlockManager(8, 2)
+    seqs = [Sequence([1, 2, 3, 4, 10 + i], block_size=2) for i in range(3)]
+    for seq in seqs:
+        prefill(manager, seq)
+    fig = draw_block_manager(manager, seqs)
+    pool, tables = fig.axes[0], fig.axes[1]
+    stripes = [p for p in pool.patches if isinstance(p, Rectangle) and abs(p.get_width() - 0.92 / 3) < 1e-9]
+    assert len(stripes) == 2 * 3  # blocks 0 and 1, three holders each
+    frames = [p for p in tables.patches if not p.get_fill() and p.get_linewidth() == 2.5]
+    assert len(frames) == 2 * 3
+
+
+def test_hash_chain_picture_flags_a_content_hash_that_ignores_the_prefix():
+    from paged_kv.viz import draw_hash_chains
+
+    rows = [("a", ["x y", "z w"], [1, 2], [10, 11]), ("b", ["q y", "z w"], [3, 2], [12, 13])]
+    fig = draw_hash_chains(rows)
+    frames = [p for p in fig.axes[0].patches if not p.get_fill() and p.get_linestyle() == "--"]
+    assert len(frames) == 2  # block 1 of each prompt: same content hash, different chains

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import CheckFailed, expect, expect_equal, expect_no_error, expect_raises  # noqa: F401
+from paged_kv.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises  # noqa: F401
 
 from ._integrity import grades  # noqa: F401  (re-exported for graders)
 
 
 def call(case: str, func: Callable, *args: Any) -> Any:
     """Run student code; an unexpected exception becomes a ``CheckFailed`` naming the case."""
-    return expect_no_error(case, func, *args)
+    return attempt(case, func, *args)
 
 
 def check(condition: bool, case: str, message: str, hint: str = "", **shown: Any) -> None:

@@ -9,16 +9,16 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 
 def graded_answer_index(cells: List) -> int:
-    """Index of the lab's graded answer cell: the last solution cell before the first test cell.
+    """Index of the lab's last graded answer cell: the last solution cell before the last test cell.
 
-    Solution cells after the tests (the optional stretch) are not part of the graded TODO.
+    Solution cells after every test (an optional stretch exercise) are not graded TODOs.
     """
-    first_test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade"))
-    return max(i for i, c in enumerate(cells[:first_test]) if c.metadata.get("nbgrader", {}).get("solution"))
+    last_test = max(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    return max(i for i, c in enumerate(cells[:last_test]) if c.metadata.get("nbgrader", {}).get("solution"))
 
 
 def namespace_after_answer(path: Path) -> Dict[str, Any]:
-    """Execute every code cell before the graded answer cell, and that cell; return the globals."""
+    """Execute every code cell up to the last graded answer cell (test cells skipped); return the globals."""
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     last_answer = graded_answer_index(cells)

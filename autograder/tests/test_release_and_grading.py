@@ -13,7 +13,6 @@ import nbformat
 import pytest
 
 from autograder.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
-from notebook_code import graded_answer_index
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = CONFIG_FILE
@@ -28,6 +27,10 @@ BUGS = {
                          "if new_seq_len % self.block_size == 1:",
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
                           "lab03-hidden-random"}),
+    "no_duplicate_guard": ("05-prefix-cache",
+                           "if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
+                           "if block.hash != -1 and block.hash in self.hash_to_block_id:",
+                           {"lab05-visible-release", "lab05-hidden-release", "lab05-hidden-release-traces"}),
 }
 
 
@@ -60,9 +63,9 @@ def course_root(tmp_path_factory) -> Path:
             shutil.copy(source / lab / name, submitted / student / lab / name)
     for student, (lab, old, new, _) in BUGS.items():
         nb = nbformat.read(root / SOURCE_DIR.name / lab / LABS[lab], as_version=4)
-        answer = nb.cells[graded_answer_index(nb.cells)]
-        assert old in answer.source, f"bug {student}: solution text not found"
-        answer.source = answer.source.replace(old, new)
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and old in c.source]
+        assert len(cells) == 1, f"bug {student}: the solution text is not in exactly one answer cell"
+        cells[0].source = cells[0].source.replace(old, new)
         (submitted / student / lab).mkdir(parents=True)
         nbformat.write(nb, submitted / student / lab / LABS[lab])
     for lab in LABS:
