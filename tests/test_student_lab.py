@@ -1,6 +1,7 @@
 """`make lab` takes a port and JupyterLab options, and gives students a JupyterLab without nbgrader's
 instructor tools (Formgrader, Create Assignment, course and assignment lists) but with Validate."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,14 +18,17 @@ INSTRUCTOR_TOOLS = {"@jupyter/nbgrader:menu", "@jupyter/nbgrader:formgrader", "@
 
 
 def make_dry_run(*args):
-    result = subprocess.run(["make", "-n", "lab", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    """``make -n lab ARGS`` (prints the commands, runs none), also when called from inside ``make test``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "lab", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
     return result.returncode, result.stdout + result.stderr
 
 
 def test_make_lab_passes_the_port_and_jupyterlab_options():
     code, out = make_dry_run("PORT=8899", "LAB_ARGS=--no-browser --ip=127.0.0.1")
     assert code == 0, out
-    command = out.strip().splitlines()[-1]
+    command = next(line for line in out.splitlines() if "jupyter lab" in line)
     assert "jupyter lab --notebook-dir=course" in command
     assert "--port=8899" in command and command.endswith("--no-browser --ip=127.0.0.1")
 
