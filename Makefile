@@ -15,7 +15,7 @@ LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
 
-.PHONY: help env lab test test-package test-notebooks release bench lock clean
+.PHONY: help env lab test test-package test-notebooks release bench bench-gpu lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -23,6 +23,7 @@ help:
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
+	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 
@@ -59,6 +60,9 @@ release: env
 
 bench: env
 	$(PY) bench/bench_block_manager.py $(if $(NANOVLLM),--nanovllm $(NANOVLLM))
+
+bench-gpu: env
+	$(PY) bench/bench_paged_attention.py
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -491,3 +491,92 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
     ax.set_title(title or "Same colour = same chained hash (shareable); red dashes = content hash lies", fontsize=10)
     return fig
 
+
+def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: int,
+                      tokens_per_split: Optional[int] = None, highlight: Optional[int] = None,
+                      title: Optional[str] = None) -> CourseFigure:
+    """Which memory a paged decode kernel reads: pool slots (top) and block-table entries (bottom).
+
+    ``block_tables`` is a list of rows (or an int tensor ``[num_seqs, max_blocks]``) and ``seq_lens``
+    the sequences' lengths. A slot is coloured by the sequence whose program reads it; slots past a
+    sequence's length in its last block are hatched (loaded under a mask, never used); blocks no
+    table lists stay grey; table entries past a sequence's last block are padding and are never read.
+    ``tokens_per_split`` draws the token ranges of split-KV programs; ``highlight`` keeps one sequence
+    and labels its blocks with their logical index (``block 5 = #2``: the sequence's third block).
+    """
+    rows = [list(map(int, row)) for row in (block_tables.tolist() if hasattr(block_tables, "tolist") else block_tables)]
+    lens = [int(n) for n in (seq_lens.tolist() if hasattr(seq_lens, "tolist") else seq_lens)]
+    if len(rows) != len(lens) or not rows:
+        raise ValueError(f"need one block-table row per sequence, got {len(rows)} rows and {len(lens)} lengths")
+    for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    reads: Dict[tuple, int] = {}    # (block, slot) -> sequence reading it
+    masked: Dict[tuple, int] = {}   # tail slots loaded under a mask
+    logical: Dict[int, int] = {}    # block -> its logical index in the highlighted sequence
+    for s, (row, n) in enumerate(zip(rows, lens)):
+        used = -(-n // block_size)
+        if not 1 <= n <= len(row) * block_size:
+            raise ValueError(f"sequence {s}: length {n} does not fit its {len(row)} table entries of {block_size}")
+        for i, block in enumerate(row[:used]):
+            if not 0 <= block < num_blocks:
+                raise ValueError(f"sequence {s}: table entry {i} = {block} is outside the pool 0..{num_blocks - 1}")
+            if highlight is not None and s != highlight:
+                continue
+            if highlight is not None:
+                logical[block] = i
+            for slot in range(block_size):
+                (reads if i * block_size + slot < n else masked)[(block, slot)] = s
+    ncols = min(num_blocks, 8)
+    pool_rows = -(-num_blocks // ncols)
+    cell = 1.0 / block_size
+    table_cols = max(len(r) for r in rows)
+    fig = CourseFigure(figsize=(max(ncols, table_cols) * 1.1 + 3.5, 1.1 * pool_rows + 0.55 * len(rows) + 2.4))
+    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows * 1.1 + 0.6, 0.55 * len(rows) + 0.9]})
+    for block in range(num_blocks):
+        x0, y0 = (block % ncols) * 1.1, -(block // ncols) * 1.1
+        for slot in range(block_size):
+            key = (block, slot)
+            if key in reads:
+                face, hatch = _color(reads[key]), None
+            elif key in masked:
+                face, hatch = "#ffffff", "////"
+            else:
+                face, hatch = FREE_COLOR, None
+            ax_pool.add_patch(Rectangle((x0 + slot * cell, y0), cell * 0.95, 0.9, facecolor=face, hatch=hatch,
+                                        edgecolor=_color(masked[key]) if key in masked else "#999999", linewidth=0.4))
+        order = f" = #{logical[block]}" if block in logical else ""
+        ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
+    ax_pool.set_xlim(-0.1, ncols * 1.1)
+    ax_pool.set_ylim(-pool_rows * 1.1 + 1.0, 1.25)
+    ax_pool.set_aspect("equal")
+    ax_pool.axis("off")
+    ax_pool.set_title(title or "What the kernel reads: pool slots (one cell per token slot)", fontsize=10)
+    legend = [Patch(facecolor=_color(s), label=f"seq {s}: read by its program(s)") for s in range(len(rows))
+              if highlight is None or s == highlight]
+    legend += [Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label="tail slot: masked, never used"),
+               Patch(facecolor=FREE_COLOR, edgecolor="#999999", label="not read")]
+    ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+
+    for s, (row, n) in enumerate(zip(rows, lens)):
+        used = -(-n // block_size)
+        y = -s * 0.55
+        ax_tab.text(-0.15, y + 0.22, f"seq {s}, {n} tok", ha="right", va="center", fontsize=8)
+        for i, block in enumerate(row):
+            live = i < used and (highlight is None or s == highlight)
+            ax_tab.add_patch(Rectangle((i * 1.1, y), 1.0, 0.45, facecolor=_color(s) if live else "#ffffff",
+                                       edgecolor="#777777", linewidth=0.6, alpha=1.0 if live else 0.9))
+            label = str(block) if i < used else f"pad ({block})"
+            ax_tab.text(i * 1.1 + 0.5, y + 0.22, label, ha="center", va="center", fontsize=7,
+                        color="white" if live else "#999999")
+        if tokens_per_split:
+            for start in range(tokens_per_split, n, tokens_per_split):
+                x = start / block_size * 1.1 - 0.05
+                ax_tab.plot([x, x], [y - 0.04, y + 0.49], color="#222222", linewidth=1.6, linestyle="--")
+    ax_tab.set_xlim(-0.1, max(ncols, table_cols) * 1.1)
+    ax_tab.set_ylim(-(len(rows) - 1) * 0.55 - 0.1, 0.6)
+    ax_tab.axis("off")
+    split_note = f"; dashed lines: split-KV boundaries every {tokens_per_split} tokens" if tokens_per_split else ""
+    ax_tab.set_title(f"Block tables (entry = physical block id; 'pad' entries are never read{split_note})", fontsize=9)
+    fig.subplots_adjust(left=0.14, right=0.74, hspace=0.3)
+    return fig

@@ -1,6 +1,7 @@
 """Run a notebook's code in this process, up to and including its graded answer cell (test cells skipped)."""
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -24,8 +25,12 @@ def namespace_after_answer(path: Path) -> Dict[str, Any]:
     last_answer = graded_answer_index(cells)
     transform = TransformerManager().transform_cell
     namespace: Dict[str, Any] = {"__name__": "__notebook__"}
-    for cell in cells[:last_answer + 1]:
+    for index, cell in enumerate(cells[:last_answer + 1]):
         if cell.metadata.get("nbgrader", {}).get("grade"):
             continue
-        exec(compile(transform(cell.source), f"<{path.name}>", "exec"), namespace)
+        source = transform(cell.source)
+        filename = f"<{path.name} cell {index}>"
+        # Registered like IPython does, so inspect.getsource works (Triton reads a kernel's source).
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)
     return namespace

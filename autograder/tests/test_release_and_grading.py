@@ -31,6 +31,10 @@ BUGS = {
                            "if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
                            "if block.hash != -1 and block.hash in self.hash_to_block_id:",
                            {"lab05-visible-release", "lab05-hidden-release", "lab05-hidden-release-traces"}),
+    "int32_block_ids": ("06-triton-paged-attention",
+                        "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i).to(tl.int64)",
+                        "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i)",
+                        {"lab06-step4-visible", "lab06-step4-hidden-int64"}),
 }
 
 
