@@ -8,11 +8,18 @@ export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
+KERNEL := $(VENV)/.kernel-stamp
+# make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0": any JupyterLab option goes in LAB_ARGS.
+PORT ?=
+LAB_ARGS ?=
+# ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
+ROLE ?= student
 
 .PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
+	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
@@ -32,13 +39,19 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	  $(PY) -m pip install --quiet -e ".[course,test]"; \
 	fi
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (paged-kv-course)" >/dev/null
 	touch $(STAMP)
 
-env: $(STAMP)
+# The notebooks' kernel (paged_kv/notebook_kernel.py: reports what the notebooks store, so they open saved).
+$(KERNEL): $(STAMP) paged_kv/notebook_kernel.py
+	$(PY) -m paged_kv.notebook_kernel install >/dev/null
+	touch $(KERNEL)
+
+env: $(STAMP) $(KERNEL)
 
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(if $(filter-out student instructor,$(ROLE)),$(error ROLE must be student or instructor, not '$(ROLE)'))
+	$(if $(filter student,$(ROLE)),JUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))") \
+	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: env
 	$(PY) -m pytest

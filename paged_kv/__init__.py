@@ -4,11 +4,12 @@ One module per mechanism: ``ledger`` (capacity arithmetic, model presets), ``man
 tutorial's ``KVCacheManager``), ``prefix_cache`` (nano-vllm's ``BlockManager`` with prefix
 caching), ``steps`` (engine-loop helpers), ``prefix_workload`` (lab 05's shared-prompt workload),
 ``attention`` (torch paged decode reference), ``invariants`` (state audits), ``starters`` (the classes
-a lab's TODO class inherits from), ``feedback`` (readable checks) and ``viz`` (pictures). Triton
-(lab 06): ``triton_attention`` (the paged decode kernel's entry point; imports triton lazily),
-``triton_kernels`` (the kernels), ``triton_mode`` (GPU or interpreter), ``triton_compile`` (offline
-builds for sm_80/sm_90), ``kernel_cases`` and ``kernel_lab`` (test inputs and safe launches of
-students' kernels) and ``decode_bench`` (GPU timing, effective bandwidth).
+a lab's TODO class inherits from), ``feedback`` (readable checks), ``simulate`` (seeded workloads),
+``baselines`` (contiguous reservation, the vLLM paper's Orca baselines, against paging), ``viz``
+(pictures) and ``widgets``. Triton (lab 06): ``triton_attention`` (the paged decode kernel's entry
+point; imports triton lazily), ``triton_kernels`` (the kernels), ``triton_mode`` (GPU or interpreter),
+``triton_compile`` (offline builds for sm_80/sm_90), ``kernel_cases`` and ``kernel_lab`` (test inputs
+and safe launches of students' kernels) and ``decode_bench`` (GPU timing, effective bandwidth).
 """
 from .attention import gather_kv, paged_decode_attention_ref
 from .free_queue import FreeBlockQueue

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
+ROOT = Path(__file__).resolve().parents[1]
+# What `make lab` adds to JUPYTER_CONFIG_PATH for students (ROLE=student, its default).
+STUDENT_CONFIG = ROOT / "student-lab"
+
 # Settings a test run needs (user settings files, one per plugin). Nothing here changes what a
 # student sees: no news or update checks (they fetch from the internet, which CI cannot reach),
 # no autosave (the test saves when it wants to read the file), and every cell kept in the page
@@ -64,11 +68,13 @@ def _write_settings(settings_dir: Path, settings: Dict[str, dict]) -> None:
 
 @contextmanager
 def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = None,
-                       settings: Optional[Dict[str, dict]] = None, startup_s: float = 90) -> Iterator[LabServer]:
+                       settings: Optional[Dict[str, dict]] = None, env: Optional[Dict[str, str]] = None,
+                       startup_s: float = 90) -> Iterator[LabServer]:
     """JupyterLab serving ``root_dir`` (as `make lab` serves course/), stopped on exit.
 
-    ``token=None`` makes a random token; ``""`` runs without one. Raises RuntimeError with the
-    server's log when it does not answer within ``startup_s`` seconds.
+    ``token=None`` makes a random token; ``""`` runs without one. ``env`` adds environment variables
+    (``JUPYTER_CONFIG_PATH``, say). Raises RuntimeError with the server's log when it does not answer
+    within ``startup_s`` seconds.
     """
     token = secrets.token_hex(16) if token is None else token
     port = free_port()
@@ -81,13 +87,13 @@ def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = Non
                "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if os.geteuid() == 0:
         command.append("--allow-root")
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
-               JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_DATA_DIR=str(scratch / "data"))
+    environment = dict(os.environ, JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+                       JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_DATA_DIR=str(scratch / "data"), **(env or {}))
     # Kernels see the repository (as `make lab` gives them through PYTHONPATH).
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([root] + env.get("PYTHONPATH", "").split(os.pathsep))).strip(os.pathsep)
+    paths = [str(ROOT)] + environment.get("PYTHONPATH", "").split(os.pathsep)
+    environment["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
     log = open(scratch / "jupyterlab.log", "wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
     server = LabServer(f"http://127.0.0.1:{port}", token, process)
     try:
         deadline = time.monotonic() + startup_s

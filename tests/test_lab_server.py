@@ -1,4 +1,6 @@
 """`make lab`'s server starts and serves the course notebooks (what a student sees first)."""
+import contextlib
+import time
 import urllib.error
 import urllib.request
 
@@ -6,6 +8,24 @@ import pytest
 
 from autograder.labs import LABS, RELEASE_DIR
 from lab_server import running_jupyterlab
+
+
+@contextlib.contextmanager
+def jupyterlab_on_course(tmp_path, **env_extra):
+    """A JupyterLab server on course/ (no token, a private config and runtime folder); yields its URL."""
+    with running_jupyterlab(RELEASE_DIR, tmp_path, token="", env=env_extra) as server:
+        yield server.url
+
+
+def fetch_when_up(url: str, seconds: float = 60) -> bytes:
+    """The body at ``url``, retried until the server answers (AssertionError after ``seconds``)."""
+    for _ in range(int(seconds * 2)):
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.read()
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"JupyterLab did not answer {url} within {seconds:.0f} s")
 
 
 def test_jupyterlab_starts_on_course_and_lists_the_labs(tmp_path):

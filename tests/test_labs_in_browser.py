@@ -32,7 +32,7 @@ from autograder.labs import LABS, RELEASE_DIR
 from chromium import LAUNCH_ARGS, chromium_or_reason
 from course_notebooks import answers, is_answer, is_read_only, is_test, nbgrader_meta, release_path
 from jupyterlab_driver import NotebookPage, Reaction
-from lab_server import TEST_SETTINGS, running_jupyterlab
+from lab_server import STUDENT_CONFIG, TEST_SETTINGS, running_jupyterlab
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing: run `make env`")
 
@@ -88,7 +88,9 @@ def lab_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(lab_root, tmp_path_factory):
-    with running_jupyterlab(lab_root, tmp_path_factory.mktemp("jupyterlab"), settings=TEST_SETTINGS) as lab:
+    """JupyterLab as `make lab` starts it for students (nbgrader's instructor tools hidden)."""
+    with running_jupyterlab(lab_root, tmp_path_factory.mktemp("jupyterlab"), settings=TEST_SETTINGS,
+                            env={"JUPYTER_CONFIG_PATH": str(STUDENT_CONFIG)}) as lab:
         yield lab
 
 

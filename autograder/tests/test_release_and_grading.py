@@ -22,7 +22,7 @@ GRADED_LABS = [lab for lab in LABS if lab != "00-start-here"]
 BUGS = {
     "refuses_exact_fit": ("02-atomic-prefill", "if needed > len(self.free_blocks):",
                           "if needed >= len(self.free_blocks):",
-                          {"lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
+                          {"lab02-visible", "lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
     "tutorial_formula": ("03-decode-growth", "if self.blocks_needed(new_seq_len) > len(req.block_table):",
                          "if new_seq_len % self.block_size == 1:",
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
