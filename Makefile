@@ -9,13 +9,14 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 
-.PHONY: help env lab test test-package test-notebooks release bench lock clean
+.PHONY: help env lab test test-package test-notebooks release bench model lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
+	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 15 min on 2 cores; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 
 $(STAMP): requirements-lock.txt pyproject.toml
@@ -45,6 +46,9 @@ release: env
 
 bench: env
 	$(PY) bench/bench_block_manager.py
+
+model: env
+	$(PY) tools/train_tiny_model.py
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp
