@@ -71,7 +71,12 @@ class RequestState:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """What one engine step did. ``cached_tokens``: prompt tokens that prefix-cache hits spared."""
+    """What one engine step did. ``cached_tokens``: prompt tokens that prefix-cache hits spared.
+
+    ``kv_slots_filled``: token slots of the pool holding computed K/V of running sequences (a shared
+    block counts once); ``kv_slots_reserved``: slots the scheduler holds for them (allocated blocks,
+    or whole reservations for ``MaxReservationScheduler``), both after the step.
+    """
 
     index: int
     is_prefill: bool
@@ -80,6 +85,8 @@ class StepRecord:
     cached_tokens: int
     preempted: int
     blocks_in_use: int
+    kv_slots_filled: int
+    kv_slots_reserved: int
     num_running: int
     num_waiting: int
     end_time: float
@@ -194,8 +201,20 @@ class LLMEngine:
             index=len(self.step_log), is_prefill=is_prefill, num_seqs=len(seqs), computed_tokens=computed,
             cached_tokens=cached, preempted=len(preempted),
             blocks_in_use=self.block_manager.num_blocks - self.block_manager.num_free_blocks,
+            kv_slots_filled=self._filled_slots(), kv_slots_reserved=self.scheduler.reserved_blocks() * self.block_size,
             num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting), end_time=now))
         return finished
+
+    def _filled_slots(self) -> int:
+        filled: Dict[int, int] = {}
+        size = self.block_size
+        for seq in self.scheduler.running:
+            for i, block_id in enumerate(seq.block_table):
+                tokens = min(size, seq.num_cached_tokens - i * size)
+                if tokens <= 0:
+                    break
+                filled[block_id] = max(filled.get(block_id, 0), tokens)
+        return sum(filled.values())
 
     def run(self, max_steps: Optional[int] = None) -> List[RequestState]:
         """Step until every request has finished (or ``max_steps``); return all requests in id order."""

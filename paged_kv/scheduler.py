@@ -61,6 +61,10 @@ class SchedulerBase:
     def is_finished(self) -> bool:
         return not self.waiting and not self.running
 
+    def reserved_blocks(self) -> int:
+        """Blocks this scheduler keeps for its sequences: here, the blocks in use."""
+        return self.block_manager.num_blocks - self.block_manager.num_free_blocks
+
     def finish(self, seq: Sequence) -> None:
         """A running sequence is done: drop it from ``running`` and give its blocks back."""
         for i, s in enumerate(self.running):
@@ -161,6 +165,10 @@ class MaxReservationScheduler(Scheduler):
         if len(seq) > self.max_model_len:
             raise ValueError(f"sequence {seq.seq_id} has {len(seq)} tokens, more than max_model_len={self.max_model_len}")
         super().add(seq)
+
+    def reserved_blocks(self) -> int:
+        """A whole reservation per running request, however few of its blocks hold tokens yet."""
+        return len(self.running) * self.blocks_per_request
 
     @property
     def max_running(self) -> int:

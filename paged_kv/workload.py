@@ -76,6 +76,7 @@ def serving_summary(engine, wall_seconds: float) -> Dict[str, float]:
     ttft = [s.ttft for s in states]
     tpot = [s.tpot for s in states if s.tpot is not None]
     log = engine.step_log
+    reserved = sum(r.kv_slots_reserved for r in log)
     return {
         "requests": len(states),
         "output tokens": outputs,
@@ -87,6 +88,7 @@ def serving_summary(engine, wall_seconds: float) -> Dict[str, float]:
         "TPOT p50 (ms)": 1e3 * percentile(tpot, 50) if tpot else float("nan"),
         "TPOT p90 (ms)": 1e3 * percentile(tpot, 90) if tpot else float("nan"),
         "prefix hit rate": sum(s.prompt_tokens_from_cache or 0 for s in states) / prompts,
+        "KV slots holding tokens": (sum(r.kv_slots_filled for r in log) / reserved) if reserved else float("nan"),
         "tokens computed": sum(r.computed_tokens for r in log),
         "preemptions": sum(r.preempted for r in log),
         "max running": max(r.num_running for r in log),

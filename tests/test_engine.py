@@ -168,6 +168,19 @@ def test_max_reservation_baseline_serves_the_same_tokens_with_fewer_running(mode
     assert outputs == greedy_no_cache
     assert max(r.num_running for r in engine.step_log) <= 48 // (model.config.max_model_len // 16)
     assert sum(r.preempted for r in engine.step_log) == 0 and sum(r.cached_tokens for r in engine.step_log) == 0
+    per_request = model.config.max_model_len  # 16 blocks of 16 tokens reserved for every running request
+    assert all(r.kv_slots_reserved == r.num_running * per_request >= r.kv_slots_filled for r in engine.step_log)
+
+
+def test_filled_slots_count_shared_blocks_once(model):
+    engine = LLMEngine(model, num_blocks=16, block_size=16)
+    engine.add_request(HEADER_A + "The ", SamplingParams(max_tokens=3))
+    engine.step()
+    engine.add_request(HEADER_A + "Then", SamplingParams(max_tokens=3))
+    engine.step()                                  # the second shares the first's 3 full blocks
+    record = engine.step_log[-1]
+    assert record.kv_slots_filled == 3 * 16 + 1 + 1   # 3 shared blocks + each one's token in block 3
+    assert record.kv_slots_reserved == record.blocks_in_use * 16 == 5 * 16
 
 
 # -- refusing what can never work, with a clear message and nothing queued -----------------------------

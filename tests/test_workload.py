@@ -63,6 +63,7 @@ def test_summary_counts_what_the_engine_did(runs):
     assert reserved["prefix hit rate"] == 0 and reserved["max running"] == 2 and reserved["preemptions"] == 0
     assert reserved["output tokens"] == paged["output tokens"]
     assert reserved["engine steps"] > paged["engine steps"]
+    assert 0 < reserved["KV slots holding tokens"] < paged["KV slots holding tokens"] <= 1
 
 
 def test_summary_refuses_an_unfinished_run():
