@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from .checks import check_int, check_positive_int
+from .feedback import CheckFailed
 from .prefix_cache import BlockManager, Sequence
 
 
@@ -299,33 +300,41 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
     previous = None
     while not ref_run.done:
         expected = ref_run.decide()
-        where = f"[{case}, step {expected.step}]"
-        context = f"\n  the step before: {format_snapshot(previous)}" if previous else ""
-        got = _guarded(where, "schedule() raised", run.decide, context)
+        where = f"{case}, step {expected.step}"
+        before = f"\n  before:   {format_snapshot(previous)}" if previous else ""
+        got = _guarded(where, "schedule() raised", run.decide, before)
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:
-                raise AssertionError(f"{where} {_WHAT[field]} differs\n  expected: {_pretty(field, want)}\n"
-                                     f"  got:      {_pretty(field, have)}{context}\n  hint: {_hint(field, expected, got)}")
-        _guarded(where, "the pool does not match the queues:", run.audit, context)
+                raise CheckFailed(where, f"{_WHAT[field]} differs{before}", expected=_Shown(_pretty(field, want)),
+                                  got=_Shown(_pretty(field, have)), hint=_hint(field, expected, got))
+        _guarded(where, "the pool does not match the queues:", run.audit, before)
         ref_run.complete()
-        _guarded(where, "after your schedule(), recording the step failed:", run.complete, context)
+        _guarded(where, "after your schedule(), recording the step failed:", run.complete, before)
         previous = expected
     if not run.done:
-        raise AssertionError(f"[{case}] the reference finished every request after {ref_run.step_index} steps, "
-                             "yours did not")
+        raise CheckFailed(case, f"the reference finished every request after {ref_run.step_index} steps, yours did not")
     return ref_run.step_index
 
 
-def _guarded(where: str, what: str, action, context: str):
+class _Shown(str):
+    """A value shown as it is (no quotes) on the expected/got lines of a failed check."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _guarded(where: str, what: str, action, before: str):
     try:
         return action()
     except NotImplementedError:
         raise
+    except CheckFailed:
+        raise
     except AssertionError as error:
-        raise AssertionError(f"{where} {error}{context}") from None
+        raise CheckFailed(where, f"{error}{before}") from None
     except Exception as error:
-        raise AssertionError(f"{where} {what} {type(error).__name__}: {error}{context}") from None
+        raise CheckFailed(where, f"{what} {type(error).__name__}: {error}{before}") from None
 
 
 def _pretty(field: str, value) -> str:

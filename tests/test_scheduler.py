@@ -166,3 +166,17 @@ def test_max_reservation_scheduler_runs_at_most_what_the_reservations_allow():
         assert len(snapshot.running) <= 3
     with pytest.raises(ValueError, match="needs 5 blocks"):
         MaxReservationScheduler(BlockManager(4, 4), max_model_len=20)
+
+
+def test_the_lab_starter_has_the_given_code_and_stubs_for_schedule_and_preempt():
+    from paged_kv.feedback import TodoNotWritten
+    from paged_kv.starters import SchedulerWithoutSchedule
+
+    assert not issubclass(SchedulerWithoutSchedule, Scheduler) and issubclass(SchedulerWithoutSchedule, SchedulerBase)
+    assert set(SchedulerWithoutSchedule.__todo__) == {"schedule", "preempt"}
+    sched = SchedulerWithoutSchedule(BlockManager(4, 4))
+    sched.add(Sequence([1, 2], 4))                     # given code works
+    with pytest.raises(TodoNotWritten, match="schedule is this lab's TODO"):
+        sched.schedule()
+    with pytest.raises(TodoNotWritten, match="preempt is this lab's TODO"):
+        sched.preempt(sched.waiting[0])

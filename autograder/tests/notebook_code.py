@@ -20,3 +20,10 @@ def namespace_after_answer(path: Path) -> Dict[str, Any]:
             continue
         exec(compile(transform(cell.source), f"<{path.name}>", "exec"), namespace)
     return namespace
+
+
+def answer_source(path: Path) -> str:
+    """The source of a notebook's only answer cell (the TODO with its solution)."""
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    return cell.source

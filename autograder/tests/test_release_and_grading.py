@@ -27,6 +27,9 @@ BUGS = {
                          "if new_seq_len % self.block_size == 1:",
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
                           "lab03-hidden-random"}),
+    "preempts_oldest": ("07-serve-it", "victim = self.running.pop() if self.running else seq",
+                        "victim = self.running.popleft() if self.running else seq",
+                        {"lab07-visible", "lab07-hidden-preemption", "lab07-hidden-random"}),
 }
 
 
