@@ -272,6 +272,9 @@ def _hint(field: str, ref: Snapshot, got: Snapshot) -> str:
     if field == "scheduled":
         if got_names == ref_names:
             return "decode sets num_scheduled_tokens = 1 for every scheduled sequence"
+        if got.free_blocks < ref.free_blocks and len(got.waiting) >= len(ref.waiting):
+            return (f"after this step {got.free_blocks} blocks are free instead of {ref.free_blocks}: does preempt() give "
+                    "the sequence's blocks back with deallocate(seq)?")
         return ("decode takes running sequences from the head (oldest first), at most max_num_seqs; when one "
                 "cannot get a block, preempt the NEWEST running sequence (the tail), or itself if none is left")
     if field == "waiting":
