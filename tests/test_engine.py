@@ -259,3 +259,31 @@ def test_a_scheduler_that_skips_may_append_is_caught_before_the_model_runs(model
     engine.add_request("abcd", SamplingParams(max_tokens=3))
     with pytest.raises(ValueError, match="was may_append/allocate called"):
         engine.run()
+
+
+def test_the_triton_kernel_of_lab_06_serves_the_same_tokens(greedy_no_cache):
+    """Runs once paged_kv.triton_attention exists: on CPU through Triton's interpreter, in a fresh process
+    (TRITON_INTERPRET must be set before triton is imported)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("paged_kv.triton_attention") is None or importlib.util.find_spec("triton") is None:
+        pytest.skip("paged_kv.triton_attention (lab 06's kernel) is not in this checkout yet")
+    script = (
+        "import torch\n"
+        "from paged_kv.engine import LLMEngine\n"
+        "from paged_kv.model import load_tiny_model\n"
+        "from paged_kv.sampling import SamplingParams\n"
+        "from paged_kv.triton_attention import paged_decode_attention\n"
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        f"prompts = {PROMPTS[:3]!r}\n"
+        "engine = LLMEngine(load_tiny_model(device=device), 40, 16, decode_attention=paged_decode_attention)\n"
+        "print([s.output_ids for s in engine.generate(prompts, SamplingParams(max_tokens=6))])\n")
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        env.setdefault("TRITON_INTERPRET", "1")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str([ids[:6] for ids in greedy_no_cache[:3]])
