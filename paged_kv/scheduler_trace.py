@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from .checks import check_int, check_positive_int
-from .feedback import CheckFailed
+from .feedback import CheckFailed, attempt
 from .prefix_cache import BlockManager, Sequence
 
 
@@ -52,7 +52,7 @@ class Snapshot:
     """Everything one ``schedule()`` decided, in plain values (names, not objects)."""
 
     step: int
-    kind: str                                   # "prefill" or "decode"
+    kind: str                                   # "prefill", "decode" or "idle" (nothing arrived yet)
     scheduled: Tuple[Tuple[str, int], ...]      # (name, num_scheduled_tokens) in batch order
     waiting: Tuple[str, ...]
     running: Tuple[str, ...]
@@ -305,15 +305,15 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
         expected = ref_run.decide()
         where = f"{case}, step {expected.step}"
         before = f"\n  before:   {format_snapshot(previous)}" if previous else ""
-        got = _guarded(where, "schedule() raised", run.decide, before)
+        got = _guarded(where, run.decide, before, _DECIDE_HINT)
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:
                 raise CheckFailed(where, f"{_WHAT[field]} differs{before}", expected=_Shown(_pretty(field, want)),
                                   got=_Shown(_pretty(field, have)), hint=_hint(field, expected, got))
-        _guarded(where, "the pool does not match the queues:", run.audit, before)
+        _guarded(where, run.audit, before, _AUDIT_HINT)
         ref_run.complete()
-        _guarded(where, "after your schedule(), recording the step failed:", run.complete, before)
+        _guarded(where, run.complete, before, _RECORD_HINT)
         previous = expected
     if not run.done:
         raise CheckFailed(case, f"the reference finished every request after {ref_run.step_index} steps, yours did not")
@@ -327,17 +327,20 @@ class _Shown(str):
         return str(self)
 
 
-def _guarded(where: str, what: str, action, before: str):
+def _guarded(where: str, action, before: str, hint: str):
+    """Run the student's side of a step; any failure becomes one ``CheckFailed`` naming the step."""
     try:
-        return action()
-    except NotImplementedError:
-        raise
-    except CheckFailed:
-        raise
-    except AssertionError as error:
-        raise CheckFailed(where, f"{error}{before}") from None
-    except Exception as error:
-        raise CheckFailed(where, f"{what} {type(error).__name__}: {error}{before}") from None
+        return attempt(where, action, hint=hint)
+    except CheckFailed as failed:
+        raise CheckFailed(failed.case, failed.problem + before, hint=failed.hint or hint) from None
+
+
+_DECIDE_HINT = ("a schedule() that follows the rules never makes a BlockManager call fail: ask can_allocate before "
+                "allocate, can_append before may_append, and preempt when can_append is false")
+_AUDIT_HINT = ("only running sequences hold blocks: preempt(seq) must give them back with deallocate(seq), and a "
+               "sequence taken off running must end up in waiting or scheduled again")
+_RECORD_HINT = ("every scheduled sequence needs a block for each of its tokens: allocate(seq, hits) before a prefill, "
+                "may_append(seq) before a decode, and num_scheduled_tokens set for each")
 
 
 def _pretty(field: str, value) -> str:
