@@ -15,7 +15,7 @@ LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
 
-.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu lock clean
+.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu model lock clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
+	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 15 min on 2 cores; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 
 $(STAMP): requirements-lock.txt pyproject.toml
@@ -67,6 +68,9 @@ bench: env
 
 bench-gpu: env
 	$(PY) bench/bench_paged_attention.py
+
+model: env
+	$(PY) tools/train_tiny_model.py
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -13,6 +13,7 @@ from typing import Dict, Iterable, Optional
 from .feedback import TodoNotWritten
 from .manager import KVCacheManager, KVCacheManagerBase
 from .prefix_cache import BlockManager, BlockManagerBase
+from .scheduler import Scheduler, SchedulerBase
 
 
 def _function_of(attribute):
@@ -102,3 +103,4 @@ BlockManagerWithoutPrefixCache = starter(
     BlockManager, BlockManagerBase,
     ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
     "BlockManagerWithoutPrefixCache")
+SchedulerWithoutSchedule = starter(Scheduler, SchedulerBase, ["schedule", "preempt"], "SchedulerWithoutSchedule")

@@ -34,3 +34,10 @@ def namespace_after_answer(path: Path) -> Dict[str, Any]:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         exec(compile(source, filename, "exec"), namespace)
     return namespace
+
+
+def answer_source(path: Path) -> str:
+    """The source of a notebook's only answer cell (the TODO with its solution)."""
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    return cell.source

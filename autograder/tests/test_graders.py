@@ -7,9 +7,10 @@ import types
 import pytest
 
 import paged_kv
-from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction
+from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction, lab07_scheduler
 from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 import bug_catalogue as bugs
+import bugs_lab07
 from notebook_code import namespace_after_answer
 
 
@@ -28,6 +29,9 @@ LABS = {
               "allocate_for_decode"),
     "lab04": (lab04_reconstruction, "04-logical-reconstruction", "KVCacheManager", bugs.RECONSTRUCTION_BUGS,
               bugs.RECONSTRUCTION_VARIANTS, "get_physical_cache"),
+    # lab 07's delegation forms and per-check bug expectations live in test_grader_lab07.py
+    "lab07": (lab07_scheduler, "07-serve-it", "Scheduler", [bugs_lab07.bug_class(b) for b in bugs_lab07.ALL_BUGS],
+              bugs_lab07.VARIANTS, None),
 }
 _namespaces = {}
 

@@ -35,6 +35,9 @@ BUGS = {
                         "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i).to(tl.int64)",
                         "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i)",
                         {"lab06-step4-visible", "lab06-step4-hidden-int64"}),
+    "preempts_oldest": ("07-serve-it", "victim = self.running.pop() if self.running else seq",
+                        "victim = self.running.popleft() if self.running else seq",
+                        {"lab07-visible", "lab07-hidden-preemption", "lab07-hidden-random"}),
 }
 
 

@@ -1,0 +1,124 @@
+"""Lab 07's grader, beyond what test_graders.py checks for every lab: each catalogued bug loses the
+points of the checks it breaks, feedback names the step and gives a hint, and no form of delegating
+``schedule``/``preempt`` to the reference scheduler earns anything."""
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+
+import pytest
+
+import paged_kv.scheduler
+from autograder.graders import lab07_scheduler as grader
+import bugs_lab07 as bugs
+
+CHECKS = {name: f for name, f in inspect.getmembers(grader, inspect.isfunction)
+          if name.startswith("check_") and f.__module__ == grader.__name__}
+Reference = paged_kv.scheduler.Scheduler
+Starter = bugs.SchedulerWithoutSchedule
+
+
+def failures(cls):
+    """{check name: message} for every check ``cls`` fails; an unwritten TODO counts as a failure."""
+    failed = {}
+    for name, check in CHECKS.items():
+        try:
+            check(cls)
+        except (AssertionError, NotImplementedError) as error:
+            failed[name] = f"{type(error).__name__}: {error}" if isinstance(error, NotImplementedError) else str(error)
+    return failed
+
+
+def test_the_grader_has_the_four_checks_the_notebook_calls():
+    assert set(CHECKS) == {bugs.ADMISSION, bugs.DECODE, bugs.PREEMPTION, bugs.RANDOM}
+
+
+@pytest.mark.parametrize("bug", bugs.ALL_BUGS)
+def test_every_bug_loses_the_points_of_the_checks_it_breaks(bug):
+    failed = failures(bugs.bug_class(bug))
+    assert bugs.must_fail(bug) <= set(failed), f"{bug}: expected {sorted(bugs.must_fail(bug))} to fail, got {sorted(failed)}"
+    assert all(message.startswith("[") for message in failed.values()), failed
+
+
+def test_feedback_names_the_step_and_the_step_before_and_gives_a_hint():
+    message = failures(bugs.bug_class("preempts the oldest"))[bugs.PREEMPTION]
+    first, *rest = message.splitlines()
+    assert first.startswith("[") and "step" in first and "scheduled" in first
+    assert [line.split(":")[0].strip() for line in rest] == ["before", "expected", "got", "hint"]
+    assert "NEWEST" in rest[-1]
+
+
+def test_a_scheduler_stuck_in_a_loop_is_stopped_with_a_readable_message():
+    class Stuck(Starter):
+        def preempt(self, seq):
+            self.block_manager.deallocate(seq)
+            self.waiting.appendleft(seq)
+
+        def schedule(self):
+            while self.waiting and self.block_manager.can_allocate(self.waiting[0]) > -5:
+                pass
+
+    failed = failures(Stuck)
+    assert set(failed) == set(CHECKS)
+    assert all("a loop that never ends" in m for m in failed.values()), failed
+
+
+# -- delegation ------------------------------------------------------------------------------------------
+def _delegations():
+    from paged_kv.scheduler import Scheduler as UnderAnotherName
+
+    def direct_schedule(self):
+        return Reference.schedule(self)
+
+    def direct_preempt(self, seq):
+        return Reference.preempt(self, seq)
+
+    def aliased(self):
+        return UnderAnotherName.schedule(self)
+
+    def via_a_reference_object(self):
+        ref = Reference(self.block_manager, self.max_num_seqs, self.max_num_batched_tokens)
+        ref.waiting, ref.running = self.waiting, self.running
+        return ref.schedule()
+
+    def switches_the_hooks_off(self):
+        sys.setprofile(None)
+        return Reference.schedule(self)
+
+    own_preempt = {"preempt": bugs.HelperMethods.preempt}
+    copied = types.FunctionType(Reference.schedule.__code__, Reference.schedule.__globals__, "schedule")
+    return {
+        "inherits the reference class": type("Inherits", (Reference,), {}),
+        "assigns the reference methods": type("Assigns", (Starter,), dict(vars(Reference))),
+        "copies the reference's code object": type("Copies", (Starter,), {"schedule": copied, **own_preempt}),
+        "calls the reference directly": type("Direct", (Starter,), {"schedule": direct_schedule, **own_preempt}),
+        "imports it under another name": type("Aliased", (Starter,), {"schedule": aliased, **own_preempt}),
+        "delegates to a reference object": type("ViaObject", (Starter,), {"schedule": via_a_reference_object,
+                                                                           **own_preempt}),
+        "switches the grading hooks off": type("HooksOff", (Starter,), {"schedule": switches_the_hooks_off,
+                                                                         **own_preempt}),
+        "writes schedule but delegates preempt": type("HalfOwn", (Starter,), {
+            "schedule": bugs.HelperMethods.schedule, "_admit": bugs.HelperMethods._admit,
+            "_grow": bugs.HelperMethods._grow, "preempt": direct_preempt}),
+    }
+
+
+@pytest.mark.parametrize("label", sorted(_delegations()))
+def test_delegating_to_the_reference_earns_nothing(label):
+    failed = failures(_delegations()[label])
+    assert set(failed) == set(CHECKS), failed
+    assert all(message.startswith("[integrity]") for message in failed.values()), failed
+
+
+def test_super_reaches_a_stub_not_the_reference():
+    class UsesSuper(Starter):
+        def schedule(self):
+            return super().schedule()
+
+        def preempt(self, seq):
+            return super().preempt(seq)
+
+    failed = failures(UsesSuper)
+    assert set(failed) == set(CHECKS)
+    assert all(message.startswith("TodoNotWritten") for message in failed.values()), failed
