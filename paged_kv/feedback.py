@@ -1,41 +1,174 @@
-"""Readable checks for the labs' visible tests: which case, what was expected, what came back, a hint.
+"""Readable checks for the labs' visible tests and the graders: which case, what was expected, what came
+back, and a hint, shown as one short block instead of a traceback.
 
-The comparison never trusts the student's objects: types are checked first, and values are compared
-only once both sides are plain Python values of the same type.
+The comparisons never trust the student's objects: a value is accepted only when it is built from plain
+Python values (``int``, ``float``, ``str``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``) or exact
+``torch.Tensor`` objects, of exactly the expected types, so a subclass with a doctored ``__eq__`` or an
+object that says it equals everything cannot pass.
 """
 from __future__ import annotations
 
-from typing import Any
+import reprlib
+from typing import Any, Callable, List, Optional
+
+_MISSING = object()
+_RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+_repr = reprlib.Repr()
+_repr.maxstring, _repr.maxother, _repr.maxlist, _repr.maxdict, _repr.maxlevel = 120, 120, 12, 8, 4
+
+
+def short_repr(value: Any) -> str:
+    """``repr`` cut to a readable length (long lists and strings end in ``...``)."""
+    try:
+        return _repr.repr(value)
+    except Exception:  # a student's object whose __repr__ fails must not hide the real message
+        return f"<{type(value).__name__} object>"
+
+
+class CheckFailed(AssertionError):
+    """A failed check: ``[case] problem`` then ``expected``/``got``/``hint`` lines.
+
+    In Jupyter, Colab and nbgrader feedback it shows as that block alone (IPython's
+    ``_render_traceback_``), not as a traceback through this module.
+    """
+
+    def __init__(self, case: str, problem: str, *, expected: Any = _MISSING, got: Any = _MISSING,
+                 hint: str = ""):
+        self.case, self.problem, self.hint = str(case), str(problem), str(hint)
+        self.expected, self.got = expected, got
+        super().__init__(self._text())
+
+    def _lines(self) -> List[str]:
+        lines = [f"[{self.case}] {self.problem}"]
+        if self.expected is not _MISSING:
+            lines.append(f"  expected: {short_repr(self.expected)}")
+        if self.got is not _MISSING:
+            lines.append(f"  got:      {short_repr(self.got)}")
+        if self.hint:
+            lines.append(f"  hint:     {self.hint}")
+        return lines
+
+    def _text(self) -> str:
+        return "\n".join(self._lines())
+
+    def _render_traceback_(self) -> List[str]:
+        first, *rest = self._lines()
+        return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
+
+
+class TodoNotWritten(NotImplementedError):
+    """Raised by a starter class for a TODO method that the student's class does not define."""
+
+    def _render_traceback_(self) -> List[str]:
+        return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {self}"]
+
+
+def expect(condition: bool, case: str, problem: str, hint: str = "") -> None:
+    """Raise :class:`CheckFailed` with ``problem`` unless ``condition`` is exactly ``True``."""
+    if condition is not True:
+        raise CheckFailed(case, problem, hint=hint)
+
+
+# -- untrusting comparison ------------------------------------------------------------------------
+_SCALARS = (bool, int, float, str, bytes, type(None))
+
+
+def _a(type_name: str) -> str:
+    return ("an " if type_name[:1].lower() in "aeiou" else "a ") + type_name
+
+
+def _kind(value: Any) -> str:
+    cls = type(value)
+    if value is None:
+        return "None"
+    base = next((b for b in (bool, int, float, str, list, tuple, dict) if isinstance(value, b)), None)
+    if base is not None and cls is not base:
+        return f"{_a(cls.__name__)} (a subclass of {base.__name__})"
+    return _a(cls.__name__)
+
+
+def _type_hint(got: Any, expected: Any) -> str:
+    if type(expected) is int and type(got) is float:
+        return ("use integer arithmetic: // instead of /, or int(...) only where the value is exact; "
+                "sizes and counts are whole numbers")
+    if type(got) is not type(expected) and isinstance(got, type(expected)):
+        return f"return a plain {type(expected).__name__}, not a subclass"
+    return ""
+
+
+def _difference(got: Any, expected: Any, path: str) -> Optional[tuple]:
+    """``None`` when ``got`` equals ``expected`` exactly (types included), else ``(path, problem, hint)``."""
+    import torch
+
+    if type(got) is not type(expected):
+        return path, f"expected {_kind(expected)}, got {_kind(got)}", _type_hint(got, expected)
+    if type(expected) in _SCALARS:
+        if got != expected:  # both are exactly the same builtin type here: this == is the builtin's
+            return path, "wrong value", ""
+        return None
+    if type(expected) in (list, tuple):
+        if len(got) != len(expected):
+            return path, f"expected length {len(expected)}, got length {len(got)}", ""
+        for i, (g, e) in enumerate(zip(got, expected)):
+            diff = _difference(g, e, f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    if type(expected) is dict:
+        for key in got:
+            if type(key) not in _SCALARS:
+                return path, f"a dict key is {_kind(key)}", "use plain str or int keys"
+        missing = [k for k in expected if k not in got]
+        extra = [k for k in got if k not in expected]
+        if missing or extra:
+            return path, f"keys differ: missing {missing}, unexpected {extra}", ""
+        for key in expected:
+            diff = _difference(got[key], expected[key], f"{path}[{key!r}]")
+            if diff:
+                return diff
+        return None
+    if type(expected) is torch.Tensor:
+        if got.dtype != expected.dtype:
+            return path, f"expected dtype {expected.dtype}, got {got.dtype}", ""
+        if tuple(got.shape) != tuple(expected.shape):
+            return path, f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}", ""
+        if not torch.equal(got.detach().cpu(), expected.detach().cpu()):
+            return path, "tensor values differ", ""
+        return None
+    raise TypeError(f"expect_equal cannot compare values of type {type(expected).__name__}")
 
 
 def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
-    """Raise ``AssertionError`` unless ``got`` has ``expected``'s type and value."""
-    if type(got) is not type(expected):
-        raise AssertionError(
-            f"[{case}] expected a {type(expected).__name__} ({expected!r}), got a {type(got).__name__}: {got!r}."
-            + (f" Hint: {hint}" if hint else ""))
-    if got != expected:
-        raise AssertionError(f"[{case}] expected {expected!r}, got {got!r}." + (f" Hint: {hint}" if hint else ""))
+    """Raise :class:`CheckFailed` unless ``got`` has exactly ``expected``'s types and value, all the way down."""
+    diff = _difference(got, expected, "")
+    if diff is None:
+        return
+    path, problem, type_hint = diff
+    where = f" at result{path}" if path else ""
+    raise CheckFailed(case, f"{problem}{where}", expected=expected, got=got,
+                      hint="; ".join(h for h in (type_hint, hint) if h))
 
 
-def expect_raises(case: str, error: type, func, *args, hint: str = "", match: str = "") -> BaseException:
-    """Call ``func(*args)`` and require it to raise ``error`` (whose message contains ``match``)."""
+def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str = "", match: str = "") -> BaseException:
+    """Call ``func(*args)`` and require it to raise ``error`` (whose message contains ``match``).
+
+    A ``NotImplementedError`` (an unwritten TODO) passes through unchanged.
+    """
     try:
         func(*args)
     except NotImplementedError:
         raise
     except error as caught:
         if match and match not in str(caught):
-            raise AssertionError(f"[{case}] the {error.__name__} message should contain {match!r}, got {str(caught)!r}."
-                                 + (f" Hint: {hint}" if hint else "")) from None
+            raise CheckFailed(case, f"the {error.__name__} message should contain {match!r}",
+                              got=str(caught), hint=hint) from None
         return caught
     except Exception as other:
-        raise AssertionError(f"[{case}] expected {error.__name__}, got {type(other).__name__}: {other}."
-                             + (f" Hint: {hint}" if hint else "")) from None
-    raise AssertionError(f"[{case}] expected {error.__name__}, but nothing was raised." + (f" Hint: {hint}" if hint else ""))
+        raise CheckFailed(case, f"expected {error.__name__}, got {type(other).__name__}: {other}", hint=hint) from None
+    raise CheckFailed(case, f"expected {error.__name__}, but nothing was raised", hint=hint)
 
 
-def show_when_ready(make, todo: str = "the TODO above"):
+def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     """Run ``make()`` (a picture, a table, a widget) once the student's code exists.
 
     While the TODO still raises ``NotImplementedError`` this prints a short note instead of a
@@ -47,3 +180,43 @@ def show_when_ready(make, todo: str = "the TODO above"):
     except NotImplementedError:
         print(f"Finish {todo}, run its cell again, then run this cell to see what you built.")
         return None
+
+
+# -- notebook display ------------------------------------------------------------------------------
+def _todo_block(value, tb) -> List[str]:
+    if hasattr(value, "_render_traceback_"):
+        return value._render_traceback_()
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_code.co_name if tb is not None else "?"
+    name = "this cell" if name == "<module>" else name
+    detail = f" ({value})" if str(value) else ""
+    return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.",
+            "  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),",
+            "  run that cell, then run this cell again."]
+
+
+def _todo_traceback(shell, etype, value, tb, tb_offset=None):
+    """IPython handler: an unwritten TODO's ``NotImplementedError`` shown as one block naming the function.
+
+    IPython discards a custom handler's return value, so the block is sent here as the cell's error.
+    """
+    stb = _todo_block(value, tb)
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def install_notebook_hooks() -> bool:
+    """Show an unwritten TODO as one short block in IPython (Jupyter, Colab, nbgrader); False outside IPython.
+
+    :class:`CheckFailed` needs no hook: it renders itself through ``_render_traceback_``.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.set_custom_exc((NotImplementedError,), _todo_traceback)
+    return True

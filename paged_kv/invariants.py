@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from .manager import KVCacheManager, Request
-from .prefix_cache import NO_HASH, BlockManager, Sequence
+from .manager import KVCacheManagerBase, Request
+from .prefix_cache import NO_HASH, BlockManagerBase, Sequence
 
 
-def check_kv_manager(manager: KVCacheManager, live_requests: Iterable[Request]) -> None:
+def check_kv_manager(manager: KVCacheManagerBase, live_requests: Iterable[Request]) -> None:
     """Free blocks and live block tables partition the pool; tables are exactly as long as needed."""
     held = Counter()
     for req in live_requests:
@@ -30,7 +30,7 @@ def check_kv_manager(manager: KVCacheManager, live_requests: Iterable[Request]) 
     assert not stray, f"block id(s) {stray} are outside the pool 0..{manager.num_blocks - 1}"
 
 
-def check_block_manager(manager: BlockManager, live_seqs: Iterable[Sequence]) -> None:
+def check_block_manager(manager: BlockManagerBase, live_seqs: Iterable[Sequence]) -> None:
     """Free/used partition the pool, ref counts match the tables, every registered hash is honest."""
     seqs = list(live_seqs)
     holders = Counter()

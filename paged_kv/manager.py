@@ -33,8 +33,12 @@ class Request:
         return f"Request(request_id={self.request_id}, seq_len={self.seq_len}, block_table={self.block_table})"
 
 
-class KVCacheManager:
-    """A pool of fixed-size KV blocks handed out to requests through block tables."""
+class KVCacheManagerBase:
+    """The given code of labs 02-04: the pool, the free list, argument checks, reports and release.
+
+    ``KVCacheManager`` adds the three mechanisms the labs ask for; the labs' starter classes
+    (``paged_kv.starters``) add all but the one a lab asks the student to write.
+    """
 
     def __init__(self, num_blocks: int, block_size: int, head_dim: int):
         self.num_blocks = check_positive_int("num_blocks", num_blocks)
@@ -91,27 +95,7 @@ class KVCacheManager:
             f"(block_size={self.block_size}); release a finished request or use a larger pool"
         )
 
-    # -- the four mechanisms of the labs ------------------------------------------------------
-    def allocate_for_prefill(self, req: Request) -> None:
-        """Give ``req`` all ``ceil(seq_len / block_size)`` blocks at once, or nothing (OOM)."""
-        self._check_prefill(req)
-        needed = self.blocks_needed(req.seq_len)
-        if needed > len(self.free_blocks):
-            raise self._oom(req, needed, f"its {req.seq_len}-token prompt")
-        allocated = self.free_blocks[:needed]
-        del self.free_blocks[:needed]
-        req.block_table.extend(allocated)
-
-    def allocate_for_decode(self, req: Request) -> None:
-        """Grow ``req`` by one token; take a new block only when that token starts a new block."""
-        self._check_decode(req)
-        new_seq_len = req.seq_len + 1
-        if self.blocks_needed(new_seq_len) > len(req.block_table):
-            if not self.free_blocks:
-                raise self._oom(req, 1, f"token {new_seq_len} (it starts a new block)")
-            req.block_table.append(self.free_blocks.pop(0))
-        req.seq_len = new_seq_len
-
+    # -- reports and release --------------------------------------------------------------------
     def allocation_report(self, req: Request) -> Dict[str, float]:
         """Logical tokens, allocated slots, unused tail slots and utilisation (0.0 when empty)."""
         self._check_request(req)
@@ -139,6 +123,30 @@ class KVCacheManager:
         self.free_blocks.extend(released)
         self.free_blocks.sort()
         req.block_table.clear()
+
+
+class KVCacheManager(KVCacheManagerBase):
+    """A pool of fixed-size KV blocks handed out to requests through block tables."""
+
+    def allocate_for_prefill(self, req: Request) -> None:
+        """Give ``req`` all ``ceil(seq_len / block_size)`` blocks at once, or nothing (OOM)."""
+        self._check_prefill(req)
+        needed = self.blocks_needed(req.seq_len)
+        if needed > len(self.free_blocks):
+            raise self._oom(req, needed, f"its {req.seq_len}-token prompt")
+        allocated = self.free_blocks[:needed]
+        del self.free_blocks[:needed]
+        req.block_table.extend(allocated)
+
+    def allocate_for_decode(self, req: Request) -> None:
+        """Grow ``req`` by one token; take a new block only when that token starts a new block."""
+        self._check_decode(req)
+        new_seq_len = req.seq_len + 1
+        if self.blocks_needed(new_seq_len) > len(req.block_table):
+            if not self.free_blocks:
+                raise self._oom(req, 1, f"token {new_seq_len} (it starts a new block)")
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len = new_seq_len
 
     def get_physical_cache(self, req: Request) -> torch.Tensor:
         """Rebuild ``req``'s cache in logical order: a new ``[seq_len, head_dim]`` tensor.

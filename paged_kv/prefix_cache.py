@@ -118,8 +118,12 @@ class Block:
         return f"Block(id={self.block_id}, ref_count={self.ref_count}, hash={self.hash})"
 
 
-class BlockManager:
-    """Hands out physical blocks to sequences, shares full blocks whose prefix hash matches."""
+class BlockManagerBase:
+    """The given code of lab 05: the pool's metadata, argument checks, decode growth and reading.
+
+    ``BlockManager`` adds hashing, prefix-cache allocation and ref-counted release; the lab's starter
+    class (``paged_kv.starters``) adds none of them: the student writes those.
+    """
 
     def __init__(self, num_blocks: int, block_size: int):
         self.num_blocks = check_positive_int("num_blocks", num_blocks)
@@ -129,37 +133,11 @@ class BlockManager:
         self.free_block_ids = FreeBlockQueue(range(self.num_blocks))
         self.used_block_ids: Set[int] = set()
 
-    # -- hashing ------------------------------------------------------------------------------
-    @classmethod
-    def compute_hash(cls, token_ids: SequenceType[int], prefix: int = NO_HASH) -> int:
-        """xxh64 of ``prefix`` (8 little-endian bytes, skipped when -1) then the ids as int64."""
-        prefix = check_int("prefix", prefix, minimum=NO_HASH)
-        if prefix >= 2**64:
-            raise ValueError(f"prefix must fit in 8 bytes (a previous xxh64 digest), got {prefix}")
-        tokens = np.asarray(token_ids)
-        if tokens.ndim != 1 or (tokens.size and tokens.dtype.kind not in "iu"):
-            raise TypeError(f"token_ids must be a flat list of ints, got {token_ids!r}")
-        if tokens.size and tokens.min() < 0:
-            raise ValueError(f"token ids must be non-negative, got {token_ids!r}")
-        return _chain_hash(token_ids, prefix)
-
-    # -- single blocks (O(1) each) --------------------------------------------------------------
-    def _allocate_block(self) -> int:
-        block_id = self.free_block_ids.popleft()
-        block = self.blocks[block_id]
-        assert block.ref_count == 0, f"free block {block_id} has ref_count {block.ref_count}"
-        if block.hash != NO_HASH and self.hash_to_block_id.get(block.hash) == block_id:
-            del self.hash_to_block_id[block.hash]  # its old content is about to be overwritten
-        block.reset()
-        self.used_block_ids.add(block_id)
-        return block_id
-
     def _deallocate_block(self, block_id: int) -> None:
         assert self.blocks[block_id].ref_count == 0
         self.used_block_ids.remove(block_id)
         self.free_block_ids.append(block_id)
 
-    # -- checks ---------------------------------------------------------------------------------
     def _check_seq(self, seq: "Sequence") -> None:
         check_instance("seq", seq, Sequence)
         if seq.block_size != self.block_size:
@@ -185,7 +163,57 @@ class BlockManager:
         # for block_size == 1.)
         return seq.num_blocks - len(seq.block_table)
 
-    # -- prefill ----------------------------------------------------------------------------------
+    def can_append(self, seq: "Sequence") -> bool:
+        """Whether the free pool can give ``seq`` the block its newest token may need."""
+        self._check_allocated(seq)
+        return len(self.free_block_ids) >= self._num_new_blocks_for_decode(seq)
+
+    def may_append(self, seq: "Sequence") -> None:
+        """Before a decode step: add a block if the newest token starts one (OOM leaves no change)."""
+        self._check_allocated(seq)
+        if self._num_new_blocks_for_decode(seq):
+            if not self.free_block_ids:
+                raise RuntimeError(
+                    f"OOM: sequence {seq.seq_id} needs 1 free block for token {len(seq)} but none of "
+                    f"{self.num_blocks} is free; check can_append first or preempt a sequence"
+                )
+            seq.block_table.append(self._allocate_block())
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_block_ids)
+
+    def ref_counts(self) -> List[int]:
+        """``ref_count`` of every block, indexed by block id."""
+        return [block.ref_count for block in self.blocks]
+
+
+class BlockManager(BlockManagerBase):
+    """Hands out physical blocks to sequences, shares full blocks whose prefix hash matches."""
+
+    @classmethod
+    def compute_hash(cls, token_ids: SequenceType[int], prefix: int = NO_HASH) -> int:
+        """xxh64 of ``prefix`` (8 little-endian bytes, skipped when -1) then the ids as int64."""
+        prefix = check_int("prefix", prefix, minimum=NO_HASH)
+        if prefix >= 2**64:
+            raise ValueError(f"prefix must fit in 8 bytes (a previous xxh64 digest), got {prefix}")
+        tokens = np.asarray(token_ids)
+        if tokens.ndim != 1 or (tokens.size and tokens.dtype.kind not in "iu"):
+            raise TypeError(f"token_ids must be a flat list of ints, got {token_ids!r}")
+        if tokens.size and tokens.min() < 0:
+            raise ValueError(f"token ids must be non-negative, got {token_ids!r}")
+        return _chain_hash(token_ids, prefix)
+
+    def _allocate_block(self) -> int:
+        block_id = self.free_block_ids.popleft()
+        block = self.blocks[block_id]
+        assert block.ref_count == 0, f"free block {block_id} has ref_count {block.ref_count}"
+        if block.hash != NO_HASH and self.hash_to_block_id.get(block.hash) == block_id:
+            del self.hash_to_block_id[block.hash]  # its old content is about to be overwritten
+        block.reset()
+        self.used_block_ids.add(block_id)
+        return block_id
+
     def can_allocate(self, seq: "Sequence") -> int:
         """Number of leading blocks served by the prefix cache, or -1 if the free pool is too small.
 
@@ -277,23 +305,6 @@ class BlockManager:
         seq.num_cached_tokens = 0
         seq.block_table.clear()
 
-    # -- decode -----------------------------------------------------------------------------------
-    def can_append(self, seq: "Sequence") -> bool:
-        """Whether the free pool can give ``seq`` the block its newest token may need."""
-        self._check_allocated(seq)
-        return len(self.free_block_ids) >= self._num_new_blocks_for_decode(seq)
-
-    def may_append(self, seq: "Sequence") -> None:
-        """Before a decode step: add a block if the newest token starts one (OOM leaves no change)."""
-        self._check_allocated(seq)
-        if self._num_new_blocks_for_decode(seq):
-            if not self.free_block_ids:
-                raise RuntimeError(
-                    f"OOM: sequence {seq.seq_id} needs 1 free block for token {len(seq)} but none of "
-                    f"{self.num_blocks} is free; check can_append first or preempt a sequence"
-                )
-            seq.block_table.append(self._allocate_block())
-
     def hash_blocks(self, seq: "Sequence") -> None:
         """After a step: hash and register the blocks this step's tokens filled completely."""
         self._check_seq(seq)
@@ -321,12 +332,3 @@ class BlockManager:
             h = _chain_hash(token_ids, h)
             block.update(h, token_ids)
             self.hash_to_block_id[h] = block.block_id
-
-    # -- reading ------------------------------------------------------------------------------------
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self.free_block_ids)
-
-    def ref_counts(self) -> List[int]:
-        """``ref_count`` of every block, indexed by block id."""
-        return [block.ref_count for block in self.blocks]

@@ -7,10 +7,10 @@ pool is too small. Tests, graders, pictures and benchmarks all drive managers th
 from __future__ import annotations
 
 from .checks import check_instance
-from .prefix_cache import BlockManager, Sequence
+from .prefix_cache import BlockManagerBase, Sequence
 
 
-def _compute_and_hash(manager: BlockManager, seq: Sequence) -> None:
+def _compute_and_hash(manager: BlockManagerBase, seq: Sequence) -> None:
     # The model would compute KV for these tokens now; afterwards the full blocks get their hashes.
     seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
     manager.hash_blocks(seq)
@@ -18,9 +18,9 @@ def _compute_and_hash(manager: BlockManager, seq: Sequence) -> None:
     seq.num_scheduled_tokens = 0
 
 
-def prefill(manager: BlockManager, seq: Sequence) -> int:
+def prefill(manager: BlockManagerBase, seq: Sequence) -> int:
     """Allocate ``seq`` (reusing cached prefix blocks), cache all its tokens; return the blocks hit."""
-    check_instance("manager", manager, BlockManager)
+    check_instance("manager", manager, BlockManagerBase)
     num_cached_blocks = manager.can_allocate(seq)
     if num_cached_blocks == -1:
         raise RuntimeError(
@@ -32,9 +32,9 @@ def prefill(manager: BlockManager, seq: Sequence) -> int:
     return num_cached_blocks
 
 
-def decode_step(manager: BlockManager, seq: Sequence, token_id: int) -> None:
+def decode_step(manager: BlockManagerBase, seq: Sequence, token_id: int) -> None:
     """Append ``token_id`` to a prefilled ``seq``, give it a slot (new block if needed), cache it."""
-    check_instance("manager", manager, BlockManager)
+    check_instance("manager", manager, BlockManagerBase)
     check_instance("seq", seq, Sequence)
     seq.append_token(token_id)
     try:

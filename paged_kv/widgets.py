@@ -64,11 +64,11 @@ def decode_stepper(manager_cls, num_blocks: int = 12, prompt_len: int = 5, head_
     import ipywidgets as widgets
 
     from .checks import check_positive_int
-    from .manager import KVCacheManager, Request
+    from .manager import KVCacheManagerBase, Request
     from .viz import draw_kv_manager
 
-    if not (isinstance(manager_cls, type) and issubclass(manager_cls, KVCacheManager)):
-        raise TypeError(f"manager_cls must be a KVCacheManager class, got {manager_cls!r}")
+    if not (isinstance(manager_cls, type) and issubclass(manager_cls, KVCacheManagerBase)):
+        raise TypeError(f"manager_cls must be a KVCacheManager class (yours from the TODO), got {manager_cls!r}")
     for name, value in (("num_blocks", num_blocks), ("prompt_len", prompt_len), ("head_dim", head_dim)):
         check_positive_int(name, value)
     if second_prompt is not None:

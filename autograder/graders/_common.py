@@ -1,9 +1,15 @@
-"""Helpers shared by the graders: calling student code with context, and state snapshots."""
+"""Helpers shared by the graders: calling student code with context, checks, and state snapshots.
+
+Every failure is a :class:`paged_kv.feedback.CheckFailed` whose first line is ``[case] problem``; every
+check function carries ``@grades`` (re-exported here from ``_integrity``).
+"""
 from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import expect_equal, expect_raises  # noqa: F401  (re-exported for graders)
+from paged_kv.feedback import CheckFailed, expect, expect_equal, expect_raises  # noqa: F401  (re-exported)
+
+from ._integrity import grades  # noqa: F401  (re-exported for graders)
 
 
 def call(case: str, func: Callable, *args: Any) -> Any:
@@ -12,20 +18,41 @@ def call(case: str, func: Callable, *args: Any) -> Any:
         return func(*args)
     except NotImplementedError:
         raise
+    except CheckFailed:
+        raise
     except AssertionError as error:
-        raise AssertionError(f"[{case}] {error}") from None
+        raise CheckFailed(case, f"an assertion failed: {error}") from None
     except Exception as error:
-        raise AssertionError(f"[{case}] raised {type(error).__name__}: {error}") from None
+        raise CheckFailed(case, f"raised {type(error).__name__}: {error}") from None
 
 
-def check(condition: bool, case: str, message: str) -> None:
-    if not condition:
-        raise AssertionError(f"[{case}] {message}")
+def check(condition: bool, case: str, message: str, hint: str = "") -> None:
+    """Fail with ``[case] message`` unless ``condition`` is exactly True (never trust a student's truthiness)."""
+    expect(condition, case, message, hint)
+
+
+def plain_ints(case: str, values: Any, what: str) -> List[int]:
+    """``values`` as a list of plain ints; an int subclass or any other object fails the check."""
+    if type(values) not in (list, tuple):
+        raise CheckFailed(case, f"{what} should be a list of ints, got {type(values).__name__}", got=values)
+    for value in values:
+        if type(value) is not int:
+            raise CheckFailed(case, f"{what} should hold plain ints, found {type(value).__name__}: {value!r}",
+                              hint="use Python ints (e.g. block ids from the free list), not floats or tensors")
+    return list(values)
+
+
+def plain_int(case: str, value: Any, what: str) -> int:
+    """``value`` if it is a plain int, else the check fails."""
+    return plain_ints(case, [value], what)[0]
 
 
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
     """Everything a failed operation must leave as it was: the free list and each request's state."""
-    return list(manager.free_blocks), [(r.seq_len, list(r.block_table)) for r in requests]
+    case = "state after the call"
+    return (plain_ints(case, manager.free_blocks, "free_blocks"),
+            [(plain_int(case, r.seq_len, "seq_len"), plain_ints(case, r.block_table, "block_table"))
+             for r in requests])
 
 
 def expect_oom_unchanged(case: str, student_op: Callable, manager, req, advice: str) -> None:

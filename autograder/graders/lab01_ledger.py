@@ -6,7 +6,7 @@ from typing import Callable, Dict, List
 
 from paged_kv import MODEL_PRESETS, estimate_kv_cache_bytes as reference
 
-from ._common import call, expect_equal
+from ._common import call, expect_equal, grades
 
 FIELDS = ("num_blocks", "block_size", "num_layers", "num_kv_heads", "head_dim", "dtype_bytes")
 HINTS = {
@@ -44,21 +44,25 @@ def _check_key(student: Callable, key: str, cases: List[Dict[str, int]]) -> None
         expect_equal(f"{label}[{key!r}]", got[key], reference(**args)[key], HINTS[key])
 
 
+@grades(reference)
 def check_bytes_per_token(student: Callable) -> None:
     """Level 1: bytes of K and V for one token, every layer and KV head."""
     _check_key(student, "kv_bytes_per_token", _edge_cases())
 
 
+@grades(reference)
 def check_bytes_per_block(student: Callable) -> None:
     """Level 2: one block of ``block_size`` tokens."""
     _check_key(student, "kv_bytes_per_block", _edge_cases())
 
 
+@grades(reference)
 def check_total_bytes(student: Callable) -> None:
     """Level 3: the whole pool, exact even for pools of hundreds of GB."""
     _check_key(student, "total_cache_bytes", _edge_cases())
 
 
+@grades(reference)
 def check_random_configs(student: Callable, seed: int = 2024, count: int = 300) -> None:
     """Every key, including ``layout_shape``, on seeded random configurations."""
     cases = _random_cases(seed, count)

@@ -9,7 +9,7 @@ import random
 
 from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
 
-from ._common import call, check, expect_oom_unchanged, mirror_step
+from ._common import call, check, expect_oom_unchanged, grades, mirror_step, plain_ints
 
 
 def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: int = 0) -> None:
@@ -19,22 +19,23 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     owners = [Request(99, taken * block_size)] if taken else []
     for owner in owners:
         call(case, manager.allocate_for_prefill, owner)
-    free_before = list(manager.free_blocks)
+    free_before = plain_ints(case, manager.free_blocks, "free_blocks")
     req = Request(0, prompt_len)
     call(case, manager.allocate_for_prefill, req)
     needed = -(-prompt_len // block_size)
-    table = req.block_table
-    check(isinstance(table, list) and len(table) == needed, case,
+    table = plain_ints(case, req.block_table, "block_table")
+    check(len(table) == needed, case,
           f"expected {needed} block(s) (ceil({prompt_len} / {block_size})), got block_table={table!r}. "
           "Check your rounding: a partly filled last block still needs a whole block.")
-    check(all(isinstance(b, int) and b in free_before for b in table), case,
+    check(all(b in free_before for b in table), case,
           f"block_table={table} must hold ids taken from the free list {free_before}")
     check(len(set(table)) == len(table), case, f"block_table={table} lists a block twice")
-    check(sorted(manager.free_blocks) == sorted(set(free_before) - set(table)), case,
+    check(sorted(plain_ints(case, manager.free_blocks, "free_blocks")) == sorted(set(free_before) - set(table)), case,
           f"after prefill the free list should be the old one minus {table}, got {manager.free_blocks}")
     call(case, check_kv_manager, manager, [req] + owners)
 
 
+@grades(Reference.allocate_for_prefill)
 def check_block_count(cls) -> None:
     """Ceil division at and around block boundaries, block_size 1 included."""
     for num_blocks, block_size, prompt_len in [(10, 4, 1), (10, 4, 3), (10, 4, 4), (10, 4, 5), (10, 4, 8),
@@ -53,6 +54,7 @@ def _expect_oom(cls, num_blocks: int, block_size: int, taken: int, prompt_len: i
                          "Check the size before taking any block.")
 
 
+@grades(Reference.allocate_for_prefill)
 def check_oom_is_atomic(cls) -> None:
     """OOM by one block at the exact boundary, with one free block, and on an empty pool."""
     _expect_oom(cls, 1, 4, 0, 5)      # needs 2, has 1
@@ -62,6 +64,7 @@ def check_oom_is_atomic(cls) -> None:
     _expect_oom(cls, 8, 16, 0, 16 * 8 + 1)
 
 
+@grades(Reference.allocate_for_prefill)
 def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
     """Prefills and releases interleaved; outcomes and free counts must match the reference."""
     rng = random.Random(seed)

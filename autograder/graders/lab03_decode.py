@@ -5,7 +5,7 @@ import random
 
 from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
 
-from ._common import call, check, expect_oom_unchanged, mirror_step
+from ._common import call, check, expect_oom_unchanged, grades, mirror_step
 
 
 def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
@@ -26,18 +26,21 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
         call(case, check_kv_manager, manager, [req])
 
 
+@grades(Reference.allocate_for_decode)
 def check_boundaries(cls) -> None:
     """Growth at exact multiples of the block size, for several block sizes."""
     for block_size, prompt_len in [(4, 4), (4, 1), (4, 6), (2, 2), (3, 5), (16, 16), (17, 1)]:
         _walk(cls, block_size, prompt_len, 3 * block_size + 2)
 
 
+@grades(Reference.allocate_for_decode)
 def check_block_size_one(cls) -> None:
     """``block_size == 1``: every decoded token takes a block (the tutorial's formula never does)."""
     _walk(cls, 1, 1, 6)
     _walk(cls, 1, 3, 6)
 
 
+@grades(Reference.allocate_for_decode)
 def check_oom_rolls_back(cls) -> None:
     """OOM exactly at a boundary leaves seq_len and tables as they were; no OOM when no block is needed."""
     manager = cls(1, 4, 2)
@@ -58,6 +61,7 @@ def check_oom_rolls_back(cls) -> None:
                          "With block_size 1 every token needs a block.")
 
 
+@grades(Reference.allocate_for_decode)
 def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
     """Decodes across several live requests; outcomes and free counts must match the reference."""
     rng = random.Random(seed)

@@ -7,7 +7,7 @@ import torch
 
 from paged_kv import KVCacheManager as Reference, Request
 
-from ._common import call, check, expect_raises
+from ._common import call, check, expect_raises, grades
 
 
 def _filled(cls, num_blocks: int, block_size: int, head_dim: int, seed: int):
@@ -45,6 +45,7 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
           "the result shares memory with the pool: writing to it changed the cache. Return a new tensor.")
 
 
+@grades(Reference.get_physical_cache)
 def check_table_order(cls) -> None:
     """Scattered and non-monotonic tables are read in table order, never physical order."""
     for table in ([3, 1], [4, 0, 2], [5, 4, 3, 2, 1, 0], [2], [0, 5, 1, 4]):
@@ -54,6 +55,7 @@ def check_table_order(cls) -> None:
                   hint="a request without blocks has nothing to read")
 
 
+@grades(Reference.get_physical_cache)
 def check_tail_truncation(cls) -> None:
     """Exactly full, one token in the last block, single block, block_size 1 and 17."""
     _compare(cls, 6, 4, 3, [5, 2], 8)
@@ -63,6 +65,7 @@ def check_tail_truncation(cls) -> None:
     _compare(cls, 6, 17, 2, [4, 1, 3], 35)
 
 
+@grades(Reference.get_physical_cache)
 def check_random_tables(cls, seed: int = 5, count: int = 60) -> None:
     """Seeded random permutations of the pool as tables, random lengths and sizes."""
     rng = random.Random(seed)

@@ -1,10 +1,12 @@
 """Realistic student bugs (each must lose points) and correct variants written differently (each
-must keep full marks). Every class overrides only the method its lab asks for."""
+must keep full marks). Every class starts from its lab's starter and writes only the method the lab
+asks for, exactly as a student's notebook does."""
 from __future__ import annotations
 
 import torch
 
-import paged_kv
+from paged_kv.starters import (KVCacheManagerWithoutDecode, KVCacheManagerWithoutPrefill,
+                               KVCacheManagerWithoutReconstruction)
 
 
 # ---- lab 01: estimate_kv_cache_bytes --------------------------------------------------------
@@ -42,11 +44,7 @@ LEDGER_VARIANTS = {
 
 
 # ---- lab 02: allocate_for_prefill -------------------------------------------------------------
-class Base(paged_kv.KVCacheManager):
-    pass
-
-
-class PrefillFloorDivision(Base):
+class PrefillFloorDivision(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = max(1, req.seq_len // self.block_size)
@@ -56,7 +54,7 @@ class PrefillFloorDivision(Base):
         del self.free_blocks[:needed]
 
 
-class PrefillNotAtomic(Base):
+class PrefillNotAtomic(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = -(-req.seq_len // self.block_size)
@@ -66,7 +64,7 @@ class PrefillNotAtomic(Base):
             req.block_table.append(self.free_blocks.pop(0))
 
 
-class PrefillForgetsToRemoveFromFreeList(Base):
+class PrefillForgetsToRemoveFromFreeList(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = -(-req.seq_len // self.block_size)
@@ -75,7 +73,7 @@ class PrefillForgetsToRemoveFromFreeList(Base):
         req.block_table.extend(self.free_blocks[:needed])
 
 
-class PrefillOffByOneOom(Base):
+class PrefillOffByOneOom(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = -(-req.seq_len // self.block_size)
@@ -85,7 +83,7 @@ class PrefillOffByOneOom(Base):
         del self.free_blocks[:needed]
 
 
-class PrefillWrongError(Base):
+class PrefillWrongError(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = -(-req.seq_len // self.block_size)
@@ -95,7 +93,7 @@ class PrefillWrongError(Base):
         del self.free_blocks[:needed]
 
 
-class PrefillExtraBlockOnMultiples(Base):
+class PrefillExtraBlockOnMultiples(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         needed = req.seq_len // self.block_size + 1
@@ -109,7 +107,7 @@ PREFILL_BUGS = [PrefillFloorDivision, PrefillNotAtomic, PrefillForgetsToRemoveFr
                 PrefillWrongError, PrefillExtraBlockOnMultiples]
 
 
-class PrefillFromTheBack(Base):
+class PrefillFromTheBack(KVCacheManagerWithoutPrefill):
     """Takes the highest free ids, with math.ceil: correct, just a different choice of blocks."""
 
     def allocate_for_prefill(self, req):
@@ -122,7 +120,7 @@ class PrefillFromTheBack(Base):
         req.block_table += chosen
 
 
-class PrefillRandomBlocks(Base):
+class PrefillRandomBlocks(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         import random
@@ -138,7 +136,7 @@ PREFILL_VARIANTS = [PrefillFromTheBack, PrefillRandomBlocks]
 
 
 # ---- lab 03: allocate_for_decode --------------------------------------------------------------
-class DecodeTutorialFormula(Base):
+class DecodeTutorialFormula(KVCacheManagerWithoutDecode):
     """The tutorial's ``new_seq_len % block_size == 1``: never true when block_size == 1."""
 
     def allocate_for_decode(self, req):
@@ -151,7 +149,7 @@ class DecodeTutorialFormula(Base):
         req.seq_len = new_len
 
 
-class DecodeUpdatesLengthFirst(Base):
+class DecodeUpdatesLengthFirst(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         req.seq_len += 1
@@ -161,7 +159,7 @@ class DecodeUpdatesLengthFirst(Base):
             req.block_table.append(self.free_blocks.pop(0))
 
 
-class DecodeOffByOne(Base):
+class DecodeOffByOne(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         new_len = req.seq_len + 1
@@ -172,7 +170,7 @@ class DecodeOffByOne(Base):
         req.seq_len = new_len
 
 
-class DecodeAlwaysNeedsAFreeBlock(Base):
+class DecodeAlwaysNeedsAFreeBlock(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         if not self.free_blocks:
@@ -183,7 +181,7 @@ class DecodeAlwaysNeedsAFreeBlock(Base):
         req.seq_len = new_len
 
 
-class DecodeForgetsLength(Base):
+class DecodeForgetsLength(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         if req.seq_len % self.block_size == 0:
@@ -196,7 +194,7 @@ DECODE_BUGS = [DecodeTutorialFormula, DecodeUpdatesLengthFirst, DecodeOffByOne, 
                DecodeForgetsLength]
 
 
-class DecodeByCeil(Base):
+class DecodeByCeil(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         import math
@@ -208,7 +206,7 @@ class DecodeByCeil(Base):
         req.seq_len = new_len
 
 
-class DecodeByModulo(Base):
+class DecodeByModulo(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         if req.seq_len % self.block_size == 0:
@@ -224,26 +222,26 @@ DECODE_VARIANTS = [DecodeByCeil, DecodeByModulo]
 
 
 # ---- lab 04: get_physical_cache ---------------------------------------------------------------
-class ReadsSortedOrder(Base):
+class ReadsSortedOrder(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         blocks = [self.physical_kv_cache[b] for b in sorted(req.block_table)]
         return torch.cat(blocks)[:req.seq_len]
 
 
-class ForgetsTruncation(Base):
+class ForgetsTruncation(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         return torch.cat([self.physical_kv_cache[b] for b in req.block_table])
 
 
-class ReadsPhysicalPrefix(Base):
+class ReadsPhysicalPrefix(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         return self.physical_kv_cache[:len(req.block_table)].reshape(-1, self.head_dim)[:req.seq_len]
 
 
-class ReturnsAView(Base):
+class ReturnsAView(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         first = req.block_table[0]
@@ -252,7 +250,7 @@ class ReturnsAView(Base):
         return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len]
 
 
-class TruncatesTooMuch(Base):
+class TruncatesTooMuch(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len - 1]
@@ -261,7 +259,7 @@ class TruncatesTooMuch(Base):
 RECONSTRUCTION_BUGS = [ReadsSortedOrder, ForgetsTruncation, ReadsPhysicalPrefix, ReturnsAView, TruncatesTooMuch]
 
 
-class ReconstructWithLoop(Base):
+class ReconstructWithLoop(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         out = torch.empty(req.seq_len, self.head_dim, dtype=self.physical_kv_cache.dtype)
@@ -270,7 +268,7 @@ class ReconstructWithLoop(Base):
         return out
 
 
-class ReconstructWithIndexing(Base):
+class ReconstructWithIndexing(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         index = torch.tensor(req.block_table)

@@ -1,11 +1,16 @@
-"""Graders grade: the reference passes, stubs fail, every catalogued bug fails, correct variants pass."""
+"""Graders grade: the solution passes, the untouched release fails, every catalogued bug fails, correct
+variants pass, and no TODO can be passed by delegating to the reference or by doctored objects."""
 import inspect
+import sys
+import types
 
 import pytest
 
 import paged_kv
 from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction
+from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 import bug_catalogue as bugs
+from notebook_code import namespace_after_answer
 
 
 def grader_checks(module):
@@ -13,47 +18,54 @@ def grader_checks(module):
             if name.startswith("check_") and f.__module__ == module.__name__]
 
 
+# lab: (grader module, notebook folder, the notebook's TODO object, bugs, variants, TODO method or None)
 LABS = {
-    "lab01": (lab01_ledger, paged_kv.estimate_kv_cache_bytes, list(bugs.LEDGER_BUGS.values()),
-              list(bugs.LEDGER_VARIANTS.values())),
-    "lab02": (lab02_prefill, paged_kv.KVCacheManager, bugs.PREFILL_BUGS, bugs.PREFILL_VARIANTS),
-    "lab03": (lab03_decode, paged_kv.KVCacheManager, bugs.DECODE_BUGS, bugs.DECODE_VARIANTS),
-    "lab04": (lab04_reconstruction, paged_kv.KVCacheManager, bugs.RECONSTRUCTION_BUGS, bugs.RECONSTRUCTION_VARIANTS),
+    "lab01": (lab01_ledger, "01-capacity-ledger", "estimate_kv_cache_bytes", list(bugs.LEDGER_BUGS.values()),
+              list(bugs.LEDGER_VARIANTS.values()), None),
+    "lab02": (lab02_prefill, "02-atomic-prefill", "KVCacheManager", bugs.PREFILL_BUGS, bugs.PREFILL_VARIANTS,
+              "allocate_for_prefill"),
+    "lab03": (lab03_decode, "03-decode-growth", "KVCacheManager", bugs.DECODE_BUGS, bugs.DECODE_VARIANTS,
+              "allocate_for_decode"),
+    "lab04": (lab04_reconstruction, "04-logical-reconstruction", "KVCacheManager", bugs.RECONSTRUCTION_BUGS,
+              bugs.RECONSTRUCTION_VARIANTS, "get_physical_cache"),
 }
+_namespaces = {}
 
 
-def stub_for(lab):
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-    if lab == "lab01":
-        return stub
-    method = {"lab02": "allocate_for_prefill", "lab03": "allocate_for_decode", "lab04": "get_physical_cache"}[lab]
-    return type("Stub", (paged_kv.KVCacheManager,), {method: lambda self, req: stub()})
+def notebook_object(folder, lab, name):
+    key = (folder, lab)
+    if key not in _namespaces:
+        _namespaces[key] = namespace_after_answer(folder / lab / NOTEBOOKS[lab])
+    return _namespaces[key][name]
 
 
 def params(kind):
     out = []
-    for lab, (module, reference, bug_list, variants) in LABS.items():
+    for lab, (module, folder, name, bug_list, variants, _) in LABS.items():
         for check in grader_checks(module):
-            if kind == "reference":
-                out.append(pytest.param(check, reference, id=f"{lab}-{check.__name__}"))
-            elif kind == "stub":
-                out.append(pytest.param(check, stub_for(lab), id=f"{lab}-{check.__name__}"))
-            elif kind == "variant":
+            if kind in ("solution", "untouched"):
+                out.append(pytest.param(check, folder, name, id=f"{lab}-{check.__name__}"))
+            else:
                 for variant in variants:
                     out.append(pytest.param(check, variant, id=f"{lab}-{check.__name__}-{getattr(variant, '__name__', 'v')}"))
     return out
 
 
-@pytest.mark.parametrize("check, implementation", params("reference"))
-def test_reference_gets_full_marks(check, implementation):
-    check(implementation)
+def test_every_check_declares_the_todo_it_grades():
+    for module, *_ in LABS.values():
+        for check in grader_checks(module):
+            assert getattr(check, "__grades__", None), f"{module.__name__}.{check.__name__} lacks @grades(...)"
 
 
-@pytest.mark.parametrize("check, implementation", params("stub"))
-def test_untouched_stub_gets_zero(check, implementation):
+@pytest.mark.parametrize("check, lab, name", params("solution"))
+def test_solution_gets_full_marks(check, lab, name):
+    check(notebook_object(SOURCE_DIR, lab, name))
+
+
+@pytest.mark.parametrize("check, lab, name", params("untouched"))
+def test_untouched_release_gets_zero(check, lab, name):
     with pytest.raises(NotImplementedError):
-        check(implementation)
+        check(notebook_object(RELEASE_DIR, lab, name))
 
 
 @pytest.mark.parametrize("check, implementation", params("variant"))
@@ -63,23 +75,148 @@ def test_correct_variants_written_differently_get_full_marks(check, implementati
 
 def bug_params():
     out = []
-    for lab, (module, _, bug_list, _) in LABS.items():
+    for lab, (module, _, _, bug_list, _, _) in LABS.items():
         for i, bug in enumerate(bug_list):
             out.append(pytest.param(module, bug, id=f"{lab}-{getattr(bug, '__name__', i)}"))
     return out
 
 
-@pytest.mark.parametrize("module, bug", bug_params())
-def test_every_catalogued_bug_loses_points(module, bug):
-    failed = []
+def failures(module, implementation):
+    """{check name: first line of its message} for every check that fails; NotImplementedError counts."""
+    failed = {}
     for check in grader_checks(module):
         try:
-            check(bug)
+            check(implementation)
+        except NotImplementedError as error:
+            failed[check.__name__] = f"NotImplementedError: {error}"
         except AssertionError as error:
-            failed.append(check.__name__)
-            assert str(error).startswith("["), f"feedback should name the failing case: {error}"
+            failed[check.__name__] = str(error).splitlines()[0]
+    return failed
+
+
+@pytest.mark.parametrize("module, bug", bug_params())
+def test_every_catalogued_bug_loses_points(module, bug):
+    failed = failures(module, bug)
     assert failed, f"{bug} passed every check of {module.__name__}"
+    for message in failed.values():
+        assert message.startswith("["), f"feedback should name the failing case: {message}"
 
 
 def test_ledger_bug_names_are_distinct_functions():
     assert len(set(map(id, bugs.LEDGER_BUGS.values()))) == len(bugs.LEDGER_BUGS)
+
+
+# -- delegation ------------------------------------------------------------------------------------------
+def _delegations(method):
+    """Classes that answer ``method`` with the reference instead of their own code, as students might."""
+    from paged_kv import starters
+    from paged_kv.manager import KVCacheManager as ReferenceUnderAnotherName
+
+    starter = next(s for s in (starters.KVCacheManagerWithoutPrefill, starters.KVCacheManagerWithoutDecode,
+                               starters.KVCacheManagerWithoutReconstruction) if method in s.__todo__)
+    reference = vars(paged_kv.KVCacheManager)[method]
+
+    def direct(self, req):
+        return getattr(paged_kv.KVCacheManager, method)(self, req)
+
+    def aliased(self, req):
+        return getattr(ReferenceUnderAnotherName, method)(self, req)
+
+    def via_a_reference_object(self, req):
+        ref = paged_kv.KVCacheManager(self.num_blocks, self.block_size, self.head_dim)
+        ref.free_blocks, ref.physical_kv_cache = self.free_blocks, self.physical_kv_cache
+        return getattr(ref, method)(req)
+
+    def switches_the_hooks_off(self, req):
+        sys.setprofile(None)
+        return getattr(paged_kv.KVCacheManager, method)(self, req)
+
+    copied = types.FunctionType(reference.__code__, reference.__globals__, method)
+    made = {"inherits the reference class": type("Inherits", (paged_kv.KVCacheManager,), {}),
+            "assigns the reference method": type("Assigns", (starter,), {method: reference}),
+            "copies the reference's code object": type("Copies", (starter,), {method: copied})}
+    for label, func in [("calls the reference directly", direct), ("imports it under another name", aliased),
+                        ("delegates to a reference object", via_a_reference_object),
+                        ("switches the grading hooks off", switches_the_hooks_off)]:
+        made[label] = type(label.title().replace(" ", ""), (starter,), {method: func})
+    return made
+
+
+def delegation_params():
+    out = []
+    for lab, (module, _, _, _, _, method) in LABS.items():
+        if method:
+            for label, cls in _delegations(method).items():
+                out.append(pytest.param(module, cls, id=f"{lab}-{label}"))
+    for label, func in [("calls the reference", lambda *a: paged_kv.estimate_kv_cache_bytes(*a)),
+                        ("is the reference", paged_kv.estimate_kv_cache_bytes),
+                        ("goes through a preset", lambda nb, bs, nl, nkv, hd, db=2: {
+                            **paged_kv.ledger.estimate_kv_cache_bytes(nb, bs, nl, nkv, hd, db)})]:
+        out.append(pytest.param(lab01_ledger, func, id=f"lab01-{label}"))
+    return out
+
+
+@pytest.mark.parametrize("module, implementation", delegation_params())
+def test_delegating_to_the_reference_earns_nothing(module, implementation):
+    failed = failures(module, implementation)
+    assert set(failed) == {c.__name__ for c in grader_checks(module)}, failed
+    assert all(message.startswith("[integrity]") for message in failed.values()), failed
+
+
+@pytest.mark.parametrize("method", ["allocate_for_prefill", "allocate_for_decode", "get_physical_cache"])
+def test_super_reaches_a_stub_not_the_reference(method):
+    from paged_kv import starters
+
+    starter = next(s for s in (starters.KVCacheManagerWithoutPrefill, starters.KVCacheManagerWithoutDecode,
+                               starters.KVCacheManagerWithoutReconstruction) if method in s.__todo__)
+    namespace = {}
+    exec(f"class UsesSuper(starter):\n    def {method}(self, req):\n        return super().{method}(req)\n",
+         {"starter": starter}, namespace)
+    module = next(m for m, _, _, _, _, name in LABS.values() if name == method)
+    failed = failures(module, namespace["UsesSuper"])
+    assert set(failed) == {c.__name__ for c in grader_checks(module)}
+    assert all(message.startswith("NotImplementedError") for message in failed.values()), failed
+
+
+# -- doctored objects ------------------------------------------------------------------------------------
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+class AgreeableList(list):
+    def __eq__(self, other):
+        return True
+
+    def __len__(self):
+        return 0
+
+
+def _doctored_ledger(*args):
+    return {key: AlwaysEqual(0) for key in ("kv_bytes_per_token", "kv_bytes_per_block", "total_cache_bytes")} | {
+        "layout_shape": AgreeableList()}
+
+
+class DoctoredPrefill(bugs.KVCacheManagerWithoutPrefill):
+    def allocate_for_prefill(self, req):
+        self._check_prefill(req)
+        req.block_table = AgreeableList([AlwaysEqual(0)])
+
+
+class DoctoredDecode(bugs.KVCacheManagerWithoutDecode):
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        req.seq_len = AlwaysEqual(req.seq_len)
+
+
+@pytest.mark.parametrize("module, implementation", [(lab01_ledger, _doctored_ledger), (lab02_prefill, DoctoredPrefill),
+                                                    (lab03_decode, DoctoredDecode)],
+                         ids=["lab01-always-equal-ints", "lab02-agreeable-table", "lab03-always-equal-length"])
+def test_objects_that_claim_equality_do_not_pass(module, implementation):
+    failed = failures(module, implementation)
+    assert set(failed) == {c.__name__ for c in grader_checks(module)}, failed

@@ -1,0 +1,84 @@
+"""The classes a lab's TODO class inherits from: all the given code, none of the lab's TODO methods.
+
+A starter is built from a reference class (e.g. ``KVCacheManager``) and the class that holds its given
+code (e.g. ``KVCacheManagerBase``): it copies every method of the reference except the lab's TODO
+methods, which become stubs raising :class:`~paged_kv.feedback.TodoNotWritten`. A student's class that
+calls ``super().allocate_for_prefill(req)`` therefore reaches a stub, not the reference, and earns
+nothing. Each starter lists its TODOs, with their reference implementations, in ``__todo__``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Optional
+
+from .feedback import TodoNotWritten
+from .manager import KVCacheManager, KVCacheManagerBase
+from .prefix_cache import BlockManager, BlockManagerBase
+
+
+def _function_of(attribute):
+    """The plain function behind a method, classmethod, staticmethod or property getter (else None)."""
+    if isinstance(attribute, (classmethod, staticmethod)):
+        return attribute.__func__
+    if isinstance(attribute, property):
+        return attribute.fget
+    return attribute if callable(attribute) and hasattr(attribute, "__code__") else None
+
+
+def _todo_stub(name: str, owner: str, original):
+    def stub(*args, **kwargs):
+        raise TodoNotWritten(f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
+                             "run that cell, then run this one again.")
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = getattr(_function_of(original), "__doc__", None)
+    if isinstance(original, classmethod):
+        return classmethod(stub)
+    if isinstance(original, staticmethod):
+        return staticmethod(stub)
+    return stub
+
+
+def starter(reference: type, base: type, todo: Iterable[str], name: Optional[str] = None) -> type:
+    """A subclass of ``base`` with ``reference``'s other methods copied in and ``todo`` methods stubbed.
+
+    Raises ``ValueError`` when a TODO name is not a method of ``reference``, or when a method to copy
+    uses zero-argument ``super()`` (its ``__class__`` cell would still point at ``reference``).
+    """
+    if not (isinstance(reference, type) and isinstance(base, type) and issubclass(reference, base)):
+        raise TypeError(f"reference must be a class derived from base, got {reference!r} and {base!r}")
+    todo = list(todo)
+    namespace: Dict[str, object] = {}
+    for klass in reversed(reference.__mro__):
+        if issubclass(base, klass):
+            continue  # already inherited from base
+        for attr, value in vars(klass).items():
+            if attr in ("__dict__", "__weakref__", "__module__", "__qualname__", "__doc__"):
+                continue
+            func = _function_of(value)
+            if func is not None and "__class__" in func.__code__.co_freevars and attr not in todo:
+                raise ValueError(f"{reference.__name__}.{attr} uses super(); a starter cannot copy it")
+            namespace[attr] = value
+    references = {}
+    for method in todo:
+        if method not in namespace:
+            raise ValueError(f"{method!r} is not a method that {reference.__name__} adds to {base.__name__}")
+        references[method] = _function_of(namespace[method])
+        namespace[method] = _todo_stub(method, reference.__name__, namespace[method])
+    name = name or f"{reference.__name__}Starter"
+    namespace["__todo__"] = references
+    namespace["__module__"] = __name__
+    namespace["__doc__"] = (f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): "
+                            f"everything else is given.")
+    return type(name, (base,), namespace)
+
+
+KVCacheManagerWithoutPrefill = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_prefill"],
+                                       "KVCacheManagerWithoutPrefill")
+KVCacheManagerWithoutDecode = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_decode"],
+                                      "KVCacheManagerWithoutDecode")
+KVCacheManagerWithoutReconstruction = starter(KVCacheManager, KVCacheManagerBase, ["get_physical_cache"],
+                                              "KVCacheManagerWithoutReconstruction")
+BlockManagerWithoutPrefixCache = starter(
+    BlockManager, BlockManagerBase,
+    ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
+    "BlockManagerWithoutPrefixCache")

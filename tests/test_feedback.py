@@ -1,0 +1,98 @@
+"""Visible-test helpers: one readable block per failure, and no trust in the student's objects."""
+import pytest
+import torch
+
+from paged_kv.feedback import CheckFailed, TodoNotWritten, expect, expect_equal, expect_raises, show_when_ready
+
+
+def test_a_failure_names_case_expected_got_and_hint():
+    with pytest.raises(CheckFailed) as caught:
+        expect_equal("prompt_len=6: blocks", 1, 2, "ceil(6 / 4) = 2")
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "[prompt_len=6: blocks] wrong value"
+    assert lines[1:] == ["  expected: 2", "  got:      1", "  hint:     ceil(6 / 4) = 2"]
+    rendered = caught.value._render_traceback_()
+    assert "Check failed" in rendered[0] and len(rendered) == 4
+
+
+def test_a_float_where_an_int_is_expected_gets_an_integer_arithmetic_hint():
+    with pytest.raises(CheckFailed, match="expected an int, got a float") as caught:
+        expect_equal("bytes", 2.0, 2)
+    assert "integer arithmetic" in caught.value.hint
+
+
+class Liar(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+class LyingList(list):
+    def __eq__(self, other):
+        return True
+
+
+class LyingTensor(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones_like(self, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("got, expected", [
+    (Liar(3), 4), (LyingList([1]), [1, 2]), ([1, Liar(0)], [1, 2]), ({"a": Liar(0)}, {"a": 1}),
+    (torch.zeros(2).as_subclass(LyingTensor), torch.ones(2)), ((1, 2), [1, 2]), (True, 1)])
+def test_doctored_objects_never_pass(got, expected):
+    with pytest.raises(CheckFailed):
+        expect_equal("case", got, expected)
+
+
+def test_equal_plain_values_and_tensors_pass():
+    expect_equal("case", {"a": [1, (2, 3.5)], "b": None}, {"a": [1, (2, 3.5)], "b": None})
+    expect_equal("case", torch.arange(3), torch.arange(3))
+    with pytest.raises(CheckFailed, match="dtype"):
+        expect_equal("case", torch.arange(3.0), torch.arange(3))
+
+
+def test_expect_needs_exactly_true():
+    expect(True, "case", "never shown")
+    for falsy_or_truthy in (False, 1, "yes", None):
+        with pytest.raises(CheckFailed, match=r"^\[case\] broken"):
+            expect(falsy_or_truthy, "case", "broken")
+
+
+def test_expect_raises_reports_the_wrong_error_and_lets_a_todo_through():
+    with pytest.raises(CheckFailed, match="expected RuntimeError, got ValueError"):
+        expect_raises("case", RuntimeError, lambda: int("x"))
+    with pytest.raises(CheckFailed, match="should contain 'OOM'"):
+        expect_raises("case", RuntimeError, lambda: (_ for _ in ()).throw(RuntimeError("full")), match="OOM")
+    with pytest.raises(TodoNotWritten):
+        expect_raises("case", RuntimeError, lambda: (_ for _ in ()).throw(TodoNotWritten("x")))
+
+
+def test_show_when_ready_prints_a_note_until_the_todo_exists(capsys):
+    def unwritten():
+        raise NotImplementedError()
+
+    assert show_when_ready(unwritten, "allocate_for_prefill") is None
+    assert "Finish allocate_for_prefill" in capsys.readouterr().out
+    with pytest.raises(ZeroDivisionError):
+        show_when_ready(lambda: 1 / 0)
+
+
+def test_in_a_kernel_a_failure_is_one_short_error_block():
+    """What a student sees in Jupyter and what nbgrader records: an error output of a few lines."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
+        "from paged_kv.feedback import expect_equal, install_notebook_hooks\nassert install_notebook_hooks()",
+        "expect_equal('blocks for 6 tokens', 1, 2, 'ceil(6 / 4) = 2')",
+        "def allocate_for_prefill(req):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+        "allocate_for_prefill(None)")]
+    NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True).execute()
+    failed, todo = (next(o for o in nb.cells[i].outputs if o.output_type == "error") for i in (1, 3))
+    assert failed.ename == "CheckFailed" and len(failed.traceback) == 4, failed.traceback
+    assert "expected: 2" in "\n".join(failed.traceback)
+    assert todo.ename == "NotImplementedError" and len(todo.traceback) == 3, todo.traceback
+    assert "allocate_for_prefill still raises NotImplementedError" in todo.traceback[0]
