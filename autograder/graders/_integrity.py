@@ -114,21 +114,29 @@ class DelegationGuard:
             self.violations.append("the grading hooks were switched off during the check (sys.setprofile)")
 
 
-def _reference_in_place_of(student: Any, reference: Any) -> Optional[str]:
-    """Why ``student`` (a class or a function) uses ``reference`` itself as its TODO, or None."""
+def _todo_attribute(student: Any, reference: Any) -> Optional[Tuple[Any, Any, str]]:
+    """``(reference code, student's TODO attribute, label)`` for a class or a function, or None when the
+    reference has no code or the student's class has no such attribute (calling it fails on its own)."""
     ref_code = _code_of(reference)
     if ref_code is None:
         return None
     name = ref_code.co_name
-    if isinstance(student, type):
-        try:
-            attribute = inspect.getattr_static(student, name)
-        except AttributeError:
-            return None  # no such method at all: calling it fails on its own
-        owner = next((k.__qualname__ for k in student.__mro__ if name in vars(k)), student.__qualname__)
-        label = f"{student.__name__}.{name} (from {owner})"
-    else:
-        attribute, label = student, getattr(student, "__name__", repr(student))
+    if not isinstance(student, type):
+        return ref_code, student, getattr(student, "__name__", type(student).__name__)
+    try:
+        attribute = inspect.getattr_static(student, name)
+    except AttributeError:
+        return None
+    owner = next((k.__qualname__ for k in student.__mro__ if name in vars(k)), student.__qualname__)
+    return ref_code, attribute, f"{student.__name__}.{name} (from {owner})"
+
+
+def _reference_in_place_of(student: Any, reference: Any) -> Optional[str]:
+    """Why ``student`` (a class or a function) uses ``reference`` itself as its TODO, or None."""
+    found = _todo_attribute(student, reference)
+    if found is None:
+        return None
+    ref_code, attribute, label = found
     code = _code_of(attribute)
     if code is not None and (code is ref_code or _key(code) == _key(ref_code)):
         return f"{label} is paged_kv's reference implementation, not your own code"
@@ -149,18 +157,10 @@ def _own_function(attribute: Any):
 def _not_written_by_student(student: Any, reference: Any) -> Optional[str]:
     """Why ``student``'s TODO is not a function of the student's own code (None when it is, or when it is
     still the starter's stub, which fails on its own when called)."""
-    ref_code = _code_of(reference)
-    if ref_code is None:
+    found = _todo_attribute(student, reference)
+    if found is None:
         return None
-    name = ref_code.co_name
-    if isinstance(student, type):
-        try:
-            attribute = inspect.getattr_static(student, name)
-        except AttributeError:
-            return None
-        label = f"{student.__name__}.{name}"
-    else:
-        attribute, label = student, getattr(student, "__name__", type(student).__name__)
+    _, attribute, label = found
     function = _own_function(attribute)
     if function is not None and Path(function.__code__.co_filename).name == "starters.py" and \
             function.__code__.co_filename.startswith(_TRUSTED_PREFIXES):
