@@ -39,7 +39,6 @@ from traitlets import Integer, List as ListTrait, Unicode
 from autograder import sandbox
 
 NOTES_CELL_ID = "grading-notes"
-EVENTS_FILE = "grading-events.json"
 NOTES_TITLE = "## Grading notes"
 
 # Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
@@ -111,6 +110,7 @@ class HardenedExecute(Execute):
     isolation = Unicode("auto", help="auto, bwrap, unshare or rlimits (see autograder.sandbox).").tag(config=True)
     hidden_paths = ListTrait(Unicode(), help="Folders the grading kernel must not see.").tag(config=True)
     readable_paths = ListTrait(Unicode(), help="Folders the grading kernel may read.").tag(config=True)
+    events_dir = Unicode("", help="Folder of <lab>/<student>.json grading events (instructor only).").tag(config=True)
     lab_limits = DictTrait(help="Per assignment: {'06-x': {'notebook_timeout': 300, ...}}.").tag(config=True)
 
     # ---- limits ------------------------------------------------------------------------------------
@@ -146,6 +146,7 @@ class HardenedExecute(Execute):
         self._level = self.isolation_level()
         self.timeout_func = self._timeout_for
         self.iopub_timeout = 5
+        self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
         self.events: List[Dict[str, Any]] = []
         started = monotonic()
         self._notebook_deadline = started + self._limit("notebook_timeout")
@@ -249,7 +250,7 @@ class HardenedExecute(Execute):
         if not source or not os.path.isdir(source):
             return
         for item in Path(source).iterdir():
-            if item.suffix == ".ipynb" or item.name == EVENTS_FILE or item.is_symlink():
+            if item.suffix == ".ipynb" or item.is_symlink():
                 continue
             target = Path(self.km.workdir) / item.name
             if item.is_dir():
@@ -310,15 +311,17 @@ class HardenedExecute(Execute):
         record = {"student": nbgrader.get("student"), "assignment": nbgrader.get("assignment"),
                   "isolation": self._level, "seconds": round(seconds, 2), "events": self.events}
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
-        folder = (self.resources or {}).get("metadata", {}).get("path")
-        if folder and os.path.isdir(folder):
-            path = Path(folder) / EVENTS_FILE
-            if path.is_symlink():
-                path.unlink()
+        if self.events_dir and record["assignment"] and record["student"]:
+            path = events_path(self.events_dir, record["assignment"], record["student"])
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1))
         if self.events:
             lines = [f"- {e['cell']}: {describe(e)}" for e in self.events]
             add_notes(self.nb, ["While grading:"] + lines)
+
+
+def events_path(events_dir, assignment: str, student: str) -> Path:
+    return Path(events_dir) / assignment / f"{student}.json"
 
 
 def describe(event: Dict[str, Any]) -> str:

@@ -52,6 +52,7 @@ c.HardenedExecute.notebook_timeout = int(os.environ.get("PAGED_KV_NOTEBOOK_TIMEO
 c.HardenedExecute.memory_mb = int(os.environ.get("PAGED_KV_MEMORY_MB", 4096))
 c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
 c.HardenedExecute.readable_paths = [str(REPO)]
+c.HardenedExecute.events_dir = str(WORK / "events")
 # What a grading kernel must not see: solutions, their history, the gradebook and everyone's work.
 c.HardenedExecute.hidden_paths = [str(p) for p in dict.fromkeys([
     ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"])]

@@ -164,10 +164,9 @@ def bwrap_command(spec: BoxSpec, env: Dict[str, str], command: Sequence[str], in
     return args + ["--chdir", spec.cwd, "--", *command]
 
 
-def _set_limits(spec: BoxSpec, die_with_parent: bool) -> None:
-    """Runs in the child between fork and exec."""
-    if die_with_parent:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _set_limits(spec: BoxSpec) -> None:
+    """Runs in the child between fork and exec: it dies with the launcher, within the limits."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     memory = spec.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     size = spec.file_mb * 1024 * 1024
@@ -221,7 +220,7 @@ def run(spec: BoxSpec, command: Sequence[str]) -> int:
     # The kernel's own stdout only carries ipykernel's start-up banner: what cells print goes over zmq.
     child = subprocess.Popen(full, env=popen_env, cwd=spec.cwd, pass_fds=pass_fds, start_new_session=True,
                              stdout=subprocess.DEVNULL,
-                             preexec_fn=functools.partial(_set_limits, spec, spec.level != "rlimits"))
+                             preexec_fn=functools.partial(_set_limits, spec))
     kernel_pid: Optional[int] = child.pid
     if spec.level == "bwrap":
         os.close(write_end)
