@@ -13,8 +13,7 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
   are not tests, and goes on;
 - keeps at most ``max_output_bytes`` of output per cell;
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
-  and records the events in ``grading-events.json`` beside the autograded notebook for the
-  instructor.
+  and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
 """
 from __future__ import annotations
 

@@ -242,21 +242,15 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
                 result.record("answer-type", _label(cell), f"Your answer cell `{_label(cell)}` had been turned "
                               "into a text cell; it was graded as code.")
         return new
-    if submitted is None:
-        if meta.get("grade"):
-            result.record("restored-test", _label(cell), f"The test cell `{_label(cell)}` was missing; the "
-                          "original was put back.")
-        elif cell.cell_type == "code":
-            result.record("restored-cell", _label(cell), f"The given code cell `{_label(cell)}` was missing; the "
-                          "original was put back.")
+    kind = "test" if meta.get("grade") else ("cell" if cell.cell_type == "code" else None)
+    what = f"{'test' if kind == 'test' else 'given code'} cell `{_label(cell)}`"
+    if kind is None:
         return new
-    if _norm(submitted["source"]) != _norm(cell.source) and (meta.get("locked") or meta.get("grade")):
-        if meta.get("grade"):
-            result.record("edited-test", _label(cell), f"The test cell `{_label(cell)}` had been edited; it was "
-                          "graded as originally written.")
-        elif cell.cell_type == "code":
-            result.record("edited-cell", _label(cell), f"The read-only cell `{_label(cell)}` had been edited; the "
-                          "original was used.")
+    if submitted is None:
+        result.record(f"restored-{kind}", _label(cell), f"The {what} was missing; the original was put back.")
+    elif _norm(submitted["source"]) != _norm(cell.source) and (meta.get("locked") or meta.get("grade")):
+        result.record(f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally "
+                      "written.")
     return new
 
 
