@@ -31,6 +31,8 @@ from typing import Dict, List, Optional
 from autograder.labs import CONFIG_FILE
 
 _API = None
+# nbgrader runs alembic from PATH when it creates a gradebook: the environment's bin must come first.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 def _load_api():

@@ -170,6 +170,7 @@ class HardenedExecute(Execute):
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
+        self._no_points_for_delegation()
         self.set_widgets_metadata()
         self._finish(monotonic() - started)
         return self.nb, self.resources
@@ -257,6 +258,22 @@ class HardenedExecute(Execute):
             elif item.is_file():
                 shutil.copy(item, target)
 
+    def _no_points_for_delegation(self) -> None:
+        """A TODO that a hidden check caught delegating to the reference earns nothing in any test cell:
+        visible tests run the student's code without the integrity guard, so they are zeroed too."""
+        graded = [c for c in self.nb.cells if c.cell_type == "code" and is_grade(c)]
+        caught = [c for c in graded if any("[integrity]" in f"{o.get('evalue', '')}{''.join(o.get('traceback', []))}"
+                                           for o in c.get("outputs", []) if o.get("output_type") == "error")]
+        if not caught:
+            return
+        graded_ids, caught_ids = {id(c) for c in graded}, {id(c) for c in caught}
+        for index, cell in enumerate(self.nb.cells):
+            if id(cell) in graded_ids and id(cell) not in caught_ids:
+                cell.outputs.append(error_output(
+                    "IntegrityError", "No points: a hidden check found that your TODO hands its work to paged_kv's "
+                    "reference implementation (see its message), so no test of this notebook counts."))
+                self._event(cell, index, "integrity", "delegation found by a hidden check")
+
     def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
         """Run code without recording it; False when the kernel died or it failed."""
         try:
@@ -326,7 +343,8 @@ def events_path(events_dir, assignment: str, student: str) -> Path:
 def describe(event: Dict[str, Any]) -> str:
     return {"timeout": "stopped by the time limit", "not-run": "not run (the notebook's grading time was spent)",
             "kernel-died": "the kernel died", "memory": "hit the memory limit",
-            "output-cut": "too much output, cut", "exit-called": "called sys.exit()"}.get(
+            "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
+            "integrity": "no points: the TODO delegates to the reference"}.get(
         event["kind"], event["kind"]) + f" ({event['detail']})"
 
 

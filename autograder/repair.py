@@ -82,6 +82,8 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
     elif major != 4:
         result.record("format", f"nbformat {major}.{minor}: read as version 4",
                       f"Your notebook uses format {major}.{minor}; it was read as format 4.")
+    elif isinstance(minor, int) and minor > 5:
+        result.record("format-minor", f"nbformat 4.{minor}, newer than this nbformat knows: read as 4.5")
     metadata = data.get("metadata") or {}
     if "colab" in metadata or any("colab" in (c.get("metadata") or {}) for c in data["cells"]):
         result.record("saved-by", "Google Colab", "Your notebook was saved by Google Colab; its cells were matched "
