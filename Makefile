@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 
-.PHONY: help env lab test test-package test-notebooks release bench lock clean
+.PHONY: help env lab test test-package test-notebooks release bench lock clean handout collect grade grader-report grader-bench
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -17,6 +17,11 @@ help:
 	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
+	@echo "make handout  - dist/paged-kv-course-handout.zip: what students get (no solutions, no graders)"
+	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
+	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
+	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
+	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
 
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -46,9 +51,26 @@ release: env
 bench: env
 	$(PY) bench/bench_block_manager.py
 
+handout: env
+	$(PY) -m autograder.handout
+
+collect: env
+	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }
+	$(PY) -m autograder.collect $(LAB) "$(FROM)"
+
+grade: env
+	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
+	$(PY) -m autograder.grade $(LAB)
+
+grader-report: env
+	$(PY) -m autograder.report
+
+grader-bench: env
+	$(PY) -m autograder.report --bench $(or $(N),30)
+
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp
 	mv requirements-lock.tmp requirements-lock.txt
 
 clean:
-	rm -rf $(VENV) autograder/work bench/results .hypothesis
+	rm -rf $(VENV) autograder/work bench/results .hypothesis dist

@@ -150,7 +150,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary.update(seconds=round(time.monotonic() - started, 1), autograde_seconds=round(graded_seconds, 1),
                    cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1), workers=workers,
-                   isolation=level)
+                   isolation=level, work=str(work))
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
     return summary
