@@ -129,3 +129,31 @@ def test_the_handout_refuses_solution_code(tmp_path):
     bad.write_text("### BEGIN SOLUTION")
     with pytest.raises(ValueError, match="must not be handed out"):
         handout.check_clean([bad], tmp_path)
+
+
+def _available_levels():
+    best = sandbox.LEVELS.index(sandbox.probe()[0])
+    return list(sandbox.LEVELS[best:])
+
+
+@pytest.mark.parametrize("level", _available_levels())
+def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
+    """Each fallback really runs: memory is capped at every level, the network is cut from unshare up."""
+    from autograder.hardened import HardenedExecute
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"
+                                  ".close(); print('network: open')\nexcept OSError:\n    print('network: blocked')"),
+        nbformat.v4.new_code_cell("hog = bytearray(3 * 1024 ** 3)"),
+        nbformat.v4.new_code_cell("print('still alive')")])
+    executor = HardenedExecute(cell_timeout=20, notebook_timeout=60, memory_mb=1024, isolation=level)
+    out, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)},
+                                      "nbgrader": {"assignment": "lab", "student": "s"}})
+    network, hog, after = [c for c in out.cells if c.cell_type == "code"]
+    if level != "rlimits":  # resource limits alone leave the network as the machine has it
+        assert network.outputs[0]["text"].strip() == "network: blocked"
+    assert any(o.get("ename") == "MemoryError" for o in hog.outputs)
+    assert "Memory limit" in "".join(o.get("text", "") for o in hog.outputs)
+    assert after.outputs[0]["text"].strip() == "still alive"
+    assert [e["kind"] for e in executor.events] == ["memory"]
+    assert "Grading notes" in out.cells[0].source
