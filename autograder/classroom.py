@@ -324,13 +324,13 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
     """The solution notebook with its TODO replaced by the catalogue entry's own source, or None."""
     functions = todo_functions(lab)
     if isinstance(implementation, type):
-        sources = {n: inspect.getsource(vars(implementation)[n]) for n in functions if n in vars(implementation)}
-    elif getattr(implementation, "__code__", None) is not None and not implementation.__code__.co_freevars:
-        sources = {next(iter(functions)): inspect.getsource(implementation)}
+        written = {n: vars(implementation)[n] for n in functions if n in vars(implementation)}
     else:
-        return None  # a closure: its source alone does not run
-    if not sources:
-        return None
+        written = {next(iter(functions)): implementation}
+    if not written or any(getattr(f, "__code__", None) is None or f.__code__.co_freevars for f in written.values()):
+        return None  # nothing to write, or a closure: its source alone does not run
+    sources = {name: inspect.getsource(f) for name, f in written.items()}
+    helpers = _helpers(written.values())
 
     def edit(answer: str) -> str:
         tree = ast.parse(answer)
@@ -342,9 +342,24 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
                 body = textwrap.dedent(sources[node.name]).splitlines()
                 body[0] = body[0].replace(f"def {body[0].split('def ')[1].split('(')[0]}(", f"def {node.name}(")
                 lines[start:node.end_lineno] = [indent + line if line else line for line in body]
-        return "\n".join(lines)
+        return "\n\n".join(helpers + ["\n".join(lines)])
 
     return _with_answer(lab, edit)
+
+
+def _helpers(functions) -> List[str]:
+    """Sources of the module-level functions the entries call from their own module (recursively)."""
+    seen: Dict[str, str] = {}
+    todo = list(functions)
+    while todo:
+        function = todo.pop()
+        for name in function.__code__.co_names:
+            helper = function.__globals__.get(name)
+            if (inspect.isfunction(helper) and helper.__module__ == function.__module__ and name not in seen
+                    and not helper.__code__.co_freevars):
+                seen[name] = textwrap.dedent(inspect.getsource(helper))
+                todo.append(helper)
+    return list(seen.values())
 
 
 # ---- as an LMS exports it ---------------------------------------------------------------------------
