@@ -332,7 +332,11 @@ class HardenedExecute(Execute):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1))
         if self.events:
-            lines = [f"- {e['cell']}: {describe(e)}" for e in self.events]
+            lines = [f"- {e['cell']}: {describe(e)}" for e in self.events if e["graded"]]
+            others = [e for e in self.events if not e["graded"]]
+            if others:
+                kinds = sorted({describe(e, detail=False) for e in others})
+                lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
             add_notes(self.nb, ["While grading:"] + lines)
 
 
@@ -340,12 +344,12 @@ def events_path(events_dir, assignment: str, student: str) -> Path:
     return Path(events_dir) / assignment / f"{student}.json"
 
 
-def describe(event: Dict[str, Any]) -> str:
-    return {"timeout": "stopped by the time limit", "not-run": "not run (the notebook's grading time was spent)",
+def describe(event: Dict[str, Any], detail: bool = True) -> str:
+    text = {"timeout": "stopped by the time limit", "not-run": "not run (the notebook's grading time was spent)",
             "kernel-died": "the kernel died", "memory": "hit the memory limit",
             "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
-            "integrity": "no points: the TODO delegates to the reference"}.get(
-        event["kind"], event["kind"]) + f" ({event['detail']})"
+            "integrity": "no points: the TODO delegates to the reference"}.get(event["kind"], event["kind"])
+    return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 
 
 def add_notes(nb, lines: List[str]) -> None:
