@@ -167,9 +167,17 @@ def _not_written_by_student(student: Any, reference: Any) -> Optional[str]:
         return None  # the starter's stub: calling it says the TODO is not written yet
     if function is None:
         return f"{label} is a {type(attribute).__name__}, not a function you wrote with def"
-    if not is_student_code(function.__code__):
+    if not is_student_code(function.__code__) and not _decorates_student_code(function):
         return f"{label} is not code from your notebook ({function.__code__.co_filename})"
     return None
+
+
+def _decorates_student_code(function: types.FunctionType) -> bool:
+    """A library decorator's wrapper (``@torch.no_grad()``, ``functools.wraps``) around the student's own
+    function: every function it closes over is student code (and there is at least one)."""
+    inner = [cell.cell_contents for cell in (function.__closure__ or ())
+             if isinstance(getattr(cell, "cell_contents", None), types.FunctionType)]
+    return bool(inner) and all(is_student_code(f.__code__) or _decorates_student_code(f) for f in inner)
 
 
 def grades(*references: Any) -> Callable:
