@@ -50,6 +50,7 @@ class Student:
     file_name: str
     content: bytes
     expect: Expect
+    loops: bool = False  # spends its whole time budget: worth grading with short budgets in tests
 
 
 # ---- reading a lab ---------------------------------------------------------------------------------
@@ -185,7 +186,8 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
             raw: Optional[bytes] = None) -> None:
         sid = f"{kind}-{len(students):02d}"
         content = raw if raw is not None else json.dumps(nb, indent=1).encode()
-        students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect))
+        students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
+                                loops="endless loop" in label))
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
     add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))

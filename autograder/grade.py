@@ -186,7 +186,12 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
                          "seconds": round(outcome.get("seconds", 0), 2), "ok": outcome.get("success", False),
                          "repairs": sorted({k for k, _ in repairs} - {"added-cells"}),
                          "events": sorted({e["kind"] for e in events.get("events", [])})})
-    with open(reports / "log.csv", "w", newline="") as handle:
+    log = reports / "log.csv"
+    if log.exists():  # keep the lines of students not graded in this run
+        with open(log, newline="") as handle:
+            kept = [row for row in csv.reader(handle)][1:]
+        log_rows = [row for row in kept if row and row[0] not in set(students)] + log_rows
+    with open(log, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "stage", "kind", "detail"])
         writer.writerows(log_rows)
