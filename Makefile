@@ -8,13 +8,22 @@ export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 NBCONFIG := --NbGrader.config_file=autograder/nbgrader_config.py
 LABS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
+KERNEL := $(VENV)/.kernel-stamp
+# make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0": any JupyterLab option goes in LAB_ARGS.
+PORT ?=
+LAB_ARGS ?=
+# ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
+ROLE ?= student
 
-.PHONY: help env lab test test-package test-notebooks release bench lock clean handout collect grade grader-report grader-bench
+.PHONY: help env lab test test-package test-notebooks release bench bench-gpu lock clean handout collect grade grader-report grader-bench
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
+	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
-	@echo "make bench    - BlockManager allocate+free time per cycle vs pool size (writes bench/results/)"
+	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
+	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
+	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 	@echo "make handout  - dist/paged-kv-course-handout.zip: what students get (no solutions, no graders)"
@@ -34,13 +43,19 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	  $(PY) -m pip install --quiet -e ".[course,test]"; \
 	fi
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (paged-kv-course)" >/dev/null
 	touch $(STAMP)
 
-env: $(STAMP)
+# The notebooks' kernel (paged_kv/notebook_kernel.py: reports what the notebooks store, so they open saved).
+$(KERNEL): $(STAMP) paged_kv/notebook_kernel.py
+	$(PY) -m paged_kv.notebook_kernel install >/dev/null
+	touch $(KERNEL)
+
+env: $(STAMP) $(KERNEL)
 
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(if $(filter-out student instructor,$(ROLE)),$(error ROLE must be student or instructor, not '$(ROLE)'))
+	$(if $(filter student,$(ROLE)),JUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))") \
+	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: env
 	$(PY) -m pytest
@@ -49,7 +64,10 @@ release: env
 	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
 
 bench: env
-	$(PY) bench/bench_block_manager.py
+	$(PY) bench/bench_block_manager.py $(if $(NANOVLLM),--nanovllm $(NANOVLLM))
+
+bench-gpu: env
+	$(PY) bench/bench_paged_attention.py
 
 handout: env
 	$(PY) -m autograder.handout

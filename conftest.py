@@ -8,6 +8,11 @@ if ROOT not in _parts:
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + _parts)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# Triton must learn its mode (interpreter on CPU) before anything imports it.
+from paged_kv.triton_mode import configure  # noqa: E402
+
+configure()
+
 
 import pytest
 from hypothesis import settings

@@ -1,6 +1,7 @@
 """What students get: ``python -m autograder.handout`` (``make handout``) writes ``dist/paged-kv-course-handout.zip``.
 
-It holds the release notebooks (``course/``), the ``paged_kv`` package they import, and what installs it
+It holds the release notebooks (``course/``), the ``paged_kv`` package they import, the JupyterLab
+settings that hide nbgrader's instructor tools (``student-lab/``), and what installs it
 (``pyproject.toml``, ``requirements-lock.txt``, ``environment.yml``), with a student's README and a
 Makefile whose ``make lab`` sets everything up and opens the course. It holds no solutions, no graders,
 no tests and no hidden test code (the release has none; this module checks).
@@ -14,7 +15,7 @@ from typing import Iterable, List
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
-FOLDERS = ["course", "paged_kv"]
+FOLDERS = ["course", "paged_kv", "student-lab"]
 FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.graders")
 
 STUDENT_MAKEFILE = """\

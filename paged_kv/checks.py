@@ -11,6 +11,8 @@ from typing import Any, Iterable, List
 
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """Return ``value`` as a Python int if it is an integer (not a bool) and ``>= minimum``."""
+    if type(value) is int and (minimum is None or value >= minimum):
+        return value  # the common case, without the slower isinstance(numbers.Integral) test
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
             f"{name} must be an int, got {value!r} of type {type(value).__name__}; "
@@ -21,6 +23,18 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
         kind = "positive" if minimum == 1 else ("non-negative" if minimum == 0 else f">= {minimum}")
         raise ValueError(f"{name} must be a {kind} int, got {value}")
     return value
+
+
+def check_ints(name: str, values: Iterable[Any], *, minimum: int | None = None) -> List[int]:
+    """``values`` as a new list of Python ints, each checked like :func:`check_int`.
+
+    A list of plain ints is checked in one pass of C-level builtins (``set(map(type, ...))``, ``min``);
+    anything else goes element by element, so the error names the first bad position.
+    """
+    items = list(values)
+    if not items or (set(map(type, items)) == {int} and (minimum is None or min(items) >= minimum)):
+        return items
+    return [check_int(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(items)]
 
 
 def check_positive_int(name: str, value: Any) -> int:
@@ -37,6 +51,9 @@ def check_instance(name: str, value: Any, cls: type) -> None:
 def check_block_ids(name: str, block_ids: Iterable[Any], num_blocks: int, *, allow_duplicates: bool = False) -> List[int]:
     """Validate a list of physical block ids: ints in ``[0, num_blocks)``, distinct unless allowed."""
     ids = list(block_ids)
+    if (set(map(type, ids)) <= {int} and (not ids or (min(ids) >= 0 and max(ids) < num_blocks))
+            and (allow_duplicates or len(set(ids)) == len(ids))):
+        return ids  # the common case, checked by C-level builtins; the loop below names what is wrong
     for position, block_id in enumerate(ids):
         if isinstance(block_id, bool) or not isinstance(block_id, numbers.Integral):
             raise TypeError(

@@ -168,18 +168,67 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
     raise CheckFailed(case, f"expected {error.__name__}, but nothing was raised", hint=hint)
 
 
+def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
+    """Call student code for a visible test: an unexpected error becomes a :class:`CheckFailed` naming ``case``.
+
+    ``NotImplementedError`` (a TODO not written yet) and ``CheckFailed`` pass through unchanged.
+    """
+    try:
+        return func(*args)
+    except (NotImplementedError, CheckFailed):
+        raise
+    except AssertionError as error:
+        raise CheckFailed(case, f"an assertion failed: {error}", hint=hint) from None
+    except Exception as error:
+        raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
+
+
+def practice(check: Callable, *args: Any) -> bool:
+    """Run an ungraded practice check; print "passed" or its one-block failure, never raise.
+
+    For cells that must run without error in the untouched notebook (a bug hunt before it is fixed).
+    """
+    try:
+        check(*args)
+    except CheckFailed as failed:
+        print("Not yet: " + "\n".join(failed._lines()))
+        return False
+    except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
+        print(f"Not yet: {type(error).__name__}: {error}")
+        return False
+    print(f"{getattr(check, '__name__', 'check')}: passed")
+    return True
+
+
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     """Run ``make()`` (a picture, a table, a widget) once the student's code exists.
 
     While the TODO still raises ``NotImplementedError`` this prints a short note instead of a
-    traceback, so the rest of the notebook keeps running. Any other error is raised as usual: it
-    points at a real bug.
+    traceback, so the rest of the notebook keeps running. Any other error is raised as it is (same
+    type): it points at a real bug. In IPython it shows as one block naming the error, the function
+    and line where it was raised, and what to do, instead of a traceback through the package.
     """
     try:
         return make()
     except NotImplementedError:
         print(f"Finish {todo}, run its cell again, then run this cell to see what you built.")
         return None
+    except CheckFailed:
+        raise
+    except Exception as error:
+        tb = error.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
+        lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
+                 f"  where:    {where}",
+                 f"  hint:     this cell runs your {todo} on cases the visible tests may not cover: "
+                 "fix it, run its cell, then run this cell again"]
+        try:
+            error._render_traceback_ = lambda: lines
+        except AttributeError:  # an exception type without a __dict__: shown as a normal traceback
+            pass
+        raise
 
 
 # -- notebook display ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``Request`` and ``KVCacheManager``: the tutorial's paged KV cache, with every edge case handled.
 
-The pool is one tensor ``physical_kv_cache[num_blocks, block_size, head_dim]``. A request owns a
+The pool is one tensor ``physical_kv_cache[num_blocks, block_size, head_dim]``: the course's kernel
+layout ``[num_blocks, block_size, num_kv_heads, head_dim]`` for one layer's K, with one KV head. A request owns a
 *block table*: ``block_table[i]`` is the physical block that holds its logical tokens
 ``i * block_size .. (i + 1) * block_size - 1``. Physical ids need not be contiguous or sorted.
 
@@ -72,7 +73,8 @@ class KVCacheManagerBase:
         if len(req.block_table) != self.blocks_needed(req.seq_len):
             raise ValueError(
                 f"request {req.request_id} has seq_len={req.seq_len} but {len(req.block_table)} blocks; "
-                f"expected {self.blocks_needed(req.seq_len)} (was its block_table edited by hand?)"
+                f"expected {self.blocks_needed(req.seq_len)}: did an earlier allocate_for_decode grow seq_len "
+                "without the block it needed (or was the table edited by hand)?"
             )
 
     def _check_readable(self, req: Request) -> List[int]:
@@ -144,7 +146,7 @@ class KVCacheManager(KVCacheManagerBase):
         new_seq_len = req.seq_len + 1
         if self.blocks_needed(new_seq_len) > len(req.block_table):
             if not self.free_blocks:
-                raise self._oom(req, 1, f"token {new_seq_len} (it starts a new block)")
+                raise self._oom(req, 1, f"the token at position {req.seq_len} (0-based), which starts a new block")
             req.block_table.append(self.free_blocks.pop(0))
         req.seq_len = new_seq_len
 

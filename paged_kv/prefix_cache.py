@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence as SequenceType, Set
 import numpy as np
 import xxhash
 
-from .checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
+from .checks import ceil_div, check_block_ids, check_instance, check_int, check_ints, check_positive_int
 from .free_queue import FreeBlockQueue
 
 NO_HASH = -1
@@ -47,7 +47,7 @@ class Sequence:
         self.block_size = check_positive_int("block_size", block_size)
         if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__len__"):
             raise TypeError(f"token_ids must be a list of ints, got {type(token_ids).__name__}")
-        tokens = [check_int(f"token_ids[{i}]", t, minimum=0) for i, t in enumerate(token_ids)]
+        tokens = check_ints("token_ids", token_ids, minimum=0)
         if not tokens:
             raise ValueError("token_ids must hold at least one token (the prompt cannot be empty)")
         self.seq_id = next(Sequence._ids)

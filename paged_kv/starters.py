@@ -58,18 +58,38 @@ def starter(reference: type, base: type, todo: Iterable[str], name: Optional[str
             if func is not None and "__class__" in func.__code__.co_freevars and attr not in todo:
                 raise ValueError(f"{reference.__name__}.{attr} uses super(); a starter cannot copy it")
             namespace[attr] = value
-    references = {}
+    references, originals = {}, {}
     for method in todo:
         if method not in namespace:
             raise ValueError(f"{method!r} is not a method that {reference.__name__} adds to {base.__name__}")
         references[method] = _function_of(namespace[method])
+        originals[method] = namespace[method]
         namespace[method] = _todo_stub(method, reference.__name__, namespace[method])
     name = name or f"{reference.__name__}Starter"
     namespace["__todo__"] = references
+    namespace["__todo_given__"] = originals
     namespace["__module__"] = __name__
     namespace["__doc__"] = (f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): "
                             f"everything else is given.")
     return type(name, (base,), namespace)
+
+
+def with_reference_todos(cls: type, *own: str) -> type:
+    """A subclass of ``cls`` (built on a starter) running paged_kv's version of every TODO but ``own``.
+
+    Tests one TODO on its own: ``with_reference_todos(Mine, "allocate")`` runs ``Mine.allocate`` with
+    the reference's other TODO methods, so a bug elsewhere (or a TODO not written yet) cannot hide or
+    cause a failure here. ``own`` must name TODO methods of the starter.
+    """
+    base = next((k for k in getattr(cls, "__mro__", ()) if "__todo_given__" in vars(k)), None)
+    if base is None:
+        raise TypeError(f"{cls!r} is not built on a lab starter class (paged_kv.starters)")
+    unknown = [name for name in own if name not in base.__todo_given__]
+    if unknown:
+        raise ValueError(f"{unknown} are not TODOs of {base.__name__}; its TODOs are {list(base.__todo_given__)}")
+    given = {name: attr for name, attr in base.__todo_given__.items() if name not in own}
+    label = "".join(part.title() for name in own for part in name.split("_"))
+    return type(f"{cls.__name__}Only{label}", (cls,), {"__module__": __name__, **given})
 
 
 KVCacheManagerWithoutPrefill = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_prefill"],

@@ -79,6 +79,18 @@ def test_show_when_ready_prints_a_note_until_the_todo_exists(capsys):
         show_when_ready(lambda: 1 / 0)
 
 
+def test_a_bug_found_by_a_picture_cell_keeps_its_type_and_shows_as_one_block():
+    def decode():
+        return [][3]
+
+    with pytest.raises(IndexError) as caught:
+        show_when_ready(decode, "allocate_for_decode")
+    block = caught.value._render_traceback_()
+    assert "IndexError: list index out of range" in block[0]
+    assert block[1].strip().startswith("where:    decode, line")
+    assert "allocate_for_decode" in block[2] and len(block) == 3
+
+
 def test_in_a_kernel_a_failure_is_one_short_error_block():
     """What a student sees in Jupyter and what nbgrader records: an error output of a few lines."""
     import nbformat
@@ -96,3 +108,32 @@ def test_in_a_kernel_a_failure_is_one_short_error_block():
     assert "expected: 2" in "\n".join(failed.traceback)
     assert todo.ename == "NotImplementedError" and len(todo.traceback) == 3, todo.traceback
     assert "allocate_for_prefill still raises NotImplementedError" in todo.traceback[0]
+
+
+def test_attempt_names_the_case_and_practice_never_raises(capsys):
+    from paged_kv.feedback import CheckFailed, attempt, practice
+
+    with pytest.raises(CheckFailed, match=r"\[dividing\] raised ZeroDivisionError"):
+        attempt("dividing", lambda: 1 / 0)
+    with pytest.raises(NotImplementedError):
+        attempt("todo", lambda: (_ for _ in ()).throw(NotImplementedError()))
+    assert practice(lambda: 1 / 0) is False
+    assert practice(lambda: None) is True
+    out = capsys.readouterr().out
+    assert "Not yet: ZeroDivisionError" in out and "passed" in out
+
+
+def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with_its_hint():
+    from paged_kv.feedback import attempt
+
+    assert attempt("case", lambda x: x + 1, 1) == 2
+
+    def oom():
+        raise RuntimeError("OOM: need 3, have 3")
+
+    with pytest.raises(CheckFailed) as caught:
+        attempt("exact fit", oom, hint="compare with >, not >=")
+    assert str(caught.value).splitlines() == ["[exact fit] raised RuntimeError: OOM: need 3, have 3",
+                                              "  hint:     compare with >, not >="]
+    with pytest.raises(CheckFailed, match=r"^\[asserting\] an assertion failed: no"):
+        attempt("asserting", lambda: (_ for _ in ()).throw(AssertionError("no")))

@@ -86,3 +86,48 @@ def test_capacity_plan_for_llama8b_on_80gb():
 def test_capacity_plan_says_zero_when_weights_do_not_fit():
     plan = capacity_plan("Llama-3.1-70B", GPU_MEMORY_BYTES["80 GB (A100, H100)"])
     assert plan["kv_budget_bytes"] == 0 and plan["num_blocks"] == 0 and plan["max_requests"] == 0
+
+
+def test_qwen_preset_is_the_base_model_with_its_128k_context():
+    assert get_preset("Qwen2.5-7B").max_context == 131072  # the Instruct config says 32,768
+
+
+def test_runtime_memory_comes_out_of_the_utilisation_fraction():
+    assert kv_budget_bytes(100, 30, memory_utilization=0.5, runtime_bytes=5) == 15
+    assert kv_budget_bytes(100, 30, memory_utilization=0.5, runtime_bytes=50) == 0
+    with pytest.raises(ValueError, match="runtime_bytes"):
+        kv_budget_bytes(100, 30, runtime_bytes=-1)
+    with pytest.raises(TypeError, match="runtime_bytes"):
+        kv_budget_bytes(100, 30, runtime_bytes=1.5)
+
+
+def test_ledger_reproduces_the_kv_cache_of_vllms_profiling_log():
+    from paged_kv.ledger import VLLM_PROFILE_LOG as log
+
+    gib = 2**30
+    preset = get_preset(log["model"])
+    assert round(preset.weight_bytes(2) / gib, 2) == log["weights_gib"]
+    runtime = round((log["non_torch_gib"] + log["activation_peak_gib"]) * gib)
+    budget = kv_budget_bytes(round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2),
+                             log["gpu_memory_utilization"], runtime)
+    assert abs(budget / gib - log["kv_cache_gib"]) < 0.01
+    upper = kv_budget_bytes(round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2),
+                            log["gpu_memory_utilization"])
+    assert upper - budget == runtime
+
+
+def test_capacity_plan_refuses_requests_longer_than_the_models_context():
+    with pytest.raises(ValueError, match="4096"):
+        capacity_plan("Llama-2-7B", GPU_MEMORY_BYTES["80 GB (A100, H100)"], request_len=8192)
+    plan = capacity_plan("Llama-2-7B", GPU_MEMORY_BYTES["80 GB (A100, H100)"], request_len=4096,
+                         runtime_bytes=2 * 2**30)
+    assert plan["kv_budget_bytes"] == int(80 * 2**30 * 0.9) - 6_740_000_000 * 2 - 2 * 2**30
+
+
+def test_layout_table_names_the_kernel_layout_used_from_lab_04_on():
+    from paged_kv.ledger import KV_LAYOUTS
+
+    shapes = {who: shape for who, shape, _ in KV_LAYOUTS}
+    assert shapes["this course from lab 04 on (paged_kv.attention, lab 06's kernel)"] == \
+        "[num_blocks, block_size, num_kv_heads, head_dim]"
+    assert any(shape == "[num_layers, 2, num_kv_heads, block_size, head_dim]" for shape in shapes.values())

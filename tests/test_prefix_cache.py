@@ -284,3 +284,12 @@ def test_free_queue_rejects_non_int_ids():
 def test_steps_reject_a_wrong_manager():
     with pytest.raises(TypeError, match="manager"):
         prefill("not a manager", Sequence([1], block_size=2))
+
+
+def test_sequence_accepts_numpy_ids_as_plain_ints_and_names_the_first_bad_token():
+    seq = Sequence(np.arange(5), block_size=4)
+    assert seq.token_ids == [0, 1, 2, 3, 4] and {type(t) for t in seq.token_ids} == {int}
+    with pytest.raises(ValueError, match=r"token_ids\[2\]"):
+        Sequence([4, 5, -1, 7], block_size=4)
+    with pytest.raises(TypeError, match=r"token_ids\[1\]"):
+        Sequence((4, "5"), block_size=4)

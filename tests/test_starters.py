@@ -74,3 +74,23 @@ def test_starter_refuses_to_copy_a_method_that_uses_super():
 
     with pytest.raises(ValueError, match="uses super"):
         starter(Reference, KVCacheManagerBase, ["allocate_for_prefill"])
+
+
+def test_with_reference_todos_runs_only_the_named_todo_of_the_student():
+    from paged_kv.starters import with_reference_todos
+
+    class OnlyHash(BlockManagerWithoutPrefixCache):
+        @classmethod
+        def compute_hash(cls, token_ids, prefix=-1):
+            return 7
+
+    tested = with_reference_todos(OnlyHash, "compute_hash")
+    assert tested.compute_hash([1, 2]) == 7
+    manager = tested(4, 2)
+    seq = paged_kv.Sequence([1, 2, 3], block_size=2)
+    paged_kv.prefill(manager, seq)                 # the other TODOs are the reference's
+    assert seq.block_table == [0, 1] and manager.blocks[0].hash != 7
+    with pytest.raises(ValueError, match="not TODOs"):
+        with_reference_todos(OnlyHash, "allocate_for_prefill")
+    with pytest.raises(TypeError, match="starter"):
+        with_reference_todos(paged_kv.BlockManager, "allocate")

@@ -7,28 +7,23 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import CheckFailed, expect, expect_equal, expect_raises  # noqa: F401  (re-exported)
+from paged_kv.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises  # noqa: F401
 
 from ._integrity import grades  # noqa: F401  (re-exported for graders)
 
 
 def call(case: str, func: Callable, *args: Any) -> Any:
-    """Run student code; an unexpected exception becomes an ``AssertionError`` naming the case."""
-    try:
-        return func(*args)
-    except NotImplementedError:
-        raise
-    except CheckFailed:
-        raise
-    except AssertionError as error:
-        raise CheckFailed(case, f"an assertion failed: {error}") from None
-    except Exception as error:
-        raise CheckFailed(case, f"raised {type(error).__name__}: {error}") from None
+    """Run student code; an unexpected exception becomes a ``CheckFailed`` naming the case."""
+    return attempt(case, func, *args)
 
 
-def check(condition: bool, case: str, message: str, hint: str = "") -> None:
-    """Fail with ``[case] message`` unless ``condition`` is exactly True (never trust a student's truthiness)."""
-    expect(condition, case, message, hint)
+def check(condition: bool, case: str, message: str, hint: str = "", **shown: Any) -> None:
+    """Fail with ``[case] message`` unless ``condition`` is exactly True (never trust a student's truthiness).
+
+    ``shown`` may hold ``expected=`` and ``got=``, printed on their own lines of the failure block.
+    """
+    if condition is not True:
+        raise CheckFailed(case, message, hint=hint, **shown)
 
 
 def plain_ints(case: str, values: Any, what: str) -> List[int]:
@@ -61,8 +56,8 @@ def expect_oom_unchanged(case: str, student_op: Callable, manager, req, advice: 
     expect_raises(case, RuntimeError, student_op, req, match="OOM",
                   hint="raise RuntimeError('OOM ...') when the free list is too short")
     after = snapshot(manager, req)
-    check(after == before, case, f"a failed call must change nothing, but (free list, [(seq_len, block_table)]) "
-                                 f"went from {before} to {after}. {advice}")
+    check(after == before, case, "a failed call must change nothing: (free list, [(seq_len, block_table)]) changed",
+          advice, expected=before, got=after)
 
 
 def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable, manager, req, what: str) -> bool:
@@ -76,5 +71,9 @@ def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable
     except RuntimeError:
         expect_oom_unchanged(case, student_op, manager, req, f"A failed {what} must leave everything as it was.")
         return False
-    call(case, student_op, req)
+    try:
+        call(case, student_op, req)
+    except CheckFailed as failure:
+        raise CheckFailed(case, failure.problem, hint=f"the reference manager, in the same state, completes this "
+                          f"{what}: raise OOM only when the blocks it needs are not free") from None
     return True

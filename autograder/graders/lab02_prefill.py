@@ -9,7 +9,20 @@ import random
 
 from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
 
-from ._common import call, check, expect_oom_unchanged, grades, mirror_step, plain_ints
+from ._common import CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints
+
+
+def _prefill_that_fits(case: str, manager, req: Request) -> None:
+    """The student's prefill of ``req``, which fits in the free blocks: an OOM here gets the exact-fit hint."""
+    needed, free = -(-req.seq_len // manager.block_size), len(manager.free_blocks)
+    try:
+        call(case, manager.allocate_for_prefill, req)
+    except CheckFailed as failure:
+        if "OOM" not in failure.problem:
+            raise
+        raise CheckFailed(case, f"raised OOM, but the prompt of {req.seq_len} tokens needs {needed} block(s) and "
+                                f"{free} are free", got=failure.problem,
+                          hint="a request that needs exactly the free blocks fits: compare with >, not >=") from None
 
 
 def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: int = 0) -> None:
@@ -18,20 +31,23 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     manager = cls(num_blocks, block_size, 2)
     owners = [Request(99, taken * block_size)] if taken else []
     for owner in owners:
-        call(case, manager.allocate_for_prefill, owner)
+        _prefill_that_fits(case, manager, owner)
     free_before = plain_ints(case, manager.free_blocks, "free_blocks")
     req = Request(0, prompt_len)
-    call(case, manager.allocate_for_prefill, req)
     needed = -(-prompt_len // block_size)
+    _prefill_that_fits(case, manager, req)
     table = plain_ints(case, req.block_table, "block_table")
-    check(len(table) == needed, case,
-          f"expected {needed} block(s) (ceil({prompt_len} / {block_size})), got block_table={table!r}. "
-          "Check your rounding: a partly filled last block still needs a whole block.")
-    check(all(b in free_before for b in table), case,
-          f"block_table={table} must hold ids taken from the free list {free_before}")
-    check(len(set(table)) == len(table), case, f"block_table={table} lists a block twice")
-    check(sorted(plain_ints(case, manager.free_blocks, "free_blocks")) == sorted(set(free_before) - set(table)), case,
-          f"after prefill the free list should be the old one minus {table}, got {manager.free_blocks}")
+    expect_equal(f"{case}: blocks in req.block_table", len(table), needed,
+                 f"ceil({prompt_len} / {block_size}) = {needed}: a partly filled last block still needs a whole "
+                 "block, and an exact multiple needs no extra one")
+    check(all(b in free_before for b in table), case, "req.block_table holds ids that were not free",
+          "take ids out of self.free_blocks (expected: the free ids before the call)", expected=free_before,
+          got=table)
+    check(len(set(table)) == len(table), case, "req.block_table lists a block twice", got=table)
+    free_after = plain_ints(case, manager.free_blocks, "free_blocks")
+    expect_equal(f"{case}: self.free_blocks after prefill (sorted)", sorted(free_after),
+                 sorted(set(free_before) - set(table)),
+                 "remove exactly the blocks you hand out from self.free_blocks")
     call(case, check_kv_manager, manager, [req] + owners)
 
 
@@ -49,7 +65,7 @@ def _expect_oom(cls, num_blocks: int, block_size: int, taken: int, prompt_len: i
     manager = cls(num_blocks, block_size, 2)
     owner = Request(1, taken * block_size) if taken else None
     if owner:
-        call(case, manager.allocate_for_prefill, owner)
+        _prefill_that_fits(case, manager, owner)
     expect_oom_unchanged(case, manager.allocate_for_prefill, manager, Request(2, prompt_len),
                          "Check the size before taking any block.")
 
@@ -84,6 +100,6 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
             if mirror_step(f"{case}, prompt_len={length}", lambda: reference.allocate_for_prefill(theirs),
                            student.allocate_for_prefill, student, mine, "prefill"):
                 live.append((mine, theirs))
-            check(len(student.free_blocks) == len(reference.free_blocks), case,
-                  f"{len(student.free_blocks)} free blocks, expected {len(reference.free_blocks)}")
+            expect_equal(f"{case}: number of free blocks", len(student.free_blocks), len(reference.free_blocks),
+                         "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM")
             call(case, check_kv_manager, student, [m for m, _ in live])

@@ -1,11 +1,16 @@
-"""Lab 03 grader: ``allocate_for_decode`` (a block exactly when a token starts one; OOM rolls back)."""
+"""Lab 03 grader: ``allocate_for_decode`` (a block exactly when a token starts one; OOM rolls back).
+
+Positions are 0-based everywhere: a request of ``seq_len`` tokens holds positions ``0 .. seq_len - 1``
+and its next token goes to position ``seq_len``, which starts a new block when
+``seq_len % block_size == 0``.
+"""
 from __future__ import annotations
 
 import random
 
 from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
 
-from ._common import call, check, expect_oom_unchanged, grades, mirror_step
+from ._common import CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step
 
 
 def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
@@ -13,16 +18,16 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
     req = Request(0, prompt_len)
     manager.allocate_for_prefill(req)
     for _ in range(steps):
-        before_len, before_blocks = req.seq_len, len(req.block_table)
-        case = f"block_size={block_size}, decoding token {before_len + 1}"
+        position, before_blocks = req.seq_len, len(req.block_table)
+        starts_block = position % block_size == 0
+        case = (f"block_size={block_size}, decoding the token at position {position} (0-based), which "
+                + ("starts a new block" if starts_block else "fits in the last block"))
         call(case, manager.allocate_for_decode, req)
-        starts_block = before_len % block_size == 0
-        check(req.seq_len == before_len + 1, case, f"seq_len should become {before_len + 1}, got {req.seq_len}")
-        check(len(req.block_table) == before_blocks + starts_block, case,
-              f"token {before_len + 1} {'starts a new block' if starts_block else 'fits in the last block'}: "
-              f"expected {before_blocks + starts_block} block(s), got {len(req.block_table)}. "
-              + ("Check your condition for block_size == 1: every token starts a block."
-                 if block_size == 1 else "A new block is needed exactly when seq_len % block_size == 0 before the token."))
+        expect_equal(f"{case}: seq_len", req.seq_len, position + 1, "one decode step adds exactly one token")
+        expect_equal(f"{case}: blocks in req.block_table", len(req.block_table), before_blocks + starts_block,
+                     "with block_size 1 every token starts a block; is your condition true for 1?"
+                     if block_size == 1 else
+                     "the token at position p starts a new block exactly when p % block_size == 0")
         call(case, check_kv_manager, manager, [req])
 
 
@@ -46,19 +51,27 @@ def check_oom_rolls_back(cls) -> None:
     manager = cls(1, 4, 2)
     req = Request(0, 4)
     manager.allocate_for_prefill(req)
-    expect_oom_unchanged("pool full, token 5 starts block 2", manager.allocate_for_decode, manager, req,
-                         "Update seq_len only after the block is secured.")
+    expect_oom_unchanged("block_size=4, pool full, the token at position 4 (0-based) starts a second block",
+                         manager.allocate_for_decode, manager, req, "Update seq_len only after the block is secured.")
     manager = cls(1, 4, 2)
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
-    call("pool full, token 3 fits in block 1", manager.allocate_for_decode, req)
-    check(req.seq_len == 3 and len(req.block_table) == 1, "pool full, token 3 fits in block 1",
-          "no block is needed here, so a full pool must not stop the decode")
+    case = "block_size=4, pool full, the token at position 2 (0-based) fits in the first block"
+    try:
+        call(case, manager.allocate_for_decode, req)
+    except CheckFailed as failure:
+        raise CheckFailed(case, "this token needs no new block, so a full pool must not stop it",
+                          got=failure.problem, hint="check for a free block only when the token starts a new "
+                          "block") from None
+    check(req.seq_len == 3 and len(req.block_table) == 1, case,
+          "no block is needed here, so a full pool must not stop the decode",
+          "raise OOM only when the token starts a new block and none is free",
+          expected=(3, 1), got=(req.seq_len, len(req.block_table)))
     manager = cls(2, 1, 2)
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
-    expect_oom_unchanged("block_size=1, pool full", manager.allocate_for_decode, manager, req,
-                         "With block_size 1 every token needs a block.")
+    expect_oom_unchanged("block_size=1, pool full, the token at position 2 (0-based)", manager.allocate_for_decode,
+                         manager, req, "With block_size 1 every token needs a block.")
 
 
 @grades(Reference.allocate_for_decode)
@@ -77,10 +90,11 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
             pairs.append((mine, theirs))
         for step in range(steps // 4):
             mine, theirs = rng.choice(pairs)
-            case = f"random workload {trial}, step {step}, request {mine.request_id} at seq_len {mine.seq_len}"
+            case = (f"random workload {trial} (num_blocks={num_blocks}, block_size={block_size}), step {step}: "
+                    f"request {mine.request_id}, the token at position {mine.seq_len} (0-based)")
             mirror_step(case, lambda: reference.allocate_for_decode(theirs), student.allocate_for_decode,
                         student, mine, "decode")
-            check(mine.seq_len == theirs.seq_len and len(mine.block_table) == len(theirs.block_table), case,
-                  f"expected seq_len={theirs.seq_len} with {len(theirs.block_table)} blocks, got "
-                  f"seq_len={mine.seq_len} with {len(mine.block_table)}")
+            expect_equal(f"{case}: (seq_len, blocks)", (mine.seq_len, len(mine.block_table)),
+                         (theirs.seq_len, len(theirs.block_table)),
+                         "a block exactly when the token's position is a multiple of block_size")
             call(case, check_kv_manager, student, [m for m, _ in pairs])

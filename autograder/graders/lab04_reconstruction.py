@@ -7,7 +7,7 @@ import torch
 
 from paged_kv import KVCacheManager as Reference, Request
 
-from ._common import call, check, expect_raises, grades
+from ._common import CheckFailed, call, check, expect_equal, expect_raises, grades
 
 
 def _filled(cls, num_blocks: int, block_size: int, head_dim: int, seed: int):
@@ -27,22 +27,28 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
     pool_before = manager.physical_kv_cache.clone()
     got = call(case, manager.get_physical_cache, req)
     expected = reference.get_physical_cache(ref_req)
-    check(isinstance(got, torch.Tensor), case, f"should return a torch.Tensor, got {type(got).__name__}")
-    check(tuple(got.shape) == tuple(expected.shape), case,
-          f"expected shape {tuple(expected.shape)} ([seq_len, head_dim]), got {tuple(got.shape)}. "
-          "Did you cut the unused tail of the last block?")
-    check(got.dtype == expected.dtype, case, f"expected dtype {expected.dtype}, got {got.dtype}")
+    check(type(got) is torch.Tensor, case, "should return a torch.Tensor", "build the result with torch operations",
+          got=type(got).__name__)
+    expect_equal(f"{case}: shape", tuple(got.shape), tuple(expected.shape),
+                 "[seq_len, head_dim]: did you cut the unused tail of the last block?")
+    expect_equal(f"{case}: dtype", str(got.dtype), str(expected.dtype), "keep the pool's dtype")
     if not torch.equal(got, expected):
         wrong = int((got != expected).any(dim=-1).nonzero()[0])
         logical_block, slot = divmod(wrong, block_size)
-        raise AssertionError(
-            f"[{case}] token {wrong} (logical block {logical_block}, slot {slot}) should come from physical block "
-            f"{table[logical_block]}, but the values differ. Read blocks in block_table order, not sorted order.")
-    check(list(req.block_table) == list(table), case, "get_physical_cache must not change the block table")
-    check(torch.equal(manager.physical_kv_cache, pool_before), case, "get_physical_cache must not change the pool")
+        raise CheckFailed(case, f"position {wrong} (0-based) should hold slot {slot} of physical block "
+                                f"{table[logical_block]} (block_table[{logical_block}])",
+                          expected=[round(x, 4) for x in expected[wrong].tolist()],
+                          got=[round(x, 4) for x in got[wrong].tolist()],
+                          hint="read blocks in block_table order, never in sorted or physical order")
+    check(list(req.block_table) == list(table), case, "get_physical_cache must not change the block table",
+          expected=list(table), got=list(req.block_table))
+    check(torch.equal(manager.physical_kv_cache, pool_before), case, "get_physical_cache must not change the pool",
+          "read the pool only; write nothing into self.physical_kv_cache")
     got.add_(1.0)
     check(torch.equal(manager.physical_kv_cache, pool_before), case,
-          "the result shares memory with the pool: writing to it changed the cache. Return a new tensor.")
+          "the result shares memory with the pool: writing to it changed the cache",
+          "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
+          "block does not (add .clone())")
 
 
 @grades(Reference.get_physical_cache)

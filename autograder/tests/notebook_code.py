@@ -1,22 +1,36 @@
-"""Run a notebook's code in this process, up to and including its answer cell (test cells skipped)."""
+"""Run a notebook's code in this process, up to and including its graded answer cell (test cells skipped)."""
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
 
+def graded_answer_index(cells: List) -> int:
+    """Index of the lab's last graded answer cell: the last solution cell before the last test cell.
+
+    Solution cells after every test (an optional stretch exercise) are not graded TODOs.
+    """
+    last_test = max(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    return max(i for i, c in enumerate(cells[:last_test]) if c.metadata.get("nbgrader", {}).get("solution"))
+
+
 def namespace_after_answer(path: Path) -> Dict[str, Any]:
-    """Execute every code cell before the last answer cell, and that cell; return the globals."""
+    """Execute every code cell up to the last graded answer cell (test cells skipped); return the globals."""
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    last_answer = max(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    last_answer = graded_answer_index(cells)
     transform = TransformerManager().transform_cell
     namespace: Dict[str, Any] = {"__name__": "__notebook__"}
-    for cell in cells[:last_answer + 1]:
+    for index, cell in enumerate(cells[:last_answer + 1]):
         if cell.metadata.get("nbgrader", {}).get("grade"):
             continue
-        exec(compile(transform(cell.source), f"<{path.name}>", "exec"), namespace)
+        source = transform(cell.source)
+        filename = f"<{path.name} cell {index}>"
+        # Registered like IPython does, so inspect.getsource works (Triton reads a kernel's source).
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)
     return namespace

@@ -220,3 +220,38 @@ class DoctoredDecode(bugs.KVCacheManagerWithoutDecode):
 def test_objects_that_claim_equality_do_not_pass(module, implementation):
     failed = failures(module, implementation)
     assert set(failed) == {c.__name__ for c in grader_checks(module)}, failed
+
+
+# -- the feedback a student reads --------------------------------------------------------------------
+def _check_failures(module, implementation):
+    from paged_kv.feedback import CheckFailed
+
+    out = []
+    for check in grader_checks(module):
+        try:
+            check(implementation)
+        except CheckFailed as failure:
+            out.append(failure)
+        except AssertionError as other:  # pragma: no cover - reported below
+            raise AssertionError(f"{check.__name__} failed with a bare AssertionError, not a CheckFailed: {other}")
+    return out
+
+
+@pytest.mark.parametrize("module, bug", bug_params())
+def test_every_grader_failure_is_one_block_with_values_or_a_hint(module, bug):
+    for failure in _check_failures(module, bug):
+        rendered = failure._render_traceback_()
+        assert len(rendered) <= 6, rendered
+        assert failure.hint or (failure.expected is not failure.got), f"no hint and no values: {failure}"
+        assert "Traceback" not in str(failure)
+
+
+@pytest.mark.parametrize("bug", bugs.DECODE_BUGS, ids=lambda b: b.__name__)
+def test_lab03_feedback_numbers_positions_from_zero(bug):
+    import re
+
+    for failure in _check_failures(lab03_decode, bug):
+        text = str(failure)
+        assert not re.search(r"\btoken \d+\b", text), f"1-based token numbering in: {text}"
+        if "position" in text:
+            assert "(0-based)" in text, text

@@ -22,11 +22,19 @@ GRADED_LABS = [lab for lab in LABS if lab != "00-start-here"]
 BUGS = {
     "refuses_exact_fit": ("02-atomic-prefill", "if needed > len(self.free_blocks):",
                           "if needed >= len(self.free_blocks):",
-                          {"lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
+                          {"lab02-visible", "lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
     "tutorial_formula": ("03-decode-growth", "if self.blocks_needed(new_seq_len) > len(req.block_table):",
                          "if new_seq_len % self.block_size == 1:",
                          {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
                           "lab03-hidden-random"}),
+    "no_duplicate_guard": ("05-prefix-cache",
+                           "if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
+                           "if block.hash != -1 and block.hash in self.hash_to_block_id:",
+                           {"lab05-visible-release", "lab05-hidden-release", "lab05-hidden-release-traces"}),
+    "int32_block_ids": ("06-triton-paged-attention",
+                        "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i).to(tl.int64)",
+                        "for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):\n        block = tl.load(table + i)",
+                        {"lab06-step4-visible", "lab06-step4-hidden-int64"}),
 }
 
 
@@ -59,8 +67,8 @@ def course_root(tmp_path_factory) -> Path:
             shutil.copy(source / lab / name, submitted / student / lab / name)
     for student, (lab, old, new, _) in BUGS.items():
         nb = nbformat.read(root / SOURCE_DIR.name / lab / LABS[lab], as_version=4)
-        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
-        assert len(cells) == 1 and old in cells[0].source, f"bug {student}: solution text not found"
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and old in c.source]
+        assert len(cells) == 1, f"bug {student}: the solution text is not in exactly one answer cell"
         cells[0].source = cells[0].source.replace(old, new)
         (submitted / student / lab).mkdir(parents=True)
         nbformat.write(nb, submitted / student / lab / LABS[lab])

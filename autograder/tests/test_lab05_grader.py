@@ -1,0 +1,216 @@
+"""Lab 05's graders grade, TODO by TODO: the solution notebook gets full marks, the untouched release
+zero on every check, each catalogued bug loses points on its own TODO's checks and nowhere else, correct
+variants written differently keep full marks, and no TODO can be passed by delegating to the reference
+or with objects that claim equality."""
+import inspect
+import sys
+import types
+
+import pytest
+
+import paged_kv
+from autograder.graders import lab05_prefix_cache as grader
+from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from paged_kv.starters import BlockManagerWithoutPrefixCache, with_reference_todos
+import lab05_bug_catalogue as bugs
+from notebook_code import namespace_after_answer
+
+LAB = "05-prefix-cache"
+TODOS = {1: grader.TODO_1, 2: grader.TODO_2, 3: grader.TODO_3, 4: grader.TODO_4}
+CHECKS = [f for name, f in inspect.getmembers(grader, inspect.isfunction)
+          if name.startswith("check_") and f.__module__ == grader.__name__]
+# The notebook's class that each check receives (the hidden test cell right after that TODO).
+NOTEBOOK_CLASS = {1: "HashingManager", 2: "AllocatingManager", 3: "ReleasingManager", 4: "BlockManager"}
+
+
+def todo_of(check) -> int:
+    """The TODO a check grades, read from the reference functions its @grades names."""
+    names = {getattr(f, "__name__", "") for f in check.__grades__}
+    return next(k for k, methods in TODOS.items() if names & set(methods))
+
+
+def test_every_check_grades_exactly_one_todo_and_every_todo_is_graded():
+    assert {todo_of(c) for c in CHECKS} == set(TODOS)
+    for check in CHECKS:
+        names = {f.__name__ for f in check.__grades__} - {"_chain_hash"}
+        assert names <= set(TODOS[todo_of(check)]), check.__name__
+
+
+_namespaces = {}
+
+
+def notebook_class(folder, todo):
+    if folder not in _namespaces:
+        _namespaces[folder] = namespace_after_answer(folder / LAB / NOTEBOOKS[LAB])
+    return _namespaces[folder][NOTEBOOK_CLASS[todo]]
+
+
+def failures(implementation):
+    """{check name: first line of its message} for every check that fails; NotImplementedError counts."""
+    failed = {}
+    for check in CHECKS:
+        try:
+            check(implementation)
+        except NotImplementedError as error:
+            failed[check.__name__] = f"NotImplementedError: {error}"
+        except AssertionError as error:
+            failed[check.__name__] = str(error).splitlines()[0]
+    return failed
+
+
+def checks_of(todo):
+    return {c.__name__ for c in CHECKS if todo_of(c) == todo}
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_solution_gets_full_marks(check):
+    check(notebook_class(SOURCE_DIR, todo_of(check)))
+    check(notebook_class(SOURCE_DIR, 4))  # the finished class passes every TODO's checks too
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_untouched_release_gets_zero(check):
+    with pytest.raises(NotImplementedError):
+        check(notebook_class(RELEASE_DIR, todo_of(check)))
+
+
+@pytest.mark.parametrize("implementation", bugs.VARIANTS, ids=lambda c: c.__name__)
+def test_correct_variants_written_differently_get_full_marks(implementation):
+    assert failures(implementation) == {}
+
+
+@pytest.mark.parametrize("bug, todo", list(bugs.BUGS.items()), ids=lambda v: getattr(v, "__name__", str(v)))
+def test_every_catalogued_bug_loses_points_on_its_own_todo_only(bug, todo):
+    failed = failures(bug)
+    assert failed, f"{bug.__name__} passed every check"
+    assert set(failed) <= checks_of(todo), f"{bug.__name__} (TODO {todo}) also lost points elsewhere: {failed}"
+    for message in failed.values():
+        assert message.startswith("[") and "integrity" not in message, message
+
+
+def test_one_bug_per_todo_together_lose_every_todo():
+    """Isolation: a class with one bug in each TODO still has each TODO graded on its own."""
+    mixed = type("Mixed", (bugs.Correct,), {"compute_hash": vars(bugs.HashInt32Ids)["compute_hash"],
+                                            "can_allocate": bugs.NoTokenCheck.can_allocate,
+                                            "_allocate_block": bugs.KeepsStaleMapping._allocate_block,
+                                            "hash_blocks": bugs.RestartsTheChain.hash_blocks})
+    lost = {todo_of(getattr(grader, name)) for name in failures(mixed)}
+    assert lost == set(TODOS)
+
+
+def test_a_todo_not_written_yet_does_not_stop_the_others_from_being_graded():
+    only_hash = type("OnlyHash", (BlockManagerWithoutPrefixCache,), {"compute_hash": vars(bugs.Correct)["compute_hash"]})
+    failed = failures(only_hash)
+    assert set(failed) == {c.__name__ for c in CHECKS} - checks_of(1)
+    assert all(m.startswith("NotImplementedError") for m in failed.values()), failed
+
+
+# -- delegation ------------------------------------------------------------------------------------------
+def _delegations(todo):
+    """Classes answering TODO ``todo`` with the reference instead of their own code, as students might."""
+    from paged_kv.prefix_cache import BlockManager as ReferenceUnderAnotherName
+    from paged_kv.prefix_cache import _chain_hash
+
+    reference = paged_kv.BlockManager
+    methods = TODOS[todo]
+    made = {"inherits the reference class": type("Inherits", (reference,), {}),
+            "inherits with_reference_todos": type("Given", (with_reference_todos(bugs.Correct),), {})}
+
+    def build(label, make):
+        namespace = {}
+        for name in methods:
+            namespace[name] = make(name)
+        made[label] = type(label.title().replace(" ", ""), (bugs.Correct,), namespace)
+
+    def assigned(name):
+        return vars(reference)[name]
+
+    def copied(name):
+        func = getattr(vars(reference)[name], "__func__", vars(reference)[name])
+        clone = types.FunctionType(func.__code__, func.__globals__, name)
+        return classmethod(clone) if name == "compute_hash" else clone
+
+    def direct(name):
+        if name == "compute_hash":
+            return classmethod(lambda cls, *a: reference.compute_hash(*a))
+        return lambda self, *a: getattr(reference, name)(self, *a)
+
+    def aliased(name):
+        if name == "compute_hash":
+            return classmethod(lambda cls, *a: ReferenceUnderAnotherName.compute_hash(*a))
+        return lambda self, *a: getattr(ReferenceUnderAnotherName, name)(self, *a)
+
+    def hooks_off(name):
+        if name == "compute_hash":
+            return classmethod(lambda cls, *a: (sys.setprofile(None), reference.compute_hash(*a))[1])
+        return lambda self, *a: (sys.setprofile(None), getattr(reference, name)(self, *a))[1]
+
+    build("assigns the reference method", assigned)
+    build("copies the reference's code object", copied)
+    build("calls the reference directly", direct)
+    build("imports it under another name", aliased)
+    build("switches the grading hooks off", hooks_off)
+    if todo == 1:
+        made["calls the private chain hash"] = type(
+            "Private", (bugs.Correct,), {"compute_hash": classmethod(lambda cls, t, p=-1: _chain_hash(list(t), p))})
+    return made
+
+
+def delegation_params():
+    return [pytest.param(todo, cls, id=f"todo{todo}-{label}")
+            for todo in TODOS for label, cls in _delegations(todo).items()]
+
+
+@pytest.mark.parametrize("todo, implementation", delegation_params())
+def test_delegating_to_the_reference_earns_nothing(todo, implementation):
+    failed = failures(implementation)
+    assert checks_of(todo) <= set(failed), failed
+    assert all(failed[name].startswith("[integrity]") for name in checks_of(todo)), failed
+
+
+def test_super_reaches_a_stub_not_the_reference():
+    namespace = {}
+    exec("class UsesSuper(Correct):\n"
+         "    def allocate(self, seq, n):\n        return super(Correct, self).allocate(seq, n)\n",
+         {"Correct": bugs.Correct}, namespace)
+    failed = failures(namespace["UsesSuper"])
+    assert set(failed) == checks_of(2) and all(m.startswith("NotImplementedError") for m in failed.values())
+
+
+# -- doctored objects ------------------------------------------------------------------------------------
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+class AgreeableList(list):
+    def __eq__(self, other):
+        return True
+
+
+class DoctoredHash(bugs.Correct):
+    @classmethod
+    def compute_hash(cls, token_ids, prefix=-1):
+        return AlwaysEqual(0)
+
+
+class DoctoredCanAllocate(bugs.Correct):
+    def can_allocate(self, seq):
+        return AlwaysEqual(bugs.Correct.can_allocate(self, seq))
+
+
+class DoctoredTable(bugs.Correct):
+    def deallocate(self, seq):
+        bugs.Correct.deallocate(self, seq)
+        seq.block_table = AgreeableList()
+
+
+@pytest.mark.parametrize("implementation, todo", [(DoctoredHash, 1), (DoctoredCanAllocate, 2), (DoctoredTable, 3)],
+                         ids=["always-equal-hash", "always-equal-count", "agreeable-table"])
+def test_objects_that_claim_equality_do_not_pass(implementation, todo):
+    assert checks_of(todo) <= set(failures(implementation))
