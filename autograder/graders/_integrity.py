@@ -143,12 +143,18 @@ def _reference_in_place_of(student: Any, reference: Any) -> Optional[str]:
     return None
 
 
+def _is_triton_kernel(attribute: Any) -> bool:
+    """A ``@triton.jit`` kernel: a JITFunction, or an InterpretedFunction under TRITON_INTERPRET=1."""
+    return type(attribute).__module__.split(".")[0] == "triton" and isinstance(getattr(attribute, "fn", None),
+                                                                                  types.FunctionType)
+
+
 def _own_function(attribute: Any):
     """The plain function behind a TODO as written with ``def`` (through the wrappers a reference may
     carry: classmethod, staticmethod, property, a Triton kernel), or None for anything else."""
     for attr in ("__func__", "fget", "fn"):
         inner = getattr(attribute, attr, None)
-        if isinstance(attribute, (classmethod, staticmethod, property)) or type(attribute).__name__ == "JITFunction":
+        if isinstance(attribute, (classmethod, staticmethod, property)) or _is_triton_kernel(attribute):
             if inner is not None and inner is not attribute:
                 return _own_function(inner)
     return attribute if isinstance(attribute, types.FunctionType) else None
