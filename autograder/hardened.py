@@ -67,6 +67,7 @@ class BoxedKernelManager(AsyncKernelManager):
 
     box_level = Unicode("bwrap")
     memory_mb = Integer(4096)
+    file_mb = Integer(512)
     readable = ListTrait(Unicode())
     hidden = ListTrait(Unicode())
 
@@ -81,7 +82,7 @@ class BoxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
         command = super().format_kernel_cmd(extra_arguments)
-        spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, cwd=self.workdir,
+        spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,
                                private_dir=self.private_dir, readable=list(self.readable),
                                hidden=list(self.hidden))
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
@@ -104,6 +105,7 @@ class HardenedExecute(Execute):
     cell_timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
     notebook_timeout = Integer(120, help="Seconds of execution for a whole notebook.").tag(config=True)
     memory_mb = Integer(4096, help="Address-space limit of the grading kernel, in MiB.").tag(config=True)
+    file_mb = Integer(512, help="Largest file the grading kernel may write, in MiB.").tag(config=True)
     max_output_bytes = Integer(200_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
     max_restarts = Integer(3, help="Fresh kernels started after the kernel died.").tag(config=True)
     isolation = Unicode("auto", help="auto, bwrap, unshare or rlimits (see autograder.sandbox).").tag(config=True)
@@ -128,6 +130,7 @@ class HardenedExecute(Execute):
     def create_kernel_manager(self):
         self.km = BoxedKernelManager(kernel_name=self.kernel_name or "python3", config=self.config,
                                      box_level=self._level, memory_mb=self._limit("memory_mb"),
+                                     file_mb=self._limit("file_mb"),
                                      readable=sandbox.python_paths() + list(self.readable_paths),
                                      hidden=list(self.hidden_paths))
         return self.km

@@ -148,7 +148,9 @@ def bwrap_command(spec: BoxSpec, env: Dict[str, str], command: Sequence[str], in
     for path in SECRET_DIRS:
         if os.path.isdir(path):
             args += ["--tmpfs", path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    # /tmp is the kernel's own folder on disk (not a tmpfs: large sparse files must map like on disk).
+    args += ["--proc", "/proc", "--dev", "/dev", "--bind", os.path.join(spec.private_dir, "tmp"), "/tmp",
+             "--dir", "/var/tmp"]
     for path in _outermost(spec.readable):
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
@@ -178,6 +180,7 @@ def _prepare_private_dir(spec: BoxSpec) -> None:
     """A writable home with a copy of the grader's matplotlib font cache (rebuilding it costs seconds)."""
     home = Path(spec.private_dir) / "home"
     (home / ".matplotlib").mkdir(parents=True, exist_ok=True)
+    (Path(spec.private_dir) / "tmp").mkdir(exist_ok=True)
     try:
         import matplotlib
 
