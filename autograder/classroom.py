@@ -34,6 +34,7 @@ class Expect:
     appear in the graded notebook (``None`` entries are skipped when the box is weaker than bwrap)."""
 
     total: Optional[float] = None
+    below: Optional[float] = None  # the total must be less than this (a lab of several TODOs)
     zero: Set[str] = field(default_factory=set)
     full: Set[str] = field(default_factory=set)
     repairs: Set[str] = field(default_factory=set)
@@ -181,6 +182,18 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     total = sum(cells.values())
     all_ids = set(cells)
     students: List[Student] = []
+    answers = sum(1 for c in lab.source["cells"] if _meta(c).get("solution"))
+    single = answers == 1 and len(todo_functions(lab)) == 1
+    first = next(iter(todo_functions(lab).values()))
+    # Code put in a @triton.jit kernel is not run as Python (the kernel is compiled or interpreted), so
+    # exit calls there fail the kernel instead of exiting: only the lost points are expected.
+    kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
+    python_only = (lambda events: set() if kernel else events)
+
+    def ruined(**kwargs) -> Expect:
+        """A submission that breaks the first TODO: zero everywhere when it is the lab's only TODO,
+        fewer points than full marks when the lab has others (their tests still earn)."""
+        return Expect(total=0.0, zero=all_ids, **kwargs) if single else Expect(below=total, **kwargs)
 
     def add(kind: str, label: str, nb, expect: Expect, file_name: Optional[str] = None,
             raw: Optional[bytes] = None) -> None:
@@ -198,29 +211,30 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
             hidden = all_ids - lab.visible
             add("bug", label, nb, Expect(zero=failing, full=hidden - failing))
     for label, code in delegations(lab).items():
-        add("delegation", label, _with_answer(lab, inject(code)), Expect(total=0.0, zero=all_ids))
+        add("delegation", label, _with_answer(lab, inject(code)), ruined())
     # Broken and hostile submissions.
     add("hostile", "returns an object equal to everything", _with_answer(lab, inject(
         "class _Agree:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
         "    __hash__ = object.__hash__\n    __len__ = lambda self: 0\n    __getitem__ = lambda self, key: self\n"
-        "return _Agree()")), Expect(total=0.0, zero=all_ids))
+        "return _Agree()")), ruined())
     add("hostile", "sys.exit() in the TODO", _with_answer(lab, inject("import sys\nsys.exit(1)")),
-        Expect(total=0.0, zero=all_ids, events={"exit-called"}))
+        ruined(events=python_only({"exit-called"})))
     visible_points = sum(cells[g] for g in lab.visible)
     add("hostile", "os._exit() when a hidden test calls it", _with_answer(lab, inject(
         "import inspect, os\nif any('graders' in frame.filename for frame in inspect.stack()):\n    os._exit(3)")),
-        Expect(total=visible_points, zero=all_ids - lab.visible, full=lab.visible, events={"kernel-died"}))
+        Expect(total=visible_points, zero=all_ids - lab.visible, full=lab.visible, events={"kernel-died"})
+        if single and not kernel else ruined(events=python_only({"kernel-died"})))
     # As PID 1 of its namespace the boxed kernel ignores its own SIGKILL: os._exit() ends it anyway.
     killer = nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nos._exit(9)")
     add("hostile", "kills its kernel before the answer", _insert(lab.source, lab.answer_index, killer),
         Expect(total=total, full=all_ids, events={"kernel-died"}))
     add("hostile", "endless loop in the TODO", _with_answer(lab, inject("while True:\n    pass")),
-        Expect(total=0.0, zero=all_ids, events={"timeout"}, output=["Time limit"]))
+        ruined(events={"timeout"}, output=["Time limit"]))
     add("hostile", "endless loop that ignores interrupts", _with_answer(lab, inject(
         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")),
-        Expect(total=0.0, zero=all_ids, events={"timeout"}))
+        ruined(events={"timeout"}))
     add("hostile", "asks for more memory than the limit", _with_answer(lab, inject(
-        f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), Expect(total=0.0, zero=all_ids, events={"memory"}))
+        f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), ruined(events={"memory"}))
     probe = nbformat.v4.new_code_cell(textwrap.dedent(f"""\
         import os, socket, glob
         try:
@@ -250,7 +264,7 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     add("broken", "cells in reverse order", nb, Expect(total=total, full=all_ids, repairs={"reordered"}))
     required = todo_names(lab)
     renamed = _with_answer(lab, lambda s: s.replace(f" {required}(", f" my_{required}(", 1))
-    add("broken", "renamed the TODO", renamed, Expect(total=0.0, zero=all_ids, repairs={"renamed-todo"}))
+    add("broken", "renamed the TODO", renamed, ruined(repairs={"renamed-todo"}))
     add("broken", "saved by Colab as 'Copy of …' (no ids, no nbgrader metadata)", _colab(lab.source),
         Expect(total=total, full=all_ids, repairs={"saved-by", "metadata", "file-name"}),
         file_name=f"Copy of {lab.notebook}")
@@ -400,6 +414,8 @@ def check_outcome(student: Student, scores: Dict[str, float], maxima: Dict[str, 
     total = sum(scores.values())
     if expect.total is not None and abs(total - expect.total) > 1e-9:
         problems.append(f"total {total}, expected {expect.total} ({scores})")
+    if expect.below is not None and total >= expect.below:
+        problems.append(f"total {total}, expected less than {expect.below} ({scores})")
     problems += [f"{g} scored {scores.get(g)}, expected 0" for g in sorted(expect.zero) if scores.get(g, 0) != 0]
     problems += [f"{g} scored {scores.get(g)}, expected {maxima[g]}" for g in sorted(expect.full)
                  if scores.get(g) != maxima[g]]

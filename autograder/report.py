@@ -43,6 +43,17 @@ def graded_labs(source_dir: Path) -> List[str]:
     return labs
 
 
+def lab_memory_mb(lab: str, env: Dict[str, str]) -> int:
+    """The grading kernel's memory limit for ``lab``, as nbgrader_config.py sets it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.labs import CONFIG_FILE
+
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
+    default = int(env.get("PAGED_KV_MEMORY_MB", config.get("memory_mb", 4096)))
+    return int(dict(config.get("lab_limits", {})).get(lab, {}).get("memory_mb", default))
+
+
 def prepare_root(folder: Path) -> Path:
     """A scratch course: the solutions and the committed release (a test keeps them in step)."""
     for name in ("solutions", "course"):
@@ -85,7 +96,7 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     env = dict(env, PAGED_KV_COURSE_ROOT=str(root), PYTHONPATH=os.pathsep.join(
         [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
     info = classroom.load_lab(lab, root / "solutions", root / "course")
-    memory = int(env.get("PAGED_KV_MEMORY_MB", 4096))
+    memory = lab_memory_mb(lab, env)
     students = students if students is not None else classroom.build_class(info, root, memory_mb=memory)
     export = root / "exports" / lab
     ids = classroom.write_export(students, export)
