@@ -312,28 +312,43 @@ def _colab(nb: dict) -> dict:
 # ---- the bug catalogue as notebooks ---------------------------------------------------------------
 def catalogue_students(lab: Lab):
     """``(label, notebook, failing hidden grade ids or None for a variant)`` for each catalogue entry
-    whose source can replace the answer cell's TODO."""
+    whose source can replace the answer cell's TODO, and for each of the lab's notebook edits
+    (``autograder/tests/notebook_edits.py``)."""
     if str(TESTS_DIR) not in sys.path:
         sys.path.insert(0, str(TESTS_DIR))
     try:
+        import notebook_edits
         import test_graders
     except ImportError:
         return []
-    entry = next((v for v in test_graders.LABS.values() if v[1] == lab.name), None)
-    if entry is None:
-        return []
-    module, _, _, bugs, variants = entry[:5]
+
+    def failing_cells(failed_checks):
+        return {g for g in lab.grade_cells if lab.hidden_check(g) in failed_checks}
+
     out = []
-    for implementation, is_bug in [(b, True) for b in bugs] + [(v, False) for v in variants]:
-        nb = _catalogue_notebook(lab, implementation)
-        if nb is None:
-            continue
-        failing = None
-        if is_bug:
-            failed_checks = set(test_graders.failures(module, implementation))
-            failing = {g for g in lab.grade_cells if lab.hidden_check(g) in failed_checks}
-        out.append((getattr(implementation, "__name__", "entry"), nb, failing))
+    entry = next((v for v in test_graders.LABS.values() if v[1] == lab.name), None)
+    if entry is not None:
+        module, _, _, bugs, variants = entry[:5]
+        for implementation, is_bug in [(b, True) for b in bugs] + [(v, False) for v in variants]:
+            nb = _catalogue_notebook(lab, implementation)
+            if nb is None:
+                continue
+            failing = failing_cells(set(test_graders.failures(module, implementation))) if is_bug else None
+            out.append((getattr(implementation, "__name__", "entry"), nb, failing))
+    for label, (old, new, failed_checks) in notebook_edits.NOTEBOOK_EDITS.get(lab.name, {}).items():
+        failing = None if failed_checks is None else failing_cells(failed_checks)
+        out.append((f"edit: {label}", _with_text_edit(lab, old, new), failing))
     return out
+
+
+def _with_text_edit(lab: Lab, old: str, new: str) -> dict:
+    """The solution notebook with ``old`` replaced by ``new`` in the one answer cell that holds it once."""
+    nb = copy.deepcopy(lab.source)
+    cells = [c for c in nb["cells"] if _meta(c).get("solution") and _src(c).count(old) == 1]
+    if len(cells) != 1:
+        raise ValueError(f"{lab.name}: the edited text must be in exactly one answer cell, once: {old!r}")
+    cells[0]["source"] = _src(cells[0]).replace(old, new)
+    return nb
 
 
 def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
@@ -345,7 +360,10 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
         written = {next(iter(functions)): implementation}
     if not written or any(getattr(f, "__code__", None) is None or f.__code__.co_freevars for f in written.values()):
         return None  # nothing to write, or a closure: its source alone does not run
-    sources = {name: inspect.getsource(f) for name, f in written.items()}
+    try:
+        sources = {name: inspect.getsource(f) for name, f in written.items()}
+    except (OSError, TypeError):
+        return None  # made at run time (e.g. an edit of the solution's text): no source file to copy
     helpers = _helpers(written.values())
 
     def edit(answer: str) -> str:

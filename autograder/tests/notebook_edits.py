@@ -1,0 +1,52 @@
+"""Realistic bugs and correct variants as edits of a lab's solution notebook, for the class simulation.
+
+``NOTEBOOK_EDITS[lab folder][label] = (text in one answer cell, replacement, checks that must fail)``;
+``None`` for the checks marks a correct variant (full marks). The edit must match exactly one answer cell
+exactly once. Each lab's own grader tests prove its whole catalogue against the checks directly; these
+edits put a few of those bugs, one or more per TODO, through nbgrader as submitted notebooks.
+"""
+from __future__ import annotations
+
+import bugs_lab07
+
+_LOG2E = "1.4426950408889634"
+
+NOTEBOOK_EDITS = {
+    "05-prefix-cache": {
+        "prefix fed big-endian": ('h.update(prefix.to_bytes(8, "little"))', 'h.update(prefix.to_bytes(8, "big"))',
+                                  {"check_hash_values"}),
+        "serves the last block from the cache": (
+            "        for i in range(seq.num_blocks - 1):\n            token_ids = seq.block(i)",
+            "        for i in range(seq.num_blocks):\n            token_ids = seq.block(i)",
+            {"check_prefix_hits", "check_allocation_traces"}),
+        "frees the first block first": ("for block_id in reversed(seq.block_table):",
+                                        "for block_id in seq.block_table:", {"check_release_and_reuse",
+                                                                             "check_release_traces"}),
+        "restarts the chain at every step": (
+            "h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1",
+            {"check_hash_blocks"}),
+        "variant: ids packed one by one with int.to_bytes": (
+            "h.update(np.array(token_ids, dtype=np.int64).tobytes())",
+            'h.update(b"".join(int(t).to_bytes(8, "little", signed=True) for t in token_ids))', None),
+    },
+    "06-triton-paged-attention": {
+        "unmasked tail in the scores": ('tl.store(scores_ptr + tokens, tl.where(live, scores, float("-inf")))',
+                                        "tl.store(scores_ptr + tokens, scores)", {"check_step2_scores"}),
+        "online softmax without max subtraction": (
+            "        m_new = tl.maximum(m, tl.max(s, axis=0))\n        alpha = tl.exp(m - m_new)\n"
+            "        p = tl.exp(s - m_new)\n",
+            "        m_new = m\n        alpha = 1.0\n        p = tl.exp(s)\n", {"check_step3_online_softmax"}),
+        "query head used as KV head": (
+            "table + i).to(tl.int64)\n        tokens = i * BLOCK_SIZE + slots\n        live = tokens < seq_len\n"
+            "        offsets = block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh",
+            "table + i).to(tl.int64)\n        tokens = i * BLOCK_SIZE + slots\n        live = tokens < seq_len\n"
+            "        offsets = block * stride_kb + slots[:, None] * stride_ks + (kv_head * GROUP) * stride_kh",
+            {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"}),
+        "variant: exp2 in the online softmax": (
+            "        alpha = tl.exp(m - m_new)\n        p = tl.exp(s - m_new)\n",
+            f"        alpha = tl.exp2((m - m_new) * {_LOG2E})\n        p = tl.exp2((s - m_new) * {_LOG2E})\n", None),
+    },
+    # Lab 07's catalogue states the checks each edit must fail at least; these three fail exactly those.
+    "07-serve-it": {label: bugs_lab07.EDITS[label] for label in (
+        "preempts the oldest", "decode growth by hand, wrong for block size 1", "prefill and decode in the same step")},
+}
