@@ -360,21 +360,30 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
         written = {next(iter(functions)): implementation}
     if not written or any(getattr(f, "__code__", None) is None or f.__code__.co_freevars for f in written.values()):
         return None  # nothing to write, or a closure: its source alone does not run
+    # A class entry's own helper methods (``_admit`` beside ``schedule``) go into the class with them.
+    extra = {} if not isinstance(implementation, type) else {
+        n: f for n, f in vars(implementation).items() if inspect.isfunction(f) and n not in functions}
     try:
         sources = {name: inspect.getsource(f) for name, f in written.items()}
+        extra_sources = [textwrap.dedent(inspect.getsource(f)) for f in extra.values()]
     except (OSError, TypeError):
         return None  # made at run time (e.g. an edit of the solution's text): no source file to copy
-    helpers = _helpers(written.values())
+    helpers = _helpers(list(written.values()) + list(extra.values()))
 
     def edit(answer: str) -> str:
         tree = ast.parse(answer)
         lines = answer.splitlines()
+        last = True  # nodes are visited from the bottom up: the first one met is the class's last TODO
         for node in sorted(ast.walk(tree), key=lambda n: -getattr(n, "lineno", 0)):
             if isinstance(node, ast.FunctionDef) and node.name in sources:
                 start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
                 indent = lines[node.lineno - 1][:node.col_offset]
                 body = textwrap.dedent(sources[node.name]).splitlines()
                 body[0] = body[0].replace(f"def {body[0].split('def ')[1].split('(')[0]}(", f"def {node.name}(")
+                if last:
+                    for source in extra_sources:
+                        body += [""] + source.splitlines()
+                    last = False
                 lines[start:node.end_lineno] = [indent + line if line else line for line in body]
         return "\n\n".join(helpers + ["\n".join(lines)])
 
@@ -382,8 +391,10 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
 
 
 def _helpers(functions) -> List[str]:
-    """Sources of the module-level functions the entries call from their own module (recursively)."""
+    """Sources of the module-level functions the entries call from their own module (recursively),
+    after the standard-library imports they use (``deque``), as a student's cell would have them."""
     seen: Dict[str, str] = {}
+    imports: Dict[str, str] = {}
     todo = list(functions)
     while todo:
         function = todo.pop()
@@ -393,7 +404,24 @@ def _helpers(functions) -> List[str]:
                     and not helper.__code__.co_freevars):
                 seen[name] = textwrap.dedent(inspect.getsource(helper))
                 todo.append(helper)
-    return list(seen.values())
+            elif name not in imports and _stdlib_import(name, helper):
+                imports[name] = _stdlib_import(name, helper)
+    return list(imports.values()) + list(seen.values())
+
+
+def _stdlib_import(name: str, value) -> Optional[str]:
+    """``import ...`` that binds ``name`` to ``value`` when it comes from the standard library, else None."""
+    if inspect.ismodule(value):
+        module = value.__name__
+        alias = "" if module == name else f" as {name}"
+        return f"import {module}{alias}" if module.split(".")[0] in sys.stdlib_module_names else None
+    module = getattr(value, "__module__", None)
+    if (isinstance(module, str) and module.split(".")[0] in sys.stdlib_module_names
+            and (inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value))
+            and getattr(sys.modules.get(module), getattr(value, "__qualname__", ""), None) is value):
+        alias = "" if value.__qualname__ == name else f" as {name}"
+        return f"from {module} import {value.__qualname__}{alias}"
+    return None
 
 
 # ---- as an LMS exports it ---------------------------------------------------------------------------
