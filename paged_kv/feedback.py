@@ -184,21 +184,21 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
 
 
-def practice(check: Callable, *args: Any) -> bool:
+def practice(check: Callable, *args: Any) -> None:
     """Run an ungraded practice check; print "passed" or its one-block failure, never raise.
 
     For cells that must run without error in the untouched notebook (a bug hunt before it is fixed).
+    It returns nothing, so a cell that ends with it shows the verdict alone (no trailing ``True``/``False``).
     """
     try:
         check(*args)
     except CheckFailed as failed:
         print("Not yet: " + "\n".join(failed._lines()))
-        return False
+        return
     except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
         print(f"Not yet: {type(error).__name__}: {error}")
-        return False
+        return
     print(f"{getattr(check, '__name__', 'check')}: passed")
-    return True
 
 
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
