@@ -15,7 +15,7 @@ LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
 
-.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu model lock clean
+.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu model lock clean handout collect grade grader-report grader-bench
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -28,6 +28,11 @@ help:
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 15 min on 2 cores; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
+	@echo "make handout  - dist/paged-kv-course-handout.zip: what students get (no solutions, no graders)"
+	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
+	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
+	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
+	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
 
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -72,9 +77,26 @@ bench-gpu: env
 model: env
 	$(PY) tools/train_tiny_model.py
 
+handout: env
+	$(PY) -m autograder.handout
+
+collect: env
+	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }
+	$(PY) -m autograder.collect $(LAB) "$(FROM)"
+
+grade: env
+	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
+	$(PY) -m autograder.grade $(LAB)
+
+grader-report: env
+	$(PY) -m autograder.report
+
+grader-bench: env
+	$(PY) -m autograder.report --bench $(or $(N),30)
+
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp
 	mv requirements-lock.tmp requirements-lock.txt
 
 clean:
-	rm -rf $(VENV) autograder/work bench/results .hypothesis
+	rm -rf $(VENV) autograder/work bench/results .hypothesis dist

@@ -5,6 +5,7 @@ ignored by nbgrader), or run nbgrader from inside ``autograder/``. ``PAGED_KV_CO
 the whole course at another root (the tests use it to regenerate and grade in a scratch folder).
 """
 import os
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
@@ -21,7 +22,8 @@ c.CourseDirectory.submitted_directory = "autograder/work/submitted"
 c.CourseDirectory.autograded_directory = "autograder/work/autograded"
 c.CourseDirectory.feedback_directory = "autograder/work/feedback"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", ".DS_Store"]
-c.CourseDirectory.db_url = f"sqlite:///{WORK / 'gradebook.db'}"
+# Several graders write at once (`make grade` runs one per core): wait for the lock instead of failing.
+c.CourseDirectory.db_url = f"sqlite:///{WORK / 'gradebook.db'}?timeout=120"
 
 # The grading kernel runs inside autograded/<student>/<lab>/: give it the repository on its path so that
 # hidden tests can import autograder.graders (otherwise every student silently scores 0).
@@ -29,6 +31,42 @@ _path = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.path
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_path))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# Hardened grading (autograder/hardened.py, autograder/sandbox.py): per-cell and per-notebook time
+# budgets, a kernel with no network, a memory limit and a read-only view of the system, recovery
+# from dead kernels. Override per lab with c.HardenedExecute.lab_limits = {"06-...": {...}}.
+c.Autograde.autograde_preprocessors = [
+    "autograder.hardened.HardenedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.HardenedExecute.kernel_name = "python3"
+c.HardenedExecute.cell_timeout = int(os.environ.get("PAGED_KV_CELL_TIMEOUT", 30))
+c.HardenedExecute.notebook_timeout = int(os.environ.get("PAGED_KV_NOTEBOOK_TIMEOUT", 120))
+c.HardenedExecute.memory_mb = int(os.environ.get("PAGED_KV_MEMORY_MB", 4096))
+c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
+# Lab 06 maps sparse pool files past 2**32 elements (20 GiB of address space each, no disk or RAM) for
+# its int64 case: more address space and file size, the same time budgets.
+c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {"memory_mb": 131072, "file_mb": 65536}}
+c.HardenedExecute.readable_paths = [str(REPO)]
+c.HardenedExecute.events_dir = str(WORK / "events")
+# What a grading kernel must not see: solutions, their history, the gradebook and everyone's work.
+c.HardenedExecute.hidden_paths = [str(p) for p in dict.fromkeys([
+    ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"])]
 c.Execute.kernel_name = "python3"
-c.Execute.timeout = 120           # seconds per cell; an endless loop scores 0 instead of hanging
+c.Execute.timeout = 120  # plain nbgrader Execute (not used by autograde with this config)
+# Test cells missing from a submission come back from the gradebook (autograder/repair.py does more).
+c.OverwriteCells.add_missing_cells = True
+# Feedback never shows the hidden tests' code (nbgrader issue 917).
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "autograder.hide_hidden.HideHiddenTests",
+]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

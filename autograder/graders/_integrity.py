@@ -19,6 +19,7 @@ import os
 import sys
 import sysconfig
 import threading
+import types
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Optional, Set, Tuple
 
@@ -69,8 +70,11 @@ def is_student_code(code) -> bool:
 class DelegationGuard:
     """Records every start of a watched code object while student code is on the stack."""
 
-    def __init__(self, references: Iterable[Any], outer_frame=None):
+    def __init__(self, references: Iterable[Any], outer_frame=None, student: Any = None):
         self.outer_frame = outer_frame  # the check's caller: frames from there up are not the check's
+        # A reference method run on an instance of the student's class is the student's delegation even
+        # when no student frame is left on the stack (a partial or a bound method handed back).
+        self.student_type = student if isinstance(student, type) else None
         codes = [c for c in map(_code_of, references) if c is not None]
         self.names: Set[str] = {c.co_name for c in codes}
         self.codes = set(codes)
@@ -82,6 +86,12 @@ class DelegationGuard:
         if event == "call":
             code = frame.f_code
             if code.co_name in self.names and (code in self.codes or _key(code) in self.keys):
+                if self.student_type is not None and code.co_argcount:
+                    first = frame.f_locals.get(code.co_varnames[0])
+                    if isinstance(first, self.student_type):
+                        self.violations.append(f"your TODO hands its work to paged_kv's reference "
+                                               f"implementation: {code.co_name} ran on your object")
+                        return
                 caller = frame.f_back
                 while caller is not None and caller is not self.outer_frame:
                     if is_student_code(caller.f_code):
@@ -104,25 +114,76 @@ class DelegationGuard:
             self.violations.append("the grading hooks were switched off during the check (sys.setprofile)")
 
 
-def _reference_in_place_of(student: Any, reference: Any) -> Optional[str]:
-    """Why ``student`` (a class or a function) uses ``reference`` itself as its TODO, or None."""
+def _todo_attribute(student: Any, reference: Any) -> Optional[Tuple[Any, Any, str]]:
+    """``(reference code, student's TODO attribute, label)`` for a class or a function, or None when the
+    reference has no code or the student's class has no such attribute (calling it fails on its own)."""
     ref_code = _code_of(reference)
     if ref_code is None:
         return None
     name = ref_code.co_name
-    if isinstance(student, type):
-        try:
-            attribute = inspect.getattr_static(student, name)
-        except AttributeError:
-            return None  # no such method at all: calling it fails on its own
-        owner = next((k.__qualname__ for k in student.__mro__ if name in vars(k)), student.__qualname__)
-        label = f"{student.__name__}.{name} (from {owner})"
-    else:
-        attribute, label = student, getattr(student, "__name__", repr(student))
+    if not isinstance(student, type):
+        return ref_code, student, getattr(student, "__name__", type(student).__name__)
+    try:
+        attribute = inspect.getattr_static(student, name)
+    except AttributeError:
+        return None
+    owner = next((k.__qualname__ for k in student.__mro__ if name in vars(k)), student.__qualname__)
+    return ref_code, attribute, f"{student.__name__}.{name} (from {owner})"
+
+
+def _reference_in_place_of(student: Any, reference: Any) -> Optional[str]:
+    """Why ``student`` (a class or a function) uses ``reference`` itself as its TODO, or None."""
+    found = _todo_attribute(student, reference)
+    if found is None:
+        return None
+    ref_code, attribute, label = found
     code = _code_of(attribute)
     if code is not None and (code is ref_code or _key(code) == _key(ref_code)):
         return f"{label} is paged_kv's reference implementation, not your own code"
     return None
+
+
+def _is_triton_kernel(attribute: Any) -> bool:
+    """A ``@triton.jit`` kernel: a JITFunction, or an InterpretedFunction under TRITON_INTERPRET=1."""
+    return type(attribute).__module__.split(".")[0] == "triton" and isinstance(getattr(attribute, "fn", None),
+                                                                                  types.FunctionType)
+
+
+def _own_function(attribute: Any):
+    """The plain function behind a TODO as written with ``def`` (through the wrappers a reference may
+    carry: classmethod, staticmethod, property, a Triton kernel), or None for anything else."""
+    for attr in ("__func__", "fget", "fn"):
+        inner = getattr(attribute, attr, None)
+        if isinstance(attribute, (classmethod, staticmethod, property)) or _is_triton_kernel(attribute):
+            if inner is not None and inner is not attribute:
+                return _own_function(inner)
+    return attribute if isinstance(attribute, types.FunctionType) else None
+
+
+def _not_written_by_student(student: Any, reference: Any) -> Optional[str]:
+    """Why ``student``'s TODO is not a function of the student's own code (None when it is, or when it is
+    still the starter's stub, which fails on its own when called)."""
+    found = _todo_attribute(student, reference)
+    if found is None:
+        return None
+    _, attribute, label = found
+    function = _own_function(attribute)
+    if function is not None and Path(function.__code__.co_filename).name == "starters.py" and \
+            function.__code__.co_filename.startswith(_TRUSTED_PREFIXES):
+        return None  # the starter's stub: calling it says the TODO is not written yet
+    if function is None:
+        return f"{label} is a {type(attribute).__name__}, not a function you wrote with def"
+    if not is_student_code(function.__code__) and not _decorates_student_code(function):
+        return f"{label} is not code from your notebook ({function.__code__.co_filename})"
+    return None
+
+
+def _decorates_student_code(function: types.FunctionType) -> bool:
+    """A library decorator's wrapper (``@torch.no_grad()``, ``functools.wraps``) around the student's own
+    function: every function it closes over is student code (and there is at least one)."""
+    inner = [cell.cell_contents for cell in (function.__closure__ or ())
+             if isinstance(getattr(cell, "cell_contents", None), types.FunctionType)]
+    return bool(inner) and all(is_student_code(f.__code__) or _decorates_student_code(f) for f in inner)
 
 
 def grades(*references: Any) -> Callable:
@@ -138,7 +199,12 @@ def grades(*references: Any) -> Callable:
                 if reason:
                     raise CheckFailed("integrity", reason,
                                       hint="write this TODO yourself; do not inherit or assign paged_kv's version")
-            guard = DelegationGuard(references, outer_frame=sys._getframe())
+            for reference in references:
+                reason = _not_written_by_student(student, reference)
+                if reason:
+                    raise CheckFailed("integrity", reason,
+                                      hint="write this TODO as a plain function (def) in the answer cell")
+            guard = DelegationGuard(references, outer_frame=sys._getframe(), student=student)
             failure: Optional[BaseException] = None
             try:
                 with guard:

@@ -1,0 +1,75 @@
+"""A whole class per lab goes through the real pipeline (collect, nbgrader autograde, generate_feedback,
+export) and every student is graded as described: the solution full marks, the untouched release zero,
+catalogued bugs lose the points of the checks they break, correct variants keep full marks, delegation
+earns nothing, and every broken or hostile submission is graded on what it earns, with its note.
+
+Labs are discovered from solutions/, so a new lab is simulated with no change here. The class is graded
+with the default budgets, except the students whose code never ends: they are graded in a second run
+with short budgets (5 s a cell, 12 s a notebook) so that they cost little; ``make grader-report``
+grades everyone with the default budgets.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from autograder import classroom, report
+
+LABS = report.graded_labs(report.REPO / "solutions")
+LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "12"}
+
+
+def _students():
+    out = []
+    for lab in LABS:
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        for student in classroom.build_class(info, Path("/nonexistent")):
+            out.append(pytest.param(lab, student.label, id=f"{lab}-{student.kind}-{student.label}"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    results = {}
+    for lab in LABS:
+        root = report.prepare_root(tmp_path_factory.mktemp(lab))
+        results[lab] = report.run_lab(lab, root, dict(os.environ), loop_budget=LOOP_BUDGET)
+    print("\n" + report.print_report(list(results.values())))
+    return results
+
+
+@pytest.mark.parametrize("lab, label", _students())
+def test_student_is_graded_as_described(graded, lab, label):
+    result = graded[lab]
+    student = next(s for s in result.students if s.label == label)
+    assert result.problems[student.sid] == [], f"{label}: {result.problems[student.sid]}"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_feedback_never_shows_hidden_tests(graded, lab):
+    assert graded[lab].feedback_leaks == []
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_student_is_in_the_grades_csv_and_graded_without_errors(graded, lab):
+    result = graded[lab]
+    assert all(row["ok"] for row in result.summary["students"]), result.output
+    csv_path = _work(result) / "reports" / "grades.csv"
+    with open(csv_path, newline="") as handle:
+        rows = {r["student_id"] for r in csv.DictReader(handle) if r["assignment"] == lab}
+    assert set(result.ids.values()) <= rows
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_instructor_log_lists_repairs_and_limits(graded, lab):
+    with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+        kinds = {(r["stage"], r["kind"]) for r in csv.DictReader(handle)}
+    assert {("repair", "restored-test"), ("repair", "invalid-json"), ("run", "timeout"),
+            ("run", "kernel-died")} <= kinds
+
+
+def _work(result) -> Path:
+    return Path(result.summary["work"])

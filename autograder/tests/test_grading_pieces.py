@@ -1,0 +1,159 @@
+"""The grading pipeline's pieces on their own: LMS names, safe unzipping, repairs, feedback filtering,
+the box's probe and the handout."""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import collect, handout, hide_hidden, repair, sandbox
+from autograder.labs import RELEASE_DIR, SOURCE_DIR
+
+LAB = "02-atomic-prefill"
+NOTEBOOK = "atomic_prefill.ipynb"
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ("doejane_12345_987654_atomic_prefill.ipynb", ("12345", "doejane", "atomic_prefill.ipynb")),
+    ("doejane_late_12345_987654_atomic_prefill-1.ipynb", ("12345", "doejane", "atomic_prefill-1.ipynb")),
+    ("Jane Doe_4242_assignsubmission_file_", ("4242", "Jane Doe", "")),
+    ("Jane Doe_4242_assignsubmission_file_Copy of atomic_prefill.ipynb",
+     ("4242", "Jane Doe", "Copy of atomic_prefill.ipynb")),
+    ("alice.zip", ("alice", "alice", "alice.zip")),
+    ("bob smith", ("bob_smith", "bob smith", "bob smith")),
+])
+def test_lms_entry_names_give_the_student(entry, expected):
+    assert collect.student_key(entry) == expected
+
+
+@pytest.mark.parametrize("names, chosen", [
+    (["atomic_prefill.ipynb", "Copy of atomic_prefill.ipynb"], "atomic_prefill.ipynb"),
+    (["notes.txt", "Copy of atomic_prefill.ipynb"], "Copy of atomic_prefill.ipynb"),
+    (["atomic_prefill (1).ipynb", "scratch.ipynb"], "atomic_prefill (1).ipynb"),
+    (["my lab.ipynb"], "my lab.ipynb"),
+    (["a.ipynb", "b.ipynb"], None),
+])
+def test_the_lab_notebook_is_picked_among_renamed_copies(tmp_path, names, chosen):
+    files = [tmp_path / n for n in names]
+    for f in files:
+        f.write_text("{}")
+    picked, _ = collect.pick_notebook(files, NOTEBOOK)
+    assert (picked.name if picked else None) == chosen
+
+
+def test_a_zip_cannot_write_outside_its_folder(tmp_path):
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("../../escaped.txt", "x")
+    with pytest.raises(ValueError, match="outside"):
+        collect.safe_extract(archive, tmp_path / "out")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def _release():
+    return nbformat.read(RELEASE_DIR / LAB / NOTEBOOK, as_version=4)
+
+
+def _solution_json():
+    return json.loads((SOURCE_DIR / LAB / NOTEBOOK).read_text())
+
+
+def test_repair_takes_tests_from_the_release_and_the_answer_from_the_student():
+    data = _solution_json()
+    for cell in data["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade"):
+            cell["source"] = "pass  # tests removed"
+    fixed = repair.repair(json.dumps(data).encode(), _release())
+    release_tests = {c.id: c.source for c in _release().cells if c.metadata.get("nbgrader", {}).get("grade")}
+    got_tests = {c.id: c.source for c in fixed.notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert got_tests == release_tests
+    answer = next(c for c in fixed.notebook.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    assert "BEGIN SOLUTION" in answer.source
+    assert {k for k, _ in fixed.log} == {"edited-test"}
+    assert fixed.notebook.cells[0].id == "grading-notes" and "edited" in fixed.notebook.cells[0].source
+
+
+def test_a_cell_added_by_the_student_stays_after_the_cell_it_followed_without_grading_metadata():
+    data = _solution_json()
+    answer = next(i for i, c in enumerate(data["cells"]) if c["metadata"].get("nbgrader", {}).get("solution"))
+    data["cells"].insert(answer + 1, {"cell_type": "code", "id": "mine", "metadata": {"nbgrader": {
+        "grade": True, "grade_id": "fake", "points": 100, "locked": True, "solution": False}},
+        "source": "helper = 1", "outputs": [], "execution_count": None})
+    fixed = repair.repair(json.dumps(data).encode(), _release())
+    ids = [c.id for c in fixed.notebook.cells]
+    added = fixed.notebook.cells[ids.index("mine")]
+    assert "nbgrader" not in added.metadata
+    assert fixed.notebook.cells[ids.index("mine") - 1].metadata["nbgrader"].get("solution")
+
+
+def test_feedback_filter_drops_hidden_code_and_grader_frames():
+    cell = nbformat.v4.new_code_cell("# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.graders "
+                                     "import lab02_prefill as grader\ngrader.check_block_count(KVCacheManager)\n"
+                                     "### END HIDDEN TESTS")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "x", "points": 3, "locked": True, "solution": False}
+    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="[case] wrong", traceback=[
+        "Cell In[4], line 4\n----> 4 grader.check_block_count(KVCacheManager)",
+        "File /repo/autograder/graders/lab02_prefill.py:40, in check_block_count",
+        "Cell In[2], line 7, in allocate_for_prefill\n  needed = 1", "AssertionError: [case] wrong"])]
+    out, _ = hide_hidden.HideHiddenTests().preprocess_cell(cell, {}, 0)
+    assert "check_block_count" not in out.source and "BEGIN HIDDEN" not in out.source
+    text = "\n".join(out.outputs[0]["traceback"])
+    assert "check_block_count" not in text and "autograder/graders" not in text
+    assert "needed = 1" in text and "[case] wrong" in text
+
+
+def test_the_box_says_what_it_lacks():
+    level, warning = sandbox.probe()
+    assert level in sandbox.LEVELS
+    assert (warning == "") == (level == "bwrap")
+
+
+def test_the_handout_has_the_release_and_the_package_but_no_solutions_or_graders(tmp_path):
+    target = handout.build(tmp_path / "handout.zip")
+    with zipfile.ZipFile(target) as archive:
+        names = archive.namelist()
+    assert all(n.startswith("paged-kv-course/") for n in names)
+    parts = {Path(n).parts[1] for n in names}
+    assert {"course", "paged_kv", "Makefile", "README.md", "pyproject.toml"} <= parts
+    assert not parts & {"solutions", "autograder", "tests"}
+    for lab in RELEASE_DIR.iterdir():
+        assert any(n.startswith(f"paged-kv-course/course/{lab.name}/") for n in names)
+
+
+def test_the_handout_refuses_solution_code(tmp_path):
+    bad = tmp_path / "course" / "x.ipynb"
+    bad.parent.mkdir()
+    bad.write_text("### BEGIN SOLUTION")
+    with pytest.raises(ValueError, match="must not be handed out"):
+        handout.check_clean([bad], tmp_path)
+
+
+def _available_levels():
+    best = sandbox.LEVELS.index(sandbox.probe()[0])
+    return list(sandbox.LEVELS[best:])
+
+
+@pytest.mark.parametrize("level", _available_levels())
+def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
+    """Each fallback really runs: memory is capped at every level, the network is cut from unshare up."""
+    from autograder.hardened import HardenedExecute
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"
+                                  ".close(); print('network: open')\nexcept OSError:\n    print('network: blocked')"),
+        nbformat.v4.new_code_cell("hog = bytearray(3 * 1024 ** 3)"),
+        nbformat.v4.new_code_cell("print('still alive')")])
+    executor = HardenedExecute(cell_timeout=20, notebook_timeout=60, memory_mb=1024, isolation=level)
+    out, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)},
+                                      "nbgrader": {"assignment": "lab", "student": "s"}})
+    network, hog, after = [c for c in out.cells if c.cell_type == "code"]
+    if level != "rlimits":  # resource limits alone leave the network as the machine has it
+        assert network.outputs[0]["text"].strip() == "network: blocked"
+    assert any(o.get("ename") == "MemoryError" for o in hog.outputs)
+    assert "Memory limit" in "".join(o.get("text", "") for o in hog.outputs)
+    assert after.outputs[0]["text"].strip() == "still alive"
+    assert [e["kind"] for e in executor.events] == ["memory"]
+    assert "Grading notes" in out.cells[0].source
