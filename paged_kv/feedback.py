@@ -60,7 +60,8 @@ class TodoNotWritten(NotImplementedError):
     """Raised by a starter class for a TODO method that the student's class does not define."""
 
     def _render_traceback_(self) -> List[str]:
-        return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {self}"]
+        first, *rest = str(self).splitlines() or [""]
+        return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {first}", *rest]
 
 
 def expect(condition: bool, case: str, problem: str, hint: str = "") -> None:
@@ -183,21 +184,21 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
 
 
-def practice(check: Callable, *args: Any) -> bool:
+def practice(check: Callable, *args: Any) -> None:
     """Run an ungraded practice check; print "passed" or its one-block failure, never raise.
 
     For cells that must run without error in the untouched notebook (a bug hunt before it is fixed).
+    It returns nothing, so a cell that ends with it shows the verdict alone (no trailing ``True``/``False``).
     """
     try:
         check(*args)
     except CheckFailed as failed:
         print("Not yet: " + "\n".join(failed._lines()))
-        return False
+        return
     except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
         print(f"Not yet: {type(error).__name__}: {error}")
-        return False
+        return
     print(f"{getattr(check, '__name__', 'check')}: passed")
-    return True
 
 
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
@@ -232,17 +233,27 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
 
 
 # -- notebook display ------------------------------------------------------------------------------
+def _in_package(frame) -> bool:
+    """True for a frame of this package's own code (a helper the student never wrote)."""
+    import os
+
+    return os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == os.path.dirname(os.path.abspath(__file__))
+
+
 def _todo_block(value, tb) -> List[str]:
     if hasattr(value, "_render_traceback_"):
         return value._render_traceback_()
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
+    todo = "  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),"
+    again = "  run that cell, then run this cell again."
+    if tb is not None and _in_package(tb.tb_frame) and str(value):
+        # raised by a course helper on the student's behalf: its message names the student's TODO
+        return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {value}", todo, again]
     name = tb.tb_frame.f_code.co_name if tb is not None else "?"
     name = "this cell" if name == "<module>" else name
     detail = f" ({value})" if str(value) else ""
-    return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.",
-            "  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),",
-            "  run that cell, then run this cell again."]
+    return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.", todo, again]
 
 
 def _todo_traceback(shell, etype, value, tb, tb_offset=None):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 
-from .feedback import CheckFailed
+from .feedback import CheckFailed, TodoNotWritten
 from .kernel_cases import PagedCase
 
 MAX_PROGRAMS = 4096
@@ -68,13 +68,19 @@ def is_stub(kernel) -> bool:
     return fn is not None and "NotImplementedError" in fn.__code__.co_names
 
 
+def unwritten(name: str) -> TodoNotWritten:
+    """The error for a kernel whose body is still the stub: names the student's kernel and what to do."""
+    return TodoNotWritten(f"{name} is still the stub: write its body in its TODO cell (in place of\n"
+                          "  `raise NotImplementedError()`), run that cell, then run this cell again.")
+
+
 def check_kernel(kernel, name: str) -> None:
     """A ``@triton.jit`` kernel of the student's own, finished: raise otherwise."""
     if type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
         raise CheckFailed(name, f"expected a @triton.jit kernel, got {type(kernel).__name__}",
                           hint="keep the @triton.jit decorator above the function")
     if is_stub(kernel):
-        raise NotImplementedError(f"{name} is still the stub: write its body")
+        raise unwritten(name)
     borrowed = package_kernels_used(kernel)
     if borrowed:
         raise CheckFailed("integrity", f"{name} uses the course package's kernels ({', '.join(borrowed)})",
@@ -127,8 +133,31 @@ def check_grid(grid: Any, name: str, programs: Optional[int] = None) -> Tuple[in
     return grid
 
 
+def _library_dirs() -> Tuple[str, ...]:
+    """Folders of code the student did not write: Triton, torch, numpy and this package."""
+    import numpy
+
+    import triton
+
+    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                 for m in (triton, torch, numpy, sys.modules[__package__]))
+
+
+def student_line(error: BaseException) -> str:
+    """Where in the student's own code ``error`` was raised (the interpreter runs kernels as Python):
+    ``"scores_kernel, line 12 of its cell: scores = ..."``, or ``""`` when no frame is theirs."""
+    found = ""
+    library = _library_dirs()
+    for frame in traceback.extract_tb(error.__traceback__):
+        if not os.path.abspath(frame.filename).startswith(library):
+            code = (frame.line or "").strip()
+            found = f"{frame.name}, line {frame.lineno} of its cell" + (f": {code[:100]}" if code else "")
+    return found
+
+
 def launch(kernel, grid: Tuple[int, ...], name: str, *args, **constexprs) -> None:
-    """``kernel[grid](*args, **constexprs)``; the student's exception comes back readable."""
+    """``kernel[grid](*args, **constexprs)``; the student's exception comes back readable, with the line of
+    their kernel that raised it when the interpreter ran it."""
     try:
         kernel[grid](*args, **constexprs)
     except NotImplementedError:
@@ -136,10 +165,15 @@ def launch(kernel, grid: Tuple[int, ...], name: str, *args, **constexprs) -> Non
     except Exception as error:  # noqa: BLE001 - anything a kernel raises is feedback
         inner = _unwrap(error)
         if isinstance(inner, NotImplementedError):
-            raise NotImplementedError(f"{name} is still the stub: write its body") from None
+            raise unwritten(name) from None
         text = str(inner).strip().splitlines()
+        where = student_line(inner)
+        shapes = any(word in str(inner).lower() for word in ("shape", "dimension", "broadcast"))
+        advice = ("check the shapes of the tiles there ([:, None] adds an axis, axis= picks the one a reduction "
+                  "removes)" if shapes else "check the values and types that line combines")
+        hint = f"raised in {where}; {advice}" if where else advice
         raise KernelFailed(name, f"the kernel raised {type(inner).__name__}: {' '.join(text)[:600]}",
-                           hint="run the visible test cell to see the same error on a small case") from None
+                           hint=hint) from None
 
 
 def run_isolated(func: Callable[[], Any], name: str, timeout_s: int = CHILD_TIMEOUT_S) -> Any:
@@ -222,7 +256,7 @@ def _rebuilt(value: tuple) -> BaseException:
         _, case, problem, hint, fields = value
         return CheckFailed(case, problem, hint=hint, **fields)
     if value[0] == "todo":
-        return NotImplementedError(value[1])
+        return TodoNotWritten(value[1])
     _, type_name, message, trace = value
     return RuntimeError(f"{type_name}: {message}\n{trace}")
 

@@ -3,12 +3,13 @@
 All sizes are in bytes and all counts are Python ints, so the arithmetic is exact.
 
 How engines size the pool (the model this module follows): the engine may use
-``gpu_memory_utilization`` of the *whole* card (0.9 by default in vLLM v0.10's ``CacheConfig``,
-0.92 in recent releases' ``vllm/config/cache.py``; 0.9 in nano-vllm). Everything it needs besides
-the KV cache is taken out of that fraction: the weights, and what a profiling forward pass measures
-at start-up (the activation peak and non-torch memory such as NCCL buffers; since vLLM v0.21 also
-the captured CUDA graphs). nano-vllm writes it as ``total * utilization - used - peak + current``.
-``runtime_bytes`` is that measured part; with ``runtime_bytes=0`` the budget is an upper bound.
+``gpu_memory_utilization`` of the *whole* card (0.9 by default in vLLM's ``CacheConfig`` up to
+v0.20, 0.92 since v0.21, vllm-project/vllm PR #38284; 0.9 in nano-vllm at commit bb823b3).
+Everything it needs besides the KV cache is taken out of that fraction: the weights, and what a
+profiling forward pass measures at start-up (the activation peak and non-torch memory such as NCCL
+buffers; since vLLM v0.21 also the captured CUDA graphs). nano-vllm writes it as
+``total * utilization - used - peak + current``. ``runtime_bytes`` is that measured part; with
+``runtime_bytes=0`` the budget is an upper bound.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from .checks import ceil_div, check_int, check_positive_int
 
 GIB = 2**30
 
-# Nominal memory sizes, read as GiB. Real cards report a little less to the engine (an 80 GB H100
-# shows 79.22 GiB in vLLM's log quoted in VLLM_PROFILE_LOG below).
+# Nominal memory sizes, read as GiB. Real cards report a little less to the engine (the 80 GB card of
+# vLLM's log quoted in VLLM_PROFILE_LOG below shows 79.22 GiB).
 GPU_MEMORY_BYTES: Dict[str, int] = {
     "24 GB (RTX 4090, L4)": 24 * GIB,
     "80 GB (A100, H100)": 80 * GIB,

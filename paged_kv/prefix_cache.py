@@ -134,7 +134,13 @@ class BlockManagerBase:
         self.used_block_ids: Set[int] = set()
 
     def _deallocate_block(self, block_id: int) -> None:
-        assert self.blocks[block_id].ref_count == 0
+        """Move a used block whose ref count reached 0 to the back of the free queue (its hash stays)."""
+        ref_count = self.blocks[block_id].ref_count
+        if ref_count != 0:
+            raise ValueError(f"_deallocate_block({block_id}): block {block_id} still has ref_count {ref_count}; "
+                             "free a block only when its ref_count reaches 0")
+        if block_id not in self.used_block_ids:
+            raise ValueError(f"_deallocate_block({block_id}): block {block_id} is already free (freed twice?)")
         self.used_block_ids.remove(block_id)
         self.free_block_ids.append(block_id)
 

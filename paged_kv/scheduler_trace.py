@@ -8,6 +8,7 @@ length, so a recomputed request produces the same tokens again, like greedy deco
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -115,6 +116,11 @@ class TraceRun:
     @property
     def done(self) -> bool:
         return all(g == r.max_tokens for g, r in zip(self.generated, self.spec.requests))
+
+    def readable(self, text: str) -> str:
+        """``text`` with the trace's sequences called by their trace names (``sequence 29`` -> ``sequence r1``)."""
+        names = {str(s.seq_id): self.names[id(s)] for s in self.seqs}
+        return re.sub(r"\bsequence (\d+)\b", lambda m: f"sequence {names.get(m.group(1), m.group(1))}", text)
 
     def _name(self, seq) -> str:
         name = self.names.get(id(seq))
@@ -305,15 +311,15 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
         expected = ref_run.decide()
         where = f"{case}, step {expected.step}"
         before = f"\n  before:   {format_snapshot(previous)}" if previous else ""
-        got = _guarded(where, run.decide, before, _DECIDE_HINT)
+        got = _guarded(where, run.decide, before, _DECIDE_HINT, run.readable)
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:
                 raise CheckFailed(where, f"{_WHAT[field]} differs{before}", expected=_Shown(_pretty(field, want)),
                                   got=_Shown(_pretty(field, have)), hint=_hint(field, expected, got))
-        _guarded(where, run.audit, before, _AUDIT_HINT)
+        _guarded(where, run.audit, before, _AUDIT_HINT, run.readable)
         ref_run.complete()
-        _guarded(where, run.complete, before, _RECORD_HINT)
+        _guarded(where, run.complete, before, _RECORD_HINT, run.readable)
         previous = expected
     if not run.done:
         raise CheckFailed(case, f"the reference finished every request after {ref_run.step_index} steps, yours did not")
@@ -327,12 +333,13 @@ class _Shown(str):
         return str(self)
 
 
-def _guarded(where: str, action, before: str, hint: str):
-    """Run the student's side of a step; any failure becomes one ``CheckFailed`` naming the step."""
+def _guarded(where: str, action, before: str, hint: str, readable=str):
+    """Run the student's side of a step; any failure becomes one ``CheckFailed`` naming the step (and the
+    trace's sequences by their trace names, through ``readable``)."""
     try:
         return attempt(where, action, hint=hint)
     except CheckFailed as failed:
-        raise CheckFailed(failed.case, failed.problem + before, hint=failed.hint or hint) from None
+        raise CheckFailed(failed.case, readable(failed.problem) + before, hint=failed.hint or hint) from None
 
 
 _DECIDE_HINT = ("a schedule() that follows the rules never makes a BlockManager call fail: ask can_allocate before "

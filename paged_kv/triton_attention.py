@@ -17,7 +17,7 @@ import torch
 from .attention import check_paged_inputs
 
 MAX_HEAD_DIM = 256
-MIN_DOT = 16  # tl.dot needs every dimension >= 16
+MIN_DOT = 16  # tl.dot's K must be >= 16 (Triton 3.7, NVIDIA); older releases needed M, N >= 16 too
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 

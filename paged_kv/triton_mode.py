@@ -9,8 +9,9 @@ calls it for you. Rules, in order:
 2. ``TRITON_INTERPRET=1`` already set: interpreter.
 3. A CUDA GPU of compute capability 8.0 or newer (Ampere, Ada, Hopper, Blackwell): native. Triton's
    README lists "NVIDIA GPUs (Compute Capability 8.0+)" since Triton 3.3 (triton-lang/triton PR
-   #5066); older GPUs such as Colab's T4 (sm_75) are unsupported ("it may work at times",
-   triton-lang/triton#10918), so they get the interpreter and an explanation instead of a crash.
+   #5066, which made pre-Ampere GPUs fall back to FMA instead of tensor cores); older GPUs such as
+   Colab's T4 (sm_75) are no longer supported (a T4 may still pass tests, as a user reports in that
+   PR's thread), so they get the interpreter and an explanation instead of a crash.
 4. Otherwise (no GPU): interpreter.
 """
 from __future__ import annotations

@@ -41,10 +41,21 @@ def _color(i: int) -> str:
 _HALO = [patheffects.withStroke(linewidth=1.8, foreground="white")]
 
 
+CELL = 0.92  # a block's drawn width and height in draw_pool (one unit per block, with a gap)
+
+
 def _label(ax, x: float, y: float, text: str, **kwargs) -> None:
     """A block id: dark text on a small white pill, readable on a full block, a pale tail or a free cell."""
     ax.text(x, y, text, ha="center", va="center", color="#111111",
-            bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85), **kwargs)
+            bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555", linewidth=0.5), **kwargs)
+
+
+def label_x(x: float, fill: float) -> float:
+    """Where a block's id goes: the middle of the wider of its two parts (filled slots, empty tail), so
+    the label never straddles the edge between them; a full or empty block is labelled in its middle."""
+    if fill <= 0.0 or fill >= 1.0:
+        return x + CELL / 2
+    return x + CELL * fill / 2 if fill >= 0.5 else x + CELL * (1 + fill) / 2
 
 
 def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *, block_size: int,
@@ -102,7 +113,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
             frac = fill.get(block_id, 1.0)
             ax_pool.add_patch(Rectangle((x, y), 0.92 * frac, 0.92, facecolor=color, linewidth=0))
         label = f"{block_id}" + (f"\nx{counts[block_id]}" if shared else "")
-        _label(ax_pool, x + 0.46, y + 0.46, label, fontsize=8, fontweight="bold" if shared else "normal")
+        frac = fill.get(block_id, 1.0) if len(holders) == 1 else 1.0
+        _label(ax_pool, label_x(x, frac), y + 0.46, label, fontsize=9, fontweight="bold" if shared else "normal")
     ax_pool.set_xlim(-0.1, width + 0.1)
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
@@ -130,7 +142,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
             if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
                 ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
-            _label(ax_tab, i + 0.46, y + 0.46, str(block_id), fontsize=8, fontweight="bold" if shared else "normal")
+            _label(ax_tab, label_x(i, frac), y + 0.46, str(block_id), fontsize=9,
+                   fontweight="bold" if shared else "normal")
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
     ax_tab.set_xlim(-0.1, width + 0.1)
@@ -492,6 +505,15 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
     return fig
 
 
+def pool_columns(num_blocks: int, one_row_up_to: int = 12, most: int = 10) -> int:
+    """Blocks per row of the kernel-reads picture: one row for a small pool, else rows of equal length
+    (at most ``most`` blocks each), so that no block is left alone on a last row."""
+    if num_blocks <= one_row_up_to:
+        return num_blocks
+    rows = -(-num_blocks // most)
+    return -(-num_blocks // rows)
+
+
 def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: int,
                       tokens_per_split: Optional[int] = None, highlight: Optional[int] = None,
                       title: Optional[str] = None) -> CourseFigure:
@@ -527,14 +549,15 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
                 logical[block] = i
             for slot in range(block_size):
                 (reads if i * block_size + slot < n else masked)[(block, slot)] = s
-    ncols = min(num_blocks, 8)
+    ncols = pool_columns(num_blocks)
     pool_rows = -(-num_blocks // ncols)
+    pitch = 1.4  # row to row: a block's height, its "block N" label, and a gap
     cell = 1.0 / block_size
     table_cols = max(len(r) for r in rows)
-    fig = CourseFigure(figsize=(max(ncols, table_cols) * 1.1 + 3.5, 1.1 * pool_rows + 0.55 * len(rows) + 2.4))
-    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows * 1.1 + 0.6, 0.55 * len(rows) + 0.9]})
+    fig = CourseFigure(figsize=(max(ncols, table_cols) * 1.1 + 3.5, pitch * pool_rows + 0.55 * len(rows) + 2.0))
+    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows * pitch + 0.3, 0.55 * len(rows) + 0.9]})
     for block in range(num_blocks):
-        x0, y0 = (block % ncols) * 1.1, -(block // ncols) * 1.1
+        x0, y0 = (block % ncols) * 1.1, -(block // ncols) * pitch
         for slot in range(block_size):
             key = (block, slot)
             if key in reads:
@@ -548,7 +571,7 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
         order = f" = #{logical[block]}" if block in logical else ""
         ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
     ax_pool.set_xlim(-0.1, ncols * 1.1)
-    ax_pool.set_ylim(-pool_rows * 1.1 + 1.0, 1.25)
+    ax_pool.set_ylim(-(pool_rows - 1) * pitch - 0.1, 1.25)
     ax_pool.set_aspect("equal")
     ax_pool.axis("off")
     ax_pool.set_title(title or "What the kernel reads: pool slots (one cell per token slot)", fontsize=10)

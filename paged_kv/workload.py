@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
 from .checks import check_int, check_positive_int
 from .sampling import SamplingParams
@@ -98,3 +98,40 @@ def serving_summary(engine, wall_seconds: float) -> Dict[str, float]:
 
 def _mean(values: List[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
+
+
+# -- reading a run ----------------------------------------------------------------------------------
+SHARES = ("prefix hit rate", "KV slots holding tokens")  # summary rows that are fractions of 1
+
+
+def format_summary_value(name: str, value: Union[int, float]) -> str:
+    """A ``serving_summary`` value as a person reads it: shares in percent, counts with thousands
+    separators, times without scientific notation (``1,640`` rather than ``1.64e+03``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected an int or a float, got {type(value).__name__}")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if value != value:  # NaN: nothing to measure (no decode step, no second token)
+        return "n/a"
+    if name in SHARES:
+        return f"{100 * value:.1f}%"
+    magnitude = abs(value)
+    return f"{value:,.0f}" if magnitude >= 100 else f"{value:.1f}" if magnitude >= 10 else f"{value:.2f}"
+
+
+def step_timeline(step_log: Iterable, per_line: int = 50) -> str:
+    """The kinds of an engine's steps, ``P`` (prefill) or ``d`` (decode), in lines of ``per_line`` steps
+    (groups of 10), each line starting with its first step's index, under a line that counts them."""
+    per_line = check_positive_int("per_line", per_line)
+    records = list(step_log)
+    kinds = "".join("P" if r.is_prefill else "d" for r in records)
+    preempted = [r.index for r in records if r.preempted]
+    shown = ", ".join(map(str, preempted[:8])) + (", ..." if len(preempted) > 8 else "")
+    lines = [f"{len(records)} engine steps: {kinds.count('P')} prefill (P), {kinds.count('d')} decode (d); "
+             + (f"preemptions in steps {shown}" if preempted else "no preemption")]
+    width = len(str(max(len(records) - 1, 0)))
+    for start in range(0, len(kinds), per_line):
+        row = kinds[start:start + per_line]
+        groups = " ".join(row[i:i + 10] for i in range(0, len(row), 10))
+        lines.append(f"  step {start:>{width}}  {groups}")
+    return "\n".join(lines)

@@ -185,6 +185,22 @@ def test_deallocate_twice_is_rejected():
         manager.deallocate(seq)
 
 
+def test_freeing_a_block_that_is_still_held_or_already_free_says_which_and_changes_nothing():
+    """The given ``_deallocate_block`` that students call from their ``deallocate``: a clear error, not a bare assert."""
+    manager = BlockManager(4, 2)
+    a, b = Sequence([1, 2, 3], block_size=2), Sequence([1, 2, 4], block_size=2)
+    prefill(manager, a)
+    prefill(manager, b)                     # block 0 is shared: ref count 2
+    manager.blocks[0].ref_count -= 1        # a deallocate that frees at every decrement would now call this
+    with pytest.raises(ValueError, match=r"block 0 still has ref_count 1; free a block only when its ref_count "
+                                         r"reaches 0"):
+        manager._deallocate_block(0)
+    assert 0 in manager.used_block_ids and 0 not in manager.free_block_ids
+    with pytest.raises(ValueError, match="block 3 is already free"):
+        manager._deallocate_block(3)
+    assert list(manager.free_block_ids) == [3]
+
+
 def test_deallocate_of_a_forged_table_changes_nothing():
     manager = BlockManager(4, 2)
     seq = Sequence([1, 2, 3], block_size=2)

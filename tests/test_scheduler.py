@@ -1,6 +1,7 @@
 """The reference scheduler's policy (FCFS admission, decode growth, newest-first preemption by recompute)
 and the trace harness that lab 07 grades with."""
 import functools
+import re
 
 import pytest
 
@@ -149,6 +150,28 @@ def test_trace_run_reports_a_scheduler_that_returns_the_wrong_type():
     run = TraceRun(Wrong, TraceSpec((TraceRequest((1, 2), 2),), num_blocks=2, block_size=4))
     with pytest.raises(AssertionError, match="must return a tuple"):
         run.step()
+
+
+def test_a_block_manager_error_in_a_trace_names_the_sequence_as_the_trace_does():
+    """``OOM: sequence 4711 ...`` would name a global id; the failure block calls every sequence r0, r1, ..."""
+    from paged_kv.feedback import CheckFailed
+    from paged_kv.scheduler_trace import compare_with_reference
+
+    class NeverChecksForRoom(Scheduler):
+        def schedule(self):
+            if self.waiting:
+                return super().schedule()
+            for seq in self.running:
+                self.block_manager.may_append(seq)        # no can_append, no preemption
+                seq.num_scheduled_tokens = 1
+            return list(self.running), False
+
+    spec = TraceSpec((TraceRequest((1, 2), 5), TraceRequest((3, 4), 5)), num_blocks=7, block_size=1)
+    with pytest.raises(CheckFailed) as caught:
+        compare_with_reference(NeverChecksForRoom, spec, "block_size=1")
+    problem = caught.value.problem
+    assert re.search(r"raised RuntimeError: OOM: sequence r[01] needs", problem), problem
+    assert not re.search(r"sequence \d", problem), problem
 
 
 def test_snapshot_formatting_is_one_readable_line():

@@ -1,5 +1,6 @@
 """Pool pictures render to PNG for both managers, with shared blocks and tail waste."""
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from paged_kv import BlockManager, KVCacheManager, Request, Sequence, prefill
@@ -131,3 +132,20 @@ def test_hash_chain_picture_flags_a_content_hash_that_ignores_the_prefix():
     fig = draw_hash_chains(rows)
     frames = [p for p in fig.axes[0].patches if not p.get_fill() and p.get_linestyle() == "--"]
     assert len(frames) == 2  # block 1 of each prompt: same content hash, different chains
+
+
+@pytest.mark.parametrize("seq_len", [3, 4, 5, 7, 12, 20, 21, 25])
+def test_a_partly_filled_blocks_id_sits_inside_one_part_never_on_the_edge_between_them(seq_len):
+    block_size = 8
+    table = list(range(-(-seq_len // block_size)))
+    fig = draw_pool(6, {"r": table}, block_size=block_size, seq_lens={"r": seq_len})
+    fill = (seq_len - (len(table) - 1) * block_size) / block_size
+    last = str(table[-1])
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)  # places each label's white pill
+    for ax, x0 in ((fig.axes[0], table[-1]), (fig.axes[1], len(table) - 1)):  # the pool, then the table
+        (label,) = [t for t in ax.texts if t.get_text() == last]
+        box = label.get_bbox_patch().get_window_extent(renderer).transformed(ax.transData.inverted())
+        edge = x0 + 0.92 * fill                       # where the filled slots end and the tail begins
+        assert box.x0 >= x0 and box.x1 <= x0 + 0.92, (box, x0)
+        assert box.x1 <= edge or box.x0 >= edge, f"the id straddles the fill edge at {edge:.2f}: {box}"

@@ -9,7 +9,8 @@ from paged_kv.model import load_tiny_model
 from paged_kv.scheduler import MaxReservationScheduler
 from paged_kv.serving_plots import plot_serving
 from paged_kv.viz import CourseFigure
-from paged_kv.workload import SYSTEM_PROMPTS, percentile, serving_summary, shared_prefix_workload
+from paged_kv.workload import (SYSTEM_PROMPTS, format_summary_value, percentile, serving_summary,
+                               shared_prefix_workload, step_timeline)
 
 
 def test_workload_is_seeded_and_shares_system_prompts():
@@ -81,3 +82,41 @@ def test_plot_has_three_labelled_panels(runs):
     assert fig._repr_png_()[:4] == b"\x89PNG"
     with pytest.raises(ValueError):
         plot_serving({}, 32)
+
+
+def test_summary_values_read_without_scientific_notation_and_shares_in_percent(runs):
+    summary = serving_summary(runs["paged"], 2.0)
+    shown = {name: format_summary_value(name, value) for name, value in summary.items()}
+    assert not any("e+" in text or "e-" in text for text in shown.values()), shown
+    assert shown["KV slots holding tokens"] == f"{100 * summary['KV slots holding tokens']:.1f}%"
+    assert shown["prefix hit rate"].endswith("%") and shown["requests"] == "10"
+    assert format_summary_value("TTFT p90 (ms)", 1640.2) == "1,640"
+    assert format_summary_value("tokens computed", 4443) == "4,443"
+    assert format_summary_value("TPOT p50 (ms)", 5.694) == "5.69"
+    assert format_summary_value("TPOT p50 (ms)", float("nan")) == "n/a"
+    with pytest.raises(TypeError):
+        format_summary_value("requests", "10")
+
+
+def test_step_timeline_wraps_into_short_numbered_lines_and_counts_the_kinds(runs):
+    log = runs["paged"].step_log
+    text = step_timeline(log, per_line=20)
+    header, *rows = text.splitlines()
+    kinds = "".join("P" if r.is_prefill else "d" for r in log)
+    assert header.startswith(f"{len(log)} engine steps: {kinds.count('P')} prefill (P), {kinds.count('d')} decode (d)")
+    assert len(rows) == -(-len(log) // 20) and all(len(row) <= 40 for row in rows)
+    assert "".join("".join(row.split()[2:]) for row in rows) == kinds
+    assert [int(row.split()[1]) for row in rows] == list(range(0, len(log), 20))
+    assert max(len(line) for line in step_timeline(log).splitlines()) <= 80  # fits a notebook's output width
+    with pytest.raises(ValueError):
+        step_timeline(log, per_line=0)
+
+
+def test_step_timeline_names_the_steps_that_preempted():
+    from types import SimpleNamespace
+
+    log = [SimpleNamespace(index=i, is_prefill=i in (0, 7), preempted=int(i in (5, 6))) for i in range(9)]
+    assert step_timeline(log).splitlines() == [
+        "9 engine steps: 2 prefill (P), 7 decode (d); preemptions in steps 5, 6",
+        "  step 0  PddddddPd"]
+    assert step_timeline([]).splitlines() == ["0 engine steps: 0 prefill (P), 0 decode (d); no preemption"]

@@ -122,3 +122,65 @@ def test_super_reaches_a_stub_not_the_reference():
     failed = failures(UsesSuper)
     assert set(failed) == set(CHECKS)
     assert all(message.startswith("TodoNotWritten") for message in failed.values()), failed
+
+
+# The lab's pitfall list, as the bug each one is in the catalogue, and two slips of our own that only a batch
+# smaller than the running queue shows (scheduled ones back to the tail, a budget that never shrinks).
+VISIBLE_MUST_CATCH = {
+    "Skipping ahead of the head": "skips ahead of the head of the queue",
+    "Preempting the oldest": "preempts the oldest",
+    "Forgetting `deallocate`": "forgets to deallocate on preemption",
+    "Preempted to the tail of `waiting`": "preempted sequence to the tail of waiting",
+    "Mixing the phases": "prefill and decode in the same step",
+    "Counting cached tokens against the budget": "budget counts cached tokens",
+    "Decode checks on your own": "decode growth by hand, wrong for block size 1",
+    "(slip) scheduled ones to the tail of running": "scheduled ones to the tail of running",
+    "(slip) a budget that never shrinks": "budget compared with the total, not what is left",
+}
+
+
+def run_visible_cell(cls):
+    """The notebook's visible test cell, run with ``cls`` as the student's Scheduler."""
+    import nbformat
+
+    from autograder.labs import LABS, SOURCE_DIR
+
+    lab = "07-serve-it"
+    cells = nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
+    trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
+    visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab07-visible")
+    namespace = {"__name__": "__notebook__"}
+    exec("import paged_kv\nfrom paged_kv.feedback import expect_equal\n"
+         "from paged_kv.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, format_snapshot, replay",
+         namespace)
+    exec(trace, namespace)
+    namespace["Scheduler"] = cls
+    exec(visible, namespace)
+
+
+def test_the_visible_cell_passes_the_solution(capsys):
+    run_visible_cell(bugs.student_class(bugs.solution_source()))
+    assert "Visible tests passed." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("pitfall", sorted(VISIBLE_MUST_CATCH))
+def test_the_visible_cell_catches_each_pitfall_with_one_short_block(pitfall, capsys):
+    from paged_kv.feedback import CheckFailed
+
+    with pytest.raises(CheckFailed) as caught:
+        run_visible_cell(bugs.bug_class(VISIBLE_MUST_CATCH[pitfall]))
+    assert "Visible tests passed." not in capsys.readouterr().out
+    lines = caught.value._render_traceback_()
+    assert 2 <= len(lines) <= 6 and caught.value.hint, lines
+
+
+def test_every_listed_pitfall_is_tried_on_the_visible_cell():
+    import nbformat
+
+    from autograder.labs import LABS, SOURCE_DIR
+
+    lab = "07-serve-it"
+    text = next(c.source for c in nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
+                if c.cell_type == "markdown" and "Pitfalls to remember" in c.source)
+    listed = [line.split("**")[1].rstrip(".") for line in text.splitlines() if line.startswith("- **")]
+    assert sorted(listed) == sorted(k for k in VISIBLE_MUST_CATCH if not k.startswith("(slip)")), listed
