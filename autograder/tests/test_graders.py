@@ -9,6 +9,7 @@ import pytest
 import paged_kv
 from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction, lab07_scheduler
 from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from doctored import AgreeableList, AlwaysEqual
 import bug_catalogue as bugs
 import bugs_lab07
 from notebook_code import namespace_after_answer
@@ -183,24 +184,6 @@ def test_super_reaches_a_stub_not_the_reference(method):
 
 
 # -- doctored objects ------------------------------------------------------------------------------------
-class AlwaysEqual(int):
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = int.__hash__
-
-
-class AgreeableList(list):
-    def __eq__(self, other):
-        return True
-
-    def __len__(self):
-        return 0
-
-
 def _doctored_ledger(*args):
     return {key: AlwaysEqual(0) for key in ("kv_bytes_per_token", "kv_bytes_per_block", "total_cache_bytes")} | {
         "layout_shape": AgreeableList()}
