@@ -54,6 +54,7 @@ class BoxSpec:
     readable: List[str] = field(default_factory=list)
     hidden: List[str] = field(default_factory=list)
     file_mb: int = 512
+    quiet: bool = True  # the command's stdout goes nowhere (a kernel talks over sockets); False: passed through
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -105,12 +106,24 @@ def _system_binds() -> List[str]:
 
 
 # ---- building the command ------------------------------------------------------------------------
-def python_paths() -> List[str]:
-    """Folders this interpreter needs: its prefixes, its executable's folder, its import path."""
+def python_paths(private: Sequence[str] = ()) -> List[str]:
+    """Folders this interpreter needs: its prefixes, its executable's folder, its import path.
+
+    Paths inside a ``private`` folder are left out (the box shows only chosen parts of it), except
+    the Python environment itself when it lives there (a ``.venv`` in the repository)."""
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable))]
     paths += [p for p in sys.path if p and os.path.isdir(p)]
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+    environments = [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]
+    roots = [os.path.realpath(p) for p in private]
+
+    def shown(path: str) -> bool:
+        real = os.path.realpath(path)
+        inside = lambda root: real == root or real.startswith(root.rstrip("/") + "/")  # noqa: E731
+        return not any(inside(r) for r in roots) or any(inside(e) for e in environments)
+
+    paths = [p for p in paths if shown(p)]
     return _outermost(os.path.realpath(p) for p in paths) + _outermost(os.path.abspath(p) for p in paths)
 
 
@@ -222,7 +235,7 @@ def run(spec: BoxSpec, command: Sequence[str]) -> int:
     # the kernel, not to bwrap/unshare (they would die of SIGINT).
     # The kernel's own stdout only carries ipykernel's start-up banner: what cells print goes over zmq.
     child = subprocess.Popen(full, env=popen_env, cwd=spec.cwd, pass_fds=pass_fds, start_new_session=True,
-                             stdout=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL if spec.quiet else None,
                              preexec_fn=functools.partial(_set_limits, spec))
     kernel_pid: Optional[int] = child.pid
     if spec.level == "bwrap":

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 
-from .feedback import CheckFailed, TodoNotWritten
+from .feedback import CheckFailed, TodoNotWritten, materialize
 from .kernel_cases import PagedCase
 
 MAX_PROGRAMS = 4096
@@ -41,6 +41,7 @@ def expect_close(case: str, got: Any, expected: torch.Tensor, *, atol: float = 1
     Shapes and dtypes must match exactly; NaN is never accepted; ``-inf`` must sit exactly where
     expected; finite values may differ by ``atol + rtol * |expected|`` (fp32 accumulation in any order).
     """
+    got, expected = materialize(got), materialize(expected)
     if type(got) is not torch.Tensor:
         raise CheckFailed(case, f"expected a torch.Tensor, got {type(got).__name__}", hint=hint)
     if tuple(got.shape) != tuple(expected.shape):

@@ -7,9 +7,20 @@ sequences were scheduled, the order of both queues, blocks held, free blocks, ca
 from __future__ import annotations
 
 from paged_kv.scheduler import Scheduler as Reference
-from paged_kv.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, make_trace
+from paged_kv.scheduler_trace import TraceRequest, TraceSpec, make_trace
+from paged_kv.scheduler_trace import compare_with_reference as _replay
 
-from ._common import grades
+from ._common import grades, student_side
+
+BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block manager of the student's side
+
+
+def compare_with_reference(cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
+    """``paged_kv.scheduler_trace.compare_with_reference``, the student's side replayed where it lives."""
+    return _replay(cls, spec, case, reference_cls, run_cls=student_side(cls, "paged_kv.scheduler_trace.TraceRun"))
+
+
+TRUSTED_NAMES = {"compare_with_reference": compare_with_reference}
 
 
 def _spec(requests, num_blocks, block_size, max_num_seqs=8, max_num_batched_tokens=256) -> TraceSpec:
