@@ -25,6 +25,7 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import re
@@ -43,9 +44,9 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
-from traitlets import Integer, List as ListTrait, Unicode
+from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
-from autograder import sandbox
+from autograder import limits, sandbox
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
@@ -82,18 +83,44 @@ def note_output(message: str) -> NotebookNode:
     return from_dict({"output_type": "stream", "name": "stderr", "text": f"[grading] {message}\n"})
 
 
+_SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
+
+
+def _discard(km) -> None:
+    try:
+        run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        km.cleanup_resources()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@atexit.register
+def _discard_spares() -> None:
+    while _SPARES:
+        _discard(_SPARES.popitem()[1])
+
+
 class BoxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel runs in ``autograder.sandbox``'s box, over Unix sockets."""
+    """A kernel manager whose kernel runs in ``autograder.sandbox``'s box, over Unix sockets, with its own
+    scratch folder, uid and cgroup (``autograder.limits``)."""
 
     box_level = Unicode("bwrap")
     memory_mb = Integer(4096)
     file_mb = Integer(512)
+    ram_mb = Integer(4096)
+    pids = Integer(256)
+    cpus = Float(1.0)
+    scratch_mb = Integer(1024)
     readable = ListTrait(Unicode())
     hidden = ListTrait(Unicode())
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.private_dir = tempfile.mkdtemp(prefix="pkv-kernel-")
+        self.allocation = limits.Allocation(limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb))
+        self.private_dir = self.allocation.folder
         self.workdir = os.path.join(self.private_dir, "work")
         os.mkdir(self.workdir)
         self.transport = "ipc"
@@ -104,17 +131,26 @@ class BoxedKernelManager(AsyncKernelManager):
         command = super().format_kernel_cmd(extra_arguments)
         spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,
                                private_dir=self.private_dir, readable=list(self.readable),
-                               hidden=list(self.hidden))
+                               hidden=list(self.hidden), uid=self.allocation.uid,
+                               cgroup=self.allocation.cgroup_paths, pids=self.pids)
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
 
     def exit_status(self) -> Optional[int]:
         process = getattr(self.provisioner, "process", None)
         return None if process is None else process.poll()
 
+    def out_of_memory(self) -> bool:
+        """Did the kernel's cgroup kill a process for going over its memory?"""
+        return self.oom_kills() > 0
+
+    def oom_kills(self) -> int:
+        cgroup = self.allocation.cgroup
+        return 0 if cgroup is None else cgroup.oom_kills()
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
-            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.allocation.release()
 
     cleanup_resources = run_sync(_async_cleanup_resources)
 
@@ -127,6 +163,13 @@ class HardenedExecute(Execute):
     memory_mb = Integer(4096, help="Address-space limit of the grading kernel, in MiB.").tag(config=True)
     file_mb = Integer(512, help="Largest file the grading kernel may write, in MiB.").tag(config=True)
     max_output_bytes = Integer(200_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
+    ram_mb = Integer(4096, help="Memory of the kernel and all its children together, in MiB (cgroup).").tag(
+        config=True)
+    pids = Integer(256, help="Processes and threads of the kernel and its children together (cgroup).").tag(
+        config=True)
+    cpus = Float(1.0, help="CPU cores the kernel and its children may use together (cgroup).").tag(config=True)
+    scratch_mb = Integer(1024, help="Size of the kernel's writable scratch folder, in MiB (tmpfs).").tag(
+        config=True)
     max_restarts = Integer(3, help="Fresh kernels started after the kernel died.").tag(config=True)
     isolation = Unicode("auto", help="auto, bwrap, unshare or rlimits (see autograder.sandbox).").tag(config=True)
     hidden_paths = ListTrait(Unicode(), help="Folders the grading kernel must not see.").tag(config=True)
@@ -137,11 +180,15 @@ class HardenedExecute(Execute):
     lab_limits = DictTrait(help="Per assignment: {'06-x': {'notebook_timeout': 300, ...}}.").tag(config=True)
     source_dir = Unicode("", help="Folder of the labs' source notebooks (the trusted text of every test).").tag(
         config=True)
+    spare_kernel = Bool(True, help="Boot the next notebook's kernel while this one's feedback is written.").tag(
+        config=True)
 
     # ---- limits ------------------------------------------------------------------------------------
+    def _assignment(self) -> str:
+        return (self.resources or {}).get("nbgrader", {}).get("assignment", "")
+
     def _limit(self, name: str) -> int:
-        assignment = (self.resources or {}).get("nbgrader", {}).get("assignment", "")
-        return int(self.lab_limits.get(assignment, {}).get(name, getattr(self, name)))
+        return int(self.lab_limits.get(self._assignment(), {}).get(name, getattr(self, name)))
 
     def isolation_level(self) -> str:
         if self.isolation != "auto":
@@ -151,14 +198,46 @@ class HardenedExecute(Execute):
             self.log.warning("Grading isolation is '%s': %s", level, warning)
         return level
 
+    def _kernel_settings(self) -> Dict[str, Any]:
+        return dict(kernel_name=self.kernel_name or "python3", box_level=self._level,
+                    memory_mb=self._limit("memory_mb"), file_mb=self._limit("file_mb"), ram_mb=self._limit("ram_mb"),
+                    pids=self._limit("pids"), cpus=float(self.lab_limits.get(self._assignment(), {}).get(
+                        "cpus", self.cpus)), scratch_mb=self._limit("scratch_mb"),
+                    readable=sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths),
+                    hidden=list(self.hidden_paths))
+
     def create_kernel_manager(self):
-        self.km = BoxedKernelManager(kernel_name=self.kernel_name or "python3", config=self.config,
-                                     box_level=self._level, memory_mb=self._limit("memory_mb"),
-                                     file_mb=self._limit("file_mb"),
-                                     readable=sandbox.python_paths(private=list(self.private_roots)) +
-                                     list(self.readable_paths),
-                                     hidden=list(self.hidden_paths))
+        """A boxed kernel manager: the spare one this worker started after its last notebook (a fresh kernel
+        that has run nothing yet, booted while the grader wrote feedback), else a new one."""
+        settings = self._kernel_settings()
+        spare = _SPARES.pop(repr(sorted(settings.items())), None)
+        if spare is not None:
+            try:
+                if run_sync(spare.is_alive)():
+                    self.km = spare
+                    self._spares_used = getattr(self, "_spares_used", 0) + 1
+                    return self.km
+            except Exception:  # noqa: BLE001 - a spare that died: start a new kernel
+                pass
+            _discard(spare)
+        self.km = BoxedKernelManager(config=self.config, **settings)
         return self.km
+
+    def _start_spare(self) -> None:
+        """Boot the next notebook's kernel now (same settings, nothing run in it)."""
+        if not self.spare_kernel:
+            return
+        settings = self._kernel_settings()
+        key = repr(sorted(settings.items()))
+        if key in _SPARES:
+            return
+        km = BoxedKernelManager(config=self.config, **settings)
+        try:
+            run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
+        except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
+            _discard(km)
+            return
+        _SPARES[key] = km
 
     def _timeout_for(self, cell) -> int:
         return max(1, int(self._cell_deadline - monotonic() + 0.999))
@@ -177,6 +256,7 @@ class HardenedExecute(Execute):
         self.events: List[Dict[str, Any]] = []
         self.verdicts: Dict[str, verdicts.Verdict] = {}
         self._compile_dirs: List[str] = []
+        self._spares_used = 0
         started = monotonic()
         self._notebook_deadline = started + self._limit("notebook_timeout")
         self._read_submission()
@@ -206,8 +286,9 @@ class HardenedExecute(Execute):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
         verdicts.CONTEXT.reset()
-        for folder in self._compile_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
+        for allocation in self._compile_dirs:
+            allocation.release()
+        self._start_spare()
         self._apply_findings()
         self.set_widgets_metadata()
         self._finish(monotonic() - started)
@@ -252,14 +333,17 @@ class HardenedExecute(Execute):
 
     def _start_compile_box(self) -> subprocess.Popen:
         """A fresh boxed process that builds the student's kernels from their text (``autograder.agent.compile_box``)."""
-        folder = tempfile.mkdtemp(prefix="pkv-compile-")
+        allocation = limits.Allocation(limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus,
+                                                     self._limit("scratch_mb")), prefix="pkv-compile-")
+        folder = allocation.folder
         work = os.path.join(folder, "work")
         os.mkdir(work)
-        self._compile_dirs.append(folder)
+        self._compile_dirs.append(allocation)
         spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
                                file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
                                readable=sandbox.python_paths(private=list(self.private_roots)) +
-                               list(self.readable_paths), hidden=list(self.hidden_paths), quiet=False)
+                               list(self.readable_paths), hidden=list(self.hidden_paths), quiet=False,
+                               uid=allocation.uid, cgroup=allocation.cgroup_paths, pids=self._limit("pids"))
         command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
                    "autograder.agent.compile_box"]
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -298,12 +382,15 @@ class HardenedExecute(Execute):
                       "a loop that never ends (a condition that never changes, a list that never shrinks).",
             "traceback": []}
         self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
+        kills = self.km.oom_kills() if self.km is not None else 0
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
             cell.outputs.append(error_output("KernelDied", self._death_message(status)))
             self._event(cell, index, "kernel-died", f"exit status {status}")
+            if getattr(self.km, "out_of_memory", lambda: False)():
+                self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
             return "dead"
         except CellTimeoutError:
             cell.outputs.append(error_output(
@@ -329,6 +416,11 @@ class HardenedExecute(Execute):
             cell.outputs.append(note_output("This cell called sys.exit() (or exit()/quit()): graded code must "
                                             "return normally."))
             self._event(cell, index, "exit-called", "SystemExit")
+        if self.km is not None and self.km.oom_kills() > kills:
+            cell.outputs.append(note_output(
+                f"Memory limit: a process this cell started was stopped, because the kernel and the processes it "
+                f"starts may use at most {self._limit('ram_mb')} MiB together."))
+            self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
         return "error" if errors else "ok"
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -401,6 +493,8 @@ class HardenedExecute(Execute):
         if verdict.kind in ("timeout", "kernel", "exit"):
             self._event(cell, index, {"timeout": "timeout", "kernel": "kernel-died", "exit": "exit-called"}[verdict.kind],
                         f"while the grader tested it ({verdict.seconds:.1f} s)")
+        if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
+            self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB while the grader tested it")
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 
     def _verdict(self, model) -> tuple:
@@ -458,9 +552,9 @@ class HardenedExecute(Execute):
             elif kind == "stream" and output.get("name") == "stderr":
                 output = from_dict({"output_type": "stream", "name": "stdout", "text": output.get("text", "")})
             kept.append(output)
-        if not verdict.passed:
+        if not verdict.passed and not kernel_error:  # a kernel error already says why (and scores 0)
             kept.append(_verdict_output(verdict))
-        elif not kernel_error and not visible:
+        elif verdict.passed and not kernel_error and not visible:
             kept.append(from_dict({"output_type": "stream", "name": "stdout",
                                    "text": "Hidden tests passed.\n"}))
         cell.outputs = kept
@@ -534,6 +628,10 @@ class HardenedExecute(Execute):
 
     def _death_message(self, status: Optional[int]) -> str:
         how = ""
+        if self.km is not None and getattr(self.km, "out_of_memory", lambda: False)():
+            return (f"The kernel was stopped while running this cell: with the processes it started it used more "
+                    f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
+                    "fresh kernel, after the cells above them that are not tests were run again.")
         if status is not None and status > 128:
             how = f", killed by signal {status - 128}" + (" (perhaps out of memory)" if status == 137 else "")
         return (f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
@@ -549,6 +647,7 @@ class HardenedExecute(Execute):
         nbgrader = (self.resources or {}).get("nbgrader", {})
         record = {"student": nbgrader.get("student"), "assignment": nbgrader.get("assignment"),
                   "isolation": self._level, "seconds": round(seconds, 2), "events": self.events,
+                  "spare_kernels": getattr(self, "_spares_used", 0),
                   "verdicts": {g: {"passed": v.passed, "kind": v.kind, "seconds": round(v.seconds, 2),
                                    "requests": v.requests} for g, v in self.verdicts.items()}}
         self.resources.setdefault("nbgrader", {})["grading_events"] = record

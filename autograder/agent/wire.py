@@ -20,6 +20,7 @@ import json
 import socket
 import struct
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -57,25 +58,32 @@ def send_frame(sock: socket.socket, header: Any, buffers: Sequence[bytes] = ()) 
         sock.sendall(part)
 
 
-def _read_exactly(sock: socket.socket, count: int, deadline: Optional[float]) -> bytes:
-    chunks, got = [], 0
-    while got < count:
+_PENDING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # bytes read past a frame, per socket
+
+
+def _read_exactly(sock, count: int, deadline: Optional[float]) -> bytes:
+    """``count`` bytes, reading ahead in large pieces (one system call per frame, not one per field)."""
+    pending = _PENDING.get(sock)
+    if pending is None:
+        pending = _PENDING[sock] = bytearray()
+    while len(pending) < count:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("no answer in time")
             sock.settimeout(left)
         try:
-            chunk = sock.recv(min(count - got, 1 << 22))
+            chunk = sock.recv(max(1 << 16, min(count - len(pending), 1 << 22)))
         except socket.timeout:
             raise ChannelTimeout("no answer in time") from None
         except OSError as error:
             raise ChannelClosed(f"the connection failed: {error}") from None
         if not chunk:
             raise ChannelClosed("the other end closed the connection")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        pending += chunk
+    data = bytes(pending[:count])
+    del pending[:count]
+    return data
 
 
 def recv_frame(sock: socket.socket, deadline: Optional[float] = None,

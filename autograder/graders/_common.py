@@ -88,6 +88,15 @@ def plain_int(case: str, value: Any, what: str) -> int:
     return plain_ints(case, [value], what)[0]
 
 
+def audit_kv_manager(case: str, manager, requests) -> None:
+    """``paged_kv.check_kv_manager``: the state read where the manager lives (one request), checked here."""
+    from paged_kv.invariants import check_kv_state
+
+    state = materialize(call(case, student_side(manager, "paged_kv.invariants.kv_manager_state"), manager,
+                             list(requests)))
+    call(case, check_kv_state, state)
+
+
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
     """Everything a failed operation must leave as it was: the free list and each request's state."""
     case = "state after the call"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import random
 
-from paged_kv import KVCacheManager as Reference, Request as LocalRequest, check_kv_manager
+from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from ._common import (CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints,
+from ._common import (CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints,
                       student_side)
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
@@ -52,7 +52,7 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     expect_equal(f"{case}: self.free_blocks after prefill (sorted)", sorted(free_after),
                  sorted(set(free_before) - set(table)),
                  "remove exactly the blocks you hand out from self.free_blocks")
-    call(case, check_kv_manager, manager, [req] + owners)
+    audit_kv_manager(case, manager, [req] + owners)
 
 
 @grades(Reference.allocate_for_prefill)
@@ -108,4 +108,4 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
                 live.append((mine, theirs))
             expect_equal(f"{case}: number of free blocks", len(student.free_blocks), len(reference.free_blocks),
                          "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM")
-            call(case, check_kv_manager, student, [m for m, _ in live])
+            audit_kv_manager(case, student, [m for m, _ in live])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 
-from paged_kv import KVCacheManager as Reference, Request as LocalRequest, check_kv_manager
+from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from ._common import CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, student_side
+from ._common import CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, student_side
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
@@ -31,7 +31,7 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
                      "with block_size 1 every token starts a block; is your condition true for 1?"
                      if block_size == 1 else
                      "the token at position p starts a new block exactly when p % block_size == 0")
-        call(case, check_kv_manager, manager, [req])
+        audit_kv_manager(case, manager, [req])
 
 
 @grades(Reference.allocate_for_decode)
@@ -102,4 +102,4 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
             expect_equal(f"{case}: (seq_len, blocks)", (mine.seq_len, len(mine.block_table)),
                          (theirs.seq_len, len(theirs.block_table)),
                          "a block exactly when the token's position is a multiple of block_size")
-            call(case, check_kv_manager, student, [m for m, _ in pairs])
+            audit_kv_manager(case, student, [m for m, _ in pairs])

@@ -17,6 +17,7 @@ from collections import deque
 from typing import List, Tuple
 
 from paged_kv import BlockManager as Reference, Sequence as LocalSequence
+from paged_kv.invariants import check_block_state
 from paged_kv.prefix_cache import NO_HASH, _chain_hash
 
 from ._common import call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side
@@ -42,13 +43,15 @@ TODO_4 = ("hash_blocks",)
 
 
 # -- state of a manager, as plain values ----------------------------------------------------------------
-def state(case: str, manager, seqs) -> dict:
+def state(case: str, manager, seqs, raw_out: list = None) -> dict:
     """Everything the policy fixes: tables, cached tokens, ref counts, hashes, free order, used set, map.
 
     Read in one go where the manager lives (``paged_kv.invariants.block_manager_state``), then every
     value is checked to be a plain int here."""
     raw = materialize(call(case, student_side(manager, "paged_kv.invariants.block_manager_state"), manager, seqs))
     check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
+    if raw_out is not None:
+        raw_out.append(raw)
     ids = plain_ints(case, raw["block ids"], "the blocks' block_id")
     mapping = {}
     for pair in raw["hash_to_block_id"]:
@@ -65,10 +68,11 @@ def state(case: str, manager, seqs) -> dict:
 
 
 def expect_same_state(case: str, student, student_seqs, reference, reference_seqs, hint: str) -> None:
-    mine, theirs = state(case, student, student_seqs), state(case, reference, reference_seqs)
+    raw: list = []
+    mine, theirs = state(case, student, student_seqs, raw), state(case, reference, reference_seqs)
     for key in theirs:
         expect_equal(f"{case}: {key}", mine[key], theirs[key], hint)
-    call(case, student_side(student, "paged_kv.invariants.check_block_manager"), student, student_seqs)
+    call(case, check_block_state, raw[0])
 
 
 # -- nano-vllm's scheduler, on two managers at once -----------------------------------------------------
@@ -83,11 +87,13 @@ class Twin:
         self.theirs.append_token(token)
 
 
-def _computed(manager, seq) -> None:
-    """The model computed every scheduled token: register full blocks, then count them cached."""
-    manager.hash_blocks(seq)
-    seq.num_cached_tokens += seq.num_scheduled_tokens
-    seq.num_scheduled_tokens = 0
+def _compute(case: str, manager, seq, tokens: int = None) -> None:
+    """The model computed ``tokens`` of ``seq`` (default: all not cached yet): the manager registers the
+    blocks they filled, then they count as cached. Done where the manager lives (one request)."""
+    if tokens is None:
+        call(case, student_side(manager, "paged_kv.steps.compute_rest"), manager, seq)
+    else:
+        call(case, student_side(manager, "paged_kv.steps.compute"), manager, seq, tokens)
 
 
 def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
@@ -116,7 +122,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
             twin = waiting[0]
             expected = reference.can_allocate(twin.theirs)
             got = plain_int(case, call(case, student.can_allocate, twin.mine), "can_allocate's result")
-            expect_equal(f"{case}: can_allocate for a {len(twin.mine)}-token prompt", got, expected, hint)
+            expect_equal(f"{case}: can_allocate for a {len(twin.theirs)}-token prompt", got, expected, hint)
             if expected == -1:
                 break
             reference.allocate(twin.theirs, expected)
@@ -127,8 +133,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
             admitted.append(twin)
         for twin in admitted:  # the model computes the whole admitted batch, then every block is hashed
             for seq, manager in ((twin.theirs, reference), (twin.mine, student)):
-                seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                call(case, _computed, manager, seq)
+                _compute(case, manager, seq)
         running.extend(admitted)
         if not admitted:
             for twin in list(running):
@@ -146,8 +151,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
                     reference.may_append(twin.theirs)
                     call(case, student.may_append, twin.mine)
                     for seq, manager in ((twin.theirs, reference), (twin.mine, student)):
-                        seq.num_scheduled_tokens = 1
-                        call(case, _computed, manager, seq)
+                        _compute(case, manager, seq, 1)
         for twin in [t for t in running if rng.random() < 0.15]:
             running.remove(twin)
             reference.deallocate(twin.theirs)
@@ -160,8 +164,7 @@ def _prefill(manager, seq) -> int:
     if hits < 0:
         raise RuntimeError(f"OOM: can_allocate returned {hits}")
     manager.allocate(seq, hits)
-    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-    _computed(manager, seq)
+    _compute("prefill", manager, seq)
     return hits
 
 
@@ -186,21 +189,19 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             expect_equal(f"{step}: num_cached_tokens right after allocate", mine[-1].num_cached_tokens,
                          theirs[-1].num_cached_tokens, "allocate sets num_cached_tokens = hits * block_size")
             for manager, seq in ((reference, theirs[-1]), (student, mine[-1])):
-                seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                call(step, _computed, manager, seq)
+                _compute(step, manager, seq)
         elif kind == "batch":  # admitted in one step: all allocated before any is computed and hashed
             new = [(LocalSequence(tokens, reference.block_size), seq_for(student, tokens, reference.block_size))
                    for tokens in arg]
             for ref_seq, my_seq in new:
                 expected = reference.can_allocate(ref_seq)
                 got = plain_int(step, call(step, student.can_allocate, my_seq), "can_allocate's result")
-                expect_equal(f"{step}: can_allocate for {my_seq.token_ids}", got, expected, hint)
+                expect_equal(f"{step}: can_allocate for {ref_seq.token_ids}", got, expected, hint)
                 reference.allocate(ref_seq, expected)
                 call(step, student.allocate, my_seq, expected)
             for ref_seq, my_seq in new:
                 for manager, seq in ((reference, ref_seq), (student, my_seq)):
-                    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                    call(step, _computed, manager, seq)
+                    _compute(step, manager, seq)
                 theirs.append(ref_seq)
                 mine.append(my_seq)
         elif kind == "free":
@@ -357,8 +358,7 @@ def check_release_and_reuse(cls) -> None:
             for seq in seqs[name]:  # both admitted in one step: neither is hashed yet
                 call(case, manager.allocate, seq, manager.can_allocate(seq))
             for seq in seqs[name]:
-                seq.num_scheduled_tokens = len(seq)
-                call(case, _computed, manager, seq)
+                _compute(case, manager, seq)
             call(case, manager.deallocate, seqs[name].pop(0))
             filler = seq_for(manager, [9] * (4 * block_size), block_size)  # the unused blocks, then the first copy's
             call(case, _prefill, manager, filler)
@@ -386,8 +386,7 @@ HASH_BLOCKS_HINT = ("register blocks start = num_cached_tokens // block_size up 
 
 
 def _hash_step(case: str, manager, seq, scheduled: int) -> None:
-    seq.num_scheduled_tokens = scheduled
-    call(case, _computed, manager, seq)
+    _compute(case, manager, seq, scheduled)
 
 
 @grades(Reference.hash_blocks)

@@ -240,10 +240,16 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
             "  hint:     this happens when the notebook changes the grading kernel's machinery (IPython, "
             "sys.modules, the course package)"])
     if isinstance(error, NotImplementedError):
-        text = str(error).strip().splitlines() or ["a TODO still raises NotImplementedError"]
-        return Verdict(grade_id, False, "todo", "TodoNotWritten", [
-            f"{_RED}{_BOLD}TODO not written yet{_RESET} {text[0]}", *("  " + t.strip() for t in text[1:]),
-            "  Write your code in its TODO cell (replacing `raise NotImplementedError()`)."])
+        remote = getattr(error, "remote", None)
+        where = remote.get("where", "") if isinstance(remote, dict) else ""
+        name = where.split(",", 1)[0] if where else ""
+        name = "" if name in ("", "<module>") else name
+        text = str(error).strip().splitlines() or [
+            f"{name} still raises NotImplementedError." if name else "a TODO still raises NotImplementedError."]
+        lines = [f"{_RED}{_BOLD}TODO not written yet{_RESET} {text[0]}", *("  " + t.strip() for t in text[1:])]
+        if "run that cell" not in str(error):
+            lines += ["  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line)."]
+        return Verdict(grade_id, False, "todo", "TodoNotWritten", lines)
     if isinstance(error, RecursionError):
         return Verdict(grade_id, False, "error", "RecursionError", [
             f"{_RED}{_BOLD}RecursionError{_RESET} the tests hit Python's recursion limit",

@@ -299,6 +299,7 @@ class Session:
         self.on_timeout = on_timeout
         self.handles: Dict[int, Remote] = {}
         self.methods: set = set()
+        self.imports: Dict[str, Any] = {}
         self.requests = 0
         self.closed = False
         self.broken: Optional[BaseException] = None
@@ -450,7 +451,10 @@ class Session:
         return got
 
     def import_(self, path: str) -> Any:
-        return self.request("import", path)
+        """The kernel's object at ``path``, imported once per session (later changes to it are not seen)."""
+        if path not in self.imports:
+            self.imports[path] = self.request("import", path)
+        return self.imports[path]
 
     def name(self, name: str) -> Any:
         return self.request("name", name)

@@ -238,6 +238,7 @@ class _Reader(ast.NodeVisitor):
         self.findings: List[Finding] = []
         self.deferred = 0          # > 0 inside a function, lambda or class body (runs when graded)
         self.imported_modules: Set[str] = set()
+        self.module_paths: Dict[str, str] = {}
         self.scopes: List[Tuple[str, Set[str]]] = []  # ("function" | "class" | "comprehension", local names)
 
     def _local(self, name: str) -> bool:
@@ -281,6 +282,7 @@ class _Reader(ast.NodeVisitor):
                                     "implementation of a TODO: use the lab's given code and your own")
                 continue
             self._import(node, module, None, False, check_only=True)
+            self._rebinds_import(node, bound, full)
         self.generic_visit(node)
 
     def _import(self, node, path: str, bound: Optional[str], aliased: bool, check_only: bool = False) -> None:
@@ -298,11 +300,23 @@ class _Reader(ast.NodeVisitor):
             return
         if not check_only and bound:
             self.imported_modules.add(bound)
+            self.module_paths[bound] = path if aliased else top
+            self._rebinds_import(node, bound, path if aliased else top)
+
+    def _rebinds_import(self, node, bound: str, path: str) -> None:
+        """Replacing a name the lab's setup imports (``triton``, ``torch``, ``Request``) changes what the
+        given code and the lab's launchers run: only the same import again is allowed."""
+        given = self.lab.given_imports.get(bound)
+        if given is not None and given != path and not self.deferred:
+            self.flag(node, f"rebinds `{bound}`, which the lab's setup imports ({given}), to {path}", BELOW)
 
     # -- names
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
         if isinstance(node.ctx, ast.Load) and self._local(name):
+            return
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and not self.deferred and name in self.lab.given_imports:
+            self.flag(node, f"rebinds `{name}`, which the lab's setup imports ({self.lab.given_imports[name]})", BELOW)
             return
         if isinstance(node.ctx, ast.Load):
             if name in DENIED_NAMES or _HISTORY.match(name):
@@ -344,7 +358,7 @@ class _Reader(ast.NodeVisitor):
                             "the course package is not allowed", BELOW)
 
     def _module_path(self, name: Optional[str]) -> str:
-        path = self.lab.given_imports.get(name or "", name or "")
+        path = self.module_paths.get(name or "") or self.lab.given_imports.get(name or "", name or "")
         return path.split(".")[0]
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -388,7 +402,13 @@ class _Reader(ast.NodeVisitor):
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
+    def _defines(self, node) -> None:
+        if not self.deferred and node.name in self.lab.given_imports:
+            self.flag(node, f"redefines `{node.name}`, which the lab's setup imports "
+                            f"({self.lab.given_imports[node.name]})", BELOW)
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._defines(node)
         self._deferred(node, [*node.decorator_list, *node.args.defaults, *[d for d in node.args.kw_defaults if d],
                               *([node.returns] if node.returns else []),
                               *[a.annotation for a in node.args.args if a.annotation]])
@@ -399,6 +419,7 @@ class _Reader(ast.NodeVisitor):
         self._deferred(node, [*node.args.defaults])
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._defines(node)
         self._deferred(node, [*node.decorator_list, *node.bases, *[k.value for k in node.keywords]])
 
 
@@ -500,18 +521,18 @@ def check_submission(cells: Sequence[Cell], lab: LabNames) -> List[Finding]:
         except SyntaxError:
             continue  # a syntax error defines nothing: the tests fail on their own
         reader = _Reader(cell, label, lab, set(tainted), own, lines)
-        reader.visit(tree)
-        findings += reader.findings
-        findings += _todo_bindings(cell, tree, lab, label, lines)
-        dangerous = lab.reference_bearing | {n for n in lab.given if n not in lab.given_imports
-                                             and n not in lab.given_functions} | set(tainted)
-        for node in tree.body:
+        variables = {n for n in lab.given if n not in lab.given_imports and n not in lab.given_functions}
+        for node in tree.body:  # statement by statement: a name a statement taints is tainted below it
+            reader.visit(node)
             line = getattr(node, "lineno", 0)
-            for name in _taints(node, dangerous - own):
+            for name in _taints(node, (lab.reference_bearing | variables | set(tainted)) - own):
                 text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
                 tainted.setdefault(name, Finding(cell.index, label, line, text[:160], "", BELOW))
+                reader.tainted.add(name)
                 own.discard(name)
-        own |= names_bound(tree) - lab.given - set(tainted)
+            own |= statement_binds(node) - lab.given - set(tainted)
+        findings += reader.findings
+        findings += _todo_bindings(cell, tree, lab, label, lines)
     return _unique(findings)
 
 
