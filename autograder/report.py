@@ -244,19 +244,18 @@ def attack_table(results: List[LabResult]) -> str:
     labs = [r.lab for r in results]
     rows: Dict[str, Dict[str, str]] = {}
     for result in results:
-        by_label = {s.label: s for s in result.students}
         for student in result.students:
             if student.kind not in ("attack", "leak", "harm"):
                 continue
             cell = "ok" if not result.problems[student.sid] else "FAIL"
-            if student.kind == "harm":
-                bystander = by_label.get(f"honest, graded beside '{student.label}'")
-                if bystander is not None:
-                    took = next((row["seconds"] for row in result.summary["students"]
-                                 if row["student"] == result.ids[bystander.sid]), None)
-                    fine = not result.problems[bystander.sid]
-                    cell = ("ok" if cell == "ok" and fine else "FAIL") + (f" {took:.0f}s" if took is not None else "")
             rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
+        bystanders = [s for s in result.students if s.kind == "bystander"]
+        if bystanders:
+            took = max(next((row["seconds"] for row in result.summary["students"]
+                             if row["student"] == result.ids[b.sid]), 0.0) for b in bystanders)
+            fine = all(not result.problems[b.sid] for b in bystanders)
+            rows.setdefault("bystanders beside the harm attacks (slowest)", {})[result.lab] = \
+                f"{'ok' if fine else 'FAIL'} {took:.0f}s"
     width = max([len(k) for k in rows] + [10])
     lines = [f"{'attack class':<{width}}" + "".join(f"{lab[:12]:>14}" for lab in labs)]
     for label, cells in rows.items():

@@ -274,8 +274,8 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events={"integrity"}),
                     False))
     if bug_notebook is not None:
-        strongest = {"points the reference at its own code", "exec of the reference's source under the TODO's name",
-                     "the reference's bytecode renamed and rewrapped", "a fake triton whose 'kernel' computes in torch"}
+        strongest = {"points the reference at its own code", "a fake triton whose 'kernel' computes in torch",
+                     "exec of the reference's source under the TODO's name"}
         for label, nb in _integrity_attacks(lab, bug_notebook, only=strongest):
             if label in strongest:
                 out.append(("attack", f"{label} (a catalogued bug)", nb,
@@ -284,9 +284,10 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
                                               else ["grader files seen: 0"]), False))
     harms, end = _harm_attacks(lab)
-    for label, sources, expect in harms:
+    for number, (label, sources, expect) in enumerate(harms):
         expect = Expect(total=total, full=all_ids, events=expect.events, boxed_output=expect.boxed_output)
         out.append(("harm", label, _with_cells(lab.source, end, sources, "harm"), expect, True))
-        out.append(("bystander", f"honest, graded beside '{label}'", lab.source, Expect(total=total, full=all_ids),
-                    True))
+        if number in (0, 2):  # with one worker per core, each bystander is graded while the next hogs run
+            out.append(("bystander", f"honest, graded beside the harm attacks ({number // 2 + 1})", lab.source,
+                        Expect(total=total, full=all_ids), True))
     return out

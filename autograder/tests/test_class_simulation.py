@@ -73,3 +73,25 @@ def test_the_instructor_log_lists_repairs_and_limits(graded, lab):
 
 def _work(result) -> Path:
     return Path(result.summary["work"])
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_red_team_covers_every_attack_class(graded, lab):
+    """Every lab meets every integrity attack its TODOs allow, both leaks and every harm attack beside a bystander."""
+    kinds = {}
+    for student in graded[lab].students:
+        kinds.setdefault(student.kind, []).append(student.label)
+    assert len(kinds.get("leak", [])) == 2 and len(kinds.get("harm", [])) == 5
+    assert len(kinds.get("bystander", [])) >= 2
+    attacks = " | ".join(kinds.get("attack", []))
+    for must in ("graders' checks", "AST transformer", "replies ok"):
+        assert must in attacks, f"{lab}: no attack '{must}'"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_an_attack_shows_in_the_instructors_log(graded, lab):
+    with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["kind"] == "integrity"]
+    attackers = {graded[lab].ids[s.sid] for s in graded[lab].students if s.kind == "attack"}
+    assert attackers <= {r["student_id"] for r in rows}
+    assert all("line" in r["detail"] for r in rows)
