@@ -9,6 +9,8 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
   tests never reach the kernel, and a visible test cell runs in the kernel only for what it shows;
 - reads the student's cells for code that reaches the reference or the grading machinery
   (``autograder.verdict.provenance``): a finding zeroes the TODO it is in (or every test below it);
+- does not run the given cells below the last graded cell and the last cell the student wrote (they
+  cannot change a score, they only show what was built): labs whose closing demos are slow grade faster;
 
 - gives every cell at most ``cell_timeout`` seconds and the whole notebook ``notebook_timeout``
   seconds of execution; a cell past its time is interrupted and scores 0, and once the notebook's
@@ -57,6 +59,9 @@ NOTES_CELL_ID = "grading-notes"
 NOTES_TITLE = "## Grading notes"
 
 # Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
+NOT_RUN_DEMO = ("Not run by the autograder: this cell comes after the last test and only shows what "
+                "you built. Run it in your own notebook to see it.\n")
+
 PREAMBLE = """
 def _pkv_no_exit(*args, **kwargs):
     raise SystemExit("exit() and quit() do not stop a graded notebook")
@@ -354,7 +359,19 @@ class HardenedExecute(Execute):
             return "ok"
         if is_grade(cell):
             return self._run_graded(cell, index)
+        if self._only_shows(index):
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": NOT_RUN_DEMO})]
+            return "skipped"
         return self._execute_in_kernel(cell, index)
+
+    def _only_shows(self, index: int) -> bool:
+        """A given cell below the last graded cell and below every cell the student wrote: it cannot change a
+        score or anything the student's code sees, it only shows what was built."""
+        view = self._view
+        if not view or index >= len(view) or view[index].kind != nbview.GIVEN:
+            return False
+        last = max((c.index for c in view if c.kind == nbview.GRADED or c.student), default=len(view))
+        return index > last
 
     def _budget_spent(self, cell, index: int) -> bool:
         if self._notebook_deadline - monotonic() > 0:

@@ -296,6 +296,34 @@ def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.St
     return chosen
 
 
+# The attacks that every lab meets in ``make test``: one of each attack class of issue #14 (replacing the
+# checks, silencing IPython twice over, making the reference agree, delegation in disguise twice over).
+EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer", "the kernel always replies ok",
+                     "points the reference at its own code", "exec of the reference's source",
+                     "the reference's bytecode", "a fake triton", "the kernel hands its work")
+
+
+def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
+                 memory_mb: int = 4096) -> List[classroom.Student]:
+    """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
+    (solution, untouched, catalogued bugs, variants, delegations), one attack of each class (on the
+    untouched release and on a catalogued bug), both leaks, every harm attack with its bystanders; and a
+    share of the rest, dealt out round-robin: each hostile or broken submission is graded in exactly one
+    lab, and two of every four other disguises of delegation (of four labs in a row, each disguise meets
+    one). ``make grader-report`` grades the whole class of every lab."""
+    full = classroom.build_class(info, root, memory_mb=memory_mb)
+    own = ("solution", "untouched", "bug", "variant", "delegation", "leak", "harm", "bystander")
+    kept, pipeline, disguises = [], [], []
+    for student in full:
+        if student.kind in own or (student.kind == "attack" and (
+                "(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))):
+            kept.append(student)
+        else:
+            (disguises if student.kind == "attack" else pipeline).append(student)
+    return (kept + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
+            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4])
+
+
 def _honest_seconds(result: LabResult) -> Optional[float]:
     """Median grading seconds of the honest students (solution, variants, bugs) in the class."""
     times = sorted(row["seconds"] for row in result.summary["students"]
