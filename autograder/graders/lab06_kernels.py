@@ -136,13 +136,14 @@ def _scores_case(kernel, grid, case: PagedCase, seq: int, q_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, q_head {q_head}"
     got = _launcher(kernel, "run_scores")(kernel, grid, case, seq, q_head)
     lab.expect_close(label, got, case.expected_scores(seq, q_head), **FP32,
-                     hint="scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots of the "
-                          "last block (they hold stale data)")
+                     hint=_hint(case, "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
+                                      "of the last block (they hold stale data)"))
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step2_scores(kernel, grid: Callable) -> None:
-    """Scores of one query head: tails masked to -inf, GQA head mapping, poisoned tails and padding."""
+    """Scores of one query head: tails masked to -inf, GQA head mapping, poisoned tails and padding, and a
+    pool past 2**32 elements (int64 offsets)."""
     first = _case(kernel, [10, 4], block_size=4, num_q_heads=4, num_kv_heads=2)
     _gpu_build(kernel, lab.scores_args(first, torch.empty(12), 0, 3), "scores_kernel")
     _scores_case(kernel, grid, first, 0, 3)
@@ -152,6 +153,7 @@ def check_step2_scores(kernel, grid: Callable) -> None:
     poisoned = _case(kernel, [7, 12, 1], block_size=4, num_q_heads=2, num_kv_heads=1, poison=True, seed=9)
     for seq in range(3):
         _scores_case(kernel, grid, poisoned, seq, seq % 2)
+    _scores_case(kernel, grid, _far_pool(kernel, block_size=8), 0, 1)
 
 
 # ----------------------------------------------------------------------------- step 3: online softmax
@@ -159,14 +161,18 @@ def check_step2_scores(kernel, grid: Callable) -> None:
 def _attend_case(kernel, case: PagedCase, seq: int, q_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, q_head {q_head}"
     got = _launcher(kernel, "run_attend")(kernel, case, seq, q_head)
-    lab.expect_close(label, got, case.expected_head(seq, q_head), **_tolerance(case),
-                     hint="keep a running max m and sum l; when m grows, rescale l and the accumulator by "
-                          "exp(m_old - m_new); divide by l once at the end")
+    hint = ("keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
+            "divide by l once at the end")
+    if case.q.dtype == torch.float16 and case.q.shape[-1] >= 64:
+        hint = ("fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
+                "accumulate in fp32; " + hint)
+    lab.expect_close(label, got, case.expected_head(seq, q_head), **_tolerance(case), hint=_hint(case, hint))
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step3_online_softmax(kernel) -> None:
-    """One query head over many blocks: long sequences, one token, large logits (fp32 and fp16), poison."""
+    """One query head over many blocks: long sequences, one token, large logits (fp32 and fp16), fp16 at
+    head dim 128, poison, and a pool past 2**32 elements (int64 offsets)."""
     first = _case(kernel, [13], block_size=4)
     _gpu_build(kernel, lab.attend_args(first, torch.empty(16), 0, 0), "attend_kernel")
     _attend_case(kernel, first, 0, 1)
@@ -180,6 +186,11 @@ def check_step3_online_softmax(kernel) -> None:
     poisoned = _case(kernel, [6, 11], block_size=4, poison=True, seed=11)
     _attend_case(kernel, poisoned, 0, 0)
     _attend_case(kernel, poisoned, 1, 1)
+    # A Llama-sized head in fp16 with realistic logits: q . k summed in fp16 is off by about twice the tolerance.
+    realistic = _case(kernel, [48], block_size=16, head_dim=128, dtype=torch.float16, logit_scale=4.0, seed=12,
+                      label="fp16, head dim 128")
+    _attend_case(kernel, realistic, 0, 1)
+    _attend_case(kernel, _far_pool(kernel, block_size=8), 0, 1)
 
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
@@ -196,7 +207,8 @@ def _decode_build(kernel) -> None:
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step4_batch(kernel, grid: Callable) -> None:
-    """MHA, GQA (groups 2, 3, 4) and MQA; ragged lengths with 1-token sequences and exact multiples; fp16."""
+    """MHA, GQA (groups 2, 3, 4) and MQA; ragged lengths with 1-token sequences and exact multiples; fp16,
+    also at head dim 128 with realistic logits."""
     _decode_build(kernel)
     hint = ("program (s, h) reads KV head h for query heads h*GROUP .. h*GROUP+GROUP-1; each sequence has its "
             "own length and table row (stride_bt)")
@@ -207,6 +219,11 @@ def check_step4_batch(kernel, grid: Callable) -> None:
         case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1], dtype=dtype,
                           logit_scale=logits, seed=seed, label="large logits" if logits > 1 else None)
         _decode_case(kernel, grid, case, hint)
+    # A Llama-sized head in fp16 with realistic logits: q . k summed in fp16 is off by about twice the tolerance.
+    case = _case(kernel, [40, 17], block_size=16, num_q_heads=4, num_kv_heads=2, head_dim=128, dtype=torch.float16,
+                 logit_scale=4.0, seed=13, label="fp16, head dim 128")
+    _decode_case(kernel, grid, case, "fp16 at head dim 128: convert q and k to fp32 before the dot product and "
+                                     "accumulate in fp32 (tl.dot(..., out_dtype=tl.float32) or .to(tl.float32))")
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
