@@ -9,9 +9,11 @@ object that says it equals everything cannot pass.
 from __future__ import annotations
 
 import reprlib
+import textwrap
 from typing import Any, Callable, List, Optional
 
 _MISSING = object()
+HINT_WIDTH = 100  # characters per line of a rendered hint
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 _repr = reprlib.Repr()
 _repr.maxstring, _repr.maxother, _repr.maxlist, _repr.maxdict, _repr.maxlevel = 120, 120, 12, 8, 4
@@ -53,6 +55,9 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> List[str]:
         first, *rest = self._lines()
+        if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
+            rest[-1] = "\n".join(textwrap.wrap(rest[-1], HINT_WIDTH, subsequent_indent=" " * 12,
+                                               break_long_words=False, break_on_hyphens=False))
         return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
 
 
@@ -266,6 +271,15 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         return None
     except CheckFailed:
         raise
+    except NameError as error:
+        lines = missing_name_lines(error)
+        if lines is None:
+            raise
+        try:
+            error._render_traceback_ = lambda: lines
+        except AttributeError:
+            pass
+        raise
     except Exception as error:
         tb = error.__traceback__
         while tb is not None and tb.tb_next is not None:
@@ -273,7 +287,8 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
         lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
                  f"  where:    {where}",
-                 f"  hint:     this cell runs your {todo} on cases the visible tests may not cover: "
+                 f"  hint:     this cell runs {todo if todo.startswith(('the ', 'your ')) else 'your ' + todo} "
+                 "on cases the visible tests may not cover: "
                  "fix it, run its cell, then run this cell again"]
         try:
             error._render_traceback_ = lambda: lines
@@ -306,18 +321,96 @@ def _todo_block(value, tb) -> List[str]:
     return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.", todo, again]
 
 
+# -- a name a cell above defines, not run yet ---------------------------------------------------------
+_NOTEBOOK_NAMES: dict = {}
+
+
+def _names_defined_in_notebook() -> Optional[set]:
+    """Top-level names the running notebook's code cells bind (test cells left out), read from the file the
+    Jupyter server names in ``JPY_SESSION_NAME``; None when that is unknown (Colab, a script, nbgrader)."""
+    import ast
+    import json
+    import os
+
+    path = os.environ.get("JPY_SESSION_NAME", "")
+    if not path.endswith(".ipynb") or not os.path.isfile(path):
+        return None
+    stamp = (path, os.path.getmtime(path))
+    if stamp not in _NOTEBOOK_NAMES:
+        names: set = set()
+        try:
+            cells = json.load(open(path, encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError):
+            return None
+        for cell in cells:
+            if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else source
+            lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            try:
+                tree = ast.parse("\n".join(lines))
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        _NOTEBOOK_NAMES.clear()
+        _NOTEBOOK_NAMES[stamp] = names
+    return _NOTEBOOK_NAMES[stamp]
+
+
+def missing_name_lines(error: NameError) -> Optional[List[str]]:
+    """A short block for a ``NameError`` on a name that a cell of the notebook defines (or may define):
+    the cells above have not run, usually because Run All stopped at a failing test. None for an
+    ``UnboundLocalError`` or a name the notebook does not define (a typo: the normal traceback says more)."""
+    if isinstance(error, UnboundLocalError):
+        return None
+    name = getattr(error, "name", None)
+    if not name:
+        import re
+
+        found = re.search(r"name '([^']+)' is not defined", str(error))
+        name = found.group(1) if found else None
+    if not name:
+        return None
+    defined = _names_defined_in_notebook()
+    run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again:"
+    why = "  Run All stops at the first test that fails, so the cells below that test did not run."
+    if defined is None:
+        return [f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
+                "defines it, it has not run yet.", run_above, why, "  Otherwise, check the name's spelling."]
+    if name in defined:
+        return [f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined in a cell above this one that has not run.",
+                run_above, why]
+    return None
+
+
 def _todo_traceback(shell, etype, value, tb, tb_offset=None):
-    """IPython handler: an unwritten TODO's ``NotImplementedError`` shown as one block naming the function.
+    """IPython handler: an unwritten TODO's ``NotImplementedError`` shown as one block naming the function,
+    and a name that a cell above defines but has not run as one block saying to run the cells above.
 
     IPython discards a custom handler's return value, so the block is sent here as the cell's error.
     """
-    stb = _todo_block(value, tb)
+    if isinstance(value, NameError):
+        stb = missing_name_lines(value)
+        if stb is None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+    else:
+        stb = _todo_block(value, tb)
     shell._showtraceback(etype, value, stb)
     return stb
 
 
 def install_notebook_hooks() -> bool:
-    """Show an unwritten TODO as one short block in IPython (Jupyter, Colab, nbgrader); False outside IPython.
+    """Show an unwritten TODO, and a name defined by a cell above that has not run, as one short block in
+    IPython (Jupyter, Colab, nbgrader); False outside IPython.
 
     :class:`CheckFailed` needs no hook: it renders itself through ``_render_traceback_``.
     """
@@ -328,5 +421,5 @@ def install_notebook_hooks() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
-    shell.set_custom_exc((NotImplementedError,), _todo_traceback)
+    shell.set_custom_exc((NotImplementedError, NameError), _todo_traceback)
     return True
