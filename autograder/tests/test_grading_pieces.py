@@ -123,6 +123,44 @@ def test_the_handout_has_the_release_and_the_package_but_no_solutions_or_graders
         assert any(n.startswith(f"paged-kv-course/course/{lab.name}/") for n in names)
 
 
+def test_the_handout_files_keep_normal_modes(tmp_path):
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip")) as archive:
+        modes = {info.filename: (info.external_attr >> 16) & 0o777 for info in archive.infolist()}
+    odd = {name: oct(mode) for name, mode in modes.items() if mode not in (0o644, 0o755)}
+    assert not odd, odd
+
+
+def _dry_run_lab(folder: Path, *args: str) -> str:
+    """``make -n lab ARGS`` in ``folder`` (prints what it would run), also from inside ``make test``."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JUPYTER_CONFIG_PATH")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "lab", *args], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_handouts_make_lab_opens_the_course_as_the_repositorys_does(tmp_path):
+    """Same JupyterLab command (student settings, port, options), and it installs the course kernel."""
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip")) as archive:
+        archive.extractall(tmp_path)
+    unzipped = tmp_path / "paged-kv-course"
+    args = ("PORT=8899", "LAB_ARGS=--no-browser --ip=127.0.0.1")
+
+    def lab_command(folder: Path) -> str:
+        lines = _dry_run_lab(folder, *args).replace("\\\n", " ").splitlines()
+        command = next(line for line in lines if "jupyter lab" in line)
+        return " ".join(command.replace(str(folder), "<root>").split())
+
+    handed = lab_command(unzipped)
+    assert handed == lab_command(handout.REPO)
+    assert 'JUPYTER_CONFIG_PATH="<root>/student-lab' in handed and handed.endswith("--no-browser --ip=127.0.0.1")
+    assert "paged_kv.notebook_kernel install" in _dry_run_lab(unzipped)
+    assert (unzipped / "student-lab" / "labconfig" / "page_config.json").is_file()
+
+
 def test_the_handout_refuses_solution_code(tmp_path):
     bad = tmp_path / "course" / "x.ipynb"
     bad.parent.mkdir()
