@@ -21,8 +21,7 @@ FOLDERS = ["course", "paged_kv", "student-lab"]
 FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.graders")
 
 STUDENT_MAKEFILE = """\
-# paged-kv-course (student handout): `make lab` installs what the course needs and opens it, exactly as
-# the course repository's `make lab` does for students.
+# paged-kv-course (student handout): `make lab` installs what the course needs and opens it.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -63,8 +62,9 @@ STUDENT_README = """\
 How LLM inference engines manage the KV cache with paged attention, one lab at a time.
 
 - On your machine (Python 3.10+): `make lab` installs the course into `.venv/` and opens JupyterLab
-  on `course/`. Work through the labs in order, starting with `00-start-here`. On a remote machine:
-  `make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0"` (any JupyterLab option goes in `LAB_ARGS`).
+  on `course/`. Work through the labs in order, starting with `00-start-here`. On a remote machine,
+  run `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
+  here, then open the link it prints (any JupyterLab option goes in `LAB_ARGS`).
 - In Google Colab: upload a notebook from `course/`; its first cell installs the course package.
 
 Each lab has an answer cell to fill in and a cell of visible tests to run after it; more tests run

@@ -106,14 +106,17 @@ def _remote_leaves(value: Any, found: List[Any], depth: int) -> None:
             _remote_leaves(item, found, depth + 1)
 
 
-def _rebuild(value: Any, plain: dict) -> Any:
+def _rebuild(value: Any, plain: dict, depth: int = 0) -> Any:
+    """``value`` with the leaves ``_remote_leaves`` found replaced; deeper than it looked, left as it is."""
+    if depth > 40:
+        return value
     if _is_elsewhere(value):
-        return plain[id(value)]
+        return plain.get(id(value), value)
     kind = type(value)
     if kind in (list, tuple, set, frozenset):
-        return kind(_rebuild(v, plain) for v in value)
+        return kind(_rebuild(v, plain, depth + 1) for v in value)
     if kind is dict:
-        return {_rebuild(k, plain): _rebuild(v, plain) for k, v in value.items()}
+        return {_rebuild(k, plain, depth + 1): _rebuild(v, plain, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -287,8 +290,7 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
         lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
                  f"  where:    {where}",
-                 f"  hint:     this cell runs {todo if todo.startswith(('the ', 'your ')) else 'your ' + todo} "
-                 "on cases the visible tests may not cover: "
+                 f"  hint:     this cell runs {todo} on cases the visible tests may not cover: "
                  "fix it, run its cell, then run this cell again"]
         try:
             error._render_traceback_ = lambda: lines
@@ -321,13 +323,37 @@ def _todo_block(value, tb) -> List[str]:
     return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.", todo, again]
 
 
-# -- a name a cell above defines, not run yet ---------------------------------------------------------
+# -- a name a cell of the notebook defines, not run yet ----------------------------------------------
 _NOTEBOOK_NAMES: dict = {}
 
 
+def _bound_names(statements) -> set:
+    """Names bound by ``statements`` and by the statements nested in their ``if``/``for``/``with``/``try``
+    blocks (not inside functions or classes: those names are local)."""
+    import ast
+
+    names: set = set()
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            names |= {n.id for item in node.items if item.optional_vars is not None
+                      for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)}
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            names |= _bound_names(getattr(node, field, []) or [])
+    return names
+
+
 def _names_defined_in_notebook() -> Optional[set]:
-    """Top-level names the running notebook's code cells bind (test cells left out), read from the file the
-    Jupyter server names in ``JPY_SESSION_NAME``; None when that is unknown (Colab, a script, nbgrader)."""
+    """Names the running notebook's code cells bind at their top level (test cells left out), read from
+    the file the Jupyter server names in ``JPY_SESSION_NAME``; None when that is unknown (Colab, a script,
+    nbgrader)."""
     import ast
     import json
     import os
@@ -339,7 +365,8 @@ def _names_defined_in_notebook() -> Optional[set]:
     if stamp not in _NOTEBOOK_NAMES:
         names: set = set()
         try:
-            cells = json.load(open(path, encoding="utf-8")).get("cells", [])
+            with open(path, encoding="utf-8") as handle:
+                cells = json.load(handle).get("cells", [])
         except (OSError, ValueError):
             return None
         for cell in cells:
@@ -349,26 +376,19 @@ def _names_defined_in_notebook() -> Optional[set]:
             source = "".join(source) if isinstance(source, list) else source
             lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
             try:
-                tree = ast.parse("\n".join(lines))
+                names |= _bound_names(ast.parse("\n".join(lines)).body)
             except SyntaxError:
                 continue
-            for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names.add(node.name)
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         _NOTEBOOK_NAMES.clear()
         _NOTEBOOK_NAMES[stamp] = names
     return _NOTEBOOK_NAMES[stamp]
 
 
 def missing_name_lines(error: NameError) -> Optional[List[str]]:
-    """A short block for a ``NameError`` on a name that a cell of the notebook defines (or may define):
-    the cells above have not run, usually because Run All stopped at a failing test. None for an
-    ``UnboundLocalError`` or a name the notebook does not define (a typo: the normal traceback says more)."""
+    """A short block for a ``NameError`` on a name that a cell of the notebook defines: that cell has not
+    run, usually because Run All stopped at a failing test. Where the notebook file is unknown (Colab,
+    nbgrader), only a name used directly in the cell gets the block, with an "if". None otherwise (an
+    ``UnboundLocalError``, a typo): the normal traceback says more."""
     if isinstance(error, UnboundLocalError):
         return None
     name = getattr(error, "name", None)
@@ -379,15 +399,22 @@ def missing_name_lines(error: NameError) -> Optional[List[str]]:
         name = found.group(1) if found else None
     if not name:
         return None
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    in_cell = tb is None or tb.tb_frame.f_code.co_name == "<module>"
+    where = [] if in_cell else [f"  where:    {tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}"]
+    run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again."
+    why = "  (If you used Run All: it stops at the first test that fails, and the cells below it do not run.)"
     defined = _names_defined_in_notebook()
-    run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again:"
-    why = "  Run All stops at the first test that fails, so the cells below that test did not run."
     if defined is None:
+        if not in_cell:
+            return None
         return [f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
-                "defines it, it has not run yet.", run_above, why, "  Otherwise, check the name's spelling."]
+                "defines it, that cell has not run yet:", run_above, why]
     if name in defined:
-        return [f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined in a cell above this one that has not run.",
-                run_above, why]
+        return [f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined by a cell of this notebook that has not "
+                "run yet.", *where, run_above, why]
     return None
 
 

@@ -407,5 +407,5 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
         lines = [line for line in str(error).strip().splitlines() if line.strip()]
         raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {lines[-1] if lines else error}",
                           hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
-                               "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) or "
-                               ".item() on a tensor, no Python lists of values") from None
+                               "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
+                               "on a tensor, no Python lists of values") from None

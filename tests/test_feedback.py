@@ -160,7 +160,8 @@ def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, mon
 
     saved = nbformat.v4.new_notebook()  # the notebook file the Jupyter server names to its kernel
     saved.cells = [nbformat.v4.new_code_cell(source) for source in (
-        "from paged_kv.feedback import install_notebook_hooks", "%matplotlib inline\ndef scores_spec(q, k):\n    pass")]
+        "from paged_kv.feedback import install_notebook_hooks",
+        "%matplotlib inline\nif True:\n    def scores_spec(q, k):\n        pass")]  # bound inside an if, too
     path = tmp_path / "lab.ipynb"
     nbformat.write(saved, path)
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
@@ -171,10 +172,11 @@ def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, mon
         "spelled_wrong + 1",
         "def f():\n    x += 1\n\nf()"])
     skipped, shown, typo, unbound = errors[1:]
-    for error in (skipped, shown):
+    for error, lines in ((skipped, 3), (shown, 4)):  # inside a function the block says where
         text = "\n".join(error.traceback)
-        assert error.ename == "NameError" and len(error.traceback) == 3, error.traceback
-        assert "'scores_spec' is defined in a cell above" in text and "Run All Above Selected Cell" in text
+        assert error.ename == "NameError" and len(error.traceback) == lines, error.traceback
+        assert "'scores_spec' is defined by a cell of this notebook" in text and "Run All Above Selected Cell" in text
+    assert "where:    <lambda>, line 1" in "\n".join(shown.traceback)
     assert typo.ename == "NameError" and "Run All Above" not in "\n".join(typo.traceback)
     assert unbound.ename == "UnboundLocalError" and "Run All Above" not in "\n".join(unbound.traceback)
 
@@ -182,6 +184,9 @@ def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, mon
 def test_without_the_notebook_file_a_missing_name_still_gets_the_hint(monkeypatch):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     errors = _run_in_kernel([
-        "from paged_kv.feedback import install_notebook_hooks\nassert install_notebook_hooks()", "attend_spec(1)"])
+        "from paged_kv.feedback import install_notebook_hooks\nassert install_notebook_hooks()", "attend_spec(1)",
+        "def uses_it():\n    return attend_spek(1)\n\nuses_it()"])
     text = "\n".join(errors[1].traceback)
-    assert len(errors[1].traceback) == 4 and "If a cell above this one defines it" in text, errors[1].traceback
+    assert len(errors[1].traceback) == 3 and "If a cell above this one defines it" in text, errors[1].traceback
+    # a name misspelled inside a function: the normal traceback, which shows the line
+    assert "If a cell above" not in "\n".join(errors[2].traceback) and len(errors[2].traceback) > 3
