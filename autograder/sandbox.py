@@ -207,8 +207,11 @@ def bwrap_command(spec: BoxSpec, env: Dict[str, str], command: Sequence[str], in
     binds = [p for p in _outermost(spec.readable) if os.path.exists(p)]
     # bwrap makes the folders above a bind 0700 (root's): a kernel running as its own uid must pass through.
     parents = sorted({a for p in binds + [spec.private_dir] for a in _ancestors(p)}, key=lambda a: a.count("/"))
+    # Folders under /tmp too (a repository cloned there): they are made in the kernel's own /tmp; /tmp itself
+    # stays the kernel's.
     for folder in parents:
-        if not any(folder == d or folder.startswith(d + "/") for d in SYSTEM_DIRS + ("/proc", "/dev", "/tmp")):
+        if folder != "/tmp" and not any(folder == d or folder.startswith(d + "/")
+                                        for d in SYSTEM_DIRS + ("/proc", "/dev")):
             args += ["--perms", "0755", "--dir", folder]
     for path in binds:
         args += ["--ro-bind", path, path]

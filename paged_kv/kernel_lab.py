@@ -397,6 +397,7 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     """
     from .triton_compile import compile_for_gpu, kernel_parameters
 
+    check_kernel(kernel, name)  # an unwritten stub says so, rather than that it does not compile
     params = kernel_parameters(kernel)
     if len(params) != len(args):
         raise CheckFailed(name, f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",

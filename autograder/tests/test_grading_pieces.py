@@ -105,6 +105,40 @@ def test_feedback_filter_drops_hidden_code_and_grader_frames():
     assert "needed = 1" in text and "[case] wrong" in text
 
 
+def test_a_boxed_kernel_user_reaches_files_that_live_under_tmp(tmp_path):
+    """A repository cloned under /tmp (its .venv, its paged_kv/) must be readable in the box by the kernel's
+    own uid: the folders above it are made in the kernel's /tmp with 0755, not bwrap's 0700."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from autograder import limits
+
+    if sandbox.probe()[0] != "bwrap":
+        pytest.skip("needs bubblewrap")
+    outside = Path(tempfile.mkdtemp(prefix="pkv-clone-", dir="/tmp"))
+    allocation = limits.Allocation(limits.Budget(1024, 64, 1, 64))
+    try:
+        (outside / "deep" / "pkg").mkdir(parents=True)
+        (outside / "deep" / "pkg" / "hello.txt").write_text("read from under /tmp")
+        os.chmod(outside, 0o755)
+        work = os.path.join(allocation.folder, "work")
+        os.mkdir(work)
+        spec = sandbox.BoxSpec(level="bwrap", memory_mb=2048, cwd=work, private_dir=allocation.folder,
+                               readable=sandbox.python_paths() + [str(outside / "deep" / "pkg")], quiet=False,
+                               uid=allocation.uid, cgroup=allocation.cgroup_paths)
+        result = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
+                                 f"import os; print(os.getuid(), open({str(outside / 'deep' / 'pkg' / 'hello.txt')!r}).read())"],
+                                capture_output=True, text=True, timeout=120)
+        assert "read from under /tmp" in result.stdout, result.stdout + result.stderr
+    finally:
+        allocation.release()
+        import shutil
+
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 def test_the_box_says_what_it_lacks():
     level, warning = sandbox.probe()
     assert level in sandbox.LEVELS
