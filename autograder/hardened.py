@@ -132,6 +132,20 @@ class BoxedKernelManager(AsyncKernelManager):
         self.connection_file = os.path.join(self.private_dir, "kernel.json")
         self.ip = os.path.join(self.private_dir, "ipc")
 
+    async def _forced_shutdown(self, now: bool = False, restart: bool = False) -> None:
+        """jupyter_client's shutdown, except that a forced one (``now``) kills without interrupting first: a
+        kernel still starting (a spare discarded while it boots) would die of that SIGINT with a
+        KeyboardInterrupt traceback on the grader's stderr, for nothing."""
+        if not (now and self.owns_kernel):
+            return await AsyncKernelManager.shutdown_kernel(self, now=now, restart=restart)
+        self.shutting_down = True
+        self.stop_restarter()
+        if self.has_kernel:
+            await self._async_kill_kernel(restart=restart)
+        await self._async_cleanup_resources(restart=restart)
+
+    shutdown_kernel = _forced_shutdown
+
     def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
         command = super().format_kernel_cmd(extra_arguments)
         spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,

@@ -306,8 +306,11 @@ def run(spec: BoxSpec, command: Sequence[str]) -> int:
     # Own session: the kernel manager's interrupts reach this launcher only, which forwards them to
     # the kernel, not to bwrap/unshare (they would die of SIGINT).
     # The kernel's own stdout only carries ipykernel's start-up banner: what cells print goes over zmq.
+    # Its stderr (start-up warnings, a traceback if it dies while starting) is the kernel's own, kept in
+    # its private folder: never mixed into the grader's output.
     child = subprocess.Popen(full, env=popen_env, cwd=spec.cwd, pass_fds=pass_fds, start_new_session=True,
                              stdout=subprocess.DEVNULL if spec.quiet else None,
+                             stderr=open(os.path.join(spec.private_dir, "stderr.log"), "ab") if spec.quiet else None,
                              preexec_fn=functools.partial(_set_limits, spec))
     kernel_pid: Optional[int] = child.pid
     if spec.level == "bwrap":
@@ -321,20 +324,30 @@ def run(spec: BoxSpec, command: Sequence[str]) -> int:
     elif spec.level == "unshare":
         kernel_pid = _child_pid(child.pid)
 
+    # A handle on the kernel process itself, so that a signal never reaches another process that was
+    # given the same pid after the kernel died (pids wrap around quickly on a busy grading machine).
+    pidfd: Optional[int] = None
+    if kernel_pid and hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(kernel_pid)
+        except OSError:
+            kernel_pid = None  # already gone
+
+    def send(pid: Optional[int], signum: int) -> None:
+        try:
+            if pid == kernel_pid and pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signum)
+            elif pid:
+                os.kill(pid, signum)
+        except (ProcessLookupError, OSError):
+            pass
+
     def forward(signum, _frame):
-        if kernel_pid:
-            try:
-                os.kill(kernel_pid, signum)
-            except ProcessLookupError:
-                pass
+        send(kernel_pid, signum)
 
     def stop(_signum, _frame):
-        for pid in (kernel_pid, child.pid):
-            try:
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        send(kernel_pid, signal.SIGKILL)
+        send(child.pid, signal.SIGKILL)  # our own child: its pid is ours until we reap it
         sys.exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGINT, forward)

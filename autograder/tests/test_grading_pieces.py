@@ -229,3 +229,20 @@ def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
     assert after.outputs[0]["text"].strip() == "still alive"
     assert [e["kind"] for e in executor.events] == ["memory"]
     assert "Grading notes" in out.cells[0].source
+
+
+def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
+    """A kernel's stderr (a traceback if it dies while starting) never mixes into the grader's output."""
+    import subprocess
+    import sys
+
+    level = sandbox.probe()[0]
+    private = tmp_path / "private"
+    (private / "work").mkdir(parents=True)
+    spec = sandbox.BoxSpec(level=level, memory_mb=2048, cwd=str(private / "work"), private_dir=str(private),
+                           readable=sandbox.python_paths(), quiet=True)
+    done = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
+                           "import sys; sys.stderr.write('kernel noise')"], timeout=120)
+    assert done.returncode == 0
+    assert "kernel noise" not in capfd.readouterr().err
+    assert "kernel noise" in (private / "stderr.log").read_text()
