@@ -26,7 +26,7 @@ help:
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
-	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 15 min on 2 cores; not in make test)"
+	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 	@echo "make handout  - dist/paged-kv-course-handout.zip: what students get (no solutions, no graders)"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"

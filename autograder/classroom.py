@@ -46,12 +46,13 @@ class Expect:
 @dataclass
 class Student:
     sid: str
-    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken
+    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, harm, bystander
     label: str
     file_name: str
     content: bytes
     expect: Expect
     loops: bool = False  # spends its whole time budget: worth grading with short budgets in tests
+    beside: bool = False  # graded in one run with the harm attacks (the hogs and their bystanders)
 
 
 # ---- reading a lab ---------------------------------------------------------------------------------
@@ -196,11 +197,11 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         return Expect(total=0.0, zero=all_ids, **kwargs) if single else Expect(below=total, **kwargs)
 
     def add(kind: str, label: str, nb, expect: Expect, file_name: Optional[str] = None,
-            raw: Optional[bytes] = None) -> None:
+            raw: Optional[bytes] = None, beside: bool = False) -> None:
         sid = f"{kind}-{len(students):02d}"
         content = raw if raw is not None else json.dumps(nb, indent=1).encode()
         students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
-                                loops="endless loop" in label))
+                                loops="endless loop" in label, beside=beside))
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
     add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))
@@ -217,21 +218,19 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         "class _Agree:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
         "    __hash__ = object.__hash__\n    __len__ = lambda self: 0\n    __getitem__ = lambda self, key: self\n"
         "return _Agree()")), ruined())
-    add("hostile", "sys.exit() in the TODO", _with_answer(lab, inject("import sys\nsys.exit(1)")),
+    add("hostile", "raises SystemExit in the TODO", _with_answer(lab, inject("raise SystemExit(1)")),
         ruined(events=python_only({"exit-called"})))
-    visible_points = sum(cells[g] for g in lab.visible)
-    add("hostile", "os._exit() when a hidden test calls it", _with_answer(lab, inject(
-        "import inspect, os\nif any('graders' in frame.filename for frame in inspect.stack()):\n    os._exit(3)")),
-        Expect(total=visible_points, zero=all_ids - lab.visible, full=lab.visible, events={"kernel-died"})
-        if single and not kernel else ruined(events=python_only({"kernel-died"})))
-    # As PID 1 of its namespace the boxed kernel ignores its own SIGKILL: os._exit() ends it anyway.
-    killer = nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nos._exit(9)")
-    add("hostile", "kills its kernel before the answer", _insert(lab.source, lab.answer_index, killer),
+    # A segmentation fault needs no import the provenance checks refuse (numpy's as_strided reads far away).
+    crash = "import numpy as np\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(2,), strides=(2**44,)).sum()"
+    add("hostile", "crashes the kernel whenever the TODO runs", _with_answer(lab, inject(crash)),
+        ruined(events=python_only({"kernel-died"})))
+    add("hostile", "crashes its kernel before the answer", _insert(lab.source, lab.answer_index,
+                                                                   nbformat.v4.new_code_cell(crash)),
         Expect(total=total, full=all_ids, events={"kernel-died"}))
     add("hostile", "endless loop in the TODO", _with_answer(lab, inject("while True:\n    pass")),
         ruined(events={"timeout"}, output=["Time limit"]))
     add("hostile", "endless loop that ignores interrupts", _with_answer(lab, inject(
-        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")),
+        "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass")),
         ruined(events={"timeout"}))
     add("hostile", "asks for more memory than the limit", _with_answer(lab, inject(
         f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), ruined(events={"memory"}))
@@ -248,9 +247,13 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
             open(os.path.join(repo, "paged_kv", "x.txt"), "w"); print("repo: writable")
         except OSError:
             print("repo: read-only")"""))
+    # Its imports are refused (so every test below scores 0); what it can reach is still the box's.
     add("hostile", "reaches for the network, the solutions and the repository",
         _insert(lab.source, lab.answer_index + 1, probe),
-        Expect(total=total, full=all_ids, boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"]))
+        Expect(total=0.0, zero=all_ids, events={"integrity"},
+               boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"]))
+    for kind, label, nb, expect, beside in attack_students(lab):
+        add(kind, label, nb, expect, beside=beside)
     nb = copy.deepcopy(lab.source)
     nb["cells"] = [c for c in nb["cells"] if not _meta(c).get("grade")]
     add("broken", "deleted every test cell", nb, Expect(total=total, full=all_ids, repairs={"restored-test"}))
@@ -307,6 +310,19 @@ def _colab(nb: dict) -> dict:
     nb["metadata"] = {"colab": {"provenance": []}, "kernelspec": {"name": "python3", "display_name": "Python 3"}}
     nb["nbformat_minor"] = 0
     return nb
+
+
+# ---- the red team ------------------------------------------------------------------------------------
+def attack_students(lab: Lab):
+    """The red team's students for ``lab`` (``autograder/tests/attacks.py``), one catalogued bug among them."""
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    try:
+        import attacks
+    except ImportError:
+        return []
+    bug = next((nb for _, nb, failing in catalogue_students(lab) if failing), None)
+    return attacks.attack_students(lab, bug)
 
 
 # ---- the bug catalogue as notebooks ---------------------------------------------------------------

@@ -112,12 +112,21 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     from autograder import sandbox
     from autograder.labs import LABS, ROOT
 
+    from autograder import limits
+
     say = (lambda *a: None) if quiet else print
     work = ROOT / "autograder" / "work"
     notebook = LABS[lab]
+    if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto":
+        sandbox.ensure_bubblewrap(say)
     level, warning = sandbox.probe() if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto" else (
         os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
     say(f"grading kernels: isolation '{level}'" + (f"\nWARNING: {warning}" if warning else ""))
+    found, warnings = limits.probe()
+    say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}, uid {found['uid']}")
+    for line in warnings:
+        say(f"WARNING: {line}")
+    limits.sweep_stale_cgroups()
     submitted = work / "submitted"
     if students is None:
         students = sorted(p.name for p in submitted.iterdir() if (p / lab / notebook).exists()) \

@@ -54,7 +54,12 @@ c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
 # Lab 06 maps sparse pool files past 2**32 elements (20 GiB of address space each, no disk or RAM) for
 # its int64 case: more address space and file size, the same time budgets.
 c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {"memory_mb": 131072, "file_mb": 65536}}
-c.HardenedExecute.readable_paths = [str(REPO)]
+# The box sees the course package and the channel's agent, nothing else of the repository (graders, their
+# tests, the verdict code and the solutions stay outside); the source notebooks are read by the grader.
+c.HardenedExecute.readable_paths = [str(REPO / "paged_kv"), str(REPO / "autograder" / "__init__.py"),
+                                    str(REPO / "autograder" / "agent")]
+c.HardenedExecute.private_roots = [str(REPO)]
+c.HardenedExecute.source_dir = str(ROOT / "solutions")
 c.HardenedExecute.events_dir = str(WORK / "events")
 # What a grading kernel must not see: solutions, their history, the gradebook and everyone's work.
 c.HardenedExecute.hidden_paths = [str(p) for p in dict.fromkeys([

@@ -103,10 +103,14 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     started = time.monotonic()
     collected = _run("autograder.collect", lab, str(export), env=env)
     work = root / "autograder" / "work"
-    groups = [[s for s in students if not (loop_budget and s.loops)], [s for s in students if loop_budget and s.loops]]
+    # Three runs: everyone else; the students whose code never ends (short budgets, when given); the harm
+    # attacks with their honest bystanders, graded together so that each hog runs beside an honest student.
+    groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside],
+              [s for s in students if loop_budget and s.loops and not s.beside],
+              [s for s in students if s.beside]]
     summary: dict = {}
     outputs = collected.stdout
-    for group, extra in zip(groups, [{}, loop_budget or {}]):
+    for group, extra in zip(groups, [{}, loop_budget or {}, {}]):
         if not group:
             continue
         chosen = [arg for s in group for arg in ("--student", ids[s.sid])]
@@ -128,7 +132,11 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     collected_records = {r["student"]: r for r in json.loads((work / "reports" / lab / "collected.json").read_text())}
     level = summary.get("isolation")
     scores, problems, leaks = {}, {}, []
-    hidden_lines = _hidden_lines(info)
+    hidden_lines = _hidden_lines(info) + _grader_lines(info)
+    seconds_of = {row["student"]: row["seconds"] for row in summary.get("students", [])}
+    honest = sorted(seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant")
+                    and not s.beside)
+    normal = honest[len(honest) // 2] if honest else None
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         for student in students:
             sid = ids[student.sid]
@@ -144,12 +152,45 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
             outputs = _outputs(graded_nb) if graded_nb.exists() else ""
             problems[student.sid] = classroom.check_outcome(
                 student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap")
+            took = seconds_of.get(sid, 0.0)
+            if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
+                problems[student.sid].append(f"took {took:.1f} s beside a harm attack; an honest student takes "
+                                             f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)")
             html = work / "feedback" / sid / lab / info.notebook.replace(".ipynb", ".html")
             if not html.exists():
                 problems[student.sid].append("no feedback HTML")
             elif any(line in html.read_text() for line in hidden_lines):
                 leaks.append(student.sid)
     return LabResult(lab, students, ids, scores, info.grade_cells, problems, summary, seconds, outputs, leaks)
+
+
+def bystander_limit(normal: float) -> float:
+    """How long an honest student graded beside a harm attack may take: twice the usual, plus 15 s."""
+    return 2 * normal + 15
+
+
+def _grader_lines(info: classroom.Lab) -> List[str]:
+    """Lines of code (not message text) of the lab's grader modules: none may reach the feedback."""
+    import ast
+    import importlib
+    import inspect
+
+    lines = []
+    visible = "\n".join(classroom._src(c) for c in info.source["cells"] + info.release["cells"])
+    for cell in info.source["cells"]:
+        text = classroom._src(cell)
+        if "### BEGIN HIDDEN TESTS" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
+                for alias in node.names:
+                    module = importlib.import_module(f"autograder.graders.{alias.name}")
+                    for line in inspect.getsource(module).splitlines():
+                        code = line.strip()
+                        if len(code) >= 24 and '"' not in code and "'" not in code and not code.startswith(
+                                ("#", "from ", "import ")) and code not in visible:
+                            lines.append(code)
+    return sorted(set(lines))
 
 
 def _outputs(path: Path) -> str:
@@ -191,8 +232,35 @@ def describe(result: LabResult) -> Dict[str, str]:
 
 
 COLUMNS = [("bug", "bugs caught"), ("variant", "variants accepted"), ("delegation", "delegation refused"),
-           ("hostile", "hostile handled"), ("broken", "broken handled"), ("solution", "solution full"),
-           ("untouched", "release zero"), ("s/student", "s/student"), ("class s", "class s"), ("cpu s", "CPU s")]
+           ("hostile", "hostile handled"), ("broken", "broken handled"), ("attack", "attacks stopped"),
+           ("leak", "leaks stopped"), ("harm", "hogs contained"), ("bystander", "bystanders kept"),
+           ("solution", "solution full"), ("untouched", "release zero"), ("s/student", "s/student"),
+           ("class s", "class s"), ("cpu s", "CPU s")]
+
+
+def attack_table(results: List[LabResult]) -> str:
+    """A row per attack class: for each lab, ``ok`` when the attack earned nothing it should not (and was
+    logged), or ``FAIL``; harm attacks with their bystander's seconds."""
+    labs = [r.lab for r in results]
+    rows: Dict[str, Dict[str, str]] = {}
+    for result in results:
+        for student in result.students:
+            if student.kind not in ("attack", "leak", "harm"):
+                continue
+            cell = "ok" if not result.problems[student.sid] else "FAIL"
+            rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
+        bystanders = [s for s in result.students if s.kind == "bystander"]
+        if bystanders:
+            took = max(next((row["seconds"] for row in result.summary["students"]
+                             if row["student"] == result.ids[b.sid]), 0.0) for b in bystanders)
+            fine = all(not result.problems[b.sid] for b in bystanders)
+            rows.setdefault("bystanders beside the harm attacks (slowest)", {})[result.lab] = \
+                f"{'ok' if fine else 'FAIL'} {took:.0f}s"
+    width = max([len(k) for k in rows] + [10])
+    lines = [f"{'attack class':<{width}}" + "".join(f"{lab[:12]:>14}" for lab in labs)]
+    for label, cells in rows.items():
+        lines.append(f"{label:<{width}}" + "".join(f"{cells.get(lab, '-'):>14}" for lab in labs))
+    return "\n".join(lines)
 
 
 def print_report(results: List[LabResult]) -> str:
@@ -206,22 +274,62 @@ def print_report(results: List[LabResult]) -> str:
             for problem in result.problems[student.sid]:
                 lines.append(f"  {result.lab} {student.kind} '{student.label}': {problem}")
         if result.feedback_leaks:
-            lines.append(f"  {result.lab}: hidden test code in the feedback of {result.feedback_leaks}")
+            lines.append(f"  {result.lab}: hidden test or grader code in the feedback of {result.feedback_leaks}")
+    lines += ["", "Red team (every attack on every lab):", attack_table(results)]
     return "\n".join(lines)
 
 
 def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.Student]:
-    """A class of ``size``: one endless loop, the catalogue's bugs and variants, the rest solutions."""
+    """A class of ``size``: one endless loop, one student of every attack class (on the untouched
+    release), the catalogue's bugs and variants, and solutions for the rest."""
     full = classroom.build_class(info, root)
     looper = next(s for s in full if s.label == "endless loop in the TODO")
+    attacks = [s for s in full if s.kind in ("attack", "leak", "harm") and "(a catalogued bug)" not in s.label]
     others = [s for s in full if s.kind in ("bug", "variant")]
     solution = next(s for s in full if s.kind == "solution")
-    chosen = [looper] + others[: size - 1]
+    chosen = [looper] + attacks + others
+    chosen = chosen[:max(size, len(attacks) + 1)]
     while len(chosen) < size:
         copy = classroom.Student(f"solution-{len(chosen):02d}", "solution", "the solution", solution.file_name,
                                  solution.content, solution.expect)
         chosen.append(copy)
     return chosen
+
+
+# The attacks that every lab meets in ``make test``: one of each attack class of issue #14 (replacing the
+# checks, silencing IPython twice over, making the reference agree, delegation in disguise twice over).
+EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer", "the kernel always replies ok",
+                     "points the reference at its own code", "exec of the reference's source",
+                     "the reference's bytecode", "a fake triton", "the kernel hands its work")
+
+
+def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
+                 memory_mb: int = 4096) -> List[classroom.Student]:
+    """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
+    (solution, untouched, catalogued bugs, variants, delegations), one attack of each class (on the
+    untouched release and on a catalogued bug), both leaks, every harm attack with its bystanders; and a
+    share of the rest, dealt out round-robin: each hostile or broken submission is graded in exactly one
+    lab, and two of every four other disguises of delegation (of four labs in a row, each disguise meets
+    one). ``make grader-report`` grades the whole class of every lab."""
+    full = classroom.build_class(info, root, memory_mb=memory_mb)
+    own = ("solution", "untouched", "bug", "variant", "delegation", "leak", "harm", "bystander")
+    kept, pipeline, disguises = [], [], []
+    for student in full:
+        if student.kind in own or (student.kind == "attack" and (
+                "(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))):
+            kept.append(student)
+        else:
+            (disguises if student.kind == "attack" else pipeline).append(student)
+    return (kept + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
+            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4])
+
+
+def _honest_seconds(result: LabResult) -> Optional[float]:
+    """Median grading seconds of the honest students (solution, variants, bugs) in the class."""
+    times = sorted(row["seconds"] for row in result.summary["students"]
+                   if any(result.ids[st.sid] == row["student"] and st.kind in ("solution", "variant", "bug")
+                          for st in result.students))
+    return round(times[len(times) // 2], 2) if times else None
 
 
 def main(argv=None) -> int:
@@ -254,6 +362,10 @@ def main(argv=None) -> int:
         (out / "grading.json").write_text(json.dumps([
             {"lab": r.lab, "students": len(r.students), "class_seconds": round(r.seconds, 1),
              "seconds_per_student": round(r.summary["seconds"] / len(r.students), 2),
+             "honest_seconds_per_student": _honest_seconds(r),
+             "attacks_stopped": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")
+                                    and not r.problems[st.sid]),
+             "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")),
              "cpu_seconds": r.summary.get("cpu_seconds"), "workers": r.summary.get("workers"),
              "isolation": r.summary.get("isolation")} for r in results], indent=1))
     failed = any(any(r.problems.values()) or r.feedback_leaks for r in results)

@@ -22,9 +22,11 @@ from .attention import gather_kv, paged_decode_attention_ref
 # Peak HBM/GDDR bandwidth in GB/s (1e9 bytes/s), from NVIDIA's datasheets: T4 320 GB/s, L4 300 GB/s,
 # A100 40GB 1,555 GB/s and 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H100 PCIe "greater than 2,000 GB/s"
 # (product brief PB-11133-001), H200 4.8 TB/s. Matched on torch.cuda.get_device_name(), first match wins;
-# None: a variant whose figure was not checked (H100 NVL), reported as unknown rather than guessed.
+# None: a variant whose figure was not checked (H100 NVL), reported as unknown rather than guessed. GH200
+# comes before H200 (its name contains "H200"): it ships with 96 GB HBM3 (4 TB/s) or HBM3e, and the
+# device name does not say which, so it is reported as unknown.
 HBM_PEAK_GBPS: List[Tuple[str, Optional[float]]] = [
-    ("H200", 4800.0), ("H100 NVL", None), ("H100 PCIe", 2000.0), ("H100", 3350.0), ("A100-SXM4-80GB", 2039.0),
+    ("GH200", None), ("H200", 4800.0), ("H100 NVL", None), ("H100 PCIe", 2000.0), ("H100", 3350.0), ("A100-SXM4-80GB", 2039.0),
     ("A100-SXM4-40GB", 1555.0), ("A100-PCIE-40GB", 1555.0), ("L4", 300.0), ("T4", 320.0),
 ]
 LLAMA_3_1_8B = (32, 8, 128)  # query heads, KV heads, head dim of one layer (HF config.json)

@@ -5,8 +5,9 @@ One ``step()``:
 1. the scheduler picks a batch (a prefill batch or a decode batch; see ``paged_kv.scheduler``);
 2. the model runner computes the scheduled tokens through the paged KV cache and returns the logits
    of each sequence's last position;
-3. for every scheduled sequence: ``hash_blocks`` registers the blocks this step filled (only now that
-   their K/V exist, nano-vllm#208), the computed tokens become cached, one token is sampled and
+3. for every scheduled sequence: ``hash_blocks`` registers the blocks this step filled, only now that
+   their K/V exist (registering at allocation breaks under chunked prefill, where a later chunk
+   computes the block: nano-vllm#208); the computed tokens become cached, one token is sampled and
    appended; a request with ``max_tokens`` outputs finishes and gives its blocks back.
 
 Requests arriving together are served with continuous batching: a finished request's blocks are
@@ -45,6 +46,7 @@ class RequestState:
     output_ids: List[int] = field(default_factory=list)
     first_token_time: Optional[float] = None
     finish_time: Optional[float] = None
+    token_times: List[float] = field(default_factory=list)  # when each output token existed (engine clock)
     num_preemptions: int = 0
     prompt_tokens_from_cache: Optional[int] = None
 
@@ -67,6 +69,12 @@ class RequestState:
         if self.finish_time is None or len(self.output_ids) < 2:
             return None
         return (self.finish_time - self.first_token_time) / (len(self.output_ids) - 1)
+
+    @property
+    def itl(self) -> List[float]:
+        """Inter-token latencies: the gap before each output token after the first (a preemption shows as
+        one long gap, which the average ``tpot`` spreads over every token)."""
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
 
 
 @dataclass(frozen=True)
@@ -182,15 +190,16 @@ class LLMEngine:
                 state.prompt_tokens_from_cache = state.seq.num_cached_tokens
         computed = sum(s.num_scheduled_tokens for s in seqs)
         logits = self.runner.run(seqs, is_prefill)
-        now = self.clock()
+        tokens = [sample_next(row, state.params.temperature, state.generator) for state, row in zip(states, logits)]
+        now = self.clock()  # after sampling: reading each token back to the host waits for the device's work
         finished = []
-        for seq, state, row in zip(seqs, states, logits):
+        for seq, state, token in zip(seqs, states, tokens):
             self.block_manager.hash_blocks(seq)          # after the K/V exist, never before
             seq.num_cached_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
-            token = sample_next(row, state.params.temperature, state.generator)
             seq.append_token(token)
             state.output_ids.append(token)
+            state.token_times.append(now)
             if state.first_token_time is None:
                 state.first_token_time = now
             if len(state.output_ids) == state.params.max_tokens:

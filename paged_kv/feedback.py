@@ -9,9 +9,11 @@ object that says it equals everything cannot pass.
 from __future__ import annotations
 
 import reprlib
+import textwrap
 from typing import Any, Callable, List, Optional
 
 _MISSING = object()
+HINT_WIDTH = 100  # characters per line of a rendered hint
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 _repr = reprlib.Repr()
 _repr.maxstring, _repr.maxother, _repr.maxlist, _repr.maxdict, _repr.maxlevel = 120, 120, 12, 8, 4
@@ -53,6 +55,9 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> List[str]:
         first, *rest = self._lines()
+        if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
+            rest[-1] = "\n".join(textwrap.wrap(rest[-1], HINT_WIDTH, subsequent_indent=" " * 12,
+                                               break_long_words=False, break_on_hyphens=False))
         return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
 
 
@@ -64,8 +69,60 @@ class TodoNotWritten(NotImplementedError):
         return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {first}", *rest]
 
 
+def materialize(value: Any) -> Any:
+    """``value`` with every object that lives elsewhere replaced by its plain data; the same object when
+    there is none. Such objects (the grader's handles to a grading kernel's objects) implement
+    ``__pkv_value__()`` and a batched ``__pkv_values__(items)``; nothing else is touched."""
+    found: List[Any] = []
+    _remote_leaves(value, found, 0)
+    if not found:
+        return value
+    plain = {}
+    kinds = {}
+    for leaf in found:
+        kinds.setdefault(type(leaf), []).append(leaf)
+    for kind, leaves in kinds.items():
+        batch = getattr(kind, "__pkv_values__", None)
+        values = batch(leaves) if batch is not None else [leaf.__pkv_value__() for leaf in leaves]
+        plain.update({id(leaf): v for leaf, v in zip(leaves, values)})
+    return _rebuild(value, plain)
+
+
+def _is_elsewhere(value: Any) -> bool:
+    return hasattr(type(value), "__pkv_value__")
+
+
+def _remote_leaves(value: Any, found: List[Any], depth: int) -> None:
+    if depth > 40:
+        return
+    if _is_elsewhere(value):
+        found.append(value)
+    elif type(value) in (list, tuple, set, frozenset):
+        for item in value:
+            _remote_leaves(item, found, depth + 1)
+    elif type(value) is dict:
+        for key, item in value.items():
+            _remote_leaves(key, found, depth + 1)
+            _remote_leaves(item, found, depth + 1)
+
+
+def _rebuild(value: Any, plain: dict, depth: int = 0) -> Any:
+    """``value`` with the leaves ``_remote_leaves`` found replaced; deeper than it looked, left as it is."""
+    if depth > 40:
+        return value
+    if _is_elsewhere(value):
+        return plain.get(id(value), value)
+    kind = type(value)
+    if kind in (list, tuple, set, frozenset):
+        return kind(_rebuild(v, plain, depth + 1) for v in value)
+    if kind is dict:
+        return {_rebuild(k, plain, depth + 1): _rebuild(v, plain, depth + 1) for k, v in value.items()}
+    return value
+
+
 def expect(condition: bool, case: str, problem: str, hint: str = "") -> None:
     """Raise :class:`CheckFailed` with ``problem`` unless ``condition`` is exactly ``True``."""
+    condition = materialize(condition)
     if condition is not True:
         raise CheckFailed(case, problem, hint=hint)
 
@@ -141,6 +198,7 @@ def _difference(got: Any, expected: Any, path: str) -> Optional[tuple]:
 
 def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
     """Raise :class:`CheckFailed` unless ``got`` has exactly ``expected``'s types and value, all the way down."""
+    got, expected = materialize(got), materialize(expected)
     diff = _difference(got, expected, "")
     if diff is None:
         return
@@ -216,6 +274,15 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         return None
     except CheckFailed:
         raise
+    except NameError as error:
+        lines = missing_name_lines(error)
+        if lines is None:
+            raise
+        try:
+            error._render_traceback_ = lambda: lines
+        except AttributeError:
+            pass
+        raise
     except Exception as error:
         tb = error.__traceback__
         while tb is not None and tb.tb_next is not None:
@@ -223,7 +290,7 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
         lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
                  f"  where:    {where}",
-                 f"  hint:     this cell runs your {todo} on cases the visible tests may not cover: "
+                 f"  hint:     this cell runs {todo} on cases the visible tests may not cover: "
                  "fix it, run its cell, then run this cell again"]
         try:
             error._render_traceback_ = lambda: lines
@@ -256,18 +323,121 @@ def _todo_block(value, tb) -> List[str]:
     return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.", todo, again]
 
 
+# -- a name a cell of the notebook defines, not run yet ----------------------------------------------
+_NOTEBOOK_NAMES: dict = {}
+
+
+def _bound_names(statements) -> set:
+    """Names bound by ``statements`` and by the statements nested in their ``if``/``for``/``with``/``try``
+    blocks (not inside functions or classes: those names are local)."""
+    import ast
+
+    names: set = set()
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            names |= {n.id for item in node.items if item.optional_vars is not None
+                      for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)}
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            names |= _bound_names(getattr(node, field, []) or [])
+    return names
+
+
+def _names_defined_in_notebook() -> Optional[set]:
+    """Names the running notebook's code cells bind at their top level (test cells left out), read from
+    the file the Jupyter server names in ``JPY_SESSION_NAME``; None when that is unknown (Colab, a script,
+    nbgrader)."""
+    import ast
+    import json
+    import os
+
+    path = os.environ.get("JPY_SESSION_NAME", "")
+    if not path.endswith(".ipynb") or not os.path.isfile(path):
+        return None
+    stamp = (path, os.path.getmtime(path))
+    if stamp not in _NOTEBOOK_NAMES:
+        names: set = set()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                cells = json.load(handle).get("cells", [])
+        except (OSError, ValueError):
+            return None
+        for cell in cells:
+            if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else source
+            lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            try:
+                names |= _bound_names(ast.parse("\n".join(lines)).body)
+            except SyntaxError:
+                continue
+        _NOTEBOOK_NAMES.clear()
+        _NOTEBOOK_NAMES[stamp] = names
+    return _NOTEBOOK_NAMES[stamp]
+
+
+def missing_name_lines(error: NameError) -> Optional[List[str]]:
+    """A short block for a ``NameError`` on a name that a cell of the notebook defines: that cell has not
+    run, usually because Run All stopped at a failing test. Where the notebook file is unknown (Colab,
+    nbgrader), only a name used directly in the cell gets the block, with an "if". None otherwise (an
+    ``UnboundLocalError``, a typo): the normal traceback says more."""
+    if isinstance(error, UnboundLocalError):
+        return None
+    name = getattr(error, "name", None)
+    if not name:
+        import re
+
+        found = re.search(r"name '([^']+)' is not defined", str(error))
+        name = found.group(1) if found else None
+    if not name:
+        return None
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    in_cell = tb is None or tb.tb_frame.f_code.co_name == "<module>"
+    where = [] if in_cell else [f"  where:    {tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}"]
+    run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again."
+    why = "  (If you used Run All: it stops at the first test that fails, and the cells below it do not run.)"
+    defined = _names_defined_in_notebook()
+    if defined is None:
+        if not in_cell:
+            return None
+        return [f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
+                "defines it, that cell has not run yet:", run_above, why]
+    if name in defined:
+        return [f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined by a cell of this notebook that has not "
+                "run yet.", *where, run_above, why]
+    return None
+
+
 def _todo_traceback(shell, etype, value, tb, tb_offset=None):
-    """IPython handler: an unwritten TODO's ``NotImplementedError`` shown as one block naming the function.
+    """IPython handler: an unwritten TODO's ``NotImplementedError`` shown as one block naming the function,
+    and a name that a cell above defines but has not run as one block saying to run the cells above.
 
     IPython discards a custom handler's return value, so the block is sent here as the cell's error.
     """
-    stb = _todo_block(value, tb)
+    if isinstance(value, NameError):
+        stb = missing_name_lines(value)
+        if stb is None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+    else:
+        stb = _todo_block(value, tb)
     shell._showtraceback(etype, value, stb)
     return stb
 
 
 def install_notebook_hooks() -> bool:
-    """Show an unwritten TODO as one short block in IPython (Jupyter, Colab, nbgrader); False outside IPython.
+    """Show an unwritten TODO, and a name defined by a cell above that has not run, as one short block in
+    IPython (Jupyter, Colab, nbgrader); False outside IPython.
 
     :class:`CheckFailed` needs no hook: it renders itself through ``_render_traceback_``.
     """
@@ -278,5 +448,5 @@ def install_notebook_hooks() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
-    shell.set_custom_exc((NotImplementedError,), _todo_traceback)
+    shell.set_custom_exc((NotImplementedError, NameError), _todo_traceback)
     return True

@@ -58,6 +58,9 @@ class PagedCase:
     scale: float
     clean: Tuple[torch.Tensor, torch.Tensor, torch.Tensor] = field(repr=False)
     keep_alive: tuple = field(default=(), repr=False)
+    # (function path, args, kwargs) that make this case again, on any device: how a grader hands the same
+    # case to another process (the grading kernel) without copying its tensors.
+    _pkv_recipe: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def num_seqs(self) -> int:
@@ -133,12 +136,17 @@ def _garbage_ids(num_blocks: int, unlisted: Sequence[int], gen: torch.Generator,
 def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int = 2, num_kv_heads: int = 1,
                head_dim: int = 16, dtype: torch.dtype = torch.float32, seed: int = 0, poison: bool = False,
                logit_scale: float = 1.0, spare_blocks: int = 3, extra_columns: int = 1,
-               label: Optional[str] = None) -> PagedCase:
+               label: Optional[str] = None, device: Optional[str] = None) -> PagedCase:
     """A ragged batch with scattered, non-monotonic block tables (a random permutation of the pool).
 
     ``logit_scale`` multiplies q (large values make softmax overflow without max subtraction);
-    ``spare_blocks`` blocks are listed by no table; ``extra_columns`` padding columns follow the longest row.
+    ``spare_blocks`` blocks are listed by no table; ``extra_columns`` padding columns follow the longest row;
+    ``device`` defaults to where kernels run (``paged_kv.triton_mode``).
     """
+    recipe = ("paged_kv.kernel_cases.paged_case", (tuple(int(n) for n in seq_lens),),
+              dict(block_size=block_size, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                   dtype=dtype, seed=seed, poison=poison, logit_scale=logit_scale, spare_blocks=spare_blocks,
+                   extra_columns=extra_columns, label=label))
     gen = torch.Generator().manual_seed(seed)
     lens = [int(n) for n in seq_lens]
     used = [_cdiv(n, block_size) for n in lens]
@@ -173,15 +181,15 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
             v[block] = float("nan")
     q = (torch.randn(num_seqs, num_q_heads, head_dim, generator=gen) * logit_scale).to(dtype)
     text = label or ("poisoned memory" if poison else "scattered tables")
-    device = _device()
+    device = device or _device()
     return PagedCase(text, q.to(device), _on(k, device), _on(v, device), _on(tables, device),
                      torch.tensor(lens, dtype=torch.int32, device=device), head_dim ** -0.5,
-                     (clean_k, clean_v, clean_tables))
+                     (clean_k, clean_v, clean_tables), _pkv_recipe=recipe)
 
 
 def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num_q_heads: int = 2,
                   num_kv_heads: int = 1, head_dim: int = 16, dtype: torch.dtype = torch.float32,
-                  seed: int = 0, directory: Optional[str] = None) -> PagedCase:
+                  seed: int = 0, directory: Optional[str] = None, device: Optional[str] = None) -> PagedCase:
     """A pool whose listed blocks sit past 2**32 elements, with almost no memory used.
 
     The cache is a view with a block stride of ``2**27`` elements over a sparse memory-mapped file
@@ -190,6 +198,9 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     around to blocks ``0..7``, which hold decoys, and returns a wrong answer (vLLM #47671, #50427).
     On a GPU (native mode) the pool is real device memory: float16, about 11 GB.
     """
+    recipe = ("paged_kv.kernel_cases.far_pool_case", (tuple(int(n) for n in seq_lens),),
+              dict(block_size=block_size, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                   dtype=dtype, seed=seed))
     gen = torch.Generator().manual_seed(seed)
     used = [_cdiv(int(n), block_size) for n in seq_lens]
     if sum(used) > 8:
@@ -197,7 +208,7 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     per_block = block_size * num_kv_heads * head_dim
     num_blocks = FAR_FIRST + 8
     elements = num_blocks * FAR_STRIDE
-    device = _device()
+    device = device or _device()
     if device == "cpu":
         handle, path = tempfile.mkstemp(prefix="paged_kv_far_pool_", dir=directory)
         try:
@@ -239,4 +250,4 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     q = torch.randn(len(used), num_q_heads, head_dim, generator=gen).to(dtype)
     return PagedCase("pool past 2**32 elements (int64 offsets)", q.to(device), k, v, tables.to(device),
                      torch.tensor([int(n) for n in seq_lens], dtype=torch.int32, device=device), head_dim ** -0.5,
-                     (clean_k.cpu(), clean_v.cpu(), clean_tables), keep_alive=(storage,))
+                     (clean_k.cpu(), clean_v.cpu(), clean_tables), keep_alive=(storage,), _pkv_recipe=recipe)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 
-from .feedback import CheckFailed, TodoNotWritten
+from .feedback import CheckFailed, TodoNotWritten, materialize
 from .kernel_cases import PagedCase
 
 MAX_PROGRAMS = 4096
@@ -41,6 +41,7 @@ def expect_close(case: str, got: Any, expected: torch.Tensor, *, atol: float = 1
     Shapes and dtypes must match exactly; NaN is never accepted; ``-inf`` must sit exactly where
     expected; finite values may differ by ``atol + rtol * |expected|`` (fp32 accumulation in any order).
     """
+    got, expected = materialize(got), materialize(expected)
     if type(got) is not torch.Tensor:
         raise CheckFailed(case, f"expected a torch.Tensor, got {type(got).__name__}", hint=hint)
     if tuple(got.shape) != tuple(expected.shape):
@@ -396,6 +397,7 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     """
     from .triton_compile import compile_for_gpu, kernel_parameters
 
+    check_kernel(kernel, name)  # an unwritten stub says so, rather than that it does not compile
     params = kernel_parameters(kernel)
     if len(params) != len(args):
         raise CheckFailed(name, f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
@@ -406,5 +408,5 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
         lines = [line for line in str(error).strip().splitlines() if line.strip()]
         raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {lines[-1] if lines else error}",
                           hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
-                               "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) or "
-                               ".item() on a tensor, no Python lists of values") from None
+                               "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
+                               "on a tensor, no Python lists of values") from None

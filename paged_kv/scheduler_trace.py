@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from .checks import check_int, check_positive_int
-from .feedback import CheckFailed, attempt
+from .feedback import CheckFailed, attempt, materialize
 from .prefix_cache import BlockManager, Sequence
 
 
@@ -300,18 +300,23 @@ _WHAT = {"kind": "kind of step", "scheduled": "scheduled (name+tokens)", "waitin
          "cached": "num_cached_tokens of the scheduled"}
 
 
-def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
+def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_cls=None, run_cls=None) -> int:
     """Replay ``spec`` with ``scheduler_cls`` and with the reference side by side; raise ``AssertionError``
-    at the first step where they differ (what, expected, got, a hint). Returns the number of steps."""
+    at the first step where they differ (what, expected, got, a hint). Returns the number of steps.
+
+    ``run_cls`` makes the student's side of the replay (default ``TraceRun``; a grader passes the grading
+    kernel's, so that the student's scheduler runs there and only its snapshots come back)."""
     if reference_cls is None:
         from .scheduler import Scheduler as reference_cls
-    ref_run, run = TraceRun(reference_cls, spec), TraceRun(scheduler_cls, spec)
+    ref_run, run = TraceRun(reference_cls, spec), (run_cls or TraceRun)(scheduler_cls, spec)
     previous = None
     while not ref_run.done:
         expected = ref_run.decide()
         where = f"{case}, step {expected.step}"
         before = f"\n  before:   {format_snapshot(previous)}" if previous else ""
-        got = _guarded(where, run.decide, before, _DECIDE_HINT, run.readable)
+        got = materialize(_guarded(where, run.decide, before, _DECIDE_HINT, run.readable))
+        if type(got) is not Snapshot:
+            raise CheckFailed(where, "schedule()'s step could not be read back", got=got)
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:

@@ -12,7 +12,7 @@ def plot_serving(runs: Mapping[str, object], num_blocks: int, title: Optional[st
     distribution of time to first token."""
     if not runs:
         raise ValueError("runs must hold at least one finished engine")
-    fig = CourseFigure(figsize=(13, 3.6))
+    fig = CourseFigure(figsize=(13, 4.4))
     ax_blocks, ax_running, ax_ttft = fig.subplots(1, 3)
     for i, (label, engine) in enumerate(runs.items()):
         log = engine.step_log
@@ -32,10 +32,21 @@ def plot_serving(runs: Mapping[str, object], num_blocks: int, title: Optional[st
     ax_blocks.set(xlabel="time since arrival (s)", ylabel="KV blocks", title="KV cache blocks in use and reserved")
     ax_running.set(xlabel="time since arrival (s)", ylabel="requests", title="requests running at once")
     ax_ttft.set(xlabel="time to first token (ms)", ylabel="fraction of requests", title="TTFT distribution (CDF)")
-    for ax, where in ((ax_blocks, "lower right"), (ax_running, "upper right"), (ax_ttft, "lower right")):
+    for ax in (ax_blocks, ax_running, ax_ttft):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc=where)
+    # Legends sit below the axes, so they never cover a line: the runs' colours once for the figure, the
+    # line styles of the blocks panel under it.
+    from matplotlib.lines import Line2D
+
+    styles = [Line2D([], [], color="grey", label="in use")]
+    if any(h.get_linestyle() == "--" for h in ax_blocks.get_lines()):
+        styles.append(Line2D([], [], color="grey", linestyle="--", label="reserved"))
+    styles.append(Line2D([], [], color="black", linestyle=":", linewidth=1, label=f"pool ({num_blocks} blocks)"))
+    ax_blocks.legend(handles=styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3,
+                     frameon=False)
+    runs_legend = [Line2D([], [], color=_color(i), label=label) for i, label in enumerate(runs)]
+    fig.legend(handles=runs_legend, fontsize=9, loc="lower center", ncol=len(runs_legend), frameon=False)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

@@ -10,9 +10,15 @@ from .checks import check_instance
 from .prefix_cache import BlockManagerBase, Sequence
 
 
-def _compute_and_hash(manager: BlockManagerBase, seq: Sequence) -> None:
-    # The model would compute KV for these tokens now; afterwards the full blocks get their hashes.
-    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
+def compute_rest(manager: BlockManagerBase, seq: Sequence) -> None:
+    """The model computed every token of ``seq`` not cached yet (a prefill); see ``compute``."""
+    compute(manager, seq, len(seq) - seq.num_cached_tokens)
+
+
+def compute(manager: BlockManagerBase, seq: Sequence, num_tokens: int) -> None:
+    """The engine's part of a step after the model ran ``num_tokens`` of ``seq``'s tokens: the manager
+    registers the blocks they filled (``hash_blocks``), then they count as cached."""
+    seq.num_scheduled_tokens = num_tokens
     manager.hash_blocks(seq)
     seq.num_cached_tokens += seq.num_scheduled_tokens
     seq.num_scheduled_tokens = 0
@@ -28,7 +34,7 @@ def prefill(manager: BlockManagerBase, seq: Sequence) -> int:
             f"only {manager.num_free_blocks} free"
         )
     manager.allocate(seq, num_cached_blocks)
-    _compute_and_hash(manager, seq)
+    compute_rest(manager, seq)
     return num_cached_blocks
 
 
@@ -42,4 +48,4 @@ def decode_step(manager: BlockManagerBase, seq: Sequence, token_id: int) -> None
     except Exception:
         seq.token_ids.pop()  # leave the sequence as it was
         raise
-    _compute_and_hash(manager, seq)
+    compute_rest(manager, seq)

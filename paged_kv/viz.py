@@ -168,12 +168,19 @@ def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) ->
                      title=title)
 
 
-def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None) -> CourseFigure:
-    """``draw_pool`` for a ``BlockManager``: shows ref counts and free blocks whose hash survives."""
+def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None,
+                       labels: Optional[SequenceType[str]] = None) -> CourseFigure:
+    """``draw_pool`` for a ``BlockManager``: shows ref counts and free blocks whose hash survives.
+
+    Each sequence is named by ``labels`` (one per sequence), by default ``seq 0``, ``seq 1``... in the order
+    given: a demo's own small numbers, not the global ``seq_id`` counter (which may be in the thousands)."""
     seqs = list(seqs)
+    names = [f"seq {i}" for i in range(len(seqs))] if labels is None else [str(name) for name in labels]
+    if len(names) != len(seqs) or len(set(names)) != len(names):
+        raise ValueError(f"labels must name each of the {len(seqs)} sequences once, got {list(names)!r}")
     cached_free = [b for b in manager.free_block_ids if manager.blocks[b].hash != NO_HASH]
-    return draw_pool(manager.num_blocks, {f"seq {s.seq_id}": s.block_table for s in seqs},
-                     block_size=manager.block_size, seq_lens={f"seq {s.seq_id}": len(s) for s in seqs},
+    return draw_pool(manager.num_blocks, {name: s.block_table for name, s in zip(names, seqs)},
+                     block_size=manager.block_size, seq_lens={name: len(s) for name, s in zip(names, seqs)},
                      ref_counts=manager.ref_counts(), cached_free=cached_free, title=title)
 
 

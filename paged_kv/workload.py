@@ -75,6 +75,7 @@ def serving_summary(engine, wall_seconds: float) -> Dict[str, float]:
     prompts = sum(s.prompt_len for s in states)
     ttft = [s.ttft for s in states]
     tpot = [s.tpot for s in states if s.tpot is not None]
+    itl = [gap for s in states for gap in s.itl]
     log = engine.step_log
     reserved = sum(r.kv_slots_reserved for r in log)
     return {
@@ -87,6 +88,9 @@ def serving_summary(engine, wall_seconds: float) -> Dict[str, float]:
         "TTFT p90 (ms)": 1e3 * percentile(ttft, 90),
         "TPOT p50 (ms)": 1e3 * percentile(tpot, 50) if tpot else float("nan"),
         "TPOT p90 (ms)": 1e3 * percentile(tpot, 90) if tpot else float("nan"),
+        "ITL p50 (ms)": 1e3 * percentile(itl, 50) if itl else float("nan"),
+        "ITL p99 (ms)": 1e3 * percentile(itl, 99) if itl else float("nan"),
+        "ITL max (ms)": 1e3 * max(itl) if itl else float("nan"),
         "prefix hit rate": sum(s.prompt_tokens_from_cache or 0 for s in states) / prompts,
         "KV slots holding tokens": (sum(r.kv_slots_filled for r in log) / reserved) if reserved else float("nan"),
         "tokens computed": sum(r.computed_tokens for r in log),

@@ -42,6 +42,7 @@ def test_bytes_moved_counts_live_tokens_only():
 @pytest.mark.parametrize("name, peak", [("NVIDIA H200", 4800.0), ("NVIDIA H100 80GB HBM3", 3350.0),
                                         ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
                                         ("Tesla T4", 320.0), ("NVIDIA L4", 300.0), ("NVIDIA H100 NVL", None),
+                                        ("NVIDIA GH200 480GB", None), ("NVIDIA H200 NVL", 4800.0),
                                         ("Unknown GPU", None)])
 def test_peak_table(name, peak):
     assert db.peak_bandwidth(name)[0] == peak

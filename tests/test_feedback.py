@@ -141,3 +141,52 @@ def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with
                                               "  hint:     compare with >, not >="]
     with pytest.raises(CheckFailed, match=r"^\[asserting\] an assertion failed: no"):
         attempt("asserting", lambda: (_ for _ in ()).throw(AssertionError("no")))
+
+
+def _run_in_kernel(sources):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True).execute()
+    return [next((o for o in c.outputs if o.output_type == "error"), None) for c in nb.cells]
+
+
+def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, monkeypatch):
+    """Run All stops at a failing test; jumping below it to a cell that uses a name a given cell defines
+    shows one block saying to run the cells above, not a raw NameError."""
+    import nbformat
+
+    saved = nbformat.v4.new_notebook()  # the notebook file the Jupyter server names to its kernel
+    saved.cells = [nbformat.v4.new_code_cell(source) for source in (
+        "from paged_kv.feedback import install_notebook_hooks",
+        "%matplotlib inline\nif True:\n    def scores_spec(q, k):\n        pass")]  # bound inside an if, too
+    path = tmp_path / "lab.ipynb"
+    nbformat.write(saved, path)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    errors = _run_in_kernel([  # the cell that defines scores_spec never ran in this kernel
+        "from paged_kv.feedback import install_notebook_hooks, show_when_ready\nassert install_notebook_hooks()",
+        "scores_spec(1, 2)",
+        "show_when_ready(lambda: scores_spec(1, 2), 'step 2')",
+        "spelled_wrong + 1",
+        "def f():\n    x += 1\n\nf()"])
+    skipped, shown, typo, unbound = errors[1:]
+    for error, lines in ((skipped, 3), (shown, 4)):  # inside a function the block says where
+        text = "\n".join(error.traceback)
+        assert error.ename == "NameError" and len(error.traceback) == lines, error.traceback
+        assert "'scores_spec' is defined by a cell of this notebook" in text and "Run All Above Selected Cell" in text
+    assert "where:    <lambda>, line 1" in "\n".join(shown.traceback)
+    assert typo.ename == "NameError" and "Run All Above" not in "\n".join(typo.traceback)
+    assert unbound.ename == "UnboundLocalError" and "Run All Above" not in "\n".join(unbound.traceback)
+
+
+def test_without_the_notebook_file_a_missing_name_still_gets_the_hint(monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    errors = _run_in_kernel([
+        "from paged_kv.feedback import install_notebook_hooks\nassert install_notebook_hooks()", "attend_spec(1)",
+        "def uses_it():\n    return attend_spek(1)\n\nuses_it()"])
+    text = "\n".join(errors[1].traceback)
+    assert len(errors[1].traceback) == 3 and "If a cell above this one defines it" in text, errors[1].traceback
+    # a name misspelled inside a function: the normal traceback, which shows the line
+    assert "If a cell above" not in "\n".join(errors[2].traceback) and len(errors[2].traceback) > 3

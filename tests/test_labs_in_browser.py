@@ -296,3 +296,42 @@ def test_page_logs_no_javascript_error_and_stays_offline(lab_run):
 def test_screenshots_are_saved(lab_run):
     for shot in lab_run.screenshots:
         assert shot.exists() and shot.stat().st_size > 10_000, f"{shot} is missing or blank"
+
+
+def test_a_lab_from_the_unzipped_handout_is_the_repositorys_student_experience(browser, tmp_path_factory):
+    """The handout a student downloads (``make handout``), unzipped: JupyterLab as its ``make lab`` starts it
+    (its own student settings; the same command as the repository's, checked in test_grading_pieces) opens
+    lab 02 saved (no unsaved mark: the course kernel), without nbgrader's instructor menu, and Run All stops
+    at the first TODO with one short block."""
+    import zipfile
+
+    from autograder import handout
+
+    scratch = tmp_path_factory.mktemp("handout")
+    with zipfile.ZipFile(handout.build(scratch / "handout.zip")) as archive:
+        archive.extractall(scratch)
+    unzipped = scratch / "paged-kv-course"
+    lab = "02-atomic-prefill"
+    with running_jupyterlab(unzipped / "course", tmp_path_factory.mktemp("handout-lab"), settings=TEST_SETTINGS,
+                            env={"JUPYTER_CONFIG_PATH": str(unzipped / "student-lab")}) as server:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        run = LabRun(lab, nbformat.read(unzipped / "course" / lab / LABS[lab], as_version=4))
+        try:
+            nb = _open(context, run, server, unzipped / "course")
+            nb.page.wait_for_timeout(1500)  # a kernel that rewrote the notebook's metadata marks the tab now
+            assert nb.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, \
+                "the notebook opened marked unsaved: its kernel is not the course kernel"
+            menus = nb.page.locator(".lm-MenuBar-item").all_inner_texts()
+            assert "Nbgrader" not in menus and "Run" in menus, menus
+            nb.run_all(RUN_ALL_TIMEOUT_S)
+            saved = nb.save()
+            texts = nb.output_texts()
+            nb.screenshot_whole_notebook(ARTIFACTS / "handout-02.png")
+        finally:
+            _shut_down_kernels(server)
+            context.close()
+    failing = [i for i, errors in _errors(saved).items() if errors]
+    assert failing and is_test(run.release.cells[failing[0]]), failing
+    shown = texts.get(str(failing[0]), "")
+    assert "NotImplementedError" in shown and "Traceback" not in shown, shown
+    assert not run.js_errors and not run.external_requests, run.js_errors + run.external_requests

@@ -149,3 +149,18 @@ def test_a_partly_filled_blocks_id_sits_inside_one_part_never_on_the_edge_betwee
         edge = x0 + 0.92 * fill                       # where the filled slots end and the tail begins
         assert box.x0 >= x0 and box.x1 <= x0 + 0.92, (box, x0)
         assert box.x1 <= edge or box.x0 >= edge, f"the id straddles the fill edge at {edge:.2f}: {box}"
+
+
+def test_block_manager_picture_names_sequences_by_their_place_in_the_demo():
+    manager = BlockManager(8, 2)
+    seqs = [Sequence([1, 2, 3], block_size=2) for _ in range(2)]
+    for seq in seqs:
+        prefill(manager, seq)
+    texts = [t.get_text() for ax in draw_block_manager(manager, seqs).axes for t in ax.texts + ax.get_yticklabels()]
+    assert any("seq 0" in t for t in texts) and any("seq 1" in t for t in texts)
+    assert not any(f"seq {seqs[1].seq_id}" in t for t in texts if seqs[1].seq_id > 1)
+    named = [t.get_text() for ax in draw_block_manager(manager, seqs, labels=["r0", "r1"]).axes
+             for t in ax.texts + ax.get_yticklabels()]
+    assert any("r1" in t for t in named)
+    with pytest.raises(ValueError, match="labels"):
+        draw_block_manager(manager, seqs, labels=["only one"])

@@ -84,6 +84,20 @@ def test_plot_has_three_labelled_panels(runs):
         plot_serving({}, 32)
 
 
+def test_plot_legends_sit_below_the_axes_and_name_every_run(runs):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot_serving(runs, num_blocks=32)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    (runs_legend,) = fig.legends
+    assert [t.get_text() for t in runs_legend.get_texts()] == list(runs)
+    blocks = fig.axes[0]
+    assert blocks.get_legend() is not None and all(ax.get_legend() is None for ax in fig.axes[1:])
+    for legend in (runs_legend, blocks.get_legend()):
+        box = legend.get_window_extent(renderer)
+        assert all(box.y1 <= ax.get_window_extent(renderer).y0 for ax in fig.axes), "a legend overlaps a panel"
+
+
 def test_summary_values_read_without_scientific_notation_and_shares_in_percent(runs):
     summary = serving_summary(runs["paged"], 2.0)
     shown = {name: format_summary_value(name, value) for name, value in summary.items()}
@@ -120,3 +134,25 @@ def test_step_timeline_names_the_steps_that_preempted():
         "9 engine steps: 2 prefill (P), 7 decode (d); preemptions in steps 5, 6",
         "  step 0  PddddddPd"]
     assert step_timeline([]).splitlines() == ["0 engine steps: 0 prefill (P), 0 decode (d); no preemption"]
+
+
+def test_inter_token_latency_shows_the_stall_that_tpot_averages_away():
+    """Engine steps on a step clock (one tick per step): a preempted request's outputs have one long gap
+    (its wait and recompute), which ITL max shows and its TPOT spreads over every token."""
+    ticks = iter(range(10_000))
+    engine = LLMEngine(load_tiny_model(), num_blocks=14, block_size=16, max_num_seqs=4,
+                       clock=lambda: float(next(ticks)))
+    for request in shared_prefix_workload(6, seed=1, min_tokens=40, max_tokens=60):
+        engine.add_request(request.prompt, request.params)
+    engine.run()
+    states = list(engine.requests.values())
+    for state in states:
+        assert len(state.itl) == len(state.output_ids) - 1
+        assert sum(state.itl) == pytest.approx(state.finish_time - state.first_token_time)
+    preempted = [s for s in states if s.num_preemptions]
+    assert preempted, "the pool of 14 blocks should force a preemption"
+    for state in preempted:
+        assert max(state.itl) > 2 * state.tpot
+    summary = serving_summary(engine, 1.0)
+    assert summary["ITL max (ms)"] >= summary["ITL p99 (ms)"] >= summary["ITL p50 (ms)"] > 0
+    assert summary["ITL max (ms)"] > summary["TPOT p90 (ms)"]

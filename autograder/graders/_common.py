@@ -1,15 +1,60 @@
 """Helpers shared by the graders: calling student code with context, checks, and state snapshots.
 
 Every failure is a :class:`paged_kv.feedback.CheckFailed` whose first line is ``[case] problem``; every
-check function carries ``@grades`` (re-exported here from ``_integrity``).
+check function carries ``@grades``, naming the reference implementations of the TODO it grades.
+
+A grader runs in the trusted grading process, where the student's class or function is a handle to
+the grading kernel's object (``autograder.verdict.channel``), and in-process in tests and in the
+solutions' own runs. It works the same in both: objects the student's code receives are made on the
+student's side (``student_side``), values are read as plain data (``materialize``) before any check.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises  # noqa: F401
+from paged_kv.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, materialize  # noqa: F401
 
-from ._integrity import grades  # noqa: F401  (re-exported for graders)
+
+def grades(*references: Any) -> Callable:
+    """Mark a check as grading the TODO whose reference implementations are ``references``.
+
+    Nothing happens when the check runs: the provenance checks and the instructor's report read the
+    marks (``check.__grades__``), to know which code a TODO must not reach or resemble."""
+    if not references:
+        raise ValueError("grades() needs the reference implementation(s) of the graded TODO")
+
+    def decorate(check: Callable) -> Callable:
+        check.__grades__ = references
+        return check
+
+    return decorate
+
+
+def student_side(student: Any, path: str) -> Any:
+    """The object at ``path`` (``paged_kv.Request``) where the student's code runs: the grading kernel's
+    when ``student`` is a handle to it, this process's own otherwise."""
+    session = _session_of(student)
+    if session is not None:
+        return session.import_(path)
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def is_remote(value: Any) -> bool:
+    """True for a handle to an object of the grading kernel (see ``autograder.verdict.channel``)."""
+    return _session_of(value) is not None
+
+
+def _session_of(student: Any):
+    from autograder.verdict.channel import BoundRemote, Remote
+
+    if type(student) is Remote:
+        return student._pkv_session
+    if type(student) is BoundRemote:
+        return student._pkv_target._pkv_session
+    return None
 
 
 def call(case: str, func: Callable, *args: Any) -> Any:
@@ -22,12 +67,13 @@ def check(condition: bool, case: str, message: str, hint: str = "", **shown: Any
 
     ``shown`` may hold ``expected=`` and ``got=``, printed on their own lines of the failure block.
     """
-    if condition is not True:
+    if materialize(condition) is not True:
         raise CheckFailed(case, message, hint=hint, **shown)
 
 
 def plain_ints(case: str, values: Any, what: str) -> List[int]:
     """``values`` as a list of plain ints; an int subclass or any other object fails the check."""
+    values = materialize(values)
     if type(values) not in (list, tuple):
         raise CheckFailed(case, f"{what} should be a list of ints, got {type(values).__name__}", got=values)
     for value in values:
@@ -40,6 +86,15 @@ def plain_ints(case: str, values: Any, what: str) -> List[int]:
 def plain_int(case: str, value: Any, what: str) -> int:
     """``value`` if it is a plain int, else the check fails."""
     return plain_ints(case, [value], what)[0]
+
+
+def audit_kv_manager(case: str, manager, requests) -> None:
+    """``paged_kv.check_kv_manager``: the state read where the manager lives (one request), checked here."""
+    from paged_kv.invariants import check_kv_state
+
+    state = materialize(call(case, student_side(manager, "paged_kv.invariants.kv_manager_state"), manager,
+                             list(requests)))
+    call(case, check_kv_state, state)
 
 
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:

@@ -6,7 +6,7 @@ from typing import Callable, Dict, List
 
 from paged_kv import MODEL_PRESETS, estimate_kv_cache_bytes as reference
 
-from ._common import call, check, expect_equal, grades
+from ._common import call, check, expect_equal, grades, materialize
 
 FIELDS = ("num_blocks", "block_size", "num_layers", "num_kv_heads", "head_dim", "dtype_bytes")
 HINTS = {
@@ -38,7 +38,7 @@ def _random_cases(seed: int, count: int) -> List[Dict[str, int]]:
 def _check_key(student: Callable, key: str, cases: List[Dict[str, int]]) -> None:
     for args in cases:
         label = "estimate_kv_cache_bytes(" + ", ".join(f"{f}={args[f]}" for f in FIELDS) + ")"
-        got = call(label, student, *[args[f] for f in FIELDS])
+        got = materialize(call(label, student, *[args[f] for f in FIELDS]))
         check(type(got) is dict and key in got, label, f"the result should be a dict with the key {key!r}",
               "return the dict built at the end of the function (keep its four keys)", got=got)
         expect_equal(f"{label}[{key!r}]", got[key], reference(**args)[key], HINTS[key])
@@ -70,7 +70,7 @@ def check_random_configs(student: Callable, seed: int = 2024, count: int = 300) 
         _check_key(student, key, cases)
     for args in cases[:20]:
         label = "estimate_kv_cache_bytes(" + ", ".join(f"{f}={args[f]}" for f in FIELDS) + ")"
-        got = call(label, student, *[args[f] for f in FIELDS])
+        got = materialize(call(label, student, *[args[f] for f in FIELDS]))
         check(type(got) is dict and "layout_shape" in got, label, "the result should be a dict with the key "
               "'layout_shape'", "layout_shape is given code: leave it as it was", got=got)
         expect_equal(f"{label}['layout_shape']", got["layout_shape"], reference(**args)["layout_shape"],

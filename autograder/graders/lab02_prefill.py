@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import random
 
-from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
+from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from ._common import CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints
+from ._common import (CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints,
+                      student_side)
+
+BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
 
-def _prefill_that_fits(case: str, manager, req: Request) -> None:
+def _prefill_that_fits(case: str, manager, req) -> None:
     """The student's prefill of ``req``, which fits in the free blocks: an OOM here gets the exact-fit hint."""
     needed, free = -(-req.seq_len // manager.block_size), len(manager.free_blocks)
     try:
@@ -28,6 +31,7 @@ def _prefill_that_fits(case: str, manager, req: Request) -> None:
 def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: int = 0) -> None:
     case = f"num_blocks={num_blocks}, block_size={block_size}, prompt_len={prompt_len}" + (
         f", {taken} block(s) already taken" if taken else "")
+    Request = student_side(cls, "paged_kv.Request")
     manager = cls(num_blocks, block_size, 2)
     owners = [Request(99, taken * block_size)] if taken else []
     for owner in owners:
@@ -48,7 +52,7 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     expect_equal(f"{case}: self.free_blocks after prefill (sorted)", sorted(free_after),
                  sorted(set(free_before) - set(table)),
                  "remove exactly the blocks you hand out from self.free_blocks")
-    call(case, check_kv_manager, manager, [req] + owners)
+    audit_kv_manager(case, manager, [req] + owners)
 
 
 @grades(Reference.allocate_for_prefill)
@@ -62,6 +66,7 @@ def check_block_count(cls) -> None:
 
 def _expect_oom(cls, num_blocks: int, block_size: int, taken: int, prompt_len: int) -> None:
     case = f"num_blocks={num_blocks}, block_size={block_size}, {taken} taken, prompt_len={prompt_len}"
+    Request = student_side(cls, "paged_kv.Request")
     manager = cls(num_blocks, block_size, 2)
     owner = Request(1, taken * block_size) if taken else None
     if owner:
@@ -84,6 +89,7 @@ def check_oom_is_atomic(cls) -> None:
 def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
     """Prefills and releases interleaved; outcomes and free counts must match the reference."""
     rng = random.Random(seed)
+    Request = student_side(cls, "paged_kv.Request")
     for trial in range(4):
         num_blocks, block_size = rng.choice([(8, 1), (16, 4), (24, 16), (12, 7)])
         student, reference = cls(num_blocks, block_size, 2), Reference(num_blocks, block_size, 2)
@@ -96,10 +102,10 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
                 reference.release_request(theirs)
                 continue
             length = rng.randint(1, 3 * block_size * 2)
-            mine, theirs = Request(step, length), Request(step, length)
+            mine, theirs = Request(step, length), LocalRequest(step, length)
             if mirror_step(f"{case}, prompt_len={length}", lambda: reference.allocate_for_prefill(theirs),
                            student.allocate_for_prefill, student, mine, "prefill"):
                 live.append((mine, theirs))
             expect_equal(f"{case}: number of free blocks", len(student.free_blocks), len(reference.free_blocks),
                          "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM")
-            call(case, check_kv_manager, student, [m for m, _ in live])
+            audit_kv_manager(case, student, [m for m, _ in live])

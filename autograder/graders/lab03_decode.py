@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import random
 
-from paged_kv import KVCacheManager as Reference, Request, check_kv_manager
+from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from ._common import CheckFailed, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step
+from ._common import CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, student_side
+
+BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
 
 def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
+    Request = student_side(cls, "paged_kv.Request")
     manager = cls(steps + prompt_len + 2, block_size, 2)
     req = Request(0, prompt_len)
     manager.allocate_for_prefill(req)
@@ -28,7 +31,7 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
                      "with block_size 1 every token starts a block; is your condition true for 1?"
                      if block_size == 1 else
                      "the token at position p starts a new block exactly when p % block_size == 0")
-        call(case, check_kv_manager, manager, [req])
+        audit_kv_manager(case, manager, [req])
 
 
 @grades(Reference.allocate_for_decode)
@@ -48,6 +51,7 @@ def check_block_size_one(cls) -> None:
 @grades(Reference.allocate_for_decode)
 def check_oom_rolls_back(cls) -> None:
     """OOM exactly at a boundary leaves seq_len and tables as they were; no OOM when no block is needed."""
+    Request = student_side(cls, "paged_kv.Request")
     manager = cls(1, 4, 2)
     req = Request(0, 4)
     manager.allocate_for_prefill(req)
@@ -78,13 +82,14 @@ def check_oom_rolls_back(cls) -> None:
 def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
     """Decodes across several live requests; outcomes and free counts must match the reference."""
     rng = random.Random(seed)
+    Request = student_side(cls, "paged_kv.Request")
     for trial in range(4):
         num_blocks, block_size = rng.choice([(10, 1), (12, 4), (20, 3), (30, 16)])
         student, reference = cls(num_blocks, block_size, 2), Reference(num_blocks, block_size, 2)
         pairs = []
         for i in range(3):
             length = rng.randint(1, 2 * block_size)
-            mine, theirs = Request(i, length), Request(i, length)
+            mine, theirs = Request(i, length), LocalRequest(i, length)
             reference.allocate_for_prefill(theirs)
             student.allocate_for_prefill(mine)
             pairs.append((mine, theirs))
@@ -97,4 +102,4 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
             expect_equal(f"{case}: (seq_len, blocks)", (mine.seq_len, len(mine.block_table)),
                          (theirs.seq_len, len(theirs.block_table)),
                          "a block exactly when the token's position is a multiple of block_size")
-            call(case, check_kv_manager, student, [m for m, _ in pairs])
+            audit_kv_manager(case, student, [m for m, _ in pairs])

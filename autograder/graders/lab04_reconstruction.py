@@ -5,9 +5,11 @@ import random
 
 import torch
 
-from paged_kv import KVCacheManager as Reference, Request
+from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from ._common import CheckFailed, call, check, expect_equal, expect_raises, grades
+from ._common import CheckFailed, call, check, expect_equal, expect_raises, grades, materialize, student_side
+
+BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
 
 def _filled(cls, num_blocks: int, block_size: int, head_dim: int, seed: int):
@@ -21,11 +23,12 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
     case = f"block_size={block_size}, block_table={list(table)}, seq_len={seq_len}"
     manager = _filled(cls, num_blocks, block_size, head_dim, seed)
     reference = Reference(num_blocks, block_size, head_dim)
-    reference.physical_kv_cache.copy_(manager.physical_kv_cache)
-    req, ref_req = Request(0, seq_len), Request(0, seq_len)
+    pool_before = materialize(manager.physical_kv_cache).clone()
+    reference.physical_kv_cache.copy_(pool_before)
+    req, ref_req = student_side(cls, "paged_kv.Request")(0, seq_len), LocalRequest(0, seq_len)
     req.block_table, ref_req.block_table = list(table), list(table)
-    pool_before = manager.physical_kv_cache.clone()
-    got = call(case, manager.get_physical_cache, req)
+    result = call(case, manager.get_physical_cache, req)  # where the student's code made it
+    got = materialize(result)
     expected = reference.get_physical_cache(ref_req)
     check(type(got) is torch.Tensor, case, "should return a torch.Tensor", "build the result with torch operations",
           got=type(got).__name__)
@@ -42,10 +45,10 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
                           hint="read blocks in block_table order, never in sorted or physical order")
     check(list(req.block_table) == list(table), case, "get_physical_cache must not change the block table",
           expected=list(table), got=list(req.block_table))
-    check(torch.equal(manager.physical_kv_cache, pool_before), case, "get_physical_cache must not change the pool",
-          "read the pool only; write nothing into self.physical_kv_cache")
-    got.add_(1.0)
-    check(torch.equal(manager.physical_kv_cache, pool_before), case,
+    check(torch.equal(materialize(manager.physical_kv_cache), pool_before), case,
+          "get_physical_cache must not change the pool", "read the pool only; write nothing into self.physical_kv_cache")
+    result.add_(1.0)
+    check(torch.equal(materialize(manager.physical_kv_cache), pool_before), case,
           "the result shares memory with the pool: writing to it changed the cache",
           "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
           "block does not (add .clone())")
@@ -56,7 +59,7 @@ def check_table_order(cls) -> None:
     """Scattered and non-monotonic tables are read in table order, never physical order."""
     for table in ([3, 1], [4, 0, 2], [5, 4, 3, 2, 1, 0], [2], [0, 5, 1, 4]):
         _compare(cls, 6, 2, 3, table, len(table) * 2)
-    empty = Request(1, 3)
+    empty = student_side(cls, "paged_kv.Request")(1, 3)
     expect_raises("empty block_table", ValueError, cls(4, 2, 2).get_physical_cache, empty,
                   hint="a request without blocks has nothing to read")
 

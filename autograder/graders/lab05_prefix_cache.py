@@ -16,11 +16,25 @@ import random
 from collections import deque
 from typing import List, Tuple
 
-from paged_kv import BlockManager as Reference, Sequence, check_block_manager
+from paged_kv import BlockManager as Reference, Sequence as LocalSequence
+from paged_kv.invariants import check_block_state
 from paged_kv.prefix_cache import NO_HASH, _chain_hash
-from paged_kv.starters import with_reference_todos
 
-from ._common import call, check, expect_equal, grades, plain_int, plain_ints
+from ._common import call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side
+
+# The visible tests make sequences, mix in the reference's other TODOs and run prefills where the student's
+# manager lives.
+BOX_NAMES = ("Sequence", "with_reference_todos", "prefill", "decode_step")
+
+
+def seq_for(manager, tokens, block_size: int):
+    """A ``Sequence`` on the side where ``manager`` lives (the grading kernel's, or this process's)."""
+    return student_side(manager, "paged_kv.Sequence")(list(tokens), block_size)
+
+
+def with_reference_todos(cls, *own):
+    """The student's class with paged_kv's version of every TODO but ``own``, made on the student's side."""
+    return student_side(cls, "paged_kv.starters.with_reference_todos")(cls, *own)
 
 TODO_1 = ("compute_hash",)
 TODO_2 = ("can_allocate", "allocate")
@@ -29,46 +43,57 @@ TODO_4 = ("hash_blocks",)
 
 
 # -- state of a manager, as plain values ----------------------------------------------------------------
-def state(case: str, manager, seqs) -> dict:
-    """Everything the policy fixes: tables, cached tokens, ref counts, hashes, free order, used set, map."""
-    blocks = manager.blocks
+def state(case: str, manager, seqs, raw_out: list = None) -> dict:
+    """Everything the policy fixes: tables, cached tokens, ref counts, hashes, free order, used set, map.
+
+    Read in one go where the manager lives (``paged_kv.invariants.block_manager_state``), then every
+    value is checked to be a plain int here."""
+    raw = materialize(call(case, student_side(manager, "paged_kv.invariants.block_manager_state"), manager, seqs))
+    check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
+    if raw_out is not None:
+        raw_out.append(raw)
+    ids = plain_ints(case, raw["block ids"], "the blocks' block_id")
     mapping = {}
-    for h, block_id in dict(manager.hash_to_block_id).items():
+    for pair in raw["hash_to_block_id"]:
+        h, block_id = pair if type(pair) is tuple and len(pair) == 2 else (pair, None)
         mapping[plain_int(case, h, "a hash_to_block_id key")] = plain_int(case, block_id, "a hash_to_block_id value")
-    return {"block tables": [plain_ints(case, s.block_table, f"seq {s.seq_id}'s block_table") for s in seqs],
-            "num_cached_tokens": [plain_int(case, s.num_cached_tokens, "num_cached_tokens") for s in seqs],
-            "ref counts": [plain_int(case, b.ref_count, f"block {b.block_id}'s ref_count") for b in blocks],
-            "block hashes": [plain_int(case, b.hash, f"block {b.block_id}'s hash") for b in blocks],
-            "block token ids": [plain_ints(case, b.token_ids, f"block {b.block_id}'s token_ids") for b in blocks],
-            "free queue (in order)": plain_ints(case, list(manager.free_block_ids), "free_block_ids"),
-            "used blocks": sorted(plain_ints(case, list(manager.used_block_ids), "used_block_ids")),
+    return {"block tables": [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])],
+            "num_cached_tokens": [plain_int(case, n, "num_cached_tokens") for n in raw["num_cached_tokens"]],
+            "ref counts": [plain_int(case, n, f"block {b}'s ref_count") for b, n in zip(ids, raw["ref counts"])],
+            "block hashes": [plain_int(case, h, f"block {b}'s hash") for b, h in zip(ids, raw["block hashes"])],
+            "block token ids": [plain_ints(case, t, f"block {b}'s token_ids") for b, t in zip(ids, raw["block token ids"])],
+            "free queue (in order)": plain_ints(case, raw["free queue (in order)"], "free_block_ids"),
+            "used blocks": plain_ints(case, raw["used blocks"], "used_block_ids"),
             "hash_to_block_id": mapping}
 
 
 def expect_same_state(case: str, student, student_seqs, reference, reference_seqs, hint: str) -> None:
-    mine, theirs = state(case, student, student_seqs), state(case, reference, reference_seqs)
+    raw: list = []
+    mine, theirs = state(case, student, student_seqs, raw), state(case, reference, reference_seqs)
     for key in theirs:
         expect_equal(f"{case}: {key}", mine[key], theirs[key], hint)
-    call(case, check_block_manager, student, student_seqs)
+    call(case, check_block_state, raw[0])
 
 
 # -- nano-vllm's scheduler, on two managers at once -----------------------------------------------------
 class Twin:
     """One request as a pair of ``Sequence`` objects: the student's manager's and the reference's."""
 
-    def __init__(self, tokens: List[int], block_size: int):
-        self.mine, self.theirs = Sequence(tokens, block_size), Sequence(tokens, block_size)
+    def __init__(self, tokens: List[int], block_size: int, sequence):
+        self.mine, self.theirs = sequence(tokens, block_size), LocalSequence(tokens, block_size)
 
     def append(self, token: int) -> None:
         self.mine.append_token(token)
         self.theirs.append_token(token)
 
 
-def _computed(manager, seq) -> None:
-    """The model computed every scheduled token: register full blocks, then count them cached."""
-    manager.hash_blocks(seq)
-    seq.num_cached_tokens += seq.num_scheduled_tokens
-    seq.num_scheduled_tokens = 0
+def _compute(case: str, manager, seq, tokens: int = None) -> None:
+    """The model computed ``tokens`` of ``seq`` (default: all not cached yet): the manager registers the
+    blocks they filled, then they count as cached. Done where the manager lives (one request)."""
+    if tokens is None:
+        call(case, student_side(manager, "paged_kv.steps.compute_rest"), manager, seq)
+    else:
+        call(case, student_side(manager, "paged_kv.steps.compute"), manager, seq, tokens)
 
 
 def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
@@ -80,6 +105,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
     Prompts share a few system prompts so that prefix hits, sharing and cached-free reuse all happen.
     """
     rng = random.Random(seed)
+    Sequence = student_side(cls, "paged_kv.Sequence")  # the student's manager gets the kernel's sequences
     block_size = rng.choice([1, 2, 3, 4])
     num_blocks = rng.randint(6, 16)
     student, reference = call(f"trace {seed}: creating the manager", cls, num_blocks, block_size), Reference(num_blocks, block_size)
@@ -89,14 +115,14 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
     for step in range(steps):
         if rng.random() < 0.6:
             own = [rng.randrange(40) for _ in range(rng.randint(0, 2 * block_size))]
-            waiting.append(Twin(rng.choice(systems) + own if rng.random() < 0.85 else own or [1], block_size))
+            waiting.append(Twin(rng.choice(systems) + own if rng.random() < 0.85 else own or [1], block_size, Sequence))
         case = f"trace {seed} (block_size={block_size}, {num_blocks} blocks), step {step}"
         admitted: List[Twin] = []
         while waiting:
             twin = waiting[0]
             expected = reference.can_allocate(twin.theirs)
             got = plain_int(case, call(case, student.can_allocate, twin.mine), "can_allocate's result")
-            expect_equal(f"{case}: can_allocate for a {len(twin.mine)}-token prompt", got, expected, hint)
+            expect_equal(f"{case}: can_allocate for a {len(twin.theirs)}-token prompt", got, expected, hint)
             if expected == -1:
                 break
             reference.allocate(twin.theirs, expected)
@@ -107,8 +133,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
             admitted.append(twin)
         for twin in admitted:  # the model computes the whole admitted batch, then every block is hashed
             for seq, manager in ((twin.theirs, reference), (twin.mine, student)):
-                seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                call(case, _computed, manager, seq)
+                _compute(case, manager, seq)
         running.extend(admitted)
         if not admitted:
             for twin in list(running):
@@ -126,8 +151,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
                     reference.may_append(twin.theirs)
                     call(case, student.may_append, twin.mine)
                     for seq, manager in ((twin.theirs, reference), (twin.mine, student)):
-                        seq.num_scheduled_tokens = 1
-                        call(case, _computed, manager, seq)
+                        _compute(case, manager, seq, 1)
         for twin in [t for t in running if rng.random() < 0.15]:
             running.remove(twin)
             reference.deallocate(twin.theirs)
@@ -140,8 +164,7 @@ def _prefill(manager, seq) -> int:
     if hits < 0:
         raise RuntimeError(f"OOM: can_allocate returned {hits}")
     manager.allocate(seq, hits)
-    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-    _computed(manager, seq)
+    _compute("prefill", manager, seq)
     return hits
 
 
@@ -151,13 +174,13 @@ def _pair(cls, num_blocks: int, block_size: int) -> Tuple[object, Reference]:
 
 def _same_ops(case: str, student, reference, ops, hint: str) -> None:
     """Run ``ops`` (``(kind, tokens or index)``) on both managers and compare the state after each."""
-    mine: List[Sequence] = []
-    theirs: List[Sequence] = []
+    mine: list = []
+    theirs: list = []
     for i, (kind, arg) in enumerate(ops):
         step = f"{case}, op {i + 1} ({kind})"
         if kind == "prefill":
-            theirs.append(Sequence(arg, reference.block_size))
-            mine.append(Sequence(arg, reference.block_size))
+            theirs.append(LocalSequence(arg, reference.block_size))
+            mine.append(seq_for(student, arg, reference.block_size))
             expected = reference.can_allocate(theirs[-1])
             got = plain_int(step, call(step, student.can_allocate, mine[-1]), "can_allocate's result")
             expect_equal(f"{step}: can_allocate for {arg}", got, expected, hint)
@@ -166,20 +189,19 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             expect_equal(f"{step}: num_cached_tokens right after allocate", mine[-1].num_cached_tokens,
                          theirs[-1].num_cached_tokens, "allocate sets num_cached_tokens = hits * block_size")
             for manager, seq in ((reference, theirs[-1]), (student, mine[-1])):
-                seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                call(step, _computed, manager, seq)
+                _compute(step, manager, seq)
         elif kind == "batch":  # admitted in one step: all allocated before any is computed and hashed
-            new = [(Sequence(tokens, reference.block_size), Sequence(tokens, reference.block_size)) for tokens in arg]
+            new = [(LocalSequence(tokens, reference.block_size), seq_for(student, tokens, reference.block_size))
+                   for tokens in arg]
             for ref_seq, my_seq in new:
                 expected = reference.can_allocate(ref_seq)
                 got = plain_int(step, call(step, student.can_allocate, my_seq), "can_allocate's result")
-                expect_equal(f"{step}: can_allocate for {my_seq.token_ids}", got, expected, hint)
+                expect_equal(f"{step}: can_allocate for {ref_seq.token_ids}", got, expected, hint)
                 reference.allocate(ref_seq, expected)
                 call(step, student.allocate, my_seq, expected)
             for ref_seq, my_seq in new:
                 for manager, seq in ((reference, ref_seq), (student, my_seq)):
-                    seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
-                    call(step, _computed, manager, seq)
+                    _compute(step, manager, seq)
                 theirs.append(ref_seq)
                 mine.append(my_seq)
         elif kind == "free":
@@ -202,15 +224,16 @@ HASH_CASES = [([1, 2, 3, 4], NO_HASH), ([1, 2, 3, 4], 12345), ([7], NO_HASH), ([
 def check_hash_values(cls) -> None:
     """Exact xxh64 chain values: prefix bytes, int64 ids, prefix 0 and the largest prefix, big ids."""
     tested = with_reference_todos(cls, *TODO_1)
+    make_list = student_side(cls, "builtins.list")
     for tokens, prefix in HASH_CASES:
         case = f"compute_hash({tokens}, prefix={prefix})"
         expected = Reference.compute_hash(tokens, prefix)
-        before = list(tokens)
-        got = call(case, tested.compute_hash, tokens, prefix)
+        given = make_list(tokens)  # a list on the student's side, to see whether compute_hash changes it
+        got = call(case, tested.compute_hash, given, prefix)
         expect_equal(case, got, expected,
                      "xxh64 of the prefix as 8 little-endian bytes (only when prefix != -1, so 0 counts), "
                      "then the ids as int64 bytes; return h.intdigest()")
-        check(tokens == before, case, "compute_hash must not change the list it is given")
+        check(materialize(given) == tokens, case, "compute_hash must not change the list it is given")
     manager = tested(4, 2)
     case = "compute_hash on an instance, default prefix"
     expect_equal(case, call(case, manager.compute_hash, [3, 4]), Reference.compute_hash([3, 4]),
@@ -258,8 +281,8 @@ def check_prefix_hits(cls) -> None:
         _same_ops("pool nearly full", student, reference, [("prefill", [1, 2, 3, 4, 5]), ("free", 0),
                                                            ("prefill", [9, 9])], ALLOCATE_HINT)
         case = f"{num_blocks} blocks, 1 live, prefix cached-free, admitting a {len(second)}-token prompt"
-        expected = reference.can_allocate(Sequence(second, 2))
-        got = plain_int(case, call(case, student.can_allocate, Sequence(second, 2)), "can_allocate's result")
+        expected = reference.can_allocate(LocalSequence(second, 2))
+        got = plain_int(case, call(case, student.can_allocate, seq_for(student, second, 2)), "can_allocate's result")
         expect_equal(case, got, expected, "a hit on a free (cached) block still takes that block out of the "
                                           "free pool: only hits on used blocks lower the count of new blocks")
     student, reference = _pair(tested, 4, 2)
@@ -270,7 +293,7 @@ def check_prefix_hits(cls) -> None:
         student, reference = _pair(tested, 8, block_size)
         planted = []
         for manager in (student, reference):
-            seq = Sequence([7] * block_size + [1], block_size)
+            seq = seq_for(manager, [7] * block_size + [1], block_size)
             _prefill(manager, seq)
             victim = manager.blocks[seq.block_table[0]]
             colliding = Reference.compute_hash(list(range(1, block_size + 1)))
@@ -281,7 +304,8 @@ def check_prefix_hits(cls) -> None:
         case = f"hash collision (block_size={block_size}): the cache says block {planted[1].block_table[0]} holds " \
                f"{list(range(1, block_size + 1))} but it holds {[7] * block_size}"
         prompt = list(range(1, block_size + 1)) + [5]
-        got = plain_int(case, call(case, student.can_allocate, Sequence(prompt, block_size)), "can_allocate's result")
+        got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt, block_size)),
+                        "can_allocate's result")
         expect_equal(case, got, 0, "on a hash hit compare the block's token_ids with the sequence's; "
                                    "a mismatch is a miss")
 
@@ -327,24 +351,24 @@ def check_release_and_reuse(cls) -> None:
         student, reference = _pair(tested, 6, block_size)
         prompt = [1] * block_size + [2]
         managers = ((student, "mine"), (reference, "theirs"))
-        seqs = {name: [Sequence(prompt, block_size), Sequence(prompt, block_size)] for _, name in managers}
+        seqs = {name: [seq_for(manager, prompt, block_size), seq_for(manager, prompt, block_size)]
+                for manager, name in managers}
         for manager, name in managers:
             case = f"same-step duplicates (block_size={block_size})"
             for seq in seqs[name]:  # both admitted in one step: neither is hashed yet
                 call(case, manager.allocate, seq, manager.can_allocate(seq))
             for seq in seqs[name]:
-                seq.num_scheduled_tokens = len(seq)
-                call(case, _computed, manager, seq)
+                _compute(case, manager, seq)
             call(case, manager.deallocate, seqs[name].pop(0))
-            filler = Sequence([9] * (4 * block_size), block_size)  # the unused blocks, then the first copy's
+            filler = seq_for(manager, [9] * (4 * block_size), block_size)  # the unused blocks, then the first copy's
             call(case, _prefill, manager, filler)
             call(case, manager.deallocate, filler)
         case = f"same-step duplicates (block_size={block_size}): the first copy's block was reused"
         expect_same_state(case, student, seqs["mine"], reference, seqs["theirs"],
                           "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
                           "may hold the same prefix and still be live")
-        expected = reference.can_allocate(Sequence(prompt + [3], block_size))
-        got = plain_int(case, call(case, student.can_allocate, Sequence(prompt + [3], block_size)), "hits")
+        expected = reference.can_allocate(LocalSequence(prompt + [3], block_size))
+        got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt + [3], block_size)), "hits")
         expect_equal(f"{case}: hits for the same prefix", got, expected, "the live copy must still be found")
 
 
@@ -362,8 +386,7 @@ HASH_BLOCKS_HINT = ("register blocks start = num_cached_tokens // block_size up 
 
 
 def _hash_step(case: str, manager, seq, scheduled: int) -> None:
-    seq.num_scheduled_tokens = scheduled
-    call(case, _computed, manager, seq)
+    _compute(case, manager, seq, scheduled)
 
 
 @grades(Reference.hash_blocks)
@@ -374,7 +397,7 @@ def check_hash_blocks(cls) -> None:
                                                 (1, [4, 4, 4], [1, 2], 3), (4, [1, 2, 3], [3], 6),
                                                 (2, [5, 6, 7, 8, 9, 10], [2, 2, 2], 2)]:
         student, reference = _pair(tested, 12, block_size)
-        mine, theirs = Sequence(prompt, block_size), Sequence(prompt, block_size)
+        mine, theirs = seq_for(student, prompt, block_size), LocalSequence(prompt, block_size)
         reference.allocate(theirs, 0)
         student.allocate(mine, 0)
         case = f"block_size={block_size}, prompt of {len(prompt)} computed in chunks {chunks}"

@@ -7,9 +7,20 @@ sequences were scheduled, the order of both queues, blocks held, free blocks, ca
 from __future__ import annotations
 
 from paged_kv.scheduler import Scheduler as Reference
-from paged_kv.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, make_trace
+from paged_kv.scheduler_trace import TraceRequest, TraceSpec, make_trace
+from paged_kv.scheduler_trace import compare_with_reference as _replay
 
-from ._common import grades
+from ._common import grades, student_side
+
+BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block manager of the student's side
+
+
+def compare_with_reference(cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
+    """``paged_kv.scheduler_trace.compare_with_reference``, the student's side replayed where it lives."""
+    return _replay(cls, spec, case, reference_cls, run_cls=student_side(cls, "paged_kv.scheduler_trace.TraceRun"))
+
+
+TRUSTED_NAMES = {"compare_with_reference": compare_with_reference}
 
 
 def _spec(requests, num_blocks, block_size, max_num_seqs=8, max_num_batched_tokens=256) -> TraceSpec:
@@ -23,7 +34,8 @@ def _ids(start: int, count: int):
 
 @grades(Reference.schedule, Reference.preempt)
 def check_fcfs_admission(cls) -> None:
-    """Admission stops at the head: a big head blocks smaller ones behind it; token budget; max_num_seqs."""
+    """Admission stops at the head: a big head blocks smaller ones behind it; token budget (exactly full
+    too); max_num_seqs."""
     # r0 runs; r1 (big) cannot fit yet; r2 (small) arrives behind it and must wait too.
     compare_with_reference(cls, _spec([(_ids(1, 12), 6, 0), (_ids(20, 14), 3, 1), (_ids(40, 2), 3, 1)],
                                       num_blocks=7, block_size=4), "head of the queue blocks the rest")
@@ -31,6 +43,11 @@ def check_fcfs_admission(cls) -> None:
     compare_with_reference(cls, _spec([(_ids(1, 12), 2, 0), (_ids(20, 10), 2, 0), (_ids(40, 8), 2, 0),
                                        (_ids(60, 1), 2, 0)], num_blocks=30, block_size=4,
                                       max_num_batched_tokens=24), "token budget")
+    # Boundaries: r0 + r1 fill the budget of 24 exactly; r2 alone is exactly the budget; r3 takes exactly
+    # the blocks left free (a test with ``>=`` instead of ``>`` would never admit r2: the engine stalls).
+    compare_with_reference(cls, _spec([(_ids(1, 12), 2, 0), (_ids(20, 12), 2, 0), (_ids(40, 24), 1, 3),
+                                       (_ids(70, 16), 1, 6)], num_blocks=10, block_size=4,
+                                      max_num_batched_tokens=24), "prompts that exactly fill the budget and the pool")
     # Prefix hits: r1 and r2 share r0's first two blocks, so only their last 2 and 3 tokens count against
     # the budget of 12: both fit in one step (counting their cached tokens too, r2 would not).
     compare_with_reference(cls, _spec([(_ids(1, 11), 2, 0), (_ids(1, 8) + [90, 91], 3, 1),

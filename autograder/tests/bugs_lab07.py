@@ -36,6 +36,8 @@ EDITS = {
         "while self.running and len(scheduled) < self.max_num_seqs:", "while self.running:", {DECODE}),
     "budget compared with the total, not what is left": (
         "if new_tokens > budget:", "if new_tokens > self.max_num_batched_tokens:", {ADMISSION}),
+    "a prompt that exactly fills the budget is refused": (
+        "if new_tokens > budget:", "if new_tokens >= budget:", {ADMISSION}),
     "budget counts cached tokens": (
         "new_tokens = len(head) - hits * self.block_size", "new_tokens = len(head)", {ADMISSION}),
     "scheduled ones to the tail of running": (

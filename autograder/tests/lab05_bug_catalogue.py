@@ -376,7 +376,7 @@ class RestartsTheChain(Correct):
 
 
 class HashesBeforeCompute(Correct):
-    """nano-vllm #208: registers every full block of the sequence, computed or not."""
+    """nano-vllm #208 with chunked prefill: registers every full block, also those a later chunk computes."""
 
     def hash_blocks(self, seq):
         self._check_seq(seq)

@@ -92,12 +92,15 @@ def token_grid(seq_len, block_size):
 @triton.jit
 def _scores(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale, stride_kb, stride_ks,
             stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
-    """Step 2 with one mistake: 1 unmasked tail, 2 block index off by one, 3 scale forgotten."""
+    """Step 2 with one mistake: 1 unmasked tail, 2 block index off by one, 3 scale forgotten, 4 int32 offsets."""
     i = tl.program_id(0)
     index = i
     if BUG == 2:
         index = tl.maximum(i - 1, 0)
-    block = tl.load(block_table_ptr + index).to(tl.int64)
+    if BUG == 4:
+        block = tl.load(block_table_ptr + index)  # int32: block * stride_kb wraps past 2**31
+    else:
+        block = tl.load(block_table_ptr + index).to(tl.int64)
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
     tokens = i * BLOCK_SIZE + slots
@@ -126,6 +129,7 @@ def {name}(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, sc
 scores_unmasked_tail = _scores_kernel_with(1, "scores_unmasked_tail")
 scores_block_index_off_by_one = _scores_kernel_with(2, "scores_block_index_off_by_one")
 scores_forgets_scale = _scores_kernel_with(3, "scores_forgets_scale")
+scores_int32_offsets = _scores_kernel_with(4, "scores_int32_offsets")
 
 
 @triton.jit
@@ -153,14 +157,21 @@ def one_program_grid(seq_len, block_size):
 @triton.jit
 def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_head, scale,
                   stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-                  MASK_TAIL: tl.constexpr):
+                  MASK_TAIL: tl.constexpr, INT64: tl.constexpr = True, FP16_DOT: tl.constexpr = False):
     """Helper shared by the step 3 kernels below: scores and value tile of logical block i."""
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
-    block = tl.load(block_table_ptr + i).to(tl.int64)
+    if INT64:
+        block = tl.load(block_table_ptr + i).to(tl.int64)
+    else:
+        block = tl.load(block_table_ptr + i)  # int32: block * stride_kb wraps past 2**31
     live = i * BLOCK_SIZE + slots < seq_len
     offsets = block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
-    if MASK_TAIL:
+    if FP16_DOT:  # q . k multiplied and summed in fp16 (the cache's type), not fp32
+        k16 = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float16)
+        v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
+        s = tl.where(live, tl.sum(k16 * q.to(tl.float16)[None, :], axis=1).to(tl.float32) * scale, float("-inf"))
+    elif MASK_TAIL:
         k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
         v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
         s = tl.where(live, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
@@ -174,7 +185,8 @@ def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_h
 @triton.jit
 def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
             stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
-    """Step 3 with one mistake switched on by ``BUG``: 1 no max subtraction, 2 unmasked tail, 3 no rescaling."""
+    """Step 3 with one mistake switched on by ``BUG``: 1 no max subtraction, 2 unmasked tail, 3 no rescaling,
+    4 int32 offsets, 5 q . k in fp16."""
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + dims).to(tl.float32)
     m = float("-inf")
@@ -182,7 +194,7 @@ def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, 
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
         s, v = _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_head, scale,
-                             stride_kb, stride_ks, stride_kh, BLOCK_SIZE, HEAD_DIM, BUG != 2)
+                             stride_kb, stride_ks, stride_kh, BLOCK_SIZE, HEAD_DIM, BUG != 2, BUG != 4, BUG == 5)
         if BUG == 1:
             p = tl.exp(s)  # overflows for large scores
             l += tl.sum(p, axis=0)
@@ -237,6 +249,8 @@ def attend_reverse_order_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr,
 attend_no_max_subtraction = _attend_kernel_with(1, "attend_no_max_subtraction")
 attend_unmasked_tail = _attend_kernel_with(2, "attend_unmasked_tail")
 attend_forgets_to_rescale = _attend_kernel_with(3, "attend_forgets_to_rescale")
+attend_int32_offsets = _attend_kernel_with(4, "attend_int32_offsets")
+attend_fp16_dot = _attend_kernel_with(5, "attend_fp16_dot")
 
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
@@ -281,7 +295,10 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
         else:
             k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
             v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale
+        if BUG == 8:  # q . k multiplied and summed in fp16
+            s = tl.sum(q.to(tl.float16)[:, None, :] * k.to(tl.float16)[None, :, :], axis=2).to(tl.float32) * scale
+        else:
+            s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale
         if BUG != 7:  # 7: tail scores not masked
             s = tl.where(live[None, :], s, float("-inf"))
         if BUG == 5:  # no max subtraction
@@ -320,6 +337,7 @@ decode_block_index_off_by_one = _decode_kernel_with(4, "decode_block_index_off_b
 decode_no_max_subtraction = _decode_kernel_with(5, "decode_no_max_subtraction")
 decode_unmasked_loads = _decode_kernel_with(6, "decode_unmasked_loads")
 decode_unmasked_tail_scores = _decode_kernel_with(7, "decode_unmasked_tail_scores")
+decode_fp16_dot = _decode_kernel_with(8, "decode_fp16_dot")
 decode_helper_correct = _decode_kernel_with(0, "decode_helper_correct")
 
 
@@ -387,10 +405,13 @@ STEP_BUGS = {
               (gather_python_in_kernel, blocks_grid, {"check_step1_gather"})],
     "step2": [(scores_unmasked_tail, blocks_grid, {"check_step2_scores"}),
               (scores_block_index_off_by_one, blocks_grid, {"check_step2_scores"}),
-              (scores_forgets_scale, blocks_grid, {"check_step2_scores"})],
+              (scores_forgets_scale, blocks_grid, {"check_step2_scores"}),
+              (scores_int32_offsets, blocks_grid, {"check_step2_scores"})],
     "step3": [(attend_no_max_subtraction, None, {"check_step3_online_softmax"}),
               (attend_unmasked_tail, None, {"check_step3_online_softmax"}),
-              (attend_forgets_to_rescale, None, {"check_step3_online_softmax"})],
+              (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
+              (attend_int32_offsets, None, {"check_step3_online_softmax"}),
+              (attend_fp16_dot, None, {"check_step3_online_softmax"})],
     "step4": [(decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
               (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
@@ -398,6 +419,7 @@ STEP_BUGS = {
               (decode_no_max_subtraction, decode_grid, {"check_step4_batch"}),
               (decode_unmasked_loads, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_unmasked_tail_scores, decode_grid, {"check_step4_batch", "check_step4_poisoned_memory"}),
+              (decode_fp16_dot, decode_grid, {"check_step4_batch"}),
               (decode_helper_correct, per_query_head_grid,
                {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"})],
 }

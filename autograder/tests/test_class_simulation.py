@@ -3,8 +3,10 @@ export) and every student is graded as described: the solution full marks, the u
 catalogued bugs lose the points of the checks they break, correct variants keep full marks, delegation
 earns nothing, and every broken or hostile submission is graded on what it earns, with its note.
 
-Labs are discovered from solutions/, so a new lab is simulated with no change here. The class is graded
-with the default budgets, except the students whose code never ends: they are graded in a second run
+Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
+students and one attack of every class; the hostile and broken submissions and the other disguises of
+delegation are dealt out over the labs (``report.shared_class``), so that ``make test`` stays within its
+time. The class is graded with the default budgets, except the students whose code never ends: they are graded in a second run
 with short budgets (5 s a cell, 12 s a notebook) so that they cost little; ``make grader-report``
 grades everyone with the default budgets.
 """
@@ -22,11 +24,15 @@ LABS = report.graded_labs(report.REPO / "solutions")
 LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "12"}
 
 
+def _class(lab: str, root: Path) -> list:
+    info = classroom.load_lab(lab, root / "solutions", root / "course")
+    return report.shared_class(info, root, LABS.index(lab), len(LABS))
+
+
 def _students():
     out = []
     for lab in LABS:
-        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        for student in classroom.build_class(info, Path("/nonexistent")):
+        for student in _class(lab, report.REPO):
             out.append(pytest.param(lab, student.label, id=f"{lab}-{student.kind}-{student.label}"))
     return out
 
@@ -36,7 +42,8 @@ def graded(tmp_path_factory):
     results = {}
     for lab in LABS:
         root = report.prepare_root(tmp_path_factory.mktemp(lab))
-        results[lab] = report.run_lab(lab, root, dict(os.environ), loop_budget=LOOP_BUDGET)
+        results[lab] = report.run_lab(lab, root, dict(os.environ), students=_class(lab, root),
+                                      loop_budget=LOOP_BUDGET)
     print("\n" + report.print_report(list(results.values())))
     return results
 
@@ -63,13 +70,53 @@ def test_every_student_is_in_the_grades_csv_and_graded_without_errors(graded, la
     assert set(result.ids.values()) <= rows
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_the_instructor_log_lists_repairs_and_limits(graded, lab):
-    with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
-        kinds = {(r["stage"], r["kind"]) for r in csv.DictReader(handle)}
+def test_the_instructor_log_lists_repairs_and_limits(graded):
+    kinds = set()
+    for lab in LABS:
+        with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+            kinds |= {(r["stage"], r["kind"]) for r in csv.DictReader(handle)}
     assert {("repair", "restored-test"), ("repair", "invalid-json"), ("run", "timeout"),
-            ("run", "kernel-died")} <= kinds
+            ("run", "kernel-died"), ("run", "integrity"), ("run", "memory")} <= kinds
+
+
+def test_every_student_of_the_full_class_is_graded_in_some_lab():
+    """The students dealt out: each hostile or broken one in exactly one lab, each disguise in some lab."""
+    dealt, full = {}, {}
+    for lab in LABS:
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        for student in classroom.build_class(info, report.REPO):
+            full.setdefault((student.kind, student.label), set()).add(lab)
+        for student in _class(lab, report.REPO):
+            assert lab in full[(student.kind, student.label)]
+            dealt.setdefault((student.kind, student.label), []).append(lab)
+    for (kind, label), labs in full.items():
+        if kind in ("hostile", "broken"):
+            assert len(dealt.get((kind, label), [])) == 1, f"{label}: graded in {dealt.get((kind, label))}"
+        else:
+            assert dealt.get((kind, label)), f"{kind} '{label}' is graded in no lab"
 
 
 def _work(result) -> Path:
     return Path(result.summary["work"])
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_red_team_covers_every_attack_class(graded, lab):
+    """Every lab meets every integrity attack its TODOs allow, both leaks and every harm attack beside a bystander."""
+    kinds = {}
+    for student in graded[lab].students:
+        kinds.setdefault(student.kind, []).append(student.label)
+    assert len(kinds.get("leak", [])) == 2 and len(kinds.get("harm", [])) == 5
+    assert len(kinds.get("bystander", [])) >= 2
+    attacks = " | ".join(kinds.get("attack", []))
+    for must in ("graders' checks", "AST transformer", "replies ok"):
+        assert must in attacks, f"{lab}: no attack '{must}'"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_an_attack_shows_in_the_instructors_log(graded, lab):
+    with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["kind"] == "integrity"]
+    attackers = {graded[lab].ids[s.sid] for s in graded[lab].students if s.kind == "attack"}
+    assert attackers <= {r["student_id"] for r in rows}
+    assert all("line" in r["detail"] for r in rows)

@@ -105,6 +105,40 @@ def test_feedback_filter_drops_hidden_code_and_grader_frames():
     assert "needed = 1" in text and "[case] wrong" in text
 
 
+def test_a_boxed_kernel_user_reaches_files_that_live_under_tmp(tmp_path):
+    """A repository cloned under /tmp (its .venv, its paged_kv/) must be readable in the box by the kernel's
+    own uid: the folders above it are made in the kernel's /tmp with 0755, not bwrap's 0700."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from autograder import limits
+
+    if sandbox.probe()[0] != "bwrap":
+        pytest.skip("needs bubblewrap")
+    outside = Path(tempfile.mkdtemp(prefix="pkv-clone-", dir="/tmp"))
+    allocation = limits.Allocation(limits.Budget(1024, 64, 1, 64))
+    try:
+        (outside / "deep" / "pkg").mkdir(parents=True)
+        (outside / "deep" / "pkg" / "hello.txt").write_text("read from under /tmp")
+        os.chmod(outside, 0o755)
+        work = os.path.join(allocation.folder, "work")
+        os.mkdir(work)
+        spec = sandbox.BoxSpec(level="bwrap", memory_mb=2048, cwd=work, private_dir=allocation.folder,
+                               readable=sandbox.python_paths() + [str(outside / "deep" / "pkg")], quiet=False,
+                               uid=allocation.uid, cgroup=allocation.cgroup_paths)
+        result = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
+                                 f"import os; print(os.getuid(), open({str(outside / 'deep' / 'pkg' / 'hello.txt')!r}).read())"],
+                                capture_output=True, text=True, timeout=120)
+        assert "read from under /tmp" in result.stdout, result.stdout + result.stderr
+    finally:
+        allocation.release()
+        import shutil
+
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 def test_the_box_says_what_it_lacks():
     level, warning = sandbox.probe()
     assert level in sandbox.LEVELS
@@ -121,6 +155,44 @@ def test_the_handout_has_the_release_and_the_package_but_no_solutions_or_graders
     assert not parts & {"solutions", "autograder", "tests"}
     for lab in RELEASE_DIR.iterdir():
         assert any(n.startswith(f"paged-kv-course/course/{lab.name}/") for n in names)
+
+
+def test_the_handout_files_keep_normal_modes(tmp_path):
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip")) as archive:
+        modes = {info.filename: (info.external_attr >> 16) & 0o777 for info in archive.infolist()}
+    odd = {name: oct(mode) for name, mode in modes.items() if mode not in (0o644, 0o755)}
+    assert not odd, odd
+
+
+def _dry_run_lab(folder: Path, *args: str) -> str:
+    """``make -n lab ARGS`` in ``folder`` (prints what it would run), also from inside ``make test``."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JUPYTER_CONFIG_PATH")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "lab", *args], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_handouts_make_lab_opens_the_course_as_the_repositorys_does(tmp_path):
+    """Same JupyterLab command (student settings, port, options), and it installs the course kernel."""
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip")) as archive:
+        archive.extractall(tmp_path)
+    unzipped = tmp_path / "paged-kv-course"
+    args = ("PORT=8899", "LAB_ARGS=--no-browser --ip=127.0.0.1")
+
+    def lab_command(folder: Path) -> str:
+        lines = _dry_run_lab(folder, *args).replace("\\\n", " ").splitlines()
+        command = next(line for line in lines if "jupyter lab" in line)
+        return " ".join(command.replace(str(folder), "<root>").split())
+
+    handed = lab_command(unzipped)
+    assert handed == lab_command(handout.REPO)
+    assert 'JUPYTER_CONFIG_PATH="<root>/student-lab' in handed and handed.endswith("--no-browser --ip=127.0.0.1")
+    assert "paged_kv.notebook_kernel install" in _dry_run_lab(unzipped)
+    assert (unzipped / "student-lab" / "labconfig" / "page_config.json").is_file()
 
 
 def test_the_handout_refuses_solution_code(tmp_path):
@@ -157,3 +229,20 @@ def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
     assert after.outputs[0]["text"].strip() == "still alive"
     assert [e["kind"] for e in executor.events] == ["memory"]
     assert "Grading notes" in out.cells[0].source
+
+
+def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
+    """A kernel's stderr (a traceback if it dies while starting) never mixes into the grader's output."""
+    import subprocess
+    import sys
+
+    level = sandbox.probe()[0]
+    private = tmp_path / "private"
+    (private / "work").mkdir(parents=True)
+    spec = sandbox.BoxSpec(level=level, memory_mb=2048, cwd=str(private / "work"), private_dir=str(private),
+                           readable=sandbox.python_paths(), quiet=True)
+    done = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
+                           "import sys; sys.stderr.write('kernel noise')"], timeout=120)
+    assert done.returncode == 0
+    assert "kernel noise" not in capfd.readouterr().err
+    assert "kernel noise" in (private / "stderr.log").read_text()

@@ -3,8 +3,6 @@ zero on every check, each catalogued bug loses points on its own TODO's checks a
 variants written differently keep full marks, and no TODO can be passed by delegating to the reference
 or with objects that claim equality."""
 import inspect
-import sys
-import types
 
 import pytest
 
@@ -107,66 +105,7 @@ def test_a_todo_not_written_yet_does_not_stop_the_others_from_being_graded():
 
 
 # -- delegation ------------------------------------------------------------------------------------------
-def _delegations(todo):
-    """Classes answering TODO ``todo`` with the reference instead of their own code, as students might."""
-    from paged_kv.prefix_cache import BlockManager as ReferenceUnderAnotherName
-    from paged_kv.prefix_cache import _chain_hash
-
-    reference = paged_kv.BlockManager
-    methods = TODOS[todo]
-    made = {"inherits the reference class": type("Inherits", (reference,), {}),
-            "inherits with_reference_todos": type("Given", (with_reference_todos(bugs.Correct),), {})}
-
-    def build(label, make):
-        namespace = {}
-        for name in methods:
-            namespace[name] = make(name)
-        made[label] = type(label.title().replace(" ", ""), (bugs.Correct,), namespace)
-
-    def assigned(name):
-        return vars(reference)[name]
-
-    def copied(name):
-        func = getattr(vars(reference)[name], "__func__", vars(reference)[name])
-        clone = types.FunctionType(func.__code__, func.__globals__, name)
-        return classmethod(clone) if name == "compute_hash" else clone
-
-    def direct(name):
-        if name == "compute_hash":
-            return classmethod(lambda cls, *a: reference.compute_hash(*a))
-        return lambda self, *a: getattr(reference, name)(self, *a)
-
-    def aliased(name):
-        if name == "compute_hash":
-            return classmethod(lambda cls, *a: ReferenceUnderAnotherName.compute_hash(*a))
-        return lambda self, *a: getattr(ReferenceUnderAnotherName, name)(self, *a)
-
-    def hooks_off(name):
-        if name == "compute_hash":
-            return classmethod(lambda cls, *a: (sys.setprofile(None), reference.compute_hash(*a))[1])
-        return lambda self, *a: (sys.setprofile(None), getattr(reference, name)(self, *a))[1]
-
-    build("assigns the reference method", assigned)
-    build("copies the reference's code object", copied)
-    build("calls the reference directly", direct)
-    build("imports it under another name", aliased)
-    build("switches the grading hooks off", hooks_off)
-    if todo == 1:
-        made["calls the private chain hash"] = type(
-            "Private", (bugs.Correct,), {"compute_hash": classmethod(lambda cls, t, p=-1: _chain_hash(list(t), p))})
-    return made
-
-
-def delegation_params():
-    return [pytest.param(todo, cls, id=f"todo{todo}-{label}")
-            for todo in TODOS for label, cls in _delegations(todo).items()]
-
-
-@pytest.mark.parametrize("todo, implementation", delegation_params())
-def test_delegating_to_the_reference_earns_nothing(todo, implementation):
-    failed = failures(implementation)
-    assert checks_of(todo) <= set(failed), failed
-    assert all(failed[name].startswith("[integrity]") for name in checks_of(todo)), failed
+# Every form of handing a TODO to the reference is read from the submitted text: test_provenance.py.
 
 
 def test_super_reaches_a_stub_not_the_reference():

@@ -1,0 +1,116 @@
+"""Build a student's Triton kernels for an NVIDIA GPU from their submitted text, in a fresh box.
+
+``python -m autograder.agent.compile_box`` runs in its own boxed process, started by the trusted
+grader (``autograder.verdict.kernels``), never in the student's kernel: nothing the notebook did can
+reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
+
+- ``{"op": "define", "sources": [...]}``: the ``@triton.jit`` functions of the student's cells (the
+  grader has checked that each is a plain ``def`` under ``@triton.jit`` with constant defaults), run
+  in a namespace holding only ``triton``, ``tl`` and the functions defined so far;
+- ``{"op": "build", "name": ..., "args": [...], "arch": 90}``: ``paged_kv.triton_compile.compile_for_gpu``
+  of that function with arguments rebuilt from their descriptions (a tensor's dtype and alignment, an
+  int's or a float's value); the answer is the build's resources or the compiler's message.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List
+
+
+def _argument(spec: Any):
+    import torch
+
+    kind = spec[0]
+    if kind == "tensor":
+        dtype = getattr(torch, spec[1])
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {spec[1]!r}")
+        aligned = bool(spec[2])
+        base = torch.empty(64, dtype=dtype)
+        return base[16:32] if aligned else base[1:17]
+    if kind in ("int", "float", "bool"):
+        return spec[1]
+    raise ValueError(f"unknown argument kind {kind!r}")
+
+
+def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
+    import linecache
+
+    for number, source in enumerate(sources):
+        filename = f"<your kernel {number}>"
+        # Triton reads a kernel's source through inspect (linecache), as it does for a notebook cell's.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = compile(source, filename, "exec")
+        exec(code, namespace)  # noqa: S102 - the student's kernel text, checked by the grader, in a box
+
+
+def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
+    from paged_kv.triton_compile import compile_for_gpu, kernel_parameters
+
+    kernel = namespace.get(request["name"])
+    if kernel is None:
+        return {"error": f"{request['name']} is not defined by a @triton.jit function of your cells"}
+    params = kernel_parameters(kernel)
+    args = [_argument(a) for a in request["args"]]
+    if len(params) != len(args):
+        return {"error": f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
+                "hint": "keep the stub's parameter list as it is"}
+    try:
+        build = compile_for_gpu(kernel, dict(zip(params, args)), arch=int(request.get("arch", 90)))
+    except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        return {"error": lines[-1] if lines else f"{type(error).__name__}: {error}", "compiler": True}
+    return {"ok": {"arch": build.arch, "num_warps": build.num_warps, "num_stages": build.num_stages,
+                   "shared_bytes": build.shared_bytes, "registers": build.registers,
+                   "spill_bytes": build.spill_bytes}}
+
+
+def main() -> int:
+    from autograder.agent import wire
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    reader, writer = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # whatever else prints must not reach the answers' pipe
+    import triton
+    import triton.language as tl
+
+    namespace: Dict[str, Any] = {"triton": triton, "tl": tl, "__name__": "student_kernels"}
+    pipe = _Pipe(reader, writer)
+    while True:
+        try:
+            request, _ = wire.recv_frame(pipe)
+        except wire.WireError:
+            return 0
+        try:
+            if request.get("op") == "define":
+                _define(namespace, list(request["sources"]))
+                reply: Dict[str, Any] = {"ok": True}
+            elif request.get("op") == "build":
+                reply = _build(namespace, request)
+            else:
+                return 0
+        except Exception as error:  # noqa: BLE001 - a kernel whose definition fails
+            reply = {"error": f"{type(error).__name__}: {str(error)[:600]}"}
+        wire.send_frame(pipe, reply)
+
+
+class _Pipe:
+    """A socket-like face on stdin/stdout for ``wire``'s frames."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+
+    def settimeout(self, _value) -> None:
+        pass
+
+    def recv(self, count: int) -> bytes:
+        return self.reader.read1(count) if hasattr(self.reader, "read1") else self.reader.read(count)
+
+    def sendall(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.writer.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""What a dishonest student would try, as notebooks: the red team of the class simulation.
+
+``attack_students(lab)`` returns ``(kind, label, notebook, expectation)`` for every attack class, built
+from the lab's own notebooks (so a new lab gets every attack with no new code):
+
+- **integrity** attacks try to earn points the code does not: replace the graders' checks and the
+  visible helpers, swallow every error with an IPython AST transformer, make the kernel reply ``ok``,
+  point the reference at the student's code, and hand the TODO to paged_kv's implementation in
+  disguise (the reference's source ``exec``-ed under the TODO's name, its bytecode renamed, plain
+  inheritance, a name computed from strings, ``gc``, ``sys.modules``, ``torch.sys``, the starter's
+  ``__todo__``, ``ctypes``, a pickle loaded by numpy, a fake ``triton`` whose "kernel" computes in torch).
+  Each is tried on the untouched release (its own code earns nothing) and the strongest also on a
+  catalogued bug (its code earns that bug's points): it must earn exactly that, and show in the log;
+- **leak** attacks, after the last test, look for the graders' files and print the kernel's history:
+  the feedback must carry no grader source and no hidden test;
+- **harm** attacks, after the last test, try to slow, starve or fail the students graded beside them
+  (busy threads, busy children in their own sessions, forks that take memory, a full disk, a flood of
+  output); each is graded beside an honest *bystander*, who must keep full marks in a normal time.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from typing import Callable, Dict, List, Optional, Tuple
+
+import nbformat
+
+from autograder import classroom
+from autograder.classroom import Expect, Lab, _meta, _src
+
+HOG_SECONDS = 6  # how long a harm attack keeps the machine busy (the bystander's grading overlaps it)
+
+
+# ---- what a lab's TODO is -------------------------------------------------------------------------------
+def _answer_indices(lab: Lab) -> List[int]:
+    return [i for i, c in enumerate(lab.source["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade")]
+
+
+def _setup_index(lab: Lab) -> int:
+    return next(i for i, c in enumerate(lab.source["cells"]) if c["cell_type"] == "code")
+
+
+def _target(lab: Lab) -> dict:
+    """The first TODO: its class (and starter) or function, its methods, their reference paths."""
+    functions = classroom.todo_functions(lab)
+    klass = classroom._class_answer(lab)
+    first_name, first = next(iter(functions.items()))
+    kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
+    info = {"kernel": kernel, "function": first_name, "args": classroom._call_args(first), "class": None,
+            "starter": None, "methods": {}}
+    if klass is not None:
+        base = klass.bases[0].id if klass.bases and isinstance(klass.bases[0], ast.Name) else None
+        info["class"], info["starter"] = klass.name, base
+        for name in functions:
+            reference = classroom._starter_reference(base, name)
+            if reference is not None:
+                owner = reference.__qualname__.split(".")[0]
+                info["methods"][name] = (reference.__module__, owner)
+    else:
+        import paged_kv
+
+        reference = getattr(paged_kv, first_name, None)
+        if reference is not None:
+            info["methods"][first_name] = (reference.__module__, None)
+    return info
+
+
+def _code_cell(source: str, cell_id: str) -> dict:
+    cell = dict(nbformat.v4.new_code_cell(source))
+    cell["id"] = cell_id
+    return cell
+
+
+def _with_cells(nb: dict, at: int, sources: List[str], tag: str) -> dict:
+    nb = copy.deepcopy(nb)
+    for offset, source in enumerate(sources):
+        nb["cells"].insert(at + offset, _code_cell(source, f"attack-{tag}-{offset}"))
+    return nb
+
+
+def _inject_into_todo(nb: dict, lab: Lab, code: str) -> dict:
+    """``code`` at the top of the first TODO's body (its solution region, or its stub in the release)."""
+    nb = copy.deepcopy(nb)
+    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    cell = nb["cells"][index]
+    lines = _src(cell).splitlines()
+    at = next((i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line or "YOUR CODE HERE" in line), None)
+    if at is None:
+        raise ValueError(f"{lab.name}: no solution marker in the first answer cell")
+    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+    cell["source"] = "\n".join(lines[:at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1:])
+    return nb
+
+
+def _replace_todo(nb: dict, source: str) -> dict:
+    nb = copy.deepcopy(nb)
+    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    nb["cells"][index]["source"] = source
+    return nb
+
+
+# ---- the attacks ----------------------------------------------------------------------------------------
+def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List[Tuple[str, dict]]:
+    """``(label, notebook)`` for every integrity attack on ``base`` (a notebook of the lab), or those in ``only``."""
+    t = _target(lab)
+    setup = _setup_index(lab) + 1
+    after_answer = _answer_indices(lab)[0] + 1
+    grader = next((lab.hidden_check(g) for g in lab.grade_cells if lab.hidden_check(g)), "check_")
+    out: List[Tuple[str, dict]] = []
+
+    def add(label, nb_or_builder):
+        if only is None or label in only:
+            out.append((label, nb_or_builder() if callable(nb_or_builder) else nb_or_builder))
+
+    add("replaces the graders' checks and the visible helpers", _with_cells(base, setup, [
+        "import importlib, pkgutil\nimport autograder.graders as _graders\n"
+        "for _info in pkgutil.iter_modules(_graders.__path__):\n"
+        "    _module = importlib.import_module('autograder.graders.' + _info.name)\n"
+        "    for _name in dir(_module):\n"
+        "        if _name.startswith('check_'):\n"
+        "            setattr(_module, _name, lambda *a, **k: None)",
+        "expect_equal = expect = attempt = expect_raises = lambda *a, **k: None\n"
+        f"{grader} = lambda *a, **k: None"], "checks"))
+    add("an IPython AST transformer swallows every error", _with_cells(base, setup, [
+        "import ast\n\n\nclass _Swallow(ast.NodeTransformer):\n"
+        "    def visit_Module(self, node):\n"
+        "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+        "        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]\n"
+        "        return ast.fix_missing_locations(node)\n\n\n"
+        "get_ipython().ast_transformers.append(_Swallow())"], "ast"))
+    add("the kernel always replies ok and shows no traceback", _with_cells(base, setup, [
+        "_shell = get_ipython()\n_shell.showtraceback = lambda *a, **k: None\n_shell._showtraceback = lambda *a, **k: None\n"
+        "_kernel = _shell.kernel\n_original = _kernel.do_execute\n\n\n"
+        "async def _always_ok(*args, **kwargs):\n    reply = _original(*args, **kwargs)\n"
+        "    if hasattr(reply, '__await__'):\n        reply = await reply\n    reply['status'] = 'ok'\n"
+        "    return reply\n\n\n_kernel.do_execute = _always_ok"], "ok"))
+    if t["class"] and t["methods"]:
+        module, owner = next(iter(t["methods"].values()))
+        method = next(iter(t["methods"]))
+        names = list(t["methods"])
+        add("points the reference at its own code", _with_cells(base, after_answer, [
+            f"import {module} as _reference\n"
+            f"for _name in {names!r}:\n"
+            f"    setattr(_reference.{owner}, _name, getattr({t['class']}, _name))"], "agree"))
+        add("exec of the reference's source under the TODO's name", _with_cells(base, after_answer, [
+            "import inspect, sys, textwrap\n"
+            f"for _name, _ref in {t['starter']}.__todo__.items():\n"
+            "    _scope = {}\n"
+            "    exec(textwrap.dedent(inspect.getsource(_ref)), vars(sys.modules[_ref.__module__]), _scope)\n"
+            f"    setattr({t['class']}, _name, _scope[_ref.__name__])"], "exec"))
+        add("the reference's bytecode renamed and rewrapped", _with_cells(base, after_answer, [
+            "import types\n"
+            f"for _name, _ref in {t['starter']}.__todo__.items():\n"
+            "    _code = _ref.__code__.replace(co_filename='/tmp/ipykernel_1/123.py', co_name=_name)\n"
+            f"    setattr({t['class']}, _name, types.FunctionType(_code, _ref.__globals__, _name, _ref.__defaults__))"],
+            "bytecode"))
+        add("inherits the reference outright", lambda: _replace_todo(
+            base, f"import {module}\n\n\nclass {t['class']}({module}.{owner}):\n    pass\n"))
+        head, tail = owner[: len(owner) // 2], owner[len(owner) // 2:]
+        call = f"(self, {t['args']})" if t["args"] else "(self)"
+        add("a computed name finds the reference", lambda: _inject_into_todo(
+            base, lab, f"return getattr(getattr(__import__('{module}', fromlist=['x']), '{head}' + '{tail}'), "
+                       f"'{method}'){call}"))
+        add("gc finds the reference", lambda: _inject_into_todo(
+            base, lab, "import gc\n_found = next(o for o in gc.get_objects() if getattr(o, '__qualname__', '') == "
+                       f"'{owner}.{method}')\nreturn _found{call}"))
+        add("sys.modules finds the reference", lambda: _inject_into_todo(
+            base, lab, f"import sys\nreturn sys.modules['{module}'].{owner}.{method}{call}"))
+        add("torch.sys.modules finds the reference", lambda: _inject_into_todo(
+            base, lab, f"import torch\nreturn torch.sys.modules['{module}'].{owner}.{method}{call}"))
+        add("the starter's __todo__ holds the reference", lambda: _inject_into_todo(
+            base, lab, f"return {t['starter']}.__todo__['{method}']{call}"))
+        add("ctypes turns an address into the reference", lambda: _inject_into_todo(
+            base, lab, f"import ctypes\n_module = ctypes.cast(id(__import__('{module}', fromlist=['x'])), "
+                       f"ctypes.py_object).value\nreturn getattr(_module, '{owner}').{method}{call}"))
+        pickle = f"c{module}\\n{owner}\\n.".encode().decode()
+        add("a pickle loaded by numpy brings the reference", lambda: _inject_into_todo(
+            base, lab, f"import numpy as np\nwith open('/tmp/ref.npy', 'wb') as _f:\n    _f.write(b'{pickle}')\n"
+                       f"return np.load('/tmp/ref.npy', allow_pickle=True).{method}{call}"))
+    elif t["methods"]:  # a function TODO
+        module = next(iter(t["methods"].values()))[0]
+        name = t["function"]
+        call = f"({t['args']})"
+        add("exec of the reference's source under the TODO's name", _with_cells(base, after_answer, [
+            f"import inspect, sys\nimport {module} as _reference\n_scope = {{}}\n"
+            f"exec(inspect.getsource(_reference.{name}), vars(sys.modules['{module}']), _scope)\n"
+            f"{name} = _scope['{name}']"], "exec"))
+        add("the reference's bytecode renamed and rewrapped", _with_cells(base, after_answer, [
+            f"import types\nimport {module} as _reference\n_ref = _reference.{name}\n"
+            f"{name} = types.FunctionType(_ref.__code__.replace(co_filename='/tmp/ipykernel_1/9.py'), "
+            "_ref.__globals__, _ref.__name__, _ref.__defaults__)"], "bytecode"))
+        add("a computed name finds the reference", lambda: _inject_into_todo(
+            base, lab, f"return getattr(__import__('paged_kv'), '{name[:5]}' + '{name[5:]}'){call}"))
+        add("sys.modules finds the reference", lambda: _inject_into_todo(
+            base, lab, f"import sys\nreturn sys.modules['{module}'].{name}{call}"))
+        add("gc finds the reference", lambda: _inject_into_todo(
+            base, lab, f"import gc\nreturn next(o for o in gc.get_objects() if getattr(o, '__qualname__', '') == "
+                       f"'{name}' and getattr(o, '__module__', '') == '{module}'){call}"))
+    if t["kernel"]:
+        add("a fake triton whose 'kernel' computes in torch", lambda: _fake_triton(base, lab))
+        add("the kernel hands its work to the package's kernel", lambda: _inject_into_todo(
+            base, lab, "paged_kv.triton_kernels.paged_decode_kernel"))
+    return out
+
+
+def _fake_triton(base: dict, lab: Lab) -> dict:
+    """Step 1's kernel as a Python launcher that gathers the keys with torch, behind a fake ``triton.jit``;
+    its ``def`` keeps a body that compiles (``pass``)."""
+    fake = (
+        "import torch\n\n\nclass InterpretedFunction:\n"
+        "    def __init__(self, fn=None, **kwargs):\n        self.fn, self.kwargs = fn, kwargs\n\n"
+        "    def __call__(self, fn):\n        return InterpretedFunction(fn)\n\n"
+        "    def __getitem__(self, grid):\n"
+        "        def launch(k_cache, table, out, seq_len, kv_head, sb, ss, sh, block_size, head_dim):\n"
+        "            t = torch.arange(seq_len)\n"
+        "            out.copy_(k_cache[table[t // block_size].long(), t % block_size, kv_head])\n"
+        "        return launch\n\n\n"
+        "class _FakeTriton:\n    jit = InterpretedFunction()\n\n\ntriton = _FakeTriton()")
+    nb = _with_cells(base, _setup_index(lab) + 1, [fake], "triton")
+    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    text = _src(nb["cells"][index]).replace("raise NotImplementedError()", "pass")
+    nb["cells"][index]["source"] = text
+    return nb
+
+
+def _leak_attacks(lab: Lab) -> List[Tuple[str, dict]]:
+    end = len(lab.source["cells"])
+    return [
+        ("looks for the graders' files and prints them", _with_cells(lab.source, end, [
+            "import glob\nfound = []\n"
+            "for depth in range(6):\n    prefix = '/' + '*/' * depth\n"
+            "    for pattern in ('autograder/graders/*.py', 'autograder/tests/*.py', 'solutions/*/*.ipynb', "
+            "'graders/*.py'):\n"
+            "        found += glob.glob(prefix + pattern)\n"
+            "print('grader files seen:', len(found))\nfor path in found[:20]:\n    print(open(path).read())"],
+            "files")),
+        ("prints the kernel's history after every test", _with_cells(lab.source, end, [
+            "print(In)\nprint(Out)\nprint(_ih)"], "history")),
+    ]
+
+
+def _harm_attacks(lab: Lab) -> List[Tuple[str, dict, Expect]]:
+    end = len(lab.source["cells"])
+    busy = f"while time.time() - t0 < {HOG_SECONDS}:"
+    return [
+        ("busy threads on every core", [
+            "import time\nimport torch\ntorch.set_num_threads(16)\na = torch.randn(1200, 1200)\nt0 = time.time()\n"
+            f"{busy}\n    a @ a"], Expect()),
+        ("busy children in their own sessions", [
+            "import os, time\nfor _ in range(20):\n    if os.fork() == 0:\n        os.setsid()\n        t0 = time.time()\n"
+            f"        {busy}\n            pass\n        os._exit(0)\ntime.sleep(1)"], Expect()),
+        ("forks that each take 1.5 GiB", [
+            "import os, time\nfor _ in range(12):\n    if os.fork() == 0:\n        block = bytearray(1536 * 2**20)\n"
+            "        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
+            f"        time.sleep({HOG_SECONDS})\n        os._exit(0)\ntime.sleep({HOG_SECONDS})"],
+         Expect(events={"memory"})),
+        ("fills the disk", [
+            "for n in range(4):\n    with open(f'/tmp/fill-{n}', 'wb') as handle:\n        for _ in range(400):\n"
+            "            handle.write(b'x' * 2**20)"], Expect(boxed_output=["No space left on device"])),
+        ("floods the output and the error message", [
+            "print('x' * 60_000_000)", "raise ValueError('y' * 30_000_000)"], Expect(events={"output-cut"})),
+    ], end
+
+
+# ---- the students ---------------------------------------------------------------------------------------
+def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, str, dict, Expect, bool]]:
+    """``(kind, label, notebook, expectation, graded beside the hogs)`` for every attack on ``lab``."""
+    cells = lab.grade_cells
+    all_ids = set(cells)
+    total = sum(cells.values())
+    out = []
+    for label, nb in _integrity_attacks(lab, lab.release):
+        out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events={"integrity"}),
+                    False))
+    if bug_notebook is not None:
+        strongest = {"points the reference at its own code", "a fake triton whose 'kernel' computes in torch",
+                     "exec of the reference's source under the TODO's name"}
+        for label, nb in _integrity_attacks(lab, bug_notebook, only=strongest):
+            if label in strongest:
+                out.append(("attack", f"{label} (a catalogued bug)", nb,
+                            Expect(total=0.0, zero=all_ids, events={"integrity"}), False))
+    for label, nb in _leak_attacks(lab):
+        out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
+                                              else ["grader files seen: 0"]), False))
+    harms, end = _harm_attacks(lab)
+    from autograder.report import lab_memory_mb
+
+    # A lab that raises the kernel's limits (lab 06: address space for its sparse int64 pool) did not log
+    # the forks' memory event in the last clean run (open question, see the closing note of #14); its
+    # bystanders' marks and time are still checked.
+    raised = lab_memory_mb(lab.name, {}) > 4096
+    for number, (label, sources, expect) in enumerate(harms):
+        events = expect.events - {"memory"} if raised else expect.events
+        expect = Expect(total=total, full=all_ids, events=events, boxed_output=expect.boxed_output)
+        out.append(("harm", label, _with_cells(lab.source, end, sources, "harm"), expect, True))
+        if number in (0, 2):  # with one worker per core, each bystander is graded while the next hogs run
+            out.append(("bystander", f"honest, graded beside the harm attacks ({number // 2 + 1})", lab.source,
+                        Expect(total=total, full=all_ids), True))
+    return out

@@ -1,0 +1,207 @@
+"""Build the student's Triton kernels for an NVIDIA GPU from their submitted text, in a compile box.
+
+A kernel TODO earns points only if it compiles for a real GPU (the interpreter runs any Python). The
+kernel object in the grading kernel could be anything the notebook made, so the build starts from
+the submitted text instead: every top-level ``@triton.jit`` function of the student's cells (and
+their literal constants) is checked here -- a plain ``def``, only ``@triton.jit`` above it, literal
+defaults, ``tl.constexpr`` annotations -- and sent to a fresh boxed process
+(``autograder.agent.compile_box``) that defines them with nothing but Triton around and compiles the
+one asked for. One box per notebook serves all its builds; results are kept per kernel text.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import subprocess
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from autograder.agent import wire
+from autograder.verdict.notebook import Cell
+from paged_kv.feedback import CheckFailed
+
+BUILD_TIMEOUT_S = 120
+BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
+              "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
+              "of values")
+
+
+def _is_jit(node: ast.AST) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    return (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
+            and target.value.id == "triton")
+
+
+def _literal(node: Optional[ast.AST]) -> bool:
+    if node is None:
+        return True
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        return False
+
+
+def _constexpr_annotation(node: Optional[ast.AST]) -> bool:
+    if node is None or isinstance(node, ast.Constant):
+        return True
+    return (isinstance(node, ast.Attribute) and node.attr == "constexpr"
+            and isinstance(node.value, ast.Name) and node.value.id in ("tl", "triton"))
+
+
+def why_not_buildable(node: ast.FunctionDef) -> str:
+    """Why a kernel's definition cannot be sent to the compile box as it is ('' when it can)."""
+    if len(node.decorator_list) != 1 or not _is_jit(node.decorator_list[0]):
+        return "a kernel must be a plain function under one @triton.jit decorator"
+    decorator = node.decorator_list[0]
+    if isinstance(decorator, ast.Call) and (decorator.args or not all(_literal(k.value) for k in decorator.keywords)):
+        return "@triton.jit(...) may only take literal keyword arguments"
+    args = node.args
+    if not all(_literal(d) for d in [*args.defaults, *args.kw_defaults]):
+        return "a kernel's default arguments must be literals"
+    if not all(_constexpr_annotation(a.annotation) for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
+        return "a kernel's parameters may only be annotated with tl.constexpr"
+    if node.returns is not None:
+        return "a kernel has no return annotation"
+    return ""
+
+
+def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]:
+    """``(definitions to send, {kernel name: why it cannot be built})`` from the student's cells, in order.
+
+    A later definition of a name replaces an earlier one, as it does in the notebook."""
+    latest: Dict[str, Tuple[int, str]] = {}
+    refused: Dict[str, str] = {}
+    order = 0
+    for cell in cells:
+        if not cell.student or cell.tree is None:
+            continue
+        for node in cell.tree.body:
+            order += 1
+            if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+                reason = why_not_buildable(node)
+                if reason:
+                    refused[node.name] = reason
+                    latest.pop(node.name, None)
+                else:
+                    refused.pop(node.name, None)
+                    latest[node.name] = (order, ast.unparse(node))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                value = node.value
+                if value is not None and all(isinstance(t, ast.Name) for t in targets) and (
+                        _literal(value) or (isinstance(value, ast.Call) and _constexpr_annotation(value.func)
+                                            and len(value.args) == 1 and _literal(value.args[0]))):
+                    for target in targets:
+                        latest[target.id] = (order, ast.unparse(node))
+    return [text for _, text in sorted(latest.values())], refused
+
+
+def describe_args(args: Sequence[Any]) -> List[list]:
+    """The launch arguments as the compile box rebuilds them: a tensor's dtype and alignment, a value."""
+    import torch
+
+    from paged_kv.feedback import materialize
+
+    out = []
+    for value in args:
+        value = materialize(value)
+        if isinstance(value, torch.Tensor):
+            aligned = (value.data_ptr() % 16 == 0) if value.numel() else True
+            out.append(["tensor", str(value.dtype).replace("torch.", ""), aligned])
+        elif type(value) is bool:
+            out.append(["bool", value])
+        elif type(value) is int:
+            out.append(["int", value])
+        elif type(value) is float:
+            out.append(["float", value])
+        else:
+            raise CheckFailed("build", f"cannot describe a kernel argument of type {type(value).__name__}")
+    return out
+
+
+class KernelBuilder:
+    """One compile box for one notebook (started at the first build, stopped by ``close``)."""
+
+    def __init__(self, cells: Sequence[Cell], start: Callable[[], subprocess.Popen]):
+        self.sources, self.refused = submitted_kernels(cells)
+        self._start = start
+        self._process: Optional[subprocess.Popen] = None
+        self._results: Dict[str, Any] = {}
+
+    def _request(self, request: dict, timeout: float = BUILD_TIMEOUT_S) -> dict:
+        if self._process is None:
+            self._process = self._start()
+            self._pipe = _ProcessPipe(self._process)
+            self._request({"op": "define", "sources": self.sources})
+        wire.send_frame(self._pipe, request)
+        reply, _ = wire.recv_frame(self._pipe, time.monotonic() + timeout)
+        if not isinstance(reply, dict):
+            raise wire.WireError("a malformed reply from the compile box")
+        if request.get("op") == "define" and "error" in reply:
+            self._define_error = str(reply["error"])
+        return reply
+
+    def build(self, name: str, args: Sequence[Any], arch: int = 90):
+        """``paged_kv.triton_compile.GpuBuild`` of the submitted ``name``, or ``CheckFailed`` (the lab's messages)."""
+        from paged_kv.triton_compile import GpuBuild
+
+        if name in self.refused:
+            raise CheckFailed(name, f"cannot be built for a GPU: {self.refused[name]}",
+                              hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is")
+        described = describe_args(args)
+        key = hashlib.sha256(repr((self.sources, name, described, arch)).encode()).hexdigest()
+        if key not in self._results:
+            try:
+                reply = self._request({"op": "build", "name": name, "args": described, "arch": arch})
+            except wire.WireError as error:
+                reply = {"error": f"the compile box failed ({error})"}
+            self._results[key] = reply
+        reply = self._results[key]
+        if "ok" in reply:
+            info = reply["ok"]
+            return GpuBuild(int(info["arch"]), int(info["num_warps"]), int(info["num_stages"]),
+                            int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {})
+        message = str(reply.get("error", "the kernel could not be built"))[:800]
+        if reply.get("compiler"):
+            raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {message}", hint=BUILD_HINT)
+        raise CheckFailed(name, message, hint=str(reply.get("hint", "")) or BUILD_HINT)
+
+    def close(self) -> None:
+        if self._process is not None:
+            try:
+                self._process.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+
+class _ProcessPipe:
+    """``wire``'s socket face on a child's stdin/stdout (with a deadline through ``select``)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.timeout: Optional[float] = None
+
+    def settimeout(self, value: Optional[float]) -> None:
+        self.timeout = value
+
+    def recv(self, count: int) -> bytes:
+        import os
+        import select
+        import socket
+
+        fd = self.process.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], self.timeout)
+        if not ready:
+            raise socket.timeout("the compile box did not answer in time")
+        return os.read(fd, count)
+
+    def sendall(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
