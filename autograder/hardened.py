@@ -334,6 +334,8 @@ class HardenedExecute(Execute):
             return
         lab = nbview.LabSource.read(source)
         self._view = nbview.classify(self.nb, lab)
+        self._last_that_counts = max((c.index for c in self._view if c.kind == nbview.GRADED or c.student),
+                                     default=len(self._view))
         graded = [c for c in self._view if c.kind == nbview.GRADED]
         self._rules = verdicts.rules_for(graded)
         references = _references(graded, self._view)
@@ -384,8 +386,7 @@ class HardenedExecute(Execute):
         view = self._view
         if not view or index >= len(view) or view[index].kind != nbview.GIVEN:
             return False
-        last = max((c.index for c in view if c.kind == nbview.GRADED or c.student), default=len(view))
-        return index > last
+        return index > self._last_that_counts
 
     def _budget_spent(self, cell, index: int) -> bool:
         if self._notebook_deadline - monotonic() > 0:

@@ -284,9 +284,7 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
             pass
         raise
     except Exception as error:
-        tb = error.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
+        tb = _innermost(error.__traceback__)
         where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
         lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
                  f"  where:    {where}",
@@ -300,6 +298,13 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
 
 
 # -- notebook display ------------------------------------------------------------------------------
+def _innermost(tb):
+    """The last entry of a traceback (where the error was raised), or None."""
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
 def _in_package(frame) -> bool:
     """True for a frame of this package's own code (a helper the student never wrote)."""
     import os
@@ -310,8 +315,7 @@ def _in_package(frame) -> bool:
 def _todo_block(value, tb) -> List[str]:
     if hasattr(value, "_render_traceback_"):
         return value._render_traceback_()
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
+    tb = _innermost(tb)
     todo = "  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),"
     again = "  run that cell, then run this cell again."
     if tb is not None and _in_package(tb.tb_frame) and str(value):
@@ -399,9 +403,7 @@ def missing_name_lines(error: NameError) -> Optional[List[str]]:
         name = found.group(1) if found else None
     if not name:
         return None
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
+    tb = _innermost(error.__traceback__)
     in_cell = tb is None or tb.tb_frame.f_code.co_name == "<module>"
     where = [] if in_cell else [f"  where:    {tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}"]
     run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again."
