@@ -285,6 +285,7 @@ class HardenedExecute(Execute):
         while index < len(cells):
             with self.setup_kernel():
                 self._channel = grading_channel.Channel(self.km.private_dir)
+                self._kills_seen = 0
                 try:
                     self._copy_assignment_files()
                     self._silent(PREAMBLE)
@@ -294,6 +295,7 @@ class HardenedExecute(Execute):
                         outcome = self._run_cell(cells[index], index)
                         index += 1
                         ran = cells[index - 1]
+                        self._note_memory_kills(ran, index - 1)
                         if outcome == "ok" and ran.cell_type == "code" and not is_grade(ran):
                             replayable.append(index - 1)
                         if outcome == "dead":
@@ -414,14 +416,13 @@ class HardenedExecute(Execute):
                       "a loop that never ends (a condition that never changes, a list that never shrinks).",
             "traceback": []}
         self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
-        kills = self.km.oom_kills() if self.km is not None else 0
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
             cell.outputs.append(error_output("KernelDied", self._death_message(status)))
             self._event(cell, index, "kernel-died", f"exit status {status}")
-            if getattr(self.km, "out_of_memory", lambda: False)():
+            if self._new_memory_kills():
                 self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
             return "dead"
         except CellTimeoutError:
@@ -448,12 +449,23 @@ class HardenedExecute(Execute):
             cell.outputs.append(note_output("This cell called sys.exit() (or exit()/quit()): graded code must "
                                             "return normally."))
             self._event(cell, index, "exit-called", "SystemExit")
-        if self.km is not None and self.km.oom_kills() > kills:
-            cell.outputs.append(note_output(
-                f"Memory limit: a process this cell started was stopped, because the kernel and the processes it "
-                f"starts may use at most {self._limit('ram_mb')} MiB together."))
-            self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
         return "error" if errors else "ok"
+
+    def _new_memory_kills(self) -> int:
+        """Processes the kernel's memory limit stopped since we last looked (its cgroup counts them)."""
+        kills = self.km.oom_kills() if self.km is not None and hasattr(self.km, "oom_kills") else 0
+        seen = getattr(self, "_kills_seen", 0)
+        self._kills_seen = max(kills, seen)
+        return max(0, kills - seen)
+
+    def _note_memory_kills(self, cell, index: int) -> None:
+        """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
+        outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
+        if self._new_memory_kills():
+            cell.outputs.append(note_output(
+                f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
+                f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."))
+            self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self._timed_out = True

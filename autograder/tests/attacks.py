@@ -253,7 +253,7 @@ def _harm_attacks(lab: Lab) -> List[Tuple[str, dict, Expect]]:
         ("forks that each take 1.5 GiB", [
             "import os, time\nfor _ in range(12):\n    if os.fork() == 0:\n        block = bytearray(1536 * 2**20)\n"
             "        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
-            f"        time.sleep({HOG_SECONDS})\n        os._exit(0)\ntime.sleep({HOG_SECONDS})"],
+            f"        time.sleep({HOG_SECONDS})\n        os._exit(0)\nfor _ in range(12):\n    os.wait()"],
          Expect(events={"memory"})),
         ("fills the disk", [
             "for n in range(4):\n    with open(f'/tmp/fill-{n}', 'wb') as handle:\n        for _ in range(400):\n"
@@ -284,15 +284,8 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
                                               else ["grader files seen: 0"]), False))
     harms, end = _harm_attacks(lab)
-    from autograder.report import lab_memory_mb
-
-    # A lab that raises the kernel's limits (lab 06: address space for its sparse int64 pool) did not log
-    # the forks' memory event in the last clean run (open question, see the closing note of #14); its
-    # bystanders' marks and time are still checked.
-    raised = lab_memory_mb(lab.name, {}) > 4096
     for number, (label, sources, expect) in enumerate(harms):
-        events = expect.events - {"memory"} if raised else expect.events
-        expect = Expect(total=total, full=all_ids, events=events, boxed_output=expect.boxed_output)
+        expect = Expect(total=total, full=all_ids, events=expect.events, boxed_output=expect.boxed_output)
         out.append(("harm", label, _with_cells(lab.source, end, sources, "harm"), expect, True))
         if number in (0, 2):  # with one worker per core, each bystander is graded while the next hogs run
             out.append(("bystander", f"honest, graded beside the harm attacks ({number // 2 + 1})", lab.source,
