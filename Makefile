@@ -47,9 +47,9 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# The notebooks' kernel (paged_kv/notebook_kernel.py: reports what the notebooks store, so they open saved).
-$(KERNEL): $(STAMP) paged_kv/notebook_kernel.py
-	$(PY) -m paged_kv.notebook_kernel install >/dev/null
+# The notebooks' kernel (paged_kv/lab/notebook_kernel.py: reports what the notebooks store, so they open saved).
+$(KERNEL): $(STAMP) paged_kv/lab/notebook_kernel.py
+	$(PY) -m paged_kv.lab.notebook_kernel install >/dev/null
 	touch $(KERNEL)
 
 env: $(STAMP) $(KERNEL)
@@ -78,21 +78,21 @@ model: env
 	$(PY) tools/train_tiny_model.py
 
 handout: env
-	$(PY) -m autograder.handout
+	$(PY) -m autograder.pipeline.handout
 
 collect: env
 	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }
-	$(PY) -m autograder.collect $(LAB) "$(FROM)"
+	$(PY) -m autograder.pipeline.collect $(LAB) "$(FROM)"
 
 grade: env
 	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
-	$(PY) -m autograder.grade $(LAB)
+	$(PY) -m autograder.pipeline.grade $(LAB)
 
 grader-report: env
-	$(PY) -m autograder.report
+	$(PY) -m autograder.pipeline.report
 
 grader-bench: env
-	$(PY) -m autograder.report --bench $(or $(N),30)
+	$(PY) -m autograder.pipeline.report --bench $(or $(N),30)
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -9,7 +9,7 @@ if ROOT not in _parts:
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # Triton must learn its mode (interpreter on CPU) before anything imports it.
-from paged_kv.triton_mode import configure  # noqa: E402
+from paged_kv.kernels.triton_mode import configure  # noqa: E402
 
 configure()
 

@@ -1,1 +1,8 @@
-"""Instructor side of the course: nbgrader configuration, graders and their tests."""
+"""Instructor side of the course, one folder per job:
+
+- ``pipeline/``: what an instructor runs (collect, repair, grade, report, handout, feedback without hidden tests);
+- ``box/``: where a student's notebook runs (the sandbox, hardened execution, per-kernel limits);
+- ``verdict/``: how a score is decided outside the student's kernel (cells, channel, provenance, kernel builds);
+- ``agent/``: the only grading code inside the box (answers the verdict's requests with plain data);
+- ``graders/``: one module of checks per lab; ``tests/`` proves all of it; ``nbgrader_config.py`` names the folders.
+"""

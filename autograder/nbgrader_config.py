@@ -34,11 +34,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-# Hardened grading (autograder/hardened.py, autograder/sandbox.py): per-cell and per-notebook time
+# Hardened grading (autograder/box/hardened.py, autograder/box/sandbox.py): per-cell and per-notebook time
 # budgets, a kernel with no network, a memory limit and a read-only view of the system, recovery
 # from dead kernels. Override per lab with c.HardenedExecute.lab_limits = {"06-...": {...}}.
 c.Autograde.autograde_preprocessors = [
-    "autograder.hardened.HardenedExecute",
+    "autograder.box.hardened.HardenedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -66,12 +66,12 @@ c.HardenedExecute.hidden_paths = [str(p) for p in dict.fromkeys([
     ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"])]
 c.Execute.kernel_name = "python3"
 c.Execute.timeout = 120  # plain nbgrader Execute (not used by autograde with this config)
-# Test cells missing from a submission come back from the gradebook (autograder/repair.py does more).
+# Test cells missing from a submission come back from the gradebook (autograder/pipeline/repair.py does more).
 c.OverwriteCells.add_missing_cells = True
 # Feedback never shows the hidden tests' code (nbgrader issue 917).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "autograder.hide_hidden.HideHiddenTests",
+    "autograder.pipeline.hide_hidden.HideHiddenTests",
 ]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from paged_kv.triton_mode import configure
+from paged_kv.kernels.triton_mode import configure
 
 MODE = configure()  # before torch/triton kernels: picks native GPU or the interpreter
 
 import torch  # noqa: E402
 
-from paged_kv import decode_bench as db  # noqa: E402
+from paged_kv.lab import decode_bench as db  # noqa: E402
 
 TARGET = "at batch >= 32 and context >= 4096: >= 80% of HBM peak, and no slower than the best other paged kernel"
 

@@ -6,7 +6,7 @@
 The text is ``pydoc_data.topics`` (the help texts that ``help("if")`` prints), which every CPython
 installation ships, so no download is needed. Tokens are UTF-8 bytes. Everything is seeded; the file
 records the config, the training settings, a fingerprint of the text, the losses, and a greedy
-sample that ``tests/test_tiny_model.py`` regenerates from the stored weights.
+sample that ``tests/engine/test_tiny_model.py`` regenerates from the stored weights.
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from paged_kv import tokenizer  # noqa: E402
-from paged_kv.generate import generate_no_cache  # noqa: E402
-from paged_kv.kv_context import NoCache  # noqa: E402
-from paged_kv.model import WEIGHTS_FILE, WEIGHTS_FORMAT, ModelConfig, TinyLlama, init_weights, load_tiny_model  # noqa: E402
-from paged_kv.sampling import SamplingParams  # noqa: E402
+from paged_kv.engine import tokenizer  # noqa: E402
+from paged_kv.engine.generate import generate_no_cache  # noqa: E402
+from paged_kv.engine.kv_context import NoCache  # noqa: E402
+from paged_kv.engine.model import WEIGHTS_FILE, WEIGHTS_FORMAT, ModelConfig, TinyLlama, init_weights, load_tiny_model  # noqa: E402
+from paged_kv.engine.sampling import SamplingParams  # noqa: E402
 
 CONFIG = ModelConfig(vocab_size=256, hidden_size=128, num_layers=4, num_q_heads=4, num_kv_heads=2, head_dim=32,
                      intermediate_size=384, max_model_len=256)

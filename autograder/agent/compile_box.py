@@ -7,7 +7,7 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
 - ``{"op": "define", "sources": [...]}``: the ``@triton.jit`` functions of the student's cells (the
   grader has checked that each is a plain ``def`` under ``@triton.jit`` with constant defaults), run
   in a namespace holding only ``triton``, ``tl`` and the functions defined so far;
-- ``{"op": "build", "name": ..., "args": [...], "arch": 90}``: ``paged_kv.triton_compile.compile_for_gpu``
+- ``{"op": "build", "name": ..., "args": [...], "arch": 90}``: ``paged_kv.kernels.triton_compile.compile_for_gpu``
   of that function with arguments rebuilt from their descriptions (a tensor's dtype and alignment, an
   int's or a float's value); the answer is the build's resources or the compiler's message.
 """
@@ -46,7 +46,7 @@ def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
 
 
 def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
-    from paged_kv.triton_compile import compile_for_gpu, kernel_parameters
+    from paged_kv.kernels.triton_compile import compile_for_gpu, kernel_parameters
 
     kernel = namespace.get(request["name"])
     if kernel is None:

@@ -1,6 +1,6 @@
 """Helpers shared by the graders: calling student code with context, checks, and state snapshots.
 
-Every failure is a :class:`paged_kv.feedback.CheckFailed` whose first line is ``[case] problem``; every
+Every failure is a :class:`paged_kv.lab.feedback.CheckFailed` whose first line is ``[case] problem``; every
 check function carries ``@grades``, naming the reference implementations of the TODO it grades.
 
 A grader runs in the trusted grading process, where the student's class or function is a handle to
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from paged_kv.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, materialize  # noqa: F401
+from paged_kv.lab.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, materialize  # noqa: F401
 
 
 def grades(*references: Any) -> Callable:
@@ -90,9 +90,9 @@ def plain_int(case: str, value: Any, what: str) -> int:
 
 def audit_kv_manager(case: str, manager, requests) -> None:
     """``paged_kv.check_kv_manager``: the state read where the manager lives (one request), checked here."""
-    from paged_kv.invariants import check_kv_state
+    from paged_kv.cache.invariants import check_kv_state
 
-    state = materialize(call(case, student_side(manager, "paged_kv.invariants.kv_manager_state"), manager,
+    state = materialize(call(case, student_side(manager, "paged_kv.cache.invariants.kv_manager_state"), manager,
                              list(requests)))
     call(case, check_kv_state, state)
 

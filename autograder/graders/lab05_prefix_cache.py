@@ -17,8 +17,8 @@ from collections import deque
 from typing import List, Tuple
 
 from paged_kv import BlockManager as Reference, Sequence as LocalSequence
-from paged_kv.invariants import check_block_state
-from paged_kv.prefix_cache import NO_HASH, _chain_hash
+from paged_kv.cache.invariants import check_block_state
+from paged_kv.cache.prefix_cache import NO_HASH, _chain_hash
 
 from ._common import call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side
 
@@ -34,7 +34,7 @@ def seq_for(manager, tokens, block_size: int):
 
 def with_reference_todos(cls, *own):
     """The student's class with paged_kv's version of every TODO but ``own``, made on the student's side."""
-    return student_side(cls, "paged_kv.starters.with_reference_todos")(cls, *own)
+    return student_side(cls, "paged_kv.lab.starters.with_reference_todos")(cls, *own)
 
 TODO_1 = ("compute_hash",)
 TODO_2 = ("can_allocate", "allocate")
@@ -46,9 +46,9 @@ TODO_4 = ("hash_blocks",)
 def state(case: str, manager, seqs, raw_out: list = None) -> dict:
     """Everything the policy fixes: tables, cached tokens, ref counts, hashes, free order, used set, map.
 
-    Read in one go where the manager lives (``paged_kv.invariants.block_manager_state``), then every
+    Read in one go where the manager lives (``paged_kv.cache.invariants.block_manager_state``), then every
     value is checked to be a plain int here."""
-    raw = materialize(call(case, student_side(manager, "paged_kv.invariants.block_manager_state"), manager, seqs))
+    raw = materialize(call(case, student_side(manager, "paged_kv.cache.invariants.block_manager_state"), manager, seqs))
     check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
     if raw_out is not None:
         raw_out.append(raw)
@@ -91,9 +91,9 @@ def _compute(case: str, manager, seq, tokens: int = None) -> None:
     """The model computed ``tokens`` of ``seq`` (default: all not cached yet): the manager registers the
     blocks they filled, then they count as cached. Done where the manager lives (one request)."""
     if tokens is None:
-        call(case, student_side(manager, "paged_kv.steps.compute_rest"), manager, seq)
+        call(case, student_side(manager, "paged_kv.cache.steps.compute_rest"), manager, seq)
     else:
-        call(case, student_side(manager, "paged_kv.steps.compute"), manager, seq, tokens)
+        call(case, student_side(manager, "paged_kv.cache.steps.compute"), manager, seq, tokens)
 
 
 def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:

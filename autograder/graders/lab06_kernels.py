@@ -1,7 +1,7 @@
 """Lab 06 grader: the paged-attention kernels, step by step (Triton's interpreter on CPU, native on a GPU).
 
 The student's ``@triton.jit`` kernel is launched where it lives (the grading kernel) by the lab's own
-launchers (``paged_kv.kernel_lab``), with the case's tensors rebuilt there from the case's recipe and
+launchers (``paged_kv.lab.kernel_lab``), with the case's tensors rebuilt there from the case's recipe and
 the grid the student's grid function returns from plain ints, so all the work must happen inside
 the kernel; the expected values are computed here, from this process's copy of the same case. Each
 check first builds the kernel for an sm_90 GPU (offline) from its submitted text, in a fresh box
@@ -17,10 +17,11 @@ from typing import Callable, Dict, Tuple
 import torch
 
 from paged_kv import gather_kv, paged_decode_attention_ref
-from paged_kv import kernel_lab as lab
-from paged_kv import kernel_cases, triton_kernels
-from paged_kv.kernel_cases import PagedCase
-from paged_kv.triton_attention import paged_decode_attention
+from paged_kv.lab import kernel_lab as lab
+from paged_kv.lab import kernel_cases
+from paged_kv.kernels import triton_kernels
+from paged_kv.lab.kernel_cases import PagedCase
+from paged_kv.kernels.triton_attention import paged_decode_attention
 
 from ._common import CheckFailed, grades, is_remote, student_side
 
@@ -51,8 +52,8 @@ TRUSTED_NAMES = {"require_gpu_build": require_gpu_build, "paged_case": paged_cas
 
 
 def _launcher(kernel, name: str):
-    """``paged_kv.kernel_lab.<name>`` on the side where the kernel lives."""
-    return student_side(kernel, f"paged_kv.kernel_lab.{name}")
+    """``paged_kv.lab.kernel_lab.<name>`` on the side where the kernel lives."""
+    return student_side(kernel, f"paged_kv.lab.kernel_lab.{name}")
 
 PACKAGE_KERNELS = (triton_kernels.paged_decode_kernel, triton_kernels.merge_splits_kernel, paged_decode_attention)
 FP32 = dict(atol=2e-5, rtol=2e-5)

@@ -1,14 +1,14 @@
 """Lab 07 grader: a scheduler's ``schedule()`` and ``preempt()``, replayed against the reference on traces.
 
-Each check replays scripted or seeded workloads (``paged_kv.scheduler_trace``) through the student's
+Each check replays scripted or seeded workloads (``paged_kv.lab.scheduler_trace``) through the student's
 class and ``paged_kv.Scheduler`` side by side and stops at the first step where they differ: which
 sequences were scheduled, the order of both queues, blocks held, free blocks, cached tokens.
 """
 from __future__ import annotations
 
-from paged_kv.scheduler import Scheduler as Reference
-from paged_kv.scheduler_trace import TraceRequest, TraceSpec, make_trace
-from paged_kv.scheduler_trace import compare_with_reference as _replay
+from paged_kv.engine.scheduler import Scheduler as Reference
+from paged_kv.lab.scheduler_trace import TraceRequest, TraceSpec, make_trace
+from paged_kv.lab.scheduler_trace import compare_with_reference as _replay
 
 from ._common import grades, student_side
 
@@ -16,8 +16,8 @@ BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block 
 
 
 def compare_with_reference(cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
-    """``paged_kv.scheduler_trace.compare_with_reference``, the student's side replayed where it lives."""
-    return _replay(cls, spec, case, reference_cls, run_cls=student_side(cls, "paged_kv.scheduler_trace.TraceRun"))
+    """``paged_kv.lab.scheduler_trace.compare_with_reference``, the student's side replayed where it lives."""
+    return _replay(cls, spec, case, reference_cls, run_cls=student_side(cls, "paged_kv.lab.scheduler_trace.TraceRun"))
 
 
 TRUSTED_NAMES = {"compare_with_reference": compare_with_reference}

@@ -26,8 +26,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import nbformat
 
-from autograder import classroom
-from autograder.classroom import Expect, Lab, _meta, _src
+from autograder.pipeline import classroom
+from autograder.pipeline.classroom import Expect, Lab, _meta, _src
 
 HOG_SECONDS = 6  # how long a harm attack keeps the machine busy (the bystander's grading overlaps it)
 
@@ -200,7 +200,7 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
     if t["kernel"]:
         add("a fake triton whose 'kernel' computes in torch", lambda: _fake_triton(base, lab))
         add("the kernel hands its work to the package's kernel", lambda: _inject_into_todo(
-            base, lab, "paged_kv.triton_kernels.paged_decode_kernel"))
+            base, lab, "paged_kv.kernels.triton_kernels.paged_decode_kernel"))
     return out
 
 

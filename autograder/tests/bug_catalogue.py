@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from paged_kv.starters import (KVCacheManagerWithoutDecode, KVCacheManagerWithoutPrefill,
+from paged_kv.lab.starters import (KVCacheManagerWithoutDecode, KVCacheManagerWithoutPrefill,
                                KVCacheManagerWithoutReconstruction)
 
 

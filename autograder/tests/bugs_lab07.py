@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from autograder.labs import LABS, SOURCE_DIR
+from autograder.pipeline.labs import LABS, SOURCE_DIR
 from notebook_code import answer_source
-from paged_kv.starters import SchedulerWithoutSchedule
+from paged_kv.lab.starters import SchedulerWithoutSchedule
 
 ADMISSION, DECODE, PREEMPTION, RANDOM = ("check_fcfs_admission", "check_decode_growth", "check_preemption",
                                          "check_random_traces")

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import xxhash
 
-from paged_kv.starters import BlockManagerWithoutPrefixCache
+from paged_kv.lab.starters import BlockManagerWithoutPrefixCache
 
 
 class Correct(BlockManagerWithoutPrefixCache):

@@ -3,14 +3,14 @@ correct kernels written differently (each must keep full marks).
 
 Every kernel keeps the stub's parameter list. Bugs are named after the mistake.
 """
-from paged_kv.triton_mode import configure
+from paged_kv.kernels.triton_mode import configure
 
 configure()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from paged_kv import triton_kernels  # noqa: E402
+from paged_kv.kernels import triton_kernels  # noqa: E402
 
 
 def _define(source: str, name: str):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import classroom, report
+from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
 LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "12"}

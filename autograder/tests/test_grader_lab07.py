@@ -7,13 +7,13 @@ import inspect
 
 import pytest
 
-import paged_kv.scheduler
+import paged_kv.engine.scheduler
 from autograder.graders import lab07_scheduler as grader
 import bugs_lab07 as bugs
 
 CHECKS = {name: f for name, f in inspect.getmembers(grader, inspect.isfunction)
           if name.startswith("check_") and f.__module__ == grader.__name__}
-Reference = paged_kv.scheduler.Scheduler
+Reference = paged_kv.engine.scheduler.Scheduler
 Starter = bugs.SchedulerWithoutSchedule
 
 
@@ -98,15 +98,15 @@ def run_visible_cell(cls):
     """The notebook's visible test cell, run with ``cls`` as the student's Scheduler."""
     import nbformat
 
-    from autograder.labs import LABS, SOURCE_DIR
+    from autograder.pipeline.labs import LABS, SOURCE_DIR
 
     lab = "07-serve-it"
     cells = nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
     trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
     visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab07-visible")
     namespace = {"__name__": "__notebook__"}
-    exec("import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.feedback import expect_equal\n"
-         "from paged_kv.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, format_snapshot, replay",
+    exec("import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
+         "from paged_kv.lab.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, format_snapshot, replay",
          namespace)
     exec(trace, namespace)
     namespace["Scheduler"] = cls
@@ -120,7 +120,7 @@ def test_the_visible_cell_passes_the_solution(capsys):
 
 @pytest.mark.parametrize("pitfall", sorted(VISIBLE_MUST_CATCH))
 def test_the_visible_cell_catches_each_pitfall_with_one_short_block(pitfall, capsys):
-    from paged_kv.feedback import CheckFailed
+    from paged_kv.lab.feedback import CheckFailed
 
     with pytest.raises(CheckFailed) as caught:
         run_visible_cell(bugs.bug_class(VISIBLE_MUST_CATCH[pitfall]))
@@ -132,7 +132,7 @@ def test_the_visible_cell_catches_each_pitfall_with_one_short_block(pitfall, cap
 def test_every_listed_pitfall_is_tried_on_the_visible_cell():
     import nbformat
 
-    from autograder.labs import LABS, SOURCE_DIR
+    from autograder.pipeline.labs import LABS, SOURCE_DIR
 
     lab = "07-serve-it"
     text = next(c.source for c in nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells

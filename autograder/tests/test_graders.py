@@ -6,7 +6,7 @@ import pytest
 
 import paged_kv
 from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction, lab07_scheduler
-from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 from doctored import AgreeableList, AlwaysEqual
 import bug_catalogue as bugs
 import bugs_lab07
@@ -114,7 +114,7 @@ def test_ledger_bug_names_are_distinct_functions():
 # test_provenance.py. What the running code can show is that super() reaches a stub.
 @pytest.mark.parametrize("method", ["allocate_for_prefill", "allocate_for_decode", "get_physical_cache"])
 def test_super_reaches_a_stub_not_the_reference(method):
-    from paged_kv import starters
+    from paged_kv.lab import starters
 
     starter = next(s for s in (starters.KVCacheManagerWithoutPrefill, starters.KVCacheManagerWithoutDecode,
                                starters.KVCacheManagerWithoutReconstruction) if method in s.__todo__)
@@ -155,7 +155,7 @@ def test_objects_that_claim_equality_do_not_pass(module, implementation):
 
 # -- the feedback a student reads --------------------------------------------------------------------
 def _check_failures(module, implementation):
-    from paged_kv.feedback import CheckFailed
+    from paged_kv.lab.feedback import CheckFailed
 
     out = []
     for check in grader_checks(module):

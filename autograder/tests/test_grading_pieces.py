@@ -9,8 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import collect, handout, hide_hidden, repair, sandbox
-from autograder.labs import RELEASE_DIR, SOURCE_DIR
+from autograder.pipeline import collect, handout, hide_hidden, repair
+from autograder.box import sandbox
+from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
 
 LAB = "02-atomic-prefill"
 NOTEBOOK = "atomic_prefill.ipynb"
@@ -113,7 +114,7 @@ def test_a_boxed_kernel_user_reaches_files_that_live_under_tmp(tmp_path):
     import sys
     import tempfile
 
-    from autograder import limits
+    from autograder.box import limits
 
     if sandbox.probe()[0] != "bwrap":
         pytest.skip("needs bubblewrap")
@@ -191,7 +192,7 @@ def test_the_handouts_make_lab_opens_the_course_as_the_repositorys_does(tmp_path
     handed = lab_command(unzipped)
     assert handed == lab_command(handout.REPO)
     assert 'JUPYTER_CONFIG_PATH="<root>/student-lab' in handed and handed.endswith("--no-browser --ip=127.0.0.1")
-    assert "paged_kv.notebook_kernel install" in _dry_run_lab(unzipped)
+    assert "paged_kv.lab.notebook_kernel install" in _dry_run_lab(unzipped)
     assert (unzipped / "student-lab" / "labconfig" / "page_config.json").is_file()
 
 
@@ -211,7 +212,7 @@ def _available_levels():
 @pytest.mark.parametrize("level", _available_levels())
 def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
     """Each fallback really runs: memory is capped at every level, the network is cut from unshare up."""
-    from autograder.hardened import HardenedExecute
+    from autograder.box.hardened import HardenedExecute
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"

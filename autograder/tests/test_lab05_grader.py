@@ -8,8 +8,8 @@ import pytest
 
 import paged_kv
 from autograder.graders import lab05_prefix_cache as grader
-from autograder.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
-from paged_kv.starters import BlockManagerWithoutPrefixCache, with_reference_todos
+from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from paged_kv.lab.starters import BlockManagerWithoutPrefixCache, with_reference_todos
 from doctored import AgreeableList, AlwaysEqual
 import lab05_bug_catalogue as bugs
 from notebook_code import namespace_after_answer

@@ -8,8 +8,8 @@ import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from autograder.labs import LABS, SOURCE_DIR
-from paged_kv.feedback import CheckFailed
+from autograder.pipeline.labs import LABS, SOURCE_DIR
+from paged_kv.lab.feedback import CheckFailed
 
 LAB = "05-prefix-cache"
 VISIBLE = {"lab05-todo1": "lab05-visible-hash", "lab05-todo2": "lab05-visible-allocate",

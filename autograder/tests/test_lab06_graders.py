@@ -5,13 +5,13 @@ import inspect
 
 import pytest
 
-from paged_kv.triton_mode import triton_available
+from paged_kv.kernels.triton_mode import triton_available
 
 if not triton_available():
     pytest.skip("triton is not installed", allow_module_level=True)
 
 from autograder.graders import lab06_kernels as grader  # noqa: E402
-from autograder.labs import LABS, RELEASE_DIR, SOURCE_DIR  # noqa: E402
+from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR  # noqa: E402
 import lab06_catalogue as catalogue  # noqa: E402
 from notebook_code import namespace_after_answer  # noqa: E402
 
@@ -118,8 +118,8 @@ def test_borrowing_the_package_kernel_is_refused_where_it_runs():
 
 
 def test_python_inside_a_kernel_runs_in_the_interpreter_but_gets_nothing():
-    from paged_kv.kernel_cases import paged_case
-    from paged_kv.kernel_lab import expect_close, run_gather
+    from paged_kv.lab.kernel_cases import paged_case
+    from paged_kv.lab.kernel_lab import expect_close, run_gather
 
     case = paged_case([9], block_size=4)
     expect_close("interpreter", run_gather(catalogue.gather_python_in_kernel, catalogue.blocks_grid, case),
@@ -141,7 +141,7 @@ def visible_cell(step):
                                                            catalogue.per_query_head_grid])
 def test_the_visible_tests_catch_every_pitfall(step, kernel, grid, must_fail):
     """Typing a listed pitfall into the TODO fails the step's visible cell with one short block."""
-    from paged_kv.feedback import CheckFailed
+    from paged_kv.lab.feedback import CheckFailed
 
     namespace = dict(notebook(SOURCE_DIR))
     _, kernel_name, grid_name = STEPS[step]

@@ -17,8 +17,8 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 import bugs_lab07
 import lab06_catalogue
-from autograder.labs import LABS, SOURCE_DIR
-from paged_kv.feedback import CheckFailed
+from autograder.pipeline.labs import LABS, SOURCE_DIR
+from paged_kv.lab.feedback import CheckFailed
 
 Edits = List[Tuple[str, str]]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import classroom, hardened, report
+from autograder.pipeline import classroom, report
+from autograder.box import hardened
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 
@@ -151,7 +152,7 @@ def _class_forms(lab: str):
         out.append((lab, "inherits with_reference_todos", classroom._with_answer(info, lambda _s: (
             "class HashingManager(with_reference_todos(BlockManagerWithoutPrefixCache, 'can_allocate')):\n    pass"))))
         out.append((lab, "calls the private chain hash", classroom._with_answer(info, lambda _s: (
-            "from paged_kv.prefix_cache import _chain_hash\n\n\nclass HashingManager(BlockManagerWithoutPrefixCache):\n"
+            "from paged_kv.cache.prefix_cache import _chain_hash\n\n\nclass HashingManager(BlockManagerWithoutPrefixCache):\n"
             "    @classmethod\n    def compute_hash(cls, token_ids, prefix=-1):\n"
             "        return _chain_hash(list(token_ids), prefix)"))))
     return out
@@ -168,8 +169,8 @@ def _function_forms():
         ("a partial of the reference", f"import functools\nimport paged_kv\n{name} = functools.partial(paged_kv.{name})"),
         ("a callable object", f"import paged_kv\n\n\nclass _Call:\n    __call__ = staticmethod(paged_kv.{name})\n\n\n"
                               f"{name} = _Call()"),
-        ("goes through a preset", f"import paged_kv.ledger\n\n\ndef {name}(*args):\n"
-                                  f"    return dict(paged_kv.ledger.{name}(*args))"),
+        ("goes through a preset", f"import paged_kv.cache.ledger\n\n\ndef {name}(*args):\n"
+                                  f"    return dict(paged_kv.cache.ledger.{name}(*args))"),
         ("calls capacity_plan, which calls the reference", f"def {name}(*args):\n    return capacity_plan(*args)"),
     ]]
 
@@ -178,10 +179,10 @@ def _kernel_forms():
     lab = "06-triton-paged-attention"
     info = classroom.load_lab(lab, REPO / "solutions", REPO / "course")
     return [(lab, label, classroom._with_answer(info, classroom.inject(code))) for label, code in [
-        ("calls the package's kernel", "paged_kv.triton_kernels.paged_decode_kernel"),
+        ("calls the package's kernel", "paged_kv.kernels.triton_kernels.paged_decode_kernel"),
         ("uses the torch reference", "paged_decode_attention_ref"),
     ]] + [(lab, "is the package's kernel", classroom._with_answer(info, lambda _s: (
-        "from paged_kv.triton_kernels import paged_decode_kernel as gather_keys_kernel")))]
+        "from paged_kv.kernels.triton_kernels import paged_decode_kernel as gather_keys_kernel")))]
 
 
 def _forms():

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.pipeline.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = CONFIG_FILE

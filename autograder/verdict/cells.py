@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from autograder.verdict import channel as ch
 from autograder.verdict.notebook import Cell, Statement, free_names, given_statements, student_names
-from paged_kv.feedback import CheckFailed
+from paged_kv.lab.feedback import CheckFailed
 
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
@@ -52,7 +52,7 @@ class Verdict:
 
 
 class Context:
-    """What the graders may ask about the notebook being graded (``autograder.hardened`` sets it):
+    """What the graders may ask about the notebook being graded (``autograder.box.hardened`` sets it):
     its cells as submitted, and the compile box that builds its kernels from their text."""
 
     def __init__(self) -> None:

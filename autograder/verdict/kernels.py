@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from autograder.agent import wire
 from autograder.verdict.notebook import Cell
-from paged_kv.feedback import CheckFailed
+from paged_kv.lab.feedback import CheckFailed
 
 BUILD_TIMEOUT_S = 120
 BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
@@ -101,7 +101,7 @@ def describe_args(args: Sequence[Any]) -> List[list]:
     """The launch arguments as the compile box rebuilds them: a tensor's dtype and alignment, a value."""
     import torch
 
-    from paged_kv.feedback import materialize
+    from paged_kv.lab.feedback import materialize
 
     out = []
     for value in args:
@@ -143,8 +143,8 @@ class KernelBuilder:
         return reply
 
     def build(self, name: str, args: Sequence[Any], arch: int = 90):
-        """``paged_kv.triton_compile.GpuBuild`` of the submitted ``name``, or ``CheckFailed`` (the lab's messages)."""
-        from paged_kv.triton_compile import GpuBuild
+        """``paged_kv.kernels.triton_compile.GpuBuild`` of the submitted ``name``, or ``CheckFailed`` (the lab's messages)."""
+        from paged_kv.kernels.triton_compile import GpuBuild
 
         if name in self.refused:
             raise CheckFailed(name, f"cannot be built for a GPU: {self.refused[name]}",

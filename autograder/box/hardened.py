@@ -1,0 +1,774 @@
+"""Hardened notebook execution for ``nbgrader autograde``: trusted verdicts, a boxed kernel, time budgets.
+
+``HardenedExecute`` replaces nbgrader's ``Execute`` preprocessor (``nbgrader_config.py`` does this, so
+every ``nbgrader autograde`` run with the course's config is hardened). For each notebook it
+
+- decides every graded cell's score in this process, never in the kernel: the cell's text (from the
+  lab's source notebook, hidden tests included) runs here (``autograder.verdict.cells``), driving the
+  student's objects in the kernel through the grading channel (``autograder.verdict.channel``); hidden
+  tests never reach the kernel, and a visible test cell runs in the kernel only for what it shows;
+- reads the student's cells for code that reaches the reference or the grading machinery
+  (``autograder.verdict.provenance``): a finding zeroes the TODO it is in (or every test below it);
+- does not run the given cells below the last graded cell and the last cell the student wrote (they
+  cannot change a score, they only show what was built): labs whose closing demos are slow grade faster;
+
+- gives every cell at most ``cell_timeout`` seconds and the whole notebook ``notebook_timeout``
+  seconds of execution; a cell past its time is interrupted and scores 0, and once the notebook's
+  time is spent the remaining cells are not run and their tests score 0;
+- runs the kernel in ``autograder.box.sandbox``'s box (no network, ``memory_mb`` of address space, a
+  read-only system, a private working folder instead of the grading folder);
+- makes ``exit()``/``quit()`` behave like ``sys.exit()`` (an error in that cell only), and when the
+  kernel dies anyway (``os._exit``, a kill, a crash) starts a fresh one, re-runs the cells above that
+  are not tests, and goes on;
+- keeps at most ``max_output_bytes`` of output per cell;
+- explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
+  and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
+"""
+from __future__ import annotations
+
+import ast
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from time import monotonic
+from typing import Any, Dict, List, Optional
+
+from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.preprocessors import Execute
+from nbgrader.utils import is_grade
+from traitlets import Dict as DictTrait
+from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
+
+from autograder.box import limits, sandbox
+from autograder.verdict import cells as verdicts
+from autograder.verdict import kernels as kernel_builds
+from autograder.verdict import channel as grading_channel
+from autograder.verdict import notebook as nbview
+from autograder.verdict import provenance
+
+NOTES_CELL_ID = "grading-notes"
+NOTES_TITLE = "## Grading notes"
+
+# Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
+NOT_RUN_DEMO = ("Not run by the autograder: this cell comes after the last test and only shows what "
+                "you built. Run it in your own notebook to see it.\n")
+
+PREAMBLE = """
+def _pkv_no_exit(*args, **kwargs):
+    raise SystemExit("exit() and quit() do not stop a graded notebook")
+get_ipython().user_ns.update(exit=_pkv_no_exit, quit=_pkv_no_exit)
+get_ipython().ask_exit = _pkv_no_exit
+del _pkv_no_exit
+"""
+
+# Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
+AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
+MAX_ERROR_TEXT = 4000     # characters of an error's message kept in a cell's output
+MAX_TRACEBACK = 20_000    # characters of an error's traceback kept
+
+MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "std::bad_alloc",
+                "Cannot allocate memory")
+
+
+def error_output(name: str, message: str) -> NotebookNode:
+    return from_dict({"output_type": "error", "ename": name, "evalue": message,
+                      "traceback": [f"\x1b[0;31m{name}\x1b[0m: {message}"]})
+
+
+def note_output(message: str) -> NotebookNode:
+    return from_dict({"output_type": "stream", "name": "stderr", "text": f"[grading] {message}\n"})
+
+
+_SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
+
+
+def _discard(km) -> None:
+    try:
+        run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        km.cleanup_resources()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@atexit.register
+def _discard_spares() -> None:
+    while _SPARES:
+        _discard(_SPARES.popitem()[1])
+
+
+class BoxedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel runs in ``autograder.box.sandbox``'s box, over Unix sockets, with its own
+    scratch folder, uid and cgroup (``autograder.box.limits``)."""
+
+    box_level = Unicode("bwrap")
+    memory_mb = Integer(4096)
+    file_mb = Integer(512)
+    ram_mb = Integer(4096)
+    pids = Integer(256)
+    cpus = Float(1.0)
+    scratch_mb = Integer(1024)
+    readable = ListTrait(Unicode())
+    hidden = ListTrait(Unicode())
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.allocation = limits.Allocation(limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb))
+        self.private_dir = self.allocation.folder
+        self.workdir = os.path.join(self.private_dir, "work")
+        os.mkdir(self.workdir)
+        self.transport = "ipc"
+        self.connection_file = os.path.join(self.private_dir, "kernel.json")
+        self.ip = os.path.join(self.private_dir, "ipc")
+
+    async def _forced_shutdown(self, now: bool = False, restart: bool = False) -> None:
+        """jupyter_client's shutdown, except that a forced one (``now``) kills without interrupting first: a
+        kernel still starting (a spare discarded while it boots) would die of that SIGINT with a
+        KeyboardInterrupt traceback on the grader's stderr, for nothing."""
+        if not (now and self.owns_kernel):
+            return await AsyncKernelManager.shutdown_kernel(self, now=now, restart=restart)
+        self.shutting_down = True
+        self.stop_restarter()
+        if self.has_kernel:
+            await self._async_kill_kernel(restart=restart)
+        await self._async_cleanup_resources(restart=restart)
+
+    shutdown_kernel = _forced_shutdown
+
+    def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
+        command = super().format_kernel_cmd(extra_arguments)
+        spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,
+                               private_dir=self.private_dir, readable=list(self.readable),
+                               hidden=list(self.hidden), uid=self.allocation.uid,
+                               cgroup=self.allocation.cgroup_paths, pids=self.pids)
+        return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
+
+    def exit_status(self) -> Optional[int]:
+        process = getattr(self.provisioner, "process", None)
+        return None if process is None else process.poll()
+
+    def out_of_memory(self) -> bool:
+        """Did the kernel's cgroup kill a process for going over its memory?"""
+        return self.oom_kills() > 0
+
+    def oom_kills(self) -> int:
+        cgroup = self.allocation.cgroup
+        return 0 if cgroup is None else cgroup.oom_kills()
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            self.allocation.release()
+
+    cleanup_resources = run_sync(_async_cleanup_resources)
+
+
+class HardenedExecute(Execute):
+    """nbgrader's Execute with time budgets, a boxed kernel and crash recovery (see the module doc)."""
+
+    cell_timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
+    notebook_timeout = Integer(120, help="Seconds of execution for a whole notebook.").tag(config=True)
+    memory_mb = Integer(4096, help="Address-space limit of the grading kernel, in MiB.").tag(config=True)
+    file_mb = Integer(512, help="Largest file the grading kernel may write, in MiB.").tag(config=True)
+    max_output_bytes = Integer(200_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
+    ram_mb = Integer(4096, help="Memory of the kernel and all its children together, in MiB (cgroup).").tag(
+        config=True)
+    pids = Integer(256, help="Processes and threads of the kernel and its children together (cgroup).").tag(
+        config=True)
+    cpus = Float(1.0, help="CPU cores the kernel and its children may use together (cgroup).").tag(config=True)
+    scratch_mb = Integer(1024, help="Size of the kernel's writable scratch folder, in MiB (tmpfs).").tag(
+        config=True)
+    max_restarts = Integer(3, help="Fresh kernels started after the kernel died.").tag(config=True)
+    isolation = Unicode("auto", help="auto, bwrap, unshare or rlimits (see autograder.box.sandbox).").tag(config=True)
+    hidden_paths = ListTrait(Unicode(), help="Folders the grading kernel must not see.").tag(config=True)
+    readable_paths = ListTrait(Unicode(), help="Folders the grading kernel may read.").tag(config=True)
+    private_roots = ListTrait(Unicode(), help="Folders the kernel sees only through readable_paths (and the "
+                                              "Python environment inside them).").tag(config=True)
+    events_dir = Unicode("", help="Folder of <lab>/<student>.json grading events (instructor only).").tag(config=True)
+    lab_limits = DictTrait(help="Per assignment: {'06-x': {'notebook_timeout': 300, ...}}.").tag(config=True)
+    source_dir = Unicode("", help="Folder of the labs' source notebooks (the trusted text of every test).").tag(
+        config=True)
+    spare_kernel = Bool(True, help="Boot the next notebook's kernel while this one's feedback is written.").tag(
+        config=True)
+
+    # ---- limits ------------------------------------------------------------------------------------
+    def _assignment(self) -> str:
+        return (self.resources or {}).get("nbgrader", {}).get("assignment", "")
+
+    def _limit(self, name: str) -> int:
+        return int(self.lab_limits.get(self._assignment(), {}).get(name, getattr(self, name)))
+
+    def isolation_level(self) -> str:
+        if self.isolation != "auto":
+            return self.isolation
+        level, warning = sandbox.probe()
+        if warning:
+            self.log.warning("Grading isolation is '%s': %s", level, warning)
+        return level
+
+    def _kernel_settings(self) -> Dict[str, Any]:
+        return dict(kernel_name=self.kernel_name or "python3", box_level=self._level,
+                    memory_mb=self._limit("memory_mb"), file_mb=self._limit("file_mb"), ram_mb=self._limit("ram_mb"),
+                    pids=self._limit("pids"), cpus=float(self.lab_limits.get(self._assignment(), {}).get(
+                        "cpus", self.cpus)), scratch_mb=self._limit("scratch_mb"),
+                    readable=sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths),
+                    hidden=list(self.hidden_paths))
+
+    def create_kernel_manager(self):
+        """A boxed kernel manager: the spare one this worker started after its last notebook (a fresh kernel
+        that has run nothing yet, booted while the grader wrote feedback), else a new one."""
+        settings = self._kernel_settings()
+        spare = _SPARES.pop(repr(sorted(settings.items())), None)
+        if spare is not None:
+            try:
+                if run_sync(spare.is_alive)():
+                    self.km = spare
+                    self._spares_used = getattr(self, "_spares_used", 0) + 1
+                    return self.km
+            except Exception:  # noqa: BLE001 - a spare that died: start a new kernel
+                pass
+            _discard(spare)
+        self.km = BoxedKernelManager(config=self.config, **settings)
+        return self.km
+
+    def _start_spare(self) -> None:
+        """Boot the next notebook's kernel now (same settings, nothing run in it)."""
+        if not self.spare_kernel:
+            return
+        settings = self._kernel_settings()
+        key = repr(sorted(settings.items()))
+        if key in _SPARES:
+            return
+        km = BoxedKernelManager(config=self.config, **settings)
+        try:
+            run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
+        except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
+            _discard(km)
+            return
+        _SPARES[key] = km
+
+    def _timeout_for(self, cell) -> int:
+        return max(1, int(self._cell_deadline - monotonic() + 0.999))
+
+    # ---- the run -------------------------------------------------------------------------------------
+    def preprocess(self, nb, resources=None, km=None):
+        from nbclient import NotebookClient
+
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
+        self._level = self.isolation_level()
+        self.timeout_func = self._timeout_for
+        self.iopub_timeout = 5
+        self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
+        self.events: List[Dict[str, Any]] = []
+        self.verdicts: Dict[str, verdicts.Verdict] = {}
+        self._compile_dirs: List[str] = []
+        self._spares_used = 0
+        started = monotonic()
+        self._notebook_deadline = started + self._limit("notebook_timeout")
+        self._read_submission()
+        replayable: List[int] = []
+        index, restarts = 0, 0
+        cells = self.nb.cells
+        while index < len(cells):
+            with self.setup_kernel():
+                self._channel = grading_channel.Channel(self.km.private_dir)
+                self._kills_seen = 0
+                try:
+                    self._copy_assignment_files()
+                    self._silent(PREAMBLE)
+                    if restarts:
+                        self._replay(replayable)
+                    while index < len(cells):
+                        outcome = self._run_cell(cells[index], index)
+                        index += 1
+                        ran = cells[index - 1]
+                        self._note_memory_kills(ran, index - 1)
+                        if outcome == "ok" and ran.cell_type == "code" and not is_grade(ran):
+                            replayable.append(index - 1)
+                        if outcome == "dead":
+                            restarts += 1
+                            break
+                finally:
+                    self._channel.close()
+            if restarts > self.max_restarts and index < len(cells):
+                self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
+                break
+        verdicts.CONTEXT.reset()
+        for allocation in self._compile_dirs:
+            allocation.release()
+        self._start_spare()
+        self._apply_findings()
+        self.set_widgets_metadata()
+        self._finish(monotonic() - started)
+        return self.nb, self.resources
+
+    # ---- what was submitted ----------------------------------------------------------------------------
+    def _source_notebook(self) -> Optional[Path]:
+        nbgrader = (self.resources or {}).get("nbgrader", {})
+        assignment, notebook = nbgrader.get("assignment"), nbgrader.get("notebook")
+        if not (self.source_dir and assignment and notebook):
+            return None
+        path = Path(self.source_dir) / assignment / f"{notebook}.ipynb"
+        return path if path.exists() else None
+
+    def _read_submission(self) -> None:
+        """Classify the cells against the lab's source, read the student's text, find the lab's rules."""
+        self._view: Optional[List[nbview.Cell]] = None
+        self.findings: List[provenance.Finding] = []
+        self.similar: List[tuple] = []
+        source = self._source_notebook()
+        if source is None:
+            self.log.error("No source notebook for this assignment under %s: its graded cells cannot be "
+                           "decided and score 0.", self.source_dir)
+            return
+        lab = nbview.LabSource.read(source)
+        self._view = nbview.classify(self.nb, lab)
+        self._last_that_counts = max((c.index for c in self._view if c.kind == nbview.GRADED or c.student),
+                                     default=len(self._view))
+        graded = [c for c in self._view if c.kind == nbview.GRADED]
+        self._rules = verdicts.rules_for(graded)
+        references = _references(graded, self._view)
+        todo_names: set = set()
+        for cell in lab.cells:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and cell.get("cell_type") == "code":
+                tree = nbview.parse(nbview._text(cell.get("source")))
+                if tree is not None:
+                    todo_names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef,
+                                                                                ast.AsyncFunctionDef))}
+        names = provenance.lab_names(self._view, references, todo_names)
+        self.findings = provenance.check_submission(self._view, names)
+        self.similar = provenance.similar_to_reference(self._view, references)
+        view = self._view
+        verdicts.CONTEXT.reset(view, lambda: kernel_builds.KernelBuilder(view, self._start_compile_box))
+
+    def _start_compile_box(self) -> subprocess.Popen:
+        """A fresh boxed process that builds the student's kernels from their text (``autograder.agent.compile_box``)."""
+        allocation = limits.Allocation(limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus,
+                                                     self._limit("scratch_mb")), prefix="pkv-compile-")
+        folder = allocation.folder
+        work = os.path.join(folder, "work")
+        os.mkdir(work)
+        self._compile_dirs.append(allocation)
+        spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
+                               file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
+                               readable=sandbox.python_paths(private=list(self.private_roots)) +
+                               list(self.readable_paths), hidden=list(self.hidden_paths), quiet=False,
+                               uid=allocation.uid, cgroup=allocation.cgroup_paths, pids=self._limit("pids"))
+        command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
+                   "autograder.agent.compile_box"]
+        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    # ---- one cell --------------------------------------------------------------------------------------
+    def _run_cell(self, cell, index: int) -> str:
+        if cell.cell_type != "code" or not cell.source.strip():
+            return "ok"
+        if is_grade(cell):
+            return self._run_graded(cell, index)
+        if self._only_shows(index):
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": NOT_RUN_DEMO})]
+            return "skipped"
+        return self._execute_in_kernel(cell, index)
+
+    def _only_shows(self, index: int) -> bool:
+        """A given cell below the last graded cell and below every cell the student wrote: it cannot change a
+        score or anything the student's code sees, it only shows what was built."""
+        view = self._view
+        if not view or index >= len(view) or view[index].kind != nbview.GIVEN:
+            return False
+        return index > self._last_that_counts
+
+    def _budget_spent(self, cell, index: int) -> bool:
+        if self._notebook_deadline - monotonic() > 0:
+            return False
+        budget = self._limit("notebook_timeout")
+        cell.outputs = [error_output("TimeBudgetExceeded",
+                                     f"Not run: this notebook used up its grading time ({budget} s in all), "
+                                     "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
+                                     "message.")]
+        self._event(cell, index, "not-run", "notebook time budget spent")
+        return True
+
+    def _execute_in_kernel(self, cell, index: int) -> str:
+        if self._budget_spent(cell, index):
+            return "skipped"
+        remaining = self._notebook_deadline - monotonic()
+        limit = int(min(self._limit("cell_timeout"), remaining) + 0.5) or 1
+        self._cell_deadline = monotonic() + limit
+        self._timed_out = False
+        self._cut = False
+        self._cell_bytes = 0
+        self.error_on_timeout = {
+            "ename": "TimeLimitExceeded",
+            "evalue": f"Time limit: this cell ran for more than {limit} s and was stopped, so it scores 0. Look for "
+                      "a loop that never ends (a condition that never changes, a list that never shrinks).",
+            "traceback": []}
+        self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
+        try:
+            self.execute_cell(cell, index, store_history=True)
+        except DeadKernelError:
+            status = self.km.exit_status() if self.km is not None else None
+            cell.outputs.append(error_output("KernelDied", self._death_message(status)))
+            self._event(cell, index, "kernel-died", f"exit status {status}")
+            if self._new_memory_kills():
+                self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            return "dead"
+        except CellTimeoutError:
+            cell.outputs.append(error_output(
+                "TimeLimitExceeded", f"Time limit: this cell ran for more than {limit} s and did not stop when "
+                "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
+                "kernel."))
+            self._event(cell, index, "timeout", f"> {limit} s, kernel did not answer the interrupt")
+            return "dead"
+        if self._timed_out:
+            # The interrupt we sent shows as a KeyboardInterrupt: the time-limit message says it better.
+            cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
+            self._event(cell, index, "timeout", f"> {limit} s")
+        if self._cut:
+            cell.outputs.append(note_output(f"output cut after {self.max_output_bytes} bytes"))
+            self._event(cell, index, "output-cut", f"> {self.max_output_bytes} bytes")
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
+            cell.outputs.append(note_output(
+                f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
+                "asked for more."))
+            self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB")
+        if any(o.get("ename") == "SystemExit" for o in errors):
+            cell.outputs.append(note_output("This cell called sys.exit() (or exit()/quit()): graded code must "
+                                            "return normally."))
+            self._event(cell, index, "exit-called", "SystemExit")
+        return "error" if errors else "ok"
+
+    def _new_memory_kills(self) -> int:
+        """Processes the kernel's memory limit stopped since we last looked (its cgroup counts them)."""
+        kills = self.km.oom_kills() if self.km is not None and hasattr(self.km, "oom_kills") else 0
+        seen = getattr(self, "_kills_seen", 0)
+        self._kills_seen = max(kills, seen)
+        return max(0, kills - seen)
+
+    def _note_memory_kills(self, cell, index: int) -> None:
+        """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
+        outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
+        if self._new_memory_kills():
+            cell.outputs.append(note_output(
+                f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
+                f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."))
+            self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        if msg.get("msg_type") == "error":  # capped like every other output (an error can be megabytes)
+            content["evalue"] = _cap(str(content.get("evalue", "")), MAX_ERROR_TEXT)
+            content["ename"] = _cap(str(content.get("ename", "")), 200)
+            kept, total = [], 0
+            for line in content.get("traceback", []) or []:
+                line = _cap(str(line), MAX_ERROR_TEXT)
+                total += len(line)
+                if total > MAX_TRACEBACK:
+                    kept.append("... (traceback cut)")
+                    break
+                kept.append(line)
+            content["traceback"] = kept
+        size = len(json.dumps(content, default=str))
+        self._cell_bytes = getattr(self, "_cell_bytes", 0) + size
+        if self._cell_bytes > self.max_output_bytes and (msg.get("msg_type") != "error" or self._cell_bytes >
+                                                         self.max_output_bytes + MAX_TRACEBACK + 2 * MAX_ERROR_TEXT):
+            self._cut = True
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    # ---- helpers -----------------------------------------------------------------------------------
+    def _copy_assignment_files(self) -> None:
+        """The kernel works in a private copy of the assignment's data files, never in the grading folder."""
+        source = (self.resources or {}).get("metadata", {}).get("path")
+        if not source or not os.path.isdir(source):
+            return
+        for item in Path(source).iterdir():
+            if item.suffix == ".ipynb" or item.is_symlink():
+                continue
+            target = Path(self.km.workdir) / item.name
+            if item.is_dir():
+                shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
+            elif item.is_file():
+                shutil.copy(item, target)
+
+    # ---- graded cells: decided here ----------------------------------------------------------------------
+    def _run_graded(self, cell, index: int) -> str:
+        """Show a visible test's run in the kernel; decide every graded cell here (see the module doc)."""
+        model = self._view[index] if self._view is not None and index < len(self._view) else None
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+        if model is None or model.kind != nbview.GRADED:
+            cell.outputs = [error_output("GradingError", "The grader could not find this test cell in the lab's "
+                                                         "source, so it scores 0.")]
+            self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
+            return "error"
+        visible = "### BEGIN HIDDEN TESTS" not in model.source
+        kernel_error = False
+        if visible:
+            outcome = self._execute_in_kernel(cell, index)
+            if outcome in ("dead", "skipped"):
+                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "kernel" if outcome == "dead" else "timeout")
+                return outcome
+            kernel_error = outcome == "error"
+        else:
+            cell.outputs = []
+            if self._budget_spent(cell, index):
+                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
+                return "skipped"
+        verdict, dead = self._verdict(model)
+        self.verdicts[grade_id] = verdict
+        self._show_verdict(cell, verdict, kernel_error, visible)
+        if verdict.kind in ("timeout", "kernel", "exit"):
+            self._event(cell, index, {"timeout": "timeout", "kernel": "kernel-died", "exit": "exit-called"}[verdict.kind],
+                        f"while the grader tested it ({verdict.seconds:.1f} s)")
+        if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
+            self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB while the grader tested it")
+        return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
+
+    def _verdict(self, model) -> tuple:
+        """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel."""
+        limit = max(1.0, min(self._limit("cell_timeout"), self._notebook_deadline - monotonic()))
+        deadline = monotonic() + limit
+        try:
+            msg_id = self.kc.execute(AGENT_CALL.format(path=self._channel.path), silent=True, store_history=False,
+                                     allow_stdin=False)
+        except Exception:  # noqa: BLE001 - a kernel that cannot take a request
+            return verdicts.failed(model.grade_id, grading_channel.KernelGone("the grading kernel stopped")), True
+        try:
+            session = self._channel.accept(deadline, on_timeout=self._interrupt)
+        except grading_channel.KernelGone as error:
+            verdict = verdicts.failed(model.grade_id, error)
+        else:
+            try:
+                verdict = verdicts.run_graded(model, self._view, session, self._rules)
+            finally:
+                session.end()
+        try:
+            self._wait_reply(msg_id, grading_channel.GRACE_S)
+            return verdict, False
+        except DeadKernelError:
+            return verdict, True
+        except TimeoutError:
+            self._interrupt()
+            try:
+                self._wait_reply(msg_id, grading_channel.GRACE_S)
+                return verdict, False
+            except (DeadKernelError, TimeoutError):
+                if verdict.passed:
+                    verdict = verdicts.failed(model.grade_id, grading_channel.KernelGone(
+                        "the kernel did not finish after its tests"))
+                return verdict, True
+
+    def _interrupt(self) -> None:
+        try:
+            run_sync(self.km.interrupt_kernel)()
+        except Exception:  # noqa: BLE001 - a dead kernel cannot be interrupted
+            pass
+
+    def _show_verdict(self, cell, verdict: "verdicts.Verdict", kernel_error: bool, visible: bool) -> None:
+        """The cell's outputs say what was decided: the kernel's run (a visible test) and the verdict.
+
+        A graded cell earns its points exactly when it shows no error (nbgrader's rule), so the kernel's
+        outputs are made neutral (no partial credit from a printed number, no stderr) and the verdict's
+        failure, if any, is the cell's error."""
+        kept = []
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "execute_result":
+                output = from_dict({"output_type": "display_data", "data": output.get("data", {}),
+                                    "metadata": output.get("metadata", {})})
+            elif kind == "stream" and output.get("name") == "stderr":
+                output = from_dict({"output_type": "stream", "name": "stdout", "text": output.get("text", "")})
+            kept.append(output)
+        if not verdict.passed and not kernel_error:  # a kernel error already says why (and scores 0)
+            kept.append(_verdict_output(verdict))
+        elif verdict.passed and not kernel_error and not visible:
+            kept.append(from_dict({"output_type": "stream", "name": "stdout",
+                                   "text": "Hidden tests passed.\n"}))
+        cell.outputs = kept
+
+    def _apply_findings(self) -> None:
+        """No points for a TODO whose text reaches the reference or the machinery (see provenance)."""
+        if self._view is None:
+            for cell in self.nb.cells:
+                if cell.cell_type == "code" and is_grade(cell):
+                    cell.outputs = [error_output("GradingError", "The grader could not find this lab's source "
+                                                                 "notebook, so no test could be decided.")]
+            return
+        graded = [c for c in self._view if c.kind == nbview.GRADED]
+        for finding in self.findings:
+            bound: set = set()
+            cell = self._view[finding.cell_index]
+            if cell.tree is not None:
+                bound = nbview.names_bound(cell.tree)
+            for test in graded:
+                reads = nbview.free_names(test.tree) if test.tree is not None else set()
+                hit = (test.index > finding.cell_index) if finding.scope == provenance.BELOW else bool(reads & bound)
+                if hit:
+                    notebook_cell = self.nb.cells[test.index]
+                    notebook_cell.outputs = [o for o in notebook_cell.get("outputs", [])
+                                             if o.get("output_type") != "error" and not
+                                             (o.get("output_type") == "stream" and "tests passed" in o.get("text", ""))]
+                    notebook_cell.outputs.append(error_output(
+                        "IntegrityError", f"No points: {finding.describe()}. Graded code must be your own: fix that "
+                                          "line and resubmit."))
+                    self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
+            self.events.append({"cell": finding.cell_label, "kind": "integrity", "detail": finding.describe(),
+                                "graded": False, "line": finding.line, "code": finding.code, "rule": finding.rule})
+        for todo, reference, ratio in self.similar:
+            self.events.append({"cell": todo, "kind": "similar-to-reference", "graded": False,
+                                "detail": f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it"})
+
+    def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
+        """Run code without recording it; False when the kernel died or it failed."""
+        try:
+            msg_id = self.kc.execute(code, silent=True, store_history=False)
+            reply = self._wait_reply(msg_id, timeout)
+        except (DeadKernelError, CellTimeoutError, TimeoutError):
+            return False
+        return reply is not None and reply["content"].get("status") == "ok"
+
+    def _wait_reply(self, msg_id: str, timeout: Optional[float]):
+        deadline = monotonic() + (timeout if timeout is not None else 30)
+        while monotonic() < deadline:
+            try:
+                msg = run_sync(self.kc.shell_channel.get_msg)(timeout=1)
+            except Exception:  # noqa: BLE001  (queue.Empty: check the kernel and keep waiting)
+                if self.km is not None and not run_sync(self.km.is_alive)():
+                    raise DeadKernelError("Kernel died")
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+        raise TimeoutError("no reply in time")
+
+    def _replay(self, indices: List[int]) -> None:
+        for index in indices:
+            remaining = self._notebook_deadline - monotonic()
+            if remaining <= 0 or not self._silent(self.nb.cells[index].source, timeout=remaining):
+                self.log.warning("Replay stopped at cell %d", index)
+                return
+
+    def _skip_rest(self, start: int, message: str) -> None:
+        for index in range(start, len(self.nb.cells)):
+            cell = self.nb.cells[index]
+            if cell.cell_type == "code" and cell.source.strip():
+                cell.outputs = [error_output("NotRun", message)]
+
+    def _death_message(self, status: Optional[int]) -> str:
+        how = ""
+        if self.km is not None and getattr(self.km, "out_of_memory", lambda: False)():
+            return (f"The kernel was stopped while running this cell: with the processes it started it used more "
+                    f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
+                    "fresh kernel, after the cells above them that are not tests were run again.")
+        if status is not None and status > 128:
+            how = f", killed by signal {status - 128}" + (" (perhaps out of memory)" if status == 137 else "")
+        return (f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
+                "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
+                "kernel, after the cells above them that are not tests were run again.")
+
+    def _event(self, cell, index: int, kind: str, detail: str) -> None:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        self.events.append({"cell": grade_id or f"cell {index}", "kind": kind, "detail": detail,
+                            "graded": bool(is_grade(cell))})
+
+    def _finish(self, seconds: float) -> None:
+        nbgrader = (self.resources or {}).get("nbgrader", {})
+        record = {"student": nbgrader.get("student"), "assignment": nbgrader.get("assignment"),
+                  "isolation": self._level, "seconds": round(seconds, 2), "events": self.events,
+                  "spare_kernels": getattr(self, "_spares_used", 0),
+                  "verdicts": {g: {"passed": v.passed, "kind": v.kind, "seconds": round(v.seconds, 2),
+                                   "requests": v.requests} for g, v in self.verdicts.items()}}
+        self.resources.setdefault("nbgrader", {})["grading_events"] = record
+        if self.events_dir and record["assignment"] and record["student"]:
+            path = events_path(self.events_dir, record["assignment"], record["student"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record, indent=1))
+        integrity = [e for e in self.events if e["kind"] == "integrity"]
+        if integrity:
+            add_notes(self.nb, ["No points for code that is not your own (the tests it affects score 0):"] +
+                      [f"- {e['detail']}" for e in integrity])
+        shown = [e for e in self.events if e["kind"] not in ("integrity", "similar-to-reference")]
+        if shown:
+            lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
+            others = [e for e in shown if not e["graded"]]
+            if others:
+                kinds = sorted({describe(e, detail=False) for e in others})
+                lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
+            add_notes(self.nb, ["While grading:"] + lines)
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " ... (cut)"
+
+
+def _verdict_output(verdict) -> NotebookNode:
+    lines = [_cap(line, MAX_ERROR_TEXT) for line in verdict.lines][:60] or [verdict.kind]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", lines[0])
+    return from_dict({"output_type": "error", "ename": verdict.ename or "TestFailed", "evalue": plain,
+                      "traceback": lines})
+
+
+def _references(graded, view) -> List[Any]:
+    """The lab's reference implementations: what its graders' checks name (``@grades``) and the TODOs of
+    the starter classes its given cells import."""
+    import importlib
+
+    refs: List[Any] = []
+    modules = set()
+    for cell in graded:
+        for node in ast.walk(cell.tree) if cell.tree is not None else ():
+            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
+                modules |= {f"autograder.graders.{a.name}" for a in node.names}
+    for name in sorted(modules):
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            refs += list(getattr(value, "__grades__", ()))
+    for cell in view:
+        if cell.kind != nbview.GIVEN or cell.tree is None:
+            continue
+        for node in ast.walk(cell.tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paged_kv"):
+                for alias in node.names:
+                    obj = getattr(importlib.import_module(node.module), alias.name, None)
+                    refs += list(getattr(obj, "__todo__", {}).values())
+    return refs
+
+
+def events_path(events_dir, assignment: str, student: str) -> Path:
+    return Path(events_dir) / assignment / f"{student}.json"
+
+
+def describe(event: Dict[str, Any], detail: bool = True) -> str:
+    text = {"timeout": "stopped by the time limit", "not-run": "not run (the notebook's grading time was spent)",
+            "kernel-died": "the kernel died", "memory": "hit the memory limit",
+            "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
+            "integrity": "no points: code that is not the student's own",
+            "similar-to-reference": "nearly the reference's code (review)"}.get(event["kind"], event["kind"])
+    return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
+
+
+def add_notes(nb, lines: List[str]) -> None:
+    """Append lines to the notebook's "Grading notes" markdown cell (first cell; made if missing)."""
+    cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
+    if cell is None:
+        cell = from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
+                          "source": f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. "
+                                    "Points were given for what ran."})
+        nb.cells.insert(0, cell)
+    cell.source = cell.source.rstrip("\n") + "\n\n" + "\n".join(lines)

@@ -1,0 +1,329 @@
+"""Resources of one grading kernel and all its children together: a cgroup, a capped scratch folder, a uid.
+
+Per-process limits (``RLIMIT_AS``, ``RLIMIT_FSIZE``) do not bound a notebook that forks: N children get
+N times the memory, every file its own size, and busy children starve the notebooks graded beside
+it. So each kernel (and each compile box) gets, where the machine allows it:
+
+- a **cgroup** with a process count (``pids``), a total memory (``memory``, swap included) and a CPU
+  share (``cpu``: at most ``cpus`` cores), for the kernel and everything it starts. cgroup v2 (one
+  unified hierarchy with those controllers) and v1 (controllers mounted one by one under
+  ``/sys/fs/cgroup/<controller>``, writable as root) both work;
+- a **scratch folder** that is a tmpfs of ``scratch_mb`` MiB (root only): everything the kernel may
+  write -- its working folder, home, ``/tmp`` and its sockets -- lives there, so no notebook can fill
+  the grader's disk;
+- a **uid of its own** (root only, ``FIRST_UID`` and up, one per kernel alive): the kernel runs as
+  that unprivileged user, owns only its scratch folder, and shares no process count with another.
+
+``probe()`` says which of these this machine gives (``python -m autograder.box.sandbox --probe``); what is
+missing is printed as a WARNING on every ``make grade``, never silently.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARENT = "paged-kv"
+V1_CONTROLLERS = ("pids", "memory", "cpu")
+FIRST_UID, UID_COUNT = 61000, 1000
+UID_LOCKS = Path(os.environ.get("PAGED_KV_UID_LOCKS", "/tmp/paged-kv-uids"))
+CPU_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one kernel and its children may use together."""
+
+    ram_mb: int = 4096
+    pids: int = 256
+    cpus: float = 1.0
+    scratch_mb: int = 1024
+
+
+# ---- cgroups ------------------------------------------------------------------------------------------
+def _writable_dir(path: Path) -> bool:
+    try:
+        path.mkdir(exist_ok=True)
+        probe = path / f"probe-{uuid.uuid4().hex[:8]}"
+        probe.mkdir()
+        probe.rmdir()
+        return True
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def cgroup_version() -> str:
+    """``"v2"``, ``"v1"`` or ``""`` (none usable): v2 when its root offers pids, memory and cpu."""
+    controllers = CGROUP_ROOT / "cgroup.controllers"
+    if controllers.exists():
+        offered = set(controllers.read_text().split())
+        if {"pids", "memory", "cpu"} <= offered and _writable_dir(CGROUP_ROOT / PARENT):
+            subtree = CGROUP_ROOT / PARENT / "cgroup.subtree_control"
+            try:
+                subtree.write_text("+pids +memory +cpu")
+                return "v2"
+            except OSError:
+                pass
+    if all((CGROUP_ROOT / c).is_dir() for c in V1_CONTROLLERS) and \
+            all(_writable_dir(CGROUP_ROOT / c / PARENT) for c in V1_CONTROLLERS):
+        return "v1"
+    return ""
+
+
+class Cgroup:
+    """One kernel's cgroup (all controllers); ``paths`` holds one folder per hierarchy."""
+
+    def __init__(self, name: str, budget: Budget):
+        self.name = name
+        self.version = cgroup_version()
+        self.paths: List[Path] = []
+        if self.version == "v2":
+            self.paths = [CGROUP_ROOT / PARENT / name]
+        elif self.version == "v1":
+            self.paths = [CGROUP_ROOT / c / PARENT / name for c in V1_CONTROLLERS]
+        for path in self.paths:
+            path.mkdir(exist_ok=True)
+        ram = budget.ram_mb * 1024 * 1024
+        quota = max(1000, int(budget.cpus * CPU_PERIOD_US))
+        if self.version == "v2":
+            folder = self.paths[0]
+            _write(folder / "pids.max", budget.pids)
+            _write(folder / "memory.max", ram)
+            _write(folder / "memory.swap.max", 0, required=False)
+            _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        elif self.version == "v1":
+            pids, memory, cpu = self.paths
+            _write(pids / "pids.max", budget.pids)
+            _write(memory / "memory.limit_in_bytes", ram)
+            _write(memory / "memory.memsw.limit_in_bytes", ram, required=False)
+            _write(cpu / "cpu.cfs_period_us", CPU_PERIOD_US)
+            _write(cpu / "cpu.cfs_quota_us", quota)
+
+    def attach(self, pid: int) -> None:
+        """Put ``pid`` (and so everything it starts) in this cgroup."""
+        for path in self.paths:
+            _write(path / "cgroup.procs", pid)
+
+    def pids(self) -> List[int]:
+        found = set()
+        for path in self.paths:
+            try:
+                found |= {int(p) for p in (path / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return sorted(found)
+
+    def memory_peak_mb(self) -> Optional[float]:
+        for path in self.paths:
+            for name in ("memory.max_usage_in_bytes", "memory.peak"):
+                try:
+                    return int((path / name).read_text()) / 2**20
+                except (OSError, ValueError):
+                    continue
+        return None
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel's memory limit has stopped so far."""
+        for path in self.paths:
+            for name in ("memory.oom_control", "memory.events"):
+                try:
+                    for line in (path / name).read_text().splitlines():
+                        parts = line.split()
+                        if len(parts) == 2 and parts[0] == "oom_kill":
+                            return int(parts[1])
+                except (OSError, ValueError):
+                    continue
+        return 0
+
+    def oom_killed(self) -> bool:
+        return self.oom_kills() > 0
+
+    def destroy(self, timeout: float = 5.0) -> None:
+        """Kill whatever is left in it and remove it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.pids()
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        for path in self.paths:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+
+
+def _write(path: Path, value, required: bool = True) -> None:
+    try:
+        path.write_text(str(value))
+    except OSError:
+        if required:
+            raise
+
+
+def sweep_stale_cgroups() -> None:
+    """Remove empty cgroups left by launchers that were killed before they could clean up."""
+    version = cgroup_version()
+    parents = [CGROUP_ROOT / PARENT] if version == "v2" else \
+        [CGROUP_ROOT / c / PARENT for c in V1_CONTROLLERS] if version == "v1" else []
+    for parent in parents:
+        for child in parent.glob("pkv-*"):
+            try:
+                if not (child / "cgroup.procs").read_text().split():
+                    child.rmdir()
+            except OSError:
+                pass
+
+
+# ---- a scratch folder on its own tmpfs ------------------------------------------------------------------
+def mount_scratch(folder: str, size_mb: int) -> bool:
+    """Mount a tmpfs of ``size_mb`` MiB on ``folder`` (root only); False when it cannot be done."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size_mb)}m,mode=0755,nosuid,nodev",
+                               "tmpfs", folder], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def unmount_scratch(folder: str) -> None:
+    subprocess.run(["umount", "-l", folder], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=20)
+
+
+@functools.lru_cache(maxsize=None)
+def scratch_available() -> bool:
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="pkv-probe-")
+    try:
+        if not mount_scratch(folder, 8):
+            return False
+        unmount_scratch(folder)
+        return True
+    finally:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+# ---- a uid per kernel -------------------------------------------------------------------------------------
+def take_uid() -> Optional[int]:
+    """A uid no other live kernel uses (root only), or None."""
+    if os.geteuid() != 0:
+        return None
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    for uid in range(FIRST_UID, FIRST_UID + UID_COUNT):
+        lock = UID_LOCKS / str(uid)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            if _stale(lock):
+                try:
+                    lock.unlink()
+                except OSError:
+                    pass
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        return uid
+    return None
+
+
+def _stale(lock: Path) -> bool:
+    try:
+        os.kill(int(lock.read_text() or "0"), 0)
+        return False
+    except (ValueError, OSError) as error:
+        return not isinstance(error, OSError) or error.errno == errno.ESRCH
+
+
+def release_uid(uid: Optional[int]) -> None:
+    if uid is not None:
+        try:
+            (UID_LOCKS / str(uid)).unlink()
+        except OSError:
+            pass
+
+
+def give_to(path: str, uid: Optional[int]) -> None:
+    """Make ``path`` (and what is in it) belong to ``uid``."""
+    if uid is None:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            try:
+                os.lchown(name, uid, uid)
+            except OSError:
+                pass
+
+
+# ---- what this machine gives ------------------------------------------------------------------------------
+def probe() -> Tuple[Dict[str, str], List[str]]:
+    """``({"cgroups": ..., "scratch": ..., "uid": ...}, warnings)``."""
+    found, warnings = {}, []
+    version = cgroup_version()
+    found["cgroups"] = version or "none"
+    if not version:
+        warnings.append("no usable cgroup (v2 with pids/memory/cpu, or v1 controllers writable as root): a "
+                        "notebook's children are bounded only one by one, so a forking notebook can take more "
+                        "memory, processes and CPU than its share and slow the others")
+    found["scratch"] = "tmpfs" if scratch_available() else "disk"
+    if found["scratch"] == "disk":
+        warnings.append("no tmpfs scratch folder (needs root): a notebook can fill the grader's disk, one "
+                        "file of at most file_mb at a time")
+    found["uid"] = "own" if os.geteuid() == 0 else "grader's"
+    if os.geteuid() != 0:
+        warnings.append("grading kernels run as the grading user (root gives each kernel a uid of its own)")
+    return found, warnings
+
+
+class Allocation:
+    """The private folder, uid and cgroup of one boxed process: made by the grader, released after it."""
+
+    def __init__(self, budget: Budget, prefix: str = "pkv-kernel-"):
+        import tempfile
+
+        self.budget = budget
+        self.folder = tempfile.mkdtemp(prefix=prefix)
+        self.scratch = mount_scratch(self.folder, budget.scratch_mb)
+        self.uid = take_uid()
+        self.cgroup: Optional[Cgroup] = None
+        if cgroup_version():
+            try:
+                self.cgroup = Cgroup(f"pkv-{uuid.uuid4().hex[:12]}", budget)
+            except OSError:
+                self.cgroup = None
+
+    @property
+    def cgroup_paths(self) -> List[str]:
+        return [str(p) for p in self.cgroup.paths] if self.cgroup is not None else []
+
+    def release(self) -> None:
+        import shutil
+
+        if self.cgroup is not None:
+            self.cgroup.destroy()
+        if self.scratch:
+            unmount_scratch(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        release_uid(self.uid)
+        self.uid = None

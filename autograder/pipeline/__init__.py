@@ -1,0 +1,1 @@
+"""What an instructor runs: collect submissions, repair them, grade a class, report, make the handout."""

@@ -1,0 +1,489 @@
+"""A simulated class for any lab: the students an instructor meets, built from the lab's own notebooks.
+
+``build_class(lab)`` returns submissions made from ``solutions/<lab>`` and its release, with what each
+must get: the solution (full marks), the untouched release (zero), the bug catalogue's bugs and correct
+variants (``autograder/tests/bug_catalogue.py``, where an entry's source can be put in the answer cell),
+delegation to the reference, and every broken or hostile submission the grading pipeline must survive.
+Nothing here knows a lab by name: a new lab gets the whole class from its notebooks.
+
+``write_export`` lays the class out as an LMS export (Canvas files, Moodle folders, zips, plain
+folders) for ``autograder.pipeline.collect``. ``check_outcome`` compares a graded student with the expectation.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import json
+import sys
+import textwrap
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Set
+
+import nbformat
+
+TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
+
+
+@dataclass
+class Expect:
+    """What a graded student must show. ``total``: exact score; ``zero``/``full``: grade ids at 0 / max;
+    ``repairs``/``events``: kinds that must appear in the instructor's log; ``output``: text that must
+    appear in the graded notebook (``None`` entries are skipped when the box is weaker than bwrap)."""
+
+    total: Optional[float] = None
+    below: Optional[float] = None  # the total must be less than this (a lab of several TODOs)
+    zero: Set[str] = field(default_factory=set)
+    full: Set[str] = field(default_factory=set)
+    repairs: Set[str] = field(default_factory=set)
+    events: Set[str] = field(default_factory=set)
+    output: List[str] = field(default_factory=list)
+    boxed_output: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Student:
+    sid: str
+    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, harm, bystander
+    label: str
+    file_name: str
+    content: bytes
+    expect: Expect
+    loops: bool = False  # spends its whole time budget: worth grading with short budgets in tests
+    beside: bool = False  # graded in one run with the harm attacks (the hogs and their bystanders)
+
+
+# ---- reading a lab ---------------------------------------------------------------------------------
+@dataclass
+class Lab:
+    name: str
+    notebook: str
+    source: dict
+    release: dict
+
+    @property
+    def answer_index(self) -> int:
+        return next(i for i, c in enumerate(self.source["cells"]) if _meta(c).get("solution"))
+
+    @property
+    def grade_cells(self) -> Dict[str, float]:
+        return {_meta(c)["grade_id"]: float(_meta(c).get("points", 0)) for c in self.source["cells"]
+                if _meta(c).get("grade")}
+
+    @property
+    def visible(self) -> Set[str]:
+        return {_meta(c)["grade_id"] for c in self.source["cells"]
+                if _meta(c).get("grade") and "### BEGIN HIDDEN TESTS" not in _src(c)}
+
+    def hidden_check(self, grade_id: str) -> Optional[str]:
+        cell = next(c for c in self.source["cells"] if _meta(c).get("grade_id") == grade_id)
+        calls = [n.func.attr for n in ast.walk(ast.parse(_src(cell))) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")]
+        return calls[0] if calls else None
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _src(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def load_lab(lab: str, source_dir: Path, release_dir: Path) -> Lab:
+    notebook = next(p.name for p in (source_dir / lab).glob("*.ipynb"))
+    read = lambda folder: json.loads((folder / lab / notebook).read_text())  # noqa: E731
+    return Lab(lab, notebook, read(source_dir), read(release_dir))
+
+
+# ---- editing the answer cell -----------------------------------------------------------------------
+def _with_answer(lab: Lab, edit: Callable[[str], str]) -> dict:
+    nb = copy.deepcopy(lab.source)
+    cell = nb["cells"][lab.answer_index]
+    cell["source"] = edit(_src(cell))
+    return nb
+
+
+def inject(code: str) -> Callable[[str], str]:
+    """Put ``code`` at the top of the TODO's solution region (inside the function being written)."""
+    def edit(source: str) -> str:
+        lines = source.splitlines()
+        at = next(i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line)
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+        return "\n".join(lines[:at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1:])
+    return edit
+
+
+def todo_functions(lab: Lab) -> Dict[str, ast.FunctionDef]:
+    """The functions the answer cell writes: its top-level defs, or the methods of its class."""
+    tree = ast.parse(_src(lab.release["cells"][_release_answer(lab)]))
+    found: Dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            found.update({n.name: n for n in node.body if isinstance(n, ast.FunctionDef)})
+    return found
+
+
+def _release_answer(lab: Lab) -> int:
+    return next(i for i, c in enumerate(lab.release["cells"]) if _meta(c).get("solution"))
+
+
+def _call_args(function: ast.FunctionDef) -> str:
+    names = [a.arg for a in function.args.args if a.arg not in ("self", "cls")]
+    names += [f"{a.arg}={a.arg}" for a in function.args.kwonlyargs]
+    return ", ".join(names)
+
+
+def _class_answer(lab: Lab) -> Optional[ast.ClassDef]:
+    tree = ast.parse(_src(lab.source["cells"][lab.answer_index]))
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+
+
+def delegations(lab: Lab) -> Dict[str, str]:
+    """Answer-cell edits that hand the TODO to paged_kv's reference: ``{label: code to inject}``."""
+    import paged_kv
+
+    out: Dict[str, str] = {}
+    functions = todo_functions(lab)
+    if not functions:
+        return out
+    name, function = next(iter(functions.items()))
+    klass = _class_answer(lab)
+    if klass is not None:
+        out["super()"] = f"return super().{name}({_call_args(function)})"
+        base = klass.bases[0].id if klass.bases and isinstance(klass.bases[0], ast.Name) else None
+        reference = _starter_reference(base, name)
+        if reference is not None:
+            owner = reference.__qualname__.split(".")[0]
+            out["reference imported under another name"] = (
+                f"from {reference.__module__} import {owner} as _Engine\n"
+                f"return _Engine.{name}(self, {_call_args(function)})")
+    elif hasattr(paged_kv, name):
+        out["reference imported under another name"] = (
+            f"from paged_kv import {name} as _engine\nreturn _engine({_call_args(function)})")
+    return out
+
+
+def _starter_reference(base: Optional[str], method: str):
+    from paged_kv.lab import starters
+
+    starter = getattr(starters, base, None) if base else None
+    return getattr(starter, "__todo__", {}).get(method)
+
+
+# ---- the class ---------------------------------------------------------------------------------------
+def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Student]:
+    """Every kind of student for ``lab`` (see the module doc), each with its expectation."""
+    cells = lab.grade_cells
+    total = sum(cells.values())
+    all_ids = set(cells)
+    students: List[Student] = []
+    answers = sum(1 for c in lab.source["cells"] if _meta(c).get("solution"))
+    single = answers == 1 and len(todo_functions(lab)) == 1
+    first = next(iter(todo_functions(lab).values()))
+    # Code put in a @triton.jit kernel is not run as Python (the kernel is compiled or interpreted), so
+    # exit calls there fail the kernel instead of exiting: only the lost points are expected.
+    kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
+    python_only = (lambda events: set() if kernel else events)
+
+    def ruined(**kwargs) -> Expect:
+        """A submission that breaks the first TODO: zero everywhere when it is the lab's only TODO,
+        fewer points than full marks when the lab has others (their tests still earn)."""
+        return Expect(total=0.0, zero=all_ids, **kwargs) if single else Expect(below=total, **kwargs)
+
+    def add(kind: str, label: str, nb, expect: Expect, file_name: Optional[str] = None,
+            raw: Optional[bytes] = None, beside: bool = False) -> None:
+        sid = f"{kind}-{len(students):02d}"
+        content = raw if raw is not None else json.dumps(nb, indent=1).encode()
+        students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
+                                loops="endless loop" in label, beside=beside))
+
+    add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
+    add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))
+    for label, nb, failing in catalogue_students(lab):
+        if failing is None:
+            add("variant", label, nb, Expect(total=total, full=all_ids))
+        else:
+            hidden = all_ids - lab.visible
+            add("bug", label, nb, Expect(zero=failing, full=hidden - failing))
+    for label, code in delegations(lab).items():
+        add("delegation", label, _with_answer(lab, inject(code)), ruined())
+    # Broken and hostile submissions.
+    add("hostile", "returns an object equal to everything", _with_answer(lab, inject(
+        "class _Agree:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
+        "    __hash__ = object.__hash__\n    __len__ = lambda self: 0\n    __getitem__ = lambda self, key: self\n"
+        "return _Agree()")), ruined())
+    add("hostile", "raises SystemExit in the TODO", _with_answer(lab, inject("raise SystemExit(1)")),
+        ruined(events=python_only({"exit-called"})))
+    # A segmentation fault needs no import the provenance checks refuse (numpy's as_strided reads far away).
+    crash = "import numpy as np\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(2,), strides=(2**44,)).sum()"
+    add("hostile", "crashes the kernel whenever the TODO runs", _with_answer(lab, inject(crash)),
+        ruined(events=python_only({"kernel-died"})))
+    add("hostile", "crashes its kernel before the answer", _insert(lab.source, lab.answer_index,
+                                                                   nbformat.v4.new_code_cell(crash)),
+        Expect(total=total, full=all_ids, events={"kernel-died"}))
+    add("hostile", "endless loop in the TODO", _with_answer(lab, inject("while True:\n    pass")),
+        ruined(events={"timeout"}, output=["Time limit"]))
+    add("hostile", "endless loop that ignores interrupts", _with_answer(lab, inject(
+        "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass")),
+        ruined(events={"timeout"}))
+    add("hostile", "asks for more memory than the limit", _with_answer(lab, inject(
+        f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), ruined(events={"memory"}))
+    probe = nbformat.v4.new_code_cell(textwrap.dedent(f"""\
+        import os, socket, glob
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=3).close(); print("network: open")
+        except OSError:
+            print("network: blocked")
+        repo = os.path.dirname(os.path.dirname(__import__("paged_kv").__file__))
+        seen = [p for root in (repo, {str(course_root)!r}) for p in glob.glob(root + "/solutions/*/*.ipynb")]
+        print("solutions seen:", len(seen))
+        try:
+            open(os.path.join(repo, "paged_kv", "x.txt"), "w"); print("repo: writable")
+        except OSError:
+            print("repo: read-only")"""))
+    # Its imports are refused (so every test below scores 0); what it can reach is still the box's.
+    add("hostile", "reaches for the network, the solutions and the repository",
+        _insert(lab.source, lab.answer_index + 1, probe),
+        Expect(total=0.0, zero=all_ids, events={"integrity"},
+               boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"]))
+    for kind, label, nb, expect, beside in attack_students(lab):
+        add(kind, label, nb, expect, beside=beside)
+    nb = copy.deepcopy(lab.source)
+    nb["cells"] = [c for c in nb["cells"] if not _meta(c).get("grade")]
+    add("broken", "deleted every test cell", nb, Expect(total=total, full=all_ids, repairs={"restored-test"}))
+    nb = copy.deepcopy(lab.source)
+    for cell in nb["cells"]:
+        if _meta(cell).get("grade"):
+            cell["source"] = "print('all tests passed')"
+    add("broken", "edited every test cell", nb, Expect(total=total, full=all_ids, repairs={"edited-test"}))
+    nb = copy.deepcopy(lab.source)
+    nb["cells"].reverse()
+    add("broken", "cells in reverse order", nb, Expect(total=total, full=all_ids, repairs={"reordered"}))
+    required = todo_names(lab)
+    renamed = _with_answer(lab, lambda s: s.replace(f" {required}(", f" my_{required}(", 1))
+    add("broken", "renamed the TODO", renamed, ruined(repairs={"renamed-todo"}))
+    add("broken", "saved by Colab as 'Copy of …' (no ids, no nbgrader metadata)", _colab(lab.source),
+        Expect(total=total, full=all_ids, repairs={"saved-by", "metadata", "file-name"}),
+        file_name=f"Copy of {lab.notebook}")
+    newer = copy.deepcopy(lab.source)
+    newer["nbformat_minor"] = 99
+    newer["metadata"]["jupyterlab_future"] = {"theme": "dark"}
+    for cell in newer["cells"]:
+        cell["metadata"]["collapsed_future"] = True
+    add("broken", "saved by a newer JupyterLab (format 4.99, new metadata)", newer,
+        Expect(total=total, full=all_ids, repairs={"format-minor"}))
+    add("broken", "renamed file", lab.source, Expect(total=total, full=all_ids, repairs={"file-name"}),
+        file_name="my lab final v2.ipynb")
+    text = json.dumps(lab.source)
+    add("broken", "not valid JSON (cut short)", None, Expect(total=0.0, zero=all_ids, repairs={"invalid-json"}),
+        raw=text[: len(text) // 2].encode())
+    return students
+
+
+def todo_names(lab: Lab) -> str:
+    """The name the tests call: the answer cell's class, else its first function."""
+    klass = _class_answer(lab)
+    if klass is not None:
+        return klass.name
+    return next(iter(todo_functions(lab)))
+
+
+def _insert(nb: dict, index: int, cell) -> dict:
+    nb = copy.deepcopy(nb)
+    made = dict(cell)
+    made["id"] = f"added-{index}"
+    nb["cells"].insert(index, made)
+    return nb
+
+
+def _colab(nb: dict) -> dict:
+    nb = copy.deepcopy(nb)
+    for cell in nb["cells"]:
+        cell.pop("id", None)
+        cell["metadata"] = {"id": f"colab{abs(hash(_src(cell))) % 10**8}"}
+    nb["metadata"] = {"colab": {"provenance": []}, "kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    nb["nbformat_minor"] = 0
+    return nb
+
+
+# ---- the red team ------------------------------------------------------------------------------------
+def attack_students(lab: Lab):
+    """The red team's students for ``lab`` (``autograder/tests/attacks.py``), one catalogued bug among them."""
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    try:
+        import attacks
+    except ImportError:
+        return []
+    bug = next((nb for _, nb, failing in catalogue_students(lab) if failing), None)
+    return attacks.attack_students(lab, bug)
+
+
+# ---- the bug catalogue as notebooks ---------------------------------------------------------------
+def catalogue_students(lab: Lab):
+    """``(label, notebook, failing hidden grade ids or None for a variant)`` for each catalogue entry
+    whose source can replace the answer cell's TODO, and for each of the lab's notebook edits
+    (``autograder/tests/notebook_edits.py``)."""
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    try:
+        import notebook_edits
+        import test_graders
+    except ImportError:
+        return []
+
+    def failing_cells(failed_checks):
+        return {g for g in lab.grade_cells if lab.hidden_check(g) in failed_checks}
+
+    out = []
+    entry = next((v for v in test_graders.LABS.values() if v[1] == lab.name), None)
+    if entry is not None:
+        module, _, _, bugs, variants = entry[:5]
+        for implementation, is_bug in [(b, True) for b in bugs] + [(v, False) for v in variants]:
+            nb = _catalogue_notebook(lab, implementation)
+            if nb is None:
+                continue
+            failing = failing_cells(set(test_graders.failures(module, implementation))) if is_bug else None
+            out.append((getattr(implementation, "__name__", "entry"), nb, failing))
+    for label, (old, new, failed_checks) in notebook_edits.NOTEBOOK_EDITS.get(lab.name, {}).items():
+        failing = None if failed_checks is None else failing_cells(failed_checks)
+        out.append((f"edit: {label}", _with_text_edit(lab, old, new), failing))
+    return out
+
+
+def _with_text_edit(lab: Lab, old: str, new: str) -> dict:
+    """The solution notebook with ``old`` replaced by ``new`` in the one answer cell that holds it once."""
+    nb = copy.deepcopy(lab.source)
+    cells = [c for c in nb["cells"] if _meta(c).get("solution") and _src(c).count(old) == 1]
+    if len(cells) != 1:
+        raise ValueError(f"{lab.name}: the edited text must be in exactly one answer cell, once: {old!r}")
+    cells[0]["source"] = _src(cells[0]).replace(old, new)
+    return nb
+
+
+def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
+    """The solution notebook with its TODO replaced by the catalogue entry's own source, or None."""
+    functions = todo_functions(lab)
+    if isinstance(implementation, type):
+        written = {n: vars(implementation)[n] for n in functions if n in vars(implementation)}
+    else:
+        written = {next(iter(functions)): implementation}
+    if not written or any(getattr(f, "__code__", None) is None or f.__code__.co_freevars for f in written.values()):
+        return None  # nothing to write, or a closure: its source alone does not run
+    # A class entry's own helper methods (``_admit`` beside ``schedule``) go into the class with them.
+    extra = {} if not isinstance(implementation, type) else {
+        n: f for n, f in vars(implementation).items() if inspect.isfunction(f) and n not in functions}
+    try:
+        sources = {name: inspect.getsource(f) for name, f in written.items()}
+        extra_sources = [textwrap.dedent(inspect.getsource(f)) for f in extra.values()]
+    except (OSError, TypeError):
+        return None  # made at run time (e.g. an edit of the solution's text): no source file to copy
+    helpers = _helpers(list(written.values()) + list(extra.values()))
+
+    def edit(answer: str) -> str:
+        tree = ast.parse(answer)
+        lines = answer.splitlines()
+        last = True  # nodes are visited from the bottom up: the first one met is the class's last TODO
+        for node in sorted(ast.walk(tree), key=lambda n: -getattr(n, "lineno", 0)):
+            if isinstance(node, ast.FunctionDef) and node.name in sources:
+                start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+                indent = lines[node.lineno - 1][:node.col_offset]
+                body = textwrap.dedent(sources[node.name]).splitlines()
+                body[0] = body[0].replace(f"def {body[0].split('def ')[1].split('(')[0]}(", f"def {node.name}(")
+                if last:
+                    for source in extra_sources:
+                        body += [""] + source.splitlines()
+                    last = False
+                lines[start:node.end_lineno] = [indent + line if line else line for line in body]
+        return "\n\n".join(helpers + ["\n".join(lines)])
+
+    return _with_answer(lab, edit)
+
+
+def _helpers(functions) -> List[str]:
+    """Sources of the module-level functions the entries call from their own module (recursively),
+    after the standard-library imports they use (``deque``), as a student's cell would have them."""
+    seen: Dict[str, str] = {}
+    imports: Dict[str, str] = {}
+    todo = list(functions)
+    while todo:
+        function = todo.pop()
+        for name in function.__code__.co_names:
+            helper = function.__globals__.get(name)
+            if (inspect.isfunction(helper) and helper.__module__ == function.__module__ and name not in seen
+                    and not helper.__code__.co_freevars):
+                seen[name] = textwrap.dedent(inspect.getsource(helper))
+                todo.append(helper)
+            elif name not in imports and _stdlib_import(name, helper):
+                imports[name] = _stdlib_import(name, helper)
+    return list(imports.values()) + list(seen.values())
+
+
+def _stdlib_import(name: str, value) -> Optional[str]:
+    """``import ...`` that binds ``name`` to ``value`` when it comes from the standard library, else None."""
+    if inspect.ismodule(value):
+        module = value.__name__
+        alias = "" if module == name else f" as {name}"
+        return f"import {module}{alias}" if module.split(".")[0] in sys.stdlib_module_names else None
+    module = getattr(value, "__module__", None)
+    if (isinstance(module, str) and module.split(".")[0] in sys.stdlib_module_names
+            and (inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value))
+            and getattr(sys.modules.get(module), getattr(value, "__qualname__", ""), None) is value):
+        alias = "" if value.__qualname__ == name else f" as {name}"
+        return f"from {module} import {value.__qualname__}{alias}"
+    return None
+
+
+# ---- as an LMS exports it ---------------------------------------------------------------------------
+def write_export(students: List[Student], folder: Path) -> Dict[str, str]:
+    """Lay the class out in every shape ``collect`` reads, mixed: Canvas file names, Moodle folders,
+    a zip per student, a plain folder per student. Returns ``{student sid: id collect will give}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = {}
+    for number, student in enumerate(students):
+        shape = number % 4
+        if shape == 0:
+            ids[student.sid] = str(1000 + number)
+            name = f"student{number}_{1000 + number}_{7000 + number}_{student.file_name}"
+            (folder / name).write_bytes(student.content)
+        elif shape == 1:
+            ids[student.sid] = str(2000 + number)
+            inside = folder / f"Student {number}_{2000 + number}_assignsubmission_file_"
+            inside.mkdir()
+            (inside / student.file_name).write_bytes(student.content)
+        elif shape == 2:
+            ids[student.sid] = student.sid
+            with zipfile.ZipFile(folder / f"{student.sid}.zip", "w") as archive:
+                archive.writestr(f"{student.sid}/{student.file_name}", student.content)
+        else:
+            ids[student.sid] = student.sid
+            (folder / student.sid).mkdir()
+            (folder / student.sid / student.file_name).write_bytes(student.content)
+    return ids
+
+
+# ---- checking --------------------------------------------------------------------------------------
+def check_outcome(student: Student, scores: Dict[str, float], maxima: Dict[str, float], repairs: Set[str],
+                  events: Set[str], outputs: str, boxed: bool) -> List[str]:
+    """What differs from the expectation (an empty list when the student was graded as described)."""
+    expect, problems = student.expect, []
+    total = sum(scores.values())
+    if expect.total is not None and abs(total - expect.total) > 1e-9:
+        problems.append(f"total {total}, expected {expect.total} ({scores})")
+    if expect.below is not None and total >= expect.below:
+        problems.append(f"total {total}, expected less than {expect.below} ({scores})")
+    problems += [f"{g} scored {scores.get(g)}, expected 0" for g in sorted(expect.zero) if scores.get(g, 0) != 0]
+    problems += [f"{g} scored {scores.get(g)}, expected {maxima[g]}" for g in sorted(expect.full)
+                 if scores.get(g) != maxima[g]]
+    problems += [f"repair '{k}' not logged (got {sorted(repairs)})" for k in sorted(expect.repairs - repairs)]
+    problems += [f"event '{k}' not logged (got {sorted(events)})" for k in sorted(expect.events - events)]
+    problems += [f"output lacks {text!r}" for text in expect.output if text not in outputs]
+    if boxed:
+        problems += [f"output lacks {text!r}" for text in expect.boxed_output if text not in outputs]
+    return problems

@@ -1,0 +1,236 @@
+"""Grade a lab for a whole class, headless: ``python -m autograder.pipeline.grade LAB`` (``make grade LAB=...``).
+
+1. says which isolation the grading kernels get here (``autograder.box.sandbox``), loudly when it is weak;
+2. makes sure the gradebook knows the lab (``nbgrader generate_assignment`` into the work folder);
+3. adds every student of ``submitted/*/LAB`` to the gradebook, one at a time;
+4. runs ``nbgrader autograde`` for the students in parallel, one worker process per core, each
+   reusing its loaded nbgrader for student after student (sqlite waits for its lock: see db_url);
+   and ``nbgrader generate_feedback`` (without hidden tests) for each right after;
+5. ``nbgrader export`` to ``reports/grades.csv``;
+6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
+   ``reports/LAB/summary.json``, and prints a table.
+
+Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
+``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from autograder.pipeline.labs import CONFIG_FILE
+
+_API = None
+# nbgrader runs alembic from PATH when it creates a gradebook: the environment's bin must come first.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def _load_api():
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
+    config.NbGraderAPI.log_level = "ERROR"
+    return NbGraderAPI(config=config)
+
+
+def _init_worker() -> None:
+    global _API
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)
+    _API = _load_api()
+
+
+def _autograde(lab: str, student: str) -> dict:
+    """Runs in a worker: one student's ``nbgrader autograde`` then ``generate_feedback``."""
+    started = time.monotonic()
+    result = _API.autograde(lab, student, force=True, create=False)
+    if result.get("success"):
+        feedback = _API.generate_feedback(lab, student)
+        if not feedback.get("success"):
+            result = {"success": False, "error": "generate_feedback failed:\n" + (feedback.get("error") or "")}
+    return {"student": student, "success": bool(result.get("success")), "seconds": time.monotonic() - started,
+            "log": (result.get("error") or "") + (result.get("log") or "")}
+
+
+def nbgrader_cli(*args: str, root: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nbgrader", *args, "--log-level=ERROR", f"--NbGrader.config_file={CONFIG_FILE}"]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True)
+
+
+def ensure_assignment(lab: str, root: Path, work: Path) -> None:
+    """Load the lab's source cells into the gradebook (into the work folder, leaving course/ as it is)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db = work / "gradebook.db"
+    if db.exists():
+        with Gradebook(f"sqlite:///{db}") as gb:
+            try:
+                if gb.find_assignment(lab).notebooks:
+                    return
+            except MissingEntry:
+                pass
+    done = nbgrader_cli("generate_assignment", lab, "--force",
+                        f"--CourseDirectory.release_directory={work.relative_to(root) / 'release'}", root=root)
+    if done.returncode != 0:
+        raise SystemExit(f"nbgrader generate_assignment {lab} failed:\n{done.stderr[-3000:]}")
+
+
+def add_students(students: List[str], names: Dict[str, str], db: Path) -> None:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{db}") as gb:
+        gb.db.execute(__import__("sqlalchemy").text("PRAGMA journal_mode=WAL"))
+        for student in students:
+            gb.update_or_create_student(student, last_name=names.get(student) or None)
+
+
+def read_roster(folder: Path) -> Dict[str, str]:
+    roster = folder / "roster.csv"
+    if not roster.exists():
+        return {}
+    with open(roster, newline="") as handle:
+        return {row["student_id"]: row["name"] for row in csv.DictReader(handle)}
+
+
+def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int] = None,
+          quiet: bool = False) -> dict:
+    """Grade ``students`` (default: all submitted) of ``lab``; return the summary written to reports/."""
+    from autograder.box import sandbox
+    from autograder.pipeline.labs import LABS, ROOT
+
+    from autograder.box import limits
+
+    say = (lambda *a: None) if quiet else print
+    work = ROOT / "autograder" / "work"
+    notebook = LABS[lab]
+    if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto":
+        sandbox.ensure_bubblewrap(say)
+    level, warning = sandbox.probe() if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto" else (
+        os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
+    say(f"grading kernels: isolation '{level}'" + (f"\nWARNING: {warning}" if warning else ""))
+    found, warnings = limits.probe()
+    say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}, uid {found['uid']}")
+    for line in warnings:
+        say(f"WARNING: {line}")
+    limits.sweep_stale_cgroups()
+    submitted = work / "submitted"
+    if students is None:
+        students = sorted(p.name for p in submitted.iterdir() if (p / lab / notebook).exists()) \
+            if submitted.exists() else []
+    if not students:
+        raise SystemExit(f"no submissions for {lab} in {submitted} (run `make collect LAB={lab} FROM=...`)")
+    reports = work / "reports" / lab
+    reports.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime
+    ensure_assignment(lab, ROOT, work)
+    add_students(students, read_roster(reports), work / "gradebook.db")
+    workers = max(1, min(workers or os.cpu_count() or 1, len(students)))
+    say(f"{lab}: grading {len(students)} students with {workers} worker(s)")
+    results: Dict[str, dict] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
+        futures = [pool.submit(_autograde, lab, student) for student in students]
+        for future in as_completed(futures):
+            outcome = future.result()
+            results[outcome["student"]] = outcome
+            if not outcome["success"]:
+                (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
+                say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+    graded_seconds = time.monotonic() - started
+    export = nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
+    if export.returncode != 0:
+        say("WARNING: export failed:\n" + export.stderr[-2000:])
+    summary = summarize(lab, students, results, work, reports)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary.update(seconds=round(time.monotonic() - started, 1), autograde_seconds=round(graded_seconds, 1),
+                   cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1), workers=workers,
+                   isolation=level, work=str(work))
+    (reports / "summary.json").write_text(json.dumps(summary, indent=1))
+    say(table(summary))
+    return summary
+
+
+def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Path, reports: Path) -> dict:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.box.hardened import events_path
+    from autograder.pipeline.labs import LABS
+
+    collected = {}
+    if (reports / "collected.json").exists():
+        collected = {r["student"]: r for r in json.loads((reports / "collected.json").read_text())}
+    rows, log_rows = [], []
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        for student in students:
+            try:
+                nb = gb.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)
+                cells = {g.name: g.score for g in nb.grades}
+                score = sum(v or 0 for v in cells.values())
+            except MissingEntry:
+                cells, score = {}, None
+            path = events_path(work / "events", lab, student)
+            events = json.loads(path.read_text()) if path.exists() else {}
+            repairs = collected.get(student, {}).get("repairs", [])
+            for kind, detail in repairs:
+                log_rows.append([student, "repair", kind, detail])
+            for event in events.get("events", []):
+                log_rows.append([student, "run", event["kind"], f"{event['cell']}: {event['detail']}"])
+            outcome = results.get(student, {})
+            rows.append({"student": student, "score": score, "cells": cells,
+                         "seconds": round(outcome.get("seconds", 0), 2), "ok": outcome.get("success", False),
+                         "repairs": sorted({k for k, _ in repairs} - {"added-cells"}),
+                         "events": sorted({e["kind"] for e in events.get("events", [])})})
+    log = reports / "log.csv"
+    if log.exists():  # keep the lines of students not graded in this run
+        with open(log, newline="") as handle:
+            kept = [row for row in csv.reader(handle)][1:]
+        log_rows = [row for row in kept if row and row[0] not in set(students)] + log_rows
+    with open(log, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "stage", "kind", "detail"])
+        writer.writerows(log_rows)
+    return {"lab": lab, "students": rows}
+
+
+def table(summary: dict) -> str:
+    lines = [f"{'student':>18}  {'score':>5}  {'s':>5}  notes"]
+    for row in summary["students"]:
+        score = "ERR" if row["score"] is None else f"{row['score']:.1f}"
+        notes = ", ".join(row["repairs"] + row["events"]) + ("" if row["ok"] else " (autograde failed)")
+        lines.append(f"{row['student']:>18}  {score:>5}  {row['seconds']:5.1f}  {notes}")
+    count = len(summary["students"])
+    lines.append(f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
+                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); grades: autograder/work/reports/grades.csv, "
+                 f"log: autograder/work/reports/{summary['lab']}/log.csv")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from autograder.pipeline.labs import LABS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("lab", choices=sorted(LABS))
+    parser.add_argument("--workers", type=int, default=None, help="parallel graders (default: one per core)")
+    parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    args = parser.parse_args(argv)
+    summary = grade(args.lab, args.student, args.workers)
+    return 0 if all(row["ok"] for row in summary["students"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

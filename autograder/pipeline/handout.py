@@ -1,0 +1,119 @@
+"""What students get: ``python -m autograder.pipeline.handout`` (``make handout``) writes ``dist/paged-kv-course-handout.zip``.
+
+It holds the release notebooks (``course/``), the ``paged_kv`` package they import, the JupyterLab
+settings that hide nbgrader's instructor tools (``student-lab/``), and what installs it
+(``pyproject.toml``, ``requirements-lock.txt``, ``environment.yml``), with a student's README and a
+Makefile whose ``make lab`` sets everything up and opens the course as the repository's ``make lab``
+does for students (the student settings, the course kernel, ``PORT`` and ``LAB_ARGS``). It holds no solutions, no graders,
+no tests and no hidden test code (the release has none; this module checks).
+"""
+from __future__ import annotations
+
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Iterable, List
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
+FOLDERS = ["course", "paged_kv", "student-lab"]
+FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.graders")
+
+STUDENT_MAKEFILE = """\
+# paged-kv-course (student handout): `make lab` installs what the course needs and opens it.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+KERNEL := $(VENV)/.kernel-stamp
+# make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0": any JupyterLab option goes in LAB_ARGS.
+PORT ?=
+LAB_ARGS ?=
+
+.PHONY: lab env
+lab: env
+\tJUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))" \\
+\t$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+env: $(STAMP) $(KERNEL)
+
+$(STAMP): requirements-lock.txt pyproject.toml
+\t@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
+\ttest -x $(PY) || $(PYTHON) -m venv $(VENV)
+\t$(PY) -m pip install --quiet --upgrade pip
+\tif $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \\
+\t  $(PY) -m pip install --quiet -r requirements-lock.txt; \\
+\telse \\
+\t  $(PY) -m pip install --quiet -e ".[course]"; \\
+\tfi
+\t$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+\ttouch $(STAMP)
+
+# The notebooks' kernel (paged_kv/lab/notebook_kernel.py: reports what the notebooks store, so they open saved).
+$(KERNEL): $(STAMP) paged_kv/lab/notebook_kernel.py
+\t$(PY) -m paged_kv.lab.notebook_kernel install >/dev/null
+\ttouch $(KERNEL)
+"""
+
+STUDENT_README = """\
+# paged-kv-course: the labs
+
+How LLM inference engines manage the KV cache with paged attention, one lab at a time.
+
+- On your machine (Python 3.10+): `make lab` installs the course into `.venv/` and opens JupyterLab
+  on `course/`. Work through the labs in order, starting with `00-start-here`. On a remote machine,
+  run `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
+  here, then open the link it prints (any JupyterLab option goes in `LAB_ARGS`).
+- In Google Colab: upload a notebook from `course/`; its first cell installs the course package.
+
+Each lab has an answer cell to fill in and a cell of visible tests to run after it; more tests run
+when your notebook is graded. Submit the notebook file itself (`.ipynb`), keeping its name and the
+names of the functions and classes the lab asks for.
+"""
+
+
+def handout_files(repo: Path = REPO) -> List[Path]:
+    files = [repo / name for name in FILES if (repo / name).exists()]
+    for folder in FOLDERS:
+        files += sorted(p for p in (repo / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                        and ".ipynb_checkpoints" not in p.parts and p.suffix != ".pyc")
+    return files
+
+
+def check_clean(files: Iterable[Path], repo: Path = REPO) -> None:
+    """Raise when a file to hand out carries solution or hidden-test code."""
+    for path in files:
+        if path.suffix in (".ipynb", ".py"):
+            text = path.read_text()
+            for marker in FORBIDDEN:
+                if marker in text:
+                    raise ValueError(f"{path.relative_to(repo)} contains {marker!r}: it must not be handed out")
+
+
+def build(target: Path, repo: Path = REPO) -> Path:
+    files = handout_files(repo)
+    check_clean(files, repo)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
+        for name, text in (("Makefile", STUDENT_MAKEFILE), ("README.md", STUDENT_README)):
+            info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, text)
+    return target
+
+
+def main() -> int:
+    target = build(REPO / "dist" / "paged-kv-course-handout.zip")
+    with zipfile.ZipFile(target) as archive:
+        count = len(archive.namelist())
+    print(f"{target.relative_to(REPO)}: {count} files (release notebooks, paged_kv, install files; "
+          "no solutions, graders or tests)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The course's layout, read from ``nbgrader_config.py`` (the one place that names the folders).
+
+``SOURCE_DIR`` holds the nbgrader source notebooks, ``RELEASE_DIR`` what students get, and ``LABS``
+maps each assignment (a folder of the source directory, in order) to its notebook's file name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict
+
+from traitlets.config.loader import PyFileConfigLoader
+
+CONFIG_FILE = Path(__file__).resolve().parents[1] / "nbgrader_config.py"
+
+
+def _course_directory():
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
+    return config.CourseDirectory
+
+
+_course = _course_directory()
+ROOT = Path(_course.root)
+SOURCE_DIR = ROOT / _course.source_directory
+RELEASE_DIR = ROOT / _course.release_directory
+
+
+def discover_labs(source_dir: Path = SOURCE_DIR) -> Dict[str, str]:
+    """``{assignment folder: notebook file}`` for every ``NN-name/`` folder, each with one notebook."""
+    labs = {}
+    for folder in sorted(p for p in source_dir.iterdir() if p.is_dir() and p.name[:2].isdigit()):
+        notebooks = sorted(n.name for n in folder.glob("*.ipynb"))
+        if len(notebooks) != 1:
+            raise ValueError(f"{folder} must hold exactly one notebook, found {notebooks}")
+        labs[folder.name] = notebooks[0]
+    return labs
+
+
+LABS = discover_labs()

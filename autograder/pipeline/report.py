@@ -1,0 +1,376 @@
+"""Grade simulated classes through the real pipeline and report how the autograder held.
+
+``python -m autograder.pipeline.report`` (``make grader-report``): for every graded lab in ``solutions/``, the
+class of ``autograder.pipeline.classroom`` is exported as an LMS would, collected, graded (``autograder.pipeline.grade``,
+hence ``nbgrader autograde`` and ``generate_feedback``) in a scratch course, and checked student by
+student. It prints per lab: bugs caught, variants accepted, delegations refused, hostile and broken
+submissions handled, seconds per student.
+
+``python -m autograder.pipeline.report --bench N`` (``make grader-bench``): a class of N students per lab (the
+solution and its correct variants, catalogued bugs, and one endless loop), default budgets; prints
+seconds per student and the class's time. Results go to ``bench/results/grading.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import nbformat
+
+from autograder.pipeline import classroom
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def graded_labs(source_dir: Path) -> List[str]:
+    """Labs whose source notebook has graded cells (discovered, so new labs are included)."""
+    from autograder.pipeline.labs import discover_labs
+
+    labs = []
+    for lab, name in discover_labs(source_dir).items():
+        nb = json.loads((source_dir / lab / name).read_text())
+        if any(c.get("metadata", {}).get("nbgrader", {}).get("grade") for c in nb["cells"]):
+            labs.append(lab)
+    return labs
+
+
+def lab_memory_mb(lab: str, env: Dict[str, str]) -> int:
+    """The grading kernel's memory limit for ``lab``, as nbgrader_config.py sets it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.pipeline.labs import CONFIG_FILE
+
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
+    default = int(env.get("PAGED_KV_MEMORY_MB", config.get("memory_mb", 4096)))
+    return int(dict(config.get("lab_limits", {})).get(lab, {}).get("memory_mb", default))
+
+
+def prepare_root(folder: Path) -> Path:
+    """A scratch course: the solutions and the committed release (a test keeps them in step)."""
+    for name in ("solutions", "course"):
+        shutil.copytree(REPO / name, folder / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    return folder
+
+
+def _run(module: str, *args: str, env: Dict[str, str]) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 1) or "Traceback" in done.stderr or "SystemExit" in done.stderr:
+        raise RuntimeError(f"{module} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return done
+
+
+@dataclass
+class LabResult:
+    lab: str
+    students: List[classroom.Student]
+    ids: Dict[str, str]
+    scores: Dict[str, Dict[str, float]]
+    maxima: Dict[str, float]
+    problems: Dict[str, List[str]]
+    summary: dict
+    seconds: float
+    output: str = ""
+    feedback_leaks: List[str] = field(default_factory=list)
+
+
+def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[classroom.Student]] = None,
+            workers: Optional[int] = None, loop_budget: Optional[Dict[str, str]] = None) -> LabResult:
+    """Export, collect, grade and check one lab's class in the scratch course at ``root``.
+
+    With ``loop_budget`` (environment overrides such as ``PAGED_KV_NOTEBOOK_TIMEOUT``), the students
+    whose code never ends are graded in a second run under those budgets, the rest under ``env``'s.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.box.hardened import events_path
+
+    env = dict(env, PAGED_KV_COURSE_ROOT=str(root), PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    info = classroom.load_lab(lab, root / "solutions", root / "course")
+    memory = lab_memory_mb(lab, env)
+    students = students if students is not None else classroom.build_class(info, root, memory_mb=memory)
+    export = root / "exports" / lab
+    ids = classroom.write_export(students, export)
+    started = time.monotonic()
+    collected = _run("autograder.pipeline.collect", lab, str(export), env=env)
+    work = root / "autograder" / "work"
+    # Three runs: everyone else; the students whose code never ends (short budgets, when given); the harm
+    # attacks with their honest bystanders, graded together so that each hog runs beside an honest student.
+    groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside],
+              [s for s in students if loop_budget and s.loops and not s.beside],
+              [s for s in students if s.beside]]
+    summary: dict = {}
+    outputs = collected.stdout
+    for group, extra in zip(groups, [{}, loop_budget or {}, {}]):
+        if not group:
+            continue
+        chosen = [arg for s in group for arg in ("--student", ids[s.sid])]
+        graded = _run("autograder.pipeline.grade", lab, *chosen, *(["--workers", str(workers)] if workers else []),
+                      env=dict(env, **extra))
+        outputs += graded.stdout
+        path = work / "reports" / lab / "summary.json"
+        if not path.exists():
+            raise RuntimeError(f"grading {lab} wrote no summary:\n{outputs}\n{graded.stderr[-4000:]}")
+        part = json.loads(path.read_text())
+        path.unlink()
+        if summary:
+            summary["students"] += part["students"]
+            for key in ("seconds", "cpu_seconds", "autograde_seconds"):
+                summary[key] = round(summary[key] + part[key], 1)
+        else:
+            summary = part
+    seconds = time.monotonic() - started
+    collected_records = {r["student"]: r for r in json.loads((work / "reports" / lab / "collected.json").read_text())}
+    level = summary.get("isolation")
+    scores, problems, leaks = {}, {}, []
+    hidden_lines = _hidden_lines(info) + _grader_lines(info)
+    seconds_of = {row["student"]: row["seconds"] for row in summary.get("students", [])}
+    honest = sorted(seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant")
+                    and not s.beside)
+    normal = honest[len(honest) // 2] if honest else None
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        for student in students:
+            sid = ids[student.sid]
+            try:
+                nb = gb.find_submission_notebook(info.notebook[:-len(".ipynb")], lab, sid)
+                scores[student.sid] = {g.name: float(g.score or 0) for g in nb.grades}
+            except MissingEntry:
+                scores[student.sid] = {}
+            repairs = {k for k, _ in collected_records.get(sid, {}).get("repairs", [])}
+            path = events_path(work / "events", lab, sid)
+            events = {e["kind"] for e in json.loads(path.read_text())["events"]} if path.exists() else set()
+            graded_nb = work / "autograded" / sid / lab / info.notebook
+            outputs = _outputs(graded_nb) if graded_nb.exists() else ""
+            problems[student.sid] = classroom.check_outcome(
+                student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap")
+            took = seconds_of.get(sid, 0.0)
+            if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
+                problems[student.sid].append(f"took {took:.1f} s beside a harm attack; an honest student takes "
+                                             f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)")
+            html = work / "feedback" / sid / lab / info.notebook.replace(".ipynb", ".html")
+            if not html.exists():
+                problems[student.sid].append("no feedback HTML")
+            elif any(line in html.read_text() for line in hidden_lines):
+                leaks.append(student.sid)
+    return LabResult(lab, students, ids, scores, info.grade_cells, problems, summary, seconds, outputs, leaks)
+
+
+def bystander_limit(normal: float) -> float:
+    """How long an honest student graded beside a harm attack may take: twice the usual, plus 15 s."""
+    return 2 * normal + 15
+
+
+def _grader_lines(info: classroom.Lab) -> List[str]:
+    """Lines of code (not message text) of the lab's grader modules: none may reach the feedback."""
+    import ast
+    import importlib
+    import inspect
+
+    lines = []
+    visible = "\n".join(classroom._src(c) for c in info.source["cells"] + info.release["cells"])
+    for cell in info.source["cells"]:
+        text = classroom._src(cell)
+        if "### BEGIN HIDDEN TESTS" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
+                for alias in node.names:
+                    module = importlib.import_module(f"autograder.graders.{alias.name}")
+                    for line in inspect.getsource(module).splitlines():
+                        code = line.strip()
+                        if len(code) >= 24 and '"' not in code and "'" not in code and not code.startswith(
+                                ("#", "from ", "import ")) and code not in visible:
+                            lines.append(code)
+    return sorted(set(lines))
+
+
+def _outputs(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(cell.source)
+        for output in cell.get("outputs", []):
+            parts += [output.get("text", ""), output.get("evalue", ""), str(output.get("data", {}).get("text/plain", ""))]
+    return "\n".join(parts)
+
+
+def _hidden_lines(info: classroom.Lab) -> List[str]:
+    """Distinctive lines of the hidden tests (those that call a grader): none may reach the feedback."""
+    lines = []
+    for cell in info.source["cells"]:
+        text = classroom._src(cell)
+        if "### BEGIN HIDDEN TESTS" in text:
+            region = text.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+            lines += [line.strip() for line in region.splitlines() if "check_" in line]
+    return lines
+
+
+def describe(result: LabResult) -> Dict[str, str]:
+    """Counts for the report: how many of each kind were graded as expected."""
+    counts: Dict[str, List[int]] = {}
+    for student in result.students:
+        ok = not result.problems[student.sid]
+        tally = counts.setdefault(student.kind, [0, 0])
+        tally[0] += ok
+        tally[1] += 1
+    rows = {kind: f"{ok}/{n}" for kind, (ok, n) in counts.items()}
+    per_student = result.summary["seconds"] / max(len(result.students), 1)
+    rows["s/student"] = f"{per_student:.1f}"
+    rows["class s"] = f"{result.seconds:.0f}"
+    rows["cpu s"] = f"{result.summary.get('cpu_seconds', 0):.0f}"
+    return rows
+
+
+COLUMNS = [("bug", "bugs caught"), ("variant", "variants accepted"), ("delegation", "delegation refused"),
+           ("hostile", "hostile handled"), ("broken", "broken handled"), ("attack", "attacks stopped"),
+           ("leak", "leaks stopped"), ("harm", "hogs contained"), ("bystander", "bystanders kept"),
+           ("solution", "solution full"), ("untouched", "release zero"), ("s/student", "s/student"),
+           ("class s", "class s"), ("cpu s", "CPU s")]
+
+
+def attack_table(results: List[LabResult]) -> str:
+    """A row per attack class: for each lab, ``ok`` when the attack earned nothing it should not (and was
+    logged), or ``FAIL``; harm attacks with their bystander's seconds."""
+    labs = [r.lab for r in results]
+    rows: Dict[str, Dict[str, str]] = {}
+    for result in results:
+        for student in result.students:
+            if student.kind not in ("attack", "leak", "harm"):
+                continue
+            cell = "ok" if not result.problems[student.sid] else "FAIL"
+            rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
+        bystanders = [s for s in result.students if s.kind == "bystander"]
+        if bystanders:
+            took = max(next((row["seconds"] for row in result.summary["students"]
+                             if row["student"] == result.ids[b.sid]), 0.0) for b in bystanders)
+            fine = all(not result.problems[b.sid] for b in bystanders)
+            rows.setdefault("bystanders beside the harm attacks (slowest)", {})[result.lab] = \
+                f"{'ok' if fine else 'FAIL'} {took:.0f}s"
+    width = max([len(k) for k in rows] + [10])
+    lines = [f"{'attack class':<{width}}" + "".join(f"{lab[:12]:>14}" for lab in labs)]
+    for label, cells in rows.items():
+        lines.append(f"{label:<{width}}" + "".join(f"{cells.get(lab, '-'):>14}" for lab in labs))
+    return "\n".join(lines)
+
+
+def print_report(results: List[LabResult]) -> str:
+    header = f"{'lab':<28}" + "".join(f"{title:>19}" for _, title in COLUMNS)
+    lines = [header]
+    for result in results:
+        row = describe(result)
+        lines.append(f"{result.lab:<28}" + "".join(f"{row.get(key, '-'):>19}" for key, _ in COLUMNS))
+    for result in results:
+        for student in result.students:
+            for problem in result.problems[student.sid]:
+                lines.append(f"  {result.lab} {student.kind} '{student.label}': {problem}")
+        if result.feedback_leaks:
+            lines.append(f"  {result.lab}: hidden test or grader code in the feedback of {result.feedback_leaks}")
+    lines += ["", "Red team (every attack on every lab):", attack_table(results)]
+    return "\n".join(lines)
+
+
+def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.Student]:
+    """A class of ``size``: one endless loop, one student of every attack class (on the untouched
+    release), the catalogue's bugs and variants, and solutions for the rest."""
+    full = classroom.build_class(info, root)
+    looper = next(s for s in full if s.label == "endless loop in the TODO")
+    attacks = [s for s in full if s.kind in ("attack", "leak", "harm") and "(a catalogued bug)" not in s.label]
+    others = [s for s in full if s.kind in ("bug", "variant")]
+    solution = next(s for s in full if s.kind == "solution")
+    chosen = [looper] + attacks + others
+    chosen = chosen[:max(size, len(attacks) + 1)]
+    while len(chosen) < size:
+        copy = classroom.Student(f"solution-{len(chosen):02d}", "solution", "the solution", solution.file_name,
+                                 solution.content, solution.expect)
+        chosen.append(copy)
+    return chosen
+
+
+# The attacks that every lab meets in ``make test``: one of each attack class of issue #14 (replacing the
+# checks, silencing IPython twice over, making the reference agree, delegation in disguise twice over).
+EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer", "the kernel always replies ok",
+                     "points the reference at its own code", "exec of the reference's source",
+                     "the reference's bytecode", "a fake triton", "the kernel hands its work")
+
+
+def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
+                 memory_mb: int = 4096) -> List[classroom.Student]:
+    """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
+    (solution, untouched, catalogued bugs, variants, delegations), one attack of each class (on the
+    untouched release and on a catalogued bug), both leaks, every harm attack with its bystanders; and a
+    share of the rest, dealt out round-robin: each hostile or broken submission is graded in exactly one
+    lab, and two of every four other disguises of delegation (of four labs in a row, each disguise meets
+    one). ``make grader-report`` grades the whole class of every lab."""
+    full = classroom.build_class(info, root, memory_mb=memory_mb)
+    own = ("solution", "untouched", "bug", "variant", "delegation", "leak", "harm", "bystander")
+    kept, pipeline, disguises = [], [], []
+    for student in full:
+        if student.kind in own or (student.kind == "attack" and (
+                "(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))):
+            kept.append(student)
+        else:
+            (disguises if student.kind == "attack" else pipeline).append(student)
+    return (kept + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
+            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4])
+
+
+def _honest_seconds(result: LabResult) -> Optional[float]:
+    """Median grading seconds of the honest students (solution, variants, bugs) in the class."""
+    times = sorted(row["seconds"] for row in result.summary["students"]
+                   if any(result.ids[st.sid] == row["student"] and st.kind in ("solution", "variant", "bug")
+                          for st in result.students))
+    return round(times[len(times) // 2], 2) if times else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lab", action="append", help="only this lab (repeatable)")
+    parser.add_argument("--bench", type=int, default=0, help="grade a class of N per lab instead")
+    parser.add_argument("--cell-timeout", type=int, default=None)
+    parser.add_argument("--notebook-timeout", type=int, default=None)
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+    if args.cell_timeout:
+        env["PAGED_KV_CELL_TIMEOUT"] = str(args.cell_timeout)
+    if args.notebook_timeout:
+        env["PAGED_KV_NOTEBOOK_TIMEOUT"] = str(args.notebook_timeout)
+    labs = args.lab or graded_labs(REPO / "solutions")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pkv-class-") as scratch:
+        for lab in labs:
+            root = prepare_root(Path(scratch) / lab)
+            students = None
+            if args.bench:
+                students = bench_class(classroom.load_lab(lab, root / "solutions", root / "course"), root, args.bench)
+            result = run_lab(lab, root, env, students=students)
+            results.append(result)
+            print(f"{lab}: {len(result.students)} students in {result.seconds:.0f} s", flush=True)
+    print(print_report(results))
+    if args.bench:
+        out = REPO / "bench" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "grading.json").write_text(json.dumps([
+            {"lab": r.lab, "students": len(r.students), "class_seconds": round(r.seconds, 1),
+             "seconds_per_student": round(r.summary["seconds"] / len(r.students), 2),
+             "honest_seconds_per_student": _honest_seconds(r),
+             "attacks_stopped": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")
+                                    and not r.problems[st.sid]),
+             "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")),
+             "cpu_seconds": r.summary.get("cpu_seconds"), "workers": r.summary.get("workers"),
+             "isolation": r.summary.get("isolation")} for r in results], indent=1))
+    failed = any(any(r.problems.values()) or r.feedback_leaks for r in results)
+    return 1 if failed and not args.bench else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Compile a Triton kernel for an NVIDIA GPU target without a GPU (and while the interpreter is on).
+
+``compile_for_gpu(kernel, args)`` turns the launch arguments into Triton's signature, compiles the
+kernel through TTIR, TTGIR, LLVM IR and PTX to a cubin for ``sm_80`` or ``sm_90``, and returns its
+resources (registers, spills, shared memory). That proves a kernel is a real GPU kernel: code that
+only the interpreter can run (Python or torch calls on values, ``int(tensor)``, numpy) fails here
+with a ``CompilationError``. In interpreter mode every ``@triton.jit`` function, the student's and
+Triton's own standard library (``tl.max``, ``tl.sum``...), is an ``InterpretedFunction``; the
+compile swaps in real ``JITFunction`` twins for its duration and puts everything back after.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+import tempfile
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, Mapping, Optional
+
+import torch
+
+from paged_kv.kernels.triton_mode import require_triton
+
+@dataclass(frozen=True)
+class GpuBuild:
+    """What the GPU compiler made of a kernel: its IRs and the resources one program needs."""
+
+    arch: int
+    num_warps: int
+    num_stages: int
+    shared_bytes: int
+    registers: Optional[int]
+    spill_bytes: Optional[int]
+    asm: Mapping[str, Any]
+
+    def summary(self) -> str:
+        regs = "?" if self.registers is None else self.registers
+        spills = "?" if self.spill_bytes is None else self.spill_bytes
+        return (f"sm_{self.arch}: {regs} registers/thread, {spills} bytes spilled, {self.shared_bytes} bytes shared "
+                f"memory, {self.num_warps} warps, {self.num_stages} stages")
+
+
+def signature_of(kernel, args: Mapping[str, Any]):
+    """Triton's ``(signature, constexprs, attrs)`` for launching ``kernel`` with ``args`` (name -> value).
+
+    Specialised the way a real launch would be: an int equal to 1 becomes a constant, ints and pointers
+    divisible by 16 get a divisibility hint (what lets the compiler vectorise loads).
+    """
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    fn = _python_function(kernel)
+    names = list(inspect.signature(fn).parameters)
+    missing = [n for n in names if n not in args]
+    if missing:
+        raise TypeError(f"no value for the kernel parameter(s) {missing}")
+    signature, constexprs, attrs = {}, {}, {}
+    for index, name in enumerate(names):
+        value = args[name]
+        if _is_constexpr(fn.__annotations__.get(name)):
+            kind, spec = "constexpr", value
+        elif isinstance(value, (torch.Tensor, bool, int, float)):
+            kind, spec = native_specialize_impl(BaseBackend, value, False, True, True)
+        else:
+            raise TypeError(f"kernel argument {name} = {value!r}: pass tensors, ints, floats or bools")
+        signature[name] = kind
+        if kind == "constexpr":
+            constexprs[name] = spec
+        elif isinstance(spec, str) and spec:
+            attrs[(index,)] = BaseBackend.parse_attr(spec)
+    return signature, constexprs, attrs
+
+
+def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4,
+                    num_stages: int = 2) -> GpuBuild:
+    """Compile ``kernel`` for ``sm_{arch}`` as if launched with ``args``; raise Triton's error if it cannot be."""
+    require_triton()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature, constexprs, attrs = signature_of(kernel, args)
+    with _real_jit_functions() as to_jit:
+        source = ASTSource(fn=to_jit(kernel), signature=signature, constexprs=constexprs, attrs=attrs)
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages})
+    registers, spills = _ptxas_resources(compiled.asm.get("ptx"), arch)
+    return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm)
+
+
+def kernel_parameters(kernel) -> list:
+    """The names of a jit kernel's parameters, in order."""
+    return list(inspect.signature(_python_function(kernel)).parameters)
+
+
+def _python_function(kernel):
+    fn = getattr(kernel, "fn", None)
+    if not callable(fn):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
+    return fn
+
+
+def _is_constexpr(annotation) -> bool:
+    if annotation is None:
+        return False
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "constexpr"
+    import triton.language as tl
+
+    return annotation is tl.constexpr
+
+
+@contextmanager
+def _real_jit_functions() -> Iterator:
+    """Yield ``to_jit(kernel)``; meanwhile Triton's library uses ``JITFunction`` twins of interpreted ones."""
+    from triton.runtime.jit import JITFunction
+
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - very old Triton
+        InterpretedFunction = ()
+    made: Dict[int, Any] = {}
+    patched = []
+
+    def twin(value):
+        if not isinstance(value, InterpretedFunction):
+            return value
+        if id(value) not in made:
+            made[id(value)] = JITFunction(value.fn, **{k: v for k, v in value.kwargs.items() if v is not None})
+        return made[id(value)]
+
+    def to_jit(kernel):
+        return _rebind(kernel, JITFunction, made)
+
+    namespaces = [m.__dict__ for name, m in list(sys.modules.items())
+                  if name.startswith("triton.language") and isinstance(m, types.ModuleType)]
+    import triton.language as tl
+
+    for namespace in namespaces:
+        for name, value in list(namespace.items()):
+            if isinstance(value, InterpretedFunction):
+                patched.append((namespace, name, value))
+                namespace[name] = twin(value)
+    for name, value in list(vars(tl.tensor).items()):
+        if isinstance(value, InterpretedFunction):
+            patched.append((tl.tensor, name, value))
+            setattr(tl.tensor, name, twin(value))
+    try:
+        yield to_jit
+    finally:
+        for owner, name, value in reversed(patched):
+            if isinstance(owner, dict):
+                owner[name] = value
+            else:
+                setattr(owner, name, value)
+
+
+def _rebind(kernel, JITFunction, made):
+    """A ``JITFunction`` of ``kernel``'s Python function whose globals hold JIT twins of jit helpers."""
+    if id(kernel) in made and isinstance(made[id(kernel)], JITFunction):
+        return made[id(kernel)]
+    fn = _python_function(kernel)
+    scope = dict(fn.__globals__)
+    clone = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    clone.__module__, clone.__qualname__, clone.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    clone.__annotations__ = dict(fn.__annotations__)
+    kwargs = {k: v for k, v in getattr(kernel, "kwargs", {}).items() if v is not None}
+    jit = JITFunction(clone, **kwargs)
+    made[id(kernel)] = jit
+    for name in fn.__code__.co_names:
+        value = scope.get(name)
+        if value is not kernel and type(value).__name__ in ("InterpretedFunction", "JITFunction"):
+            scope[name] = _rebind(value, JITFunction, made)
+    return jit
+
+
+def _ptxas_resources(ptx: Optional[str], arch: int):
+    """Registers per thread and spill bytes reported by ``ptxas -v`` (``None`` when ptxas is unavailable)."""
+    if not ptx:
+        return None, None
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+        ptxas = get_ptxas(arch).path
+        gpu_name = sm_arch_from_capability(arch)
+    except Exception:  # noqa: BLE001 - resources are a bonus; the compile itself already succeeded
+        return None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        result = subprocess.run([ptxas, "-v", f"--gpu-name={gpu_name}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                                capture_output=True, text=True)
+    log = result.stdout + result.stderr
+    regs = re.search(r"Used (\d+) registers", log)
+    stores = re.search(r"(\d+) bytes spill stores", log)
+    return (int(regs.group(1)) if regs else None), (int(stores.group(1)) if stores else None)

@@ -1,0 +1,106 @@
+"""The classes a lab's TODO class inherits from: all the given code, none of the lab's TODO methods.
+
+A starter is built from a reference class (e.g. ``KVCacheManager``) and the class that holds its given
+code (e.g. ``KVCacheManagerBase``): it copies every method of the reference except the lab's TODO
+methods, which become stubs raising :class:`~paged_kv.lab.feedback.TodoNotWritten`. A student's class that
+calls ``super().allocate_for_prefill(req)`` therefore reaches a stub, not the reference, and earns
+nothing. Each starter lists its TODOs, with their reference implementations, in ``__todo__``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Optional
+
+from paged_kv.lab.feedback import TodoNotWritten
+from paged_kv.cache.manager import KVCacheManager, KVCacheManagerBase
+from paged_kv.cache.prefix_cache import BlockManager, BlockManagerBase
+from paged_kv.engine.scheduler import Scheduler, SchedulerBase
+
+
+def _function_of(attribute):
+    """The plain function behind a method, classmethod, staticmethod or property getter (else None)."""
+    if isinstance(attribute, (classmethod, staticmethod)):
+        return attribute.__func__
+    if isinstance(attribute, property):
+        return attribute.fget
+    return attribute if callable(attribute) and hasattr(attribute, "__code__") else None
+
+
+def _todo_stub(name: str, owner: str, original):
+    def stub(*args, **kwargs):
+        raise TodoNotWritten(f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
+                             "run that cell, then run this one again.")
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = getattr(_function_of(original), "__doc__", None)
+    if isinstance(original, classmethod):
+        return classmethod(stub)
+    if isinstance(original, staticmethod):
+        return staticmethod(stub)
+    return stub
+
+
+def starter(reference: type, base: type, todo: Iterable[str], name: Optional[str] = None) -> type:
+    """A subclass of ``base`` with ``reference``'s other methods copied in and ``todo`` methods stubbed.
+
+    Raises ``ValueError`` when a TODO name is not a method of ``reference``, or when a method to copy
+    uses zero-argument ``super()`` (its ``__class__`` cell would still point at ``reference``).
+    """
+    if not (isinstance(reference, type) and isinstance(base, type) and issubclass(reference, base)):
+        raise TypeError(f"reference must be a class derived from base, got {reference!r} and {base!r}")
+    todo = list(todo)
+    namespace: Dict[str, object] = {}
+    for klass in reversed(reference.__mro__):
+        if issubclass(base, klass):
+            continue  # already inherited from base
+        for attr, value in vars(klass).items():
+            if attr in ("__dict__", "__weakref__", "__module__", "__qualname__", "__doc__"):
+                continue
+            func = _function_of(value)
+            if func is not None and "__class__" in func.__code__.co_freevars and attr not in todo:
+                raise ValueError(f"{reference.__name__}.{attr} uses super(); a starter cannot copy it")
+            namespace[attr] = value
+    references, originals = {}, {}
+    for method in todo:
+        if method not in namespace:
+            raise ValueError(f"{method!r} is not a method that {reference.__name__} adds to {base.__name__}")
+        references[method] = _function_of(namespace[method])
+        originals[method] = namespace[method]
+        namespace[method] = _todo_stub(method, reference.__name__, namespace[method])
+    name = name or f"{reference.__name__}Starter"
+    namespace["__todo__"] = references
+    namespace["__todo_given__"] = originals
+    namespace["__module__"] = __name__
+    namespace["__doc__"] = (f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): "
+                            f"everything else is given.")
+    return type(name, (base,), namespace)
+
+
+def with_reference_todos(cls: type, *own: str) -> type:
+    """A subclass of ``cls`` (built on a starter) running paged_kv's version of every TODO but ``own``.
+
+    Tests one TODO on its own: ``with_reference_todos(Mine, "allocate")`` runs ``Mine.allocate`` with
+    the reference's other TODO methods, so a bug elsewhere (or a TODO not written yet) cannot hide or
+    cause a failure here. ``own`` must name TODO methods of the starter.
+    """
+    base = next((k for k in getattr(cls, "__mro__", ()) if "__todo_given__" in vars(k)), None)
+    if base is None:
+        raise TypeError(f"{cls!r} is not built on a lab starter class (paged_kv.lab.starters)")
+    unknown = [name for name in own if name not in base.__todo_given__]
+    if unknown:
+        raise ValueError(f"{unknown} are not TODOs of {base.__name__}; its TODOs are {list(base.__todo_given__)}")
+    given = {name: attr for name, attr in base.__todo_given__.items() if name not in own}
+    label = "".join(part.title() for name in own for part in name.split("_"))
+    return type(f"{cls.__name__}Only{label}", (cls,), {"__module__": __name__, **given})
+
+
+KVCacheManagerWithoutPrefill = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_prefill"],
+                                       "KVCacheManagerWithoutPrefill")
+KVCacheManagerWithoutDecode = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_decode"],
+                                      "KVCacheManagerWithoutDecode")
+KVCacheManagerWithoutReconstruction = starter(KVCacheManager, KVCacheManagerBase, ["get_physical_cache"],
+                                              "KVCacheManagerWithoutReconstruction")
+BlockManagerWithoutPrefixCache = starter(
+    BlockManager, BlockManagerBase,
+    ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
+    "BlockManagerWithoutPrefixCache")
+SchedulerWithoutSchedule = starter(Scheduler, SchedulerBase, ["schedule", "preempt"], "SchedulerWithoutSchedule")

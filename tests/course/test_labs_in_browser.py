@@ -1,0 +1,337 @@
+"""Every release notebook in JupyterLab, in a real browser (Debian's Chromium driven by Playwright),
+used the way a student uses it. One JupyterLab server and one browser serve all notebooks.
+
+For each notebook in course/ (discovered, never listed):
+- the untouched notebook, run with Run > Run All Cells, stops at the first test cell after its
+  first TODO, with the TODO's NotImplementedError shown there as one short block (no traceback),
+  and no error anywhere before it;
+- with the solution typed into its answer cells (the source notebook's answer without nbgrader's
+  marker lines), Kernel > Restart Kernel and Run All Cells runs every cell with no error output at
+  all. Test cells count too: in course/ a hidden-test cell keeps only its visible part (nbgrader
+  removed the part that calls the autograder), so "no error" means the visible checks pass and the
+  hidden ones are empty;
+- every picture renders as an image, every widget renders and each of its controls changes what
+  the widget shows when operated;
+- cells nbgrader locked cannot be edited or deleted; answer cells take the student's typing;
+- the page logs no JavaScript error and asks nothing from the internet but the Colab badge image.
+A screenshot per notebook goes to test-artifacts/browser/ (git-ignored).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+import nbformat
+import pytest
+
+from autograder.pipeline.labs import LABS, RELEASE_DIR
+from chromium import LAUNCH_ARGS, chromium_or_reason
+from course_notebooks import answers, is_answer, is_read_only, is_test, nbgrader_meta, release_path
+from jupyterlab_driver import NotebookPage, Reaction
+from lab_server import STUDENT_CONFIG, TEST_SETTINGS, running_jupyterlab
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing: run `make env`")
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+RUN_ALL_TIMEOUT_S = 600          # a whole notebook on a 2-core CPU machine (Triton's interpreter included)
+LONGEST_READABLE_FAILURE = 6     # lines: a block a student reads at a glance (paged_kv.lab.feedback's hook)
+BADGE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"><rect width="117" height="20" '
+             'rx="3" fill="#555"/><rect x="50" width="67" height="20" rx="3" fill="#f9ab00"/><text x="6" y="14" '
+             'fill="#fff" font-family="sans-serif" font-size="11">Open in</text><text x="56" y="14" fill="#fff" '
+             'font-family="sans-serif" font-size="11">Colab</text></svg>')
+# What JupyterLab shows instead of a widget it cannot draw (no widget manager, a model it cannot find).
+UNRENDERED_WIDGET = re.compile(r"Error displaying widget|Loading widget|^(VBox|HBox|Box|Dropdown|IntSlider|Button)\(", re.M)
+EXTERNAL_ALLOWED = ("https://colab.research.google.com/assets/colab-badge.svg",)
+
+
+@dataclass
+class LabRun:
+    """What a student's session with one notebook produced, read back from the page and the file."""
+    lab: str
+    release: nbformat.NotebookNode
+    after_pokes: dict = field(default_factory=dict)      # saved after trying to edit and delete locked cells
+    untouched: dict = field(default_factory=dict)        # saved after Run All on the released notebook
+    solved: dict = field(default_factory=dict)           # saved after typing answers and Restart & Run All
+    read_only_flags: Dict[int, bool] = field(default_factory=dict)
+    images: List[dict] = field(default_factory=list)
+    widget_views: List[dict] = field(default_factory=list)
+    output_texts: Dict[str, str] = field(default_factory=dict)
+    untouched_texts: Dict[str, str] = field(default_factory=dict)
+    reactions: List[Reaction] = field(default_factory=list)
+    unknown_widgets: List[str] = field(default_factory=list)
+    js_errors: List[str] = field(default_factory=list)
+    external_requests: List[str] = field(default_factory=list)
+    screenshots: List[Path] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory) -> str:
+    path, reason = chromium_or_reason(tmp_path_factory.mktemp("apt") / "apt.log")
+    if path is None:
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory) -> Path:
+    """A copy of course/: the test saves notebooks, and must never write into the repository."""
+    root = tmp_path_factory.mktemp("lab-root")
+    for lab in LABS:
+        shutil.copytree(RELEASE_DIR / lab, root / lab)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(lab_root, tmp_path_factory):
+    """JupyterLab as `make lab` starts it for students (nbgrader's instructor tools hidden)."""
+    with running_jupyterlab(lab_root, tmp_path_factory.mktemp("jupyterlab"), settings=TEST_SETTINGS,
+                            env={"JUPYTER_CONFIG_PATH": str(STUDENT_CONFIG)}) as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS)
+        yield instance
+        instance.close()
+
+
+def _watch(page, run: LabRun, server_url: str) -> None:
+    page.on("console", lambda m: run.js_errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: run.js_errors.append(f"page error: {e}"))
+
+    def outside(route):
+        url = route.request.url
+        if url in EXTERNAL_ALLOWED:
+            route.fulfill(status=200, content_type="image/svg+xml", body=BADGE_SVG)
+        else:
+            run.external_requests.append(url)
+            route.abort()
+    page.context.route(lambda url: not url.startswith(server_url), outside)
+
+
+def _open(context, run: LabRun, server, lab_root: Path) -> NotebookPage:
+    page = context.new_page()
+    _watch(page, run, server.url)
+    nb = NotebookPage(page, server.url, server.token, lab_root, f"{run.lab}/{LABS[run.lab]}", workspace=run.lab)
+    shown, saved = nb.cells.count(), len(run.release.cells)
+    assert shown == saved, f"{run.lab}: the page shows {shown} cells, the file has {saved}"
+    return nb
+
+
+def _changed_cells(release, saved: dict) -> List[str]:
+    """What differs between the release and a saved copy: deleted cells, edited locked cells, metadata."""
+    if len(saved["cells"]) != len(release.cells):
+        return [f"{len(release.cells) - len(saved['cells'])} cell(s) deleted"]
+    changes = []
+    for i, (before, after) in enumerate(zip(release.cells, saved["cells"])):
+        if after.get("id") != before.get("id"):
+            changes.append(f"cell {i}: id {before.get('id')!r} became {after.get('id')!r}")
+        if after["metadata"].get("nbgrader") != before.metadata.get("nbgrader"):
+            changes.append(f"cell {i}: nbgrader metadata changed")
+        if is_read_only(before) and _source(after) != before.source:
+            changes.append(f"locked cell {i} was edited: {_source(after)[:120]!r}")
+    return changes
+
+
+def _shut_down_kernels(server) -> None:
+    for session in server.api("/api/sessions") or []:
+        server.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+
+@pytest.fixture(scope="module", params=sorted(LABS))
+def lab_run(request, server, browser, lab_root) -> LabRun:
+    lab = request.param
+    run = LabRun(lab, nbformat.read(release_path(lab), as_version=4))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        nb = _open(context, run, server, lab_root)
+        cells = run.release.cells
+        # 1. A student pokes at the locked cells: types into them, tries `d d` and `x` on them.
+        for i, cell in enumerate(cells):
+            if cell.cell_type == "code" and (is_read_only(cell) or is_answer(cell)):
+                run.read_only_flags[i] = nb.editor_is_read_only(i)
+        for attempt in (nb.try_to_edit, nb.try_to_delete):
+            for i, cell in enumerate(cells):
+                if is_read_only(cell) and nb.cells.count() == len(cells):
+                    attempt(i)
+        run.after_pokes = nb.save()
+        if _changed_cells(run.release, run.after_pokes):  # start again from the file as released
+            context.close()
+            shutil.copy(release_path(lab), lab_root / lab / LABS[lab])
+            context = browser.new_context(viewport={"width": 1440, "height": 900})
+            nb = _open(context, run, server, lab_root)
+
+        # ... and runs everything as released.
+        nb.run_all(RUN_ALL_TIMEOUT_S)
+        run.untouched = nb.save()
+        run.untouched_texts = nb.output_texts()
+        first_error = next((i for i, c in enumerate(run.untouched["cells"])
+                            if any(o["output_type"] == "error" for o in c.get("outputs", []))), 0)
+        shot = ARTIFACTS / f"{lab}-untouched.png"
+        nb.screenshot_cell(first_error, shot)
+        run.screenshots.append(shot)
+
+        # 2. The same student types the solution and starts over.
+        typed = answers(lab)
+        for i, cell in enumerate(cells):
+            if is_answer(cell):
+                nb.type_into(i, typed[nbgrader_meta(cell)["grade_id"]])
+        nb.restart_and_run_all(RUN_ALL_TIMEOUT_S)
+        run.solved = nb.save()
+        run.images = nb.images()
+        run.widget_views = nb.widget_views()
+        run.output_texts = nb.output_texts()
+        for old in ARTIFACTS.glob(f"{lab}-part*.png"):
+            old.unlink()
+        run.screenshots += nb.screenshot_whole_notebook(ARTIFACTS / f"{lab}.png")
+        run.reactions, run.unknown_widgets = nb.exercise_widgets()
+    except Exception:
+        for page in context.pages:  # what the page showed when the session broke off
+            page.screenshot(path=str(ARTIFACTS / f"{lab}-failure.png"))
+        raise
+    finally:
+        _shut_down_kernels(server)
+        context.close()
+    return run
+
+
+def _errors(notebook: dict) -> Dict[int, List[dict]]:
+    return {i: [o for o in c.get("outputs", []) if o["output_type"] == "error"]
+            for i, c in enumerate(notebook["cells"]) if c["cell_type"] == "code"}
+
+
+def _source(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def test_untouched_lab_stops_at_its_first_todo_with_a_readable_failure(lab_run):
+    cells, saved = lab_run.release.cells, lab_run.untouched["cells"]
+    failing = [i for i, errors in _errors(lab_run.untouched).items() if errors]
+    answer_cells = [i for i, c in enumerate(cells) if is_answer(c)]
+    if not answer_cells:
+        assert not failing, f"{lab_run.lab} has no TODO, yet cells {failing} fail as released"
+        assert all(c.get("execution_count") for c in saved if c["cell_type"] == "code"), "Run All stopped early"
+        return
+    assert failing, f"{lab_run.lab}: Run All on the untouched notebook raised nothing: is a TODO already solved?"
+    stop = failing[0]
+    assert is_test(cells[stop]) and stop > answer_cells[0], (
+        f"{lab_run.lab}: the first error is in cell {stop} ({cells[stop].source[:80]!r}), not in a test cell after "
+        f"the first TODO (cell {answer_cells[0]})")
+    error = lab_run.untouched["cells"][stop]["outputs"]
+    # a stub's own NotImplementedError, or the course's TodoNotWritten (a NotImplementedError naming the TODO)
+    assert [o["ename"] for o in error if o["output_type"] == "error"] in (["NotImplementedError"],
+                                                                           ["TodoNotWritten"]), error
+    ran = [i for i, c in enumerate(saved[:stop]) if c["cell_type"] == "code" and not c.get("execution_count")]
+    assert not ran, f"{lab_run.lab}: cells {ran} before the first failure did not run"
+    shown = lab_run.untouched_texts.get(str(stop), "")
+    assert "NotImplementedError" in shown, f"{lab_run.lab}: the page does not show the TODO's error:\n{shown}"
+    lines = [line for line in shown.splitlines() if line.strip()]
+    assert len(lines) <= LONGEST_READABLE_FAILURE and "Traceback" not in shown, (
+        f"{lab_run.lab}: the TODO's failure is not one short block ({len(lines)} lines):\n{shown}")
+
+
+def test_locked_cells_refuse_edits_and_deletion(lab_run):
+    changes = _changed_cells(lab_run.release, lab_run.after_pokes)
+    assert not changes, f"{lab_run.lab}: typing and `d d` / `x` on locked cells changed them: {changes}"
+    cells = lab_run.release.cells
+    for i, read_only in lab_run.read_only_flags.items():
+        assert read_only == is_read_only(cells[i]), f"{lab_run.lab}: cell {i}'s editor read-only={read_only}"
+    assert not _changed_cells(lab_run.release, lab_run.untouched), "Run All changed the notebook's cells"
+
+
+def test_answer_cells_take_what_the_student_types(lab_run):
+    typed = answers(lab_run.lab)
+    for cell in lab_run.solved["cells"]:
+        if is_answer(cell):
+            assert _source(cell) == typed[nbgrader_meta(cell)["grade_id"]], "typing into an answer cell failed"
+
+
+def test_solved_lab_runs_every_cell_without_error_after_a_restart(lab_run):
+    cells = lab_run.solved["cells"]
+    failing = {i: [f"{o['ename']}: {o['evalue']}" for o in errors] for i, errors in _errors(lab_run.solved).items() if errors}
+    assert not failing, f"{lab_run.lab}: errors with the solution typed in: {failing}"
+    counts = [c.get("execution_count") for c in cells if c["cell_type"] == "code"]
+    assert all(counts) and counts == sorted(counts) and counts[0] == 1, f"{lab_run.lab}: not all cells ran in order: {counts}"
+
+
+def test_every_plot_renders_as_an_image(lab_run):
+    pictures = sum(1 for c in lab_run.solved["cells"] for o in c.get("outputs", [])
+                   if "image/png" in o.get("data", {}))
+    shown = [img for img in lab_run.images if img["complete"] and min(img["natural"]) > 0 and min(img["shown"]) > 0]
+    broken = [img for img in lab_run.images if img not in shown]
+    assert not broken, f"{lab_run.lab}: pictures that did not render: {broken}"
+    outside_widgets = [img for img in shown if not img["in_widget"]]
+    assert len(outside_widgets) == pictures, f"{lab_run.lab}: {pictures} pictures saved, {len(outside_widgets)} shown"
+    as_text = {i: t for i, t in lab_run.output_texts.items() if re.search(r"<(Figure size|\S*Figure object at)", t)}
+    assert not as_text, f"{lab_run.lab}: a figure shows as text instead of a picture: {as_text}"
+
+
+def test_every_widget_renders_and_reacts(lab_run):
+    views = sum(1 for c in lab_run.solved["cells"] for o in c.get("outputs", [])
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {}))
+    assert len(lab_run.widget_views) == views, f"{lab_run.lab}: {views} widget outputs saved, {len(lab_run.widget_views)} on the page"
+    broken = [v for v in lab_run.widget_views if not v["rendered"]]
+    broken += [text for text in lab_run.output_texts.values() if UNRENDERED_WIDGET.search(text)]
+    assert not broken, f"{lab_run.lab}: widgets that did not render: {broken}"
+    assert not lab_run.unknown_widgets, f"{lab_run.lab}: widget controls the test cannot operate: {lab_run.unknown_widgets}"
+    if views:
+        assert lab_run.reactions, f"{lab_run.lab}: widgets without a single control"
+    dead = [r for r in lab_run.reactions if not r.changed]
+    assert not dead, f"{lab_run.lab}: controls that changed nothing the widget shows: {dead}"
+
+
+def test_page_logs_no_javascript_error_and_stays_offline(lab_run):
+    assert not lab_run.js_errors, f"{lab_run.lab}: " + "\n".join(lab_run.js_errors)
+    assert not lab_run.external_requests, f"{lab_run.lab}: the page asked the internet for {lab_run.external_requests}"
+
+
+def test_screenshots_are_saved(lab_run):
+    for shot in lab_run.screenshots:
+        assert shot.exists() and shot.stat().st_size > 10_000, f"{shot} is missing or blank"
+
+
+def test_a_lab_from_the_unzipped_handout_is_the_repositorys_student_experience(browser, tmp_path_factory):
+    """The handout a student downloads (``make handout``), unzipped: JupyterLab as its ``make lab`` starts it
+    (its own student settings; the same command as the repository's, checked in test_grading_pieces) opens
+    lab 02 saved (no unsaved mark: the course kernel), without nbgrader's instructor menu, and Run All stops
+    at the first TODO with one short block."""
+    import zipfile
+
+    from autograder.pipeline import handout
+
+    scratch = tmp_path_factory.mktemp("handout")
+    with zipfile.ZipFile(handout.build(scratch / "handout.zip")) as archive:
+        archive.extractall(scratch)
+    unzipped = scratch / "paged-kv-course"
+    lab = "02-atomic-prefill"
+    with running_jupyterlab(unzipped / "course", tmp_path_factory.mktemp("handout-lab"), settings=TEST_SETTINGS,
+                            env={"JUPYTER_CONFIG_PATH": str(unzipped / "student-lab")}) as server:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        run = LabRun(lab, nbformat.read(unzipped / "course" / lab / LABS[lab], as_version=4))
+        try:
+            nb = _open(context, run, server, unzipped / "course")
+            nb.page.wait_for_timeout(1500)  # a kernel that rewrote the notebook's metadata marks the tab now
+            assert nb.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, \
+                "the notebook opened marked unsaved: its kernel is not the course kernel"
+            menus = nb.page.locator(".lm-MenuBar-item").all_inner_texts()
+            assert "Nbgrader" not in menus and "Run" in menus, menus
+            nb.run_all(RUN_ALL_TIMEOUT_S)
+            saved = nb.save()
+            texts = nb.output_texts()
+            nb.screenshot_whole_notebook(ARTIFACTS / "handout-02.png")
+        finally:
+            _shut_down_kernels(server)
+            context.close()
+    failing = [i for i, errors in _errors(saved).items() if errors]
+    assert failing and is_test(run.release.cells[failing[0]]), failing
+    shown = texts.get(str(failing[0]), "")
+    assert "NotImplementedError" in shown and "Traceback" not in shown, shown
+    assert not run.js_errors and not run.external_requests, run.js_errors + run.external_requests

@@ -1,0 +1,83 @@
+"""The package's layers, enforced by reading every import of every module.
+
+``paged_kv.cache`` imports no other layer; ``paged_kv.kernels`` may import ``cache``; ``paged_kv.engine`` may
+import ``cache`` and ``kernels``; ``paged_kv.lab`` (the teaching aids) may import every layer. A module names
+the layer it imports from (``from paged_kv.cache.checks import ...``): relative imports and imports of the
+top-level ``paged_kv`` API would hide which layer a module leans on, so they are refused inside the package.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import List
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "paged_kv"
+MAY_IMPORT = {
+    "cache": {"cache"},
+    "kernels": {"cache", "kernels"},
+    "engine": {"cache", "kernels", "engine"},
+    "lab": {"cache", "kernels", "engine", "lab"},
+}
+
+
+def layer_violations(layer: str, source: str, where: str = "<source>") -> List[str]:
+    """Every import in ``source`` (a module of ``layer``) that the layer rule refuses, as readable lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append(f"{where}:{node.lineno}: relative import; name the layer (from paged_kv.<layer>.<module>)")
+                continue
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "paged_kv":
+                continue
+            if len(parts) == 1:
+                found.append(f"{where}:{node.lineno}: imports the top-level paged_kv API; import from a layer")
+            elif parts[1] not in MAY_IMPORT[layer]:
+                found.append(f"{where}:{node.lineno}: the {layer} layer imports paged_kv.{parts[1]}")
+    return found
+
+
+def _modules(layer: str) -> List[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+def test_every_module_lives_in_a_layer():
+    loose = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    assert loose == [], f"modules outside a layer folder: {loose}"
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(MAY_IMPORT), f"layer folders {sorted(folders)}, expected {sorted(MAY_IMPORT)}"
+
+
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_layer_imports_only_the_layers_below_it(layer):
+    modules = _modules(layer)
+    assert modules, f"paged_kv/{layer}/ has no modules"
+    problems = [line for path in modules
+                for line in layer_violations(layer, path.read_text(), str(path.relative_to(PACKAGE.parent)))]
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("layer, source, expected", [
+    ("cache", "from paged_kv.lab.viz import draw", "the cache layer imports paged_kv.lab"),
+    ("kernels", "def f():\n    import paged_kv.engine.model\n", "the kernels layer imports paged_kv.engine"),
+    ("engine", "from paged_kv.lab import feedback", "the engine layer imports paged_kv.lab"),
+    ("cache", "from .checks import check_positive_int", "relative import"),
+    ("kernels", "from paged_kv import BlockManager", "top-level paged_kv API"),
+])
+def test_the_rule_catches_a_planted_violation(layer, source, expected):
+    found = layer_violations(layer, source)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_the_rule_lets_a_layer_import_what_lies_below():
+    source = "from paged_kv.cache.checks import check_positive_int\nimport paged_kv.kernels.attention\nimport torch\n"
+    assert layer_violations("engine", source) == []
