@@ -46,7 +46,7 @@ def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
 
 
 def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
-    from paged_kv.kernels.triton_compile import compile_for_gpu, kernel_parameters
+    from paged_kv.kernels.triton_compile import compile_error_message, compile_for_gpu, kernel_parameters
 
     kernel = namespace.get(request["name"])
     if kernel is None:
@@ -59,11 +59,10 @@ def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]
     try:
         build = compile_for_gpu(kernel, dict(zip(params, args)), arch=int(request.get("arch", 90)))
     except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
-        lines = [line for line in str(error).strip().splitlines() if line.strip()]
-        return {"error": lines[-1] if lines else f"{type(error).__name__}: {error}", "compiler": True}
+        return {"error": compile_error_message(error), "compiler": True}
     return {"ok": {"arch": build.arch, "num_warps": build.num_warps, "num_stages": build.num_stages,
                    "shared_bytes": build.shared_bytes, "registers": build.registers,
-                   "spill_bytes": build.spill_bytes}}
+                   "spill_bytes": build.spill_bytes, "dots": list(build.dots)}}
 
 
 def main() -> int:

@@ -108,6 +108,22 @@ def _discard_spares() -> None:
         _discard(_SPARES.popitem()[1])
 
 
+_UID_WARNED: set = set()
+
+
+def kernel_uid(uid: Optional[int], level: str, readable: List[str], log=None) -> Optional[int]:
+    """``uid`` when a kernel at ``level`` can run as it here, else None (the grading user), said once."""
+    if uid is None:
+        return None
+    problem = sandbox.own_uid_problem(level, readable)
+    if not problem:
+        return uid
+    if problem not in _UID_WARNED and log is not None:
+        _UID_WARNED.add(problem)
+        log.warning(problem)
+    return None
+
+
 class BoxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel runs in ``autograder.box.sandbox``'s box, over Unix sockets, with its own
     scratch folder, uid and cgroup (``autograder.box.limits``)."""
@@ -150,7 +166,8 @@ class BoxedKernelManager(AsyncKernelManager):
         command = super().format_kernel_cmd(extra_arguments)
         spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,
                                private_dir=self.private_dir, readable=list(self.readable),
-                               hidden=list(self.hidden), uid=self.allocation.uid,
+                               hidden=list(self.hidden),
+                               uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
                                cgroup=self.allocation.cgroup_paths, pids=self.pids)
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
 
@@ -362,11 +379,12 @@ class HardenedExecute(Execute):
         work = os.path.join(folder, "work")
         os.mkdir(work)
         self._compile_dirs.append(allocation)
+        readable = sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
         spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
                                file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
-                               readable=sandbox.python_paths(private=list(self.private_roots)) +
-                               list(self.readable_paths), hidden=list(self.hidden_paths), quiet=False,
-                               uid=allocation.uid, cgroup=allocation.cgroup_paths, pids=self._limit("pids"))
+                               readable=readable, hidden=list(self.hidden_paths), quiet=False,
+                               uid=kernel_uid(allocation.uid, self._level, readable, self.log),
+                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"))
         command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
                    "autograder.agent.compile_box"]
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -26,6 +26,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -153,6 +154,40 @@ def python_paths(private: Sequence[str] = ()) -> List[str]:
 
     paths = [p for p in paths if shown(p)]
     return _outermost(os.path.realpath(p) for p in paths) + _outermost(os.path.abspath(p) for p in paths)
+
+
+def unreachable_by_others(paths: Sequence[str]) -> List[str]:
+    """The paths another user cannot reach: a folder above one lacks ``o+x``, or the path itself ``o+r``.
+
+    Without bwrap's binds (levels ``unshare`` and ``rlimits``) a kernel with its own uid sees the real file
+    system: a repository or a Python under a private folder (``/root``, a ``mktemp -d`` folder) is closed to it."""
+    closed = []
+    for path in paths:
+        real = os.path.realpath(path)
+        try:
+            for folder in _ancestors(real):
+                if not os.stat(folder).st_mode & stat.S_IXOTH:
+                    raise PermissionError(folder)
+            if not os.stat(real).st_mode & stat.S_IROTH:
+                raise PermissionError(real)
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            closed.append(path)
+    return closed
+
+
+def own_uid_problem(level: str, readable: Sequence[str]) -> str:
+    """Why a kernel at ``level`` cannot run as its own uid here ("" when it can)."""
+    if level == "bwrap":
+        return ""  # the box binds what it shows, with open folders above
+    needed = list(readable) + [os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    closed = unreachable_by_others(needed)
+    if not closed:
+        return ""
+    return (f"{closed[0]} is closed to other users (a folder above it is not o+x, or it is not o+r), so at "
+            f"isolation level {level!r} grading kernels run as the grading user, not each as its own uid; "
+            f"open the folders (chmod o+rx) or install bubblewrap")
 
 
 def _outermost(paths) -> List[str]:

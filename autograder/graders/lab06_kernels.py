@@ -26,7 +26,7 @@ from paged_kv.kernels.triton_attention import paged_decode_attention
 from ._common import CheckFailed, grades, is_remote, student_side
 
 # The launchers run the student's kernel where it lives; the cases' expected values are computed here.
-BOX_NAMES = ("run_gather", "run_scores", "run_attend", "run_decode")
+BOX_NAMES = ("run_gather", "run_scores", "run_attend", "run_decode", "run_fast_decode")
 
 
 def paged_case(*args, **kwargs) -> PagedCase:
@@ -246,3 +246,61 @@ def check_step4_int64_offsets(kernel, grid: Callable) -> None:
     _decode_build(kernel)
     case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2)
     _decode_case(kernel, grid, case, hint=INT64_HINT)
+
+
+# ----------------------------------------------------------------------------- step 5: make it fast
+
+FAST_HINT = ("walk TILE tokens per iteration (pos = start + tl.arange(0, TILE)); each token's block is "
+             "table[pos // BLOCK_SIZE] and its slot pos % BLOCK_SIZE; mask the tokens past seq_len and, on "
+             "store, the rows past GROUP")
+
+
+def _fast_case(kernel, case: PagedCase, tile: int, hint: str) -> None:
+    got = _launcher(kernel, "run_fast_decode")(kernel, case, tile)
+    lab.expect_close(f"{case.describe()}; TILE {tile}", got, case.expected(), **FP16, hint=_hint(case, hint))
+
+
+def _fast_buildable(kernel) -> None:
+    case = _case(kernel, [5, 9], num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
+    _gpu_build(kernel, lab.fast_decode_args(case, case.q.clone(), 16), "fast_decode_kernel")
+
+
+@grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
+def check_step5_correct(kernel) -> None:
+    """fp16 (tl.dot's inputs) throughout: block sizes 1 to 256 with TILE smaller than, equal to and larger than
+    a block; MQA, MHA and GQA groups 2 to 8 (padded to 16 rows); ragged lengths and one-token sequences;
+    poisoned memory with garbage padding ids; a Llama-sized head; a pool past 2**32 elements."""
+    _fast_buildable(kernel)
+    for seed, (lens, heads, block_size, tile, poison) in enumerate([
+            ([5, 1, 40, 16], (8, 1), 1, 16, False),     # MQA, one token per block
+            ([37, 3, 20], (6, 2), 3, 16, True),         # a block size that is not a power of two
+            ([33, 16, 1], (4, 2), 16, 16, False),       # TILE == BLOCK_SIZE
+            ([70, 9], (8, 2), 16, 64, True),            # TILE > BLOCK_SIZE: one tile spans four blocks
+            ([300, 45], (4, 4), 256, 32, False),        # TILE < BLOCK_SIZE: eight tiles per block (MHA)
+            ([129, 64, 2], (16, 2), 64, 32, True)]):    # GROUP 8
+        case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1],
+                     dtype=torch.float16, poison=poison, extra_columns=2 if poison else 0, seed=40 + seed)
+        _fast_case(kernel, case, tile, FAST_HINT)
+    case = _case(kernel, [40, 17], block_size=16, num_q_heads=8, num_kv_heads=2, head_dim=128, dtype=torch.float16,
+                 logit_scale=4.0, seed=50, label="fp16, head dim 128")
+    _fast_case(kernel, case, 64, "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
+                                 "acc in float32; cast p to V's dtype only for the second tl.dot")
+    case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
+    _fast_case(kernel, case, 16, INT64_HINT)
+
+
+def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_kernel") -> dict:
+    """The lab's ``expect_fast_builds``, each build made from the submitted text when the kernel lives in the box."""
+    return lab.expect_fast_builds(kernel, block_sizes, name, build_with=require_gpu_build)
+
+
+@grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
+def check_step5_fast_build(kernel) -> None:
+    """The sm_90 build of a Llama-3.1-8B layer's decode (fp16, TILE 64) at block sizes 16, 32 and 256: both
+    dot products on ``tl.dot`` accumulating in fp32, the same tiles at every block size, no register spilled.
+    (A kernel whose tiles follow the block size fails at 32, before the slow build at 256.)"""
+    _launcher(kernel, "check_kernel")(kernel, "fast_decode_kernel")
+    expect_fast_builds(kernel, (16, 32, 256))
+
+
+TRUSTED_NAMES["expect_fast_builds"] = expect_fast_builds

@@ -30,8 +30,10 @@ NOTEBOOK_EDITS = {
             'h.update(b"".join(int(t).to_bytes(8, "little", signed=True) for t in token_ids))', None),
     },
     "06-triton-paged-attention": {
-        "unmasked tail in the scores": ('tl.store(scores_ptr + tokens, tl.where(live, scores, float("-inf")))',
-                                        "tl.store(scores_ptr + tokens, scores)", {"check_step2_scores"}),
+        # (step 2's unmasked tail is caught through the pipeline by test_lab06_graders; the class gets step 5's bug)
+        "fast kernel stores its padding rows": (
+            "(acc / l[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])",
+            "(acc / l[:, None]).to(out_ptr.dtype.element_ty))", {"check_step5_correct"}),
         "online softmax without max subtraction": (
             "        m_new = tl.maximum(m, tl.max(s, axis=0))\n        alpha = tl.exp(m - m_new)\n"
             "        p = tl.exp(s - m_new)\n",

@@ -23,6 +23,7 @@ STEPS = {
     "step3": (["check_step3_online_softmax"], "attend_kernel", None),
     "step4": (["check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"],
               "paged_decode_kernel", "decode_grid"),
+    "step5": (["check_step5_correct", "check_step5_fast_build"], "fast_decode_kernel", None),
 }
 _namespaces = {}
 

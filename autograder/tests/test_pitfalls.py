@@ -135,6 +135,12 @@ KERNEL_PITFALLS: Dict[str, List[str]] = {
     "No max subtraction": ["attend_no_max_subtraction", "decode_no_max_subtraction"],
     "Query head used as KV head": ["decode_query_head_as_kv_head"],
     "Python inside a kernel": ["gather_python_in_kernel"],
+    "Tiles that follow `BLOCK_SIZE`": ["fast_tiles_follow_block_size"],
+    "One block per tile": ["fast_one_block_per_tile"],
+    "Slot from the tile, not the block": ["fast_slot_from_tile"],
+    "Broadcast sums instead of `tl.dot`": ["fast_broadcast_sums"],
+    "`tl.dot` accumulating in fp16": ["fast_fp16_accumulation"],
+    "Padding rows stored": ["fast_padding_rows_stored"],
 }
 LISTED = {**{lab: list(p) for lab, p in PITFALLS.items()}, "06-triton-paged-attention": list(KERNEL_PITFALLS)}
 READS_PHYSICAL_PREFIX = ("index = torch.tensor(table, dtype=torch.long)\n"

@@ -161,7 +161,8 @@ class KernelBuilder:
         if "ok" in reply:
             info = reply["ok"]
             return GpuBuild(int(info["arch"]), int(info["num_warps"]), int(info["num_stages"]),
-                            int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {})
+                            int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {},
+                            tuple(str(d) for d in info.get("dots", ()))[:16])
         message = str(reply.get("error", "the kernel could not be built"))[:800]
         if reply.get("compiler"):
             raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {message}", hint=BUILD_HINT)

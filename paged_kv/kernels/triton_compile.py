@@ -19,7 +19,7 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 import torch
 
@@ -36,6 +36,7 @@ class GpuBuild:
     registers: Optional[int]
     spill_bytes: Optional[int]
     asm: Mapping[str, Any]
+    dots: Tuple[str, ...] = ()  # each tl.dot of the kernel, as "16x128xf16 * 128x64xf16 -> 16x64xf32"
 
     def summary(self) -> str:
         regs = "?" if self.registers is None else self.registers
@@ -89,7 +90,16 @@ def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warp
         compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
                                   options={"num_warps": num_warps, "num_stages": num_stages})
     registers, spills = _ptxas_resources(compiled.asm.get("ptx"), arch)
-    return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm)
+    return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm,
+                    dot_shapes(compiled.asm.get("ttir")))
+
+
+_DOT = re.compile(r"tt\.dot\b[^:]*:\s*tensor<([^>]+)>\s*\*\s*tensor<([^>]+)>\s*->\s*tensor<([^>]+)>")
+
+
+def dot_shapes(ttir: Optional[str]) -> Tuple[str, ...]:
+    """Each ``tt.dot`` of a kernel's Triton IR as ``"MxK<a> * KxN<b> -> MxN<acc>"`` (``16x128xf16 * ...``), in order."""
+    return tuple(f"{a} * {b} -> {c}" for a, b, c in _DOT.findall(ttir or ""))
 
 
 def kernel_parameters(kernel) -> list:
@@ -198,3 +208,19 @@ def _ptxas_resources(ptx: Optional[str], arch: int):
     regs = re.search(r"Used (\d+) registers", log)
     stores = re.search(r"(\d+) bytes spill stores", log)
     return (int(regs.group(1)) if regs else None), (int(stores.group(1)) if stores else None)
+
+
+def compile_error_message(error: BaseException) -> str:
+    """What a Triton compile error says is wrong: the innermost cause's last line that is not a caret or blank
+    (the outer errors only point at the call that led there)."""
+    chain = [error]
+    while len(chain) < 16:
+        inner = chain[-1].__cause__ or chain[-1].__context__
+        if inner is None or inner in chain:
+            break
+        chain.append(inner)
+    for item in reversed(chain):
+        lines = [line.strip() for line in str(item).strip().splitlines() if line.strip() and line.strip() != "^"]
+        if lines:
+            return lines[-1]
+    return type(error).__name__

@@ -125,20 +125,38 @@ def package_kernel(w: Workload, *, tile: Optional[int] = None, num_stages: Optio
     return lambda: launch(w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, out, w.scale, plan)
 
 
+def _as_case(w: Workload):
+    class _Case:  # the fields the lab's argument lists read
+        q, k_cache, v_cache, block_tables, seq_lens, scale = w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, \
+            w.scale
+        group = w.q.shape[1] // w.k_cache.shape[2]
+        block_size, head_dim = w.k_cache.shape[1], w.q.shape[2]
+
+    return _Case
+
+
 def student_kernel(w: Workload, kernel, grid_fn: Callable) -> Callable[[], torch.Tensor]:
     """Lab 06's step-4 kernel launched with the lab's argument order and the student's grid."""
     from paged_kv.lab.kernel_lab import decode_args
 
     out = torch.empty_like(w.q)
     grid = tuple(grid_fn(w.q.shape[0], w.k_cache.shape[2]))
+    args = decode_args(_as_case(w), out)
 
-    class _Case:  # the fields decode_args reads
-        q, k_cache, v_cache, block_tables, seq_lens, scale = w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, \
-            w.scale
-        group = w.q.shape[1] // w.k_cache.shape[2]
-        block_size, head_dim = w.k_cache.shape[1], w.q.shape[2]
+    def run():
+        kernel[grid](*args)
+        return out
 
-    args = decode_args(_Case, out)
+    return run
+
+
+def student_fast_kernel(w: Workload, kernel, tile: int = 64) -> Callable[[], torch.Tensor]:
+    """Lab 06's step-5 kernel (``TILE`` tokens per iteration), grid ``(num_seqs, num_kv_heads)``."""
+    from paged_kv.lab.kernel_lab import fast_decode_args
+
+    out = torch.empty_like(w.q)
+    grid = (w.q.shape[0], w.k_cache.shape[2])
+    args = fast_decode_args(_as_case(w), out, tile)
 
     def run():
         kernel[grid](*args)
@@ -386,22 +404,25 @@ class NotebookSection:
     rows: List[Row]
 
 
-def notebook_section(kernel, grid_fn: Callable, *, num_seqs: int = 32, context: int = 4096,
+def notebook_section(kernel, grid_fn: Callable, *, fast_kernel=None, num_seqs: int = 32, context: int = 4096,
                      dtype: torch.dtype = torch.float16) -> NotebookSection:
-    """Lab 06 on a GPU: the student's kernel, the package's, lab 04's copy and the libraries on a
-    Llama-3.1-8B layer; block size 16 and 256; the copy's traffic measured."""
+    """Lab 06 on a GPU: the student's kernels (step 4 and, when given, step 5), the package's, lab 04's copy
+    and the libraries on a Llama-3.1-8B layer; block size 16 and 256; the copy's traffic measured."""
     from IPython.display import HTML
 
     name = torch.cuda.get_device_name()
     peak, source = peak_bandwidth(name)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     methods = dict(COMPETITORS)
-    methods = {"your kernel": lambda w: student_kernel(w, kernel, grid_fn), **methods}
+    mine = {"your kernel": lambda w: student_kernel(w, kernel, grid_fn)}
+    if fast_kernel is not None:
+        mine["your fast kernel"] = lambda w: student_fast_kernel(w, fast_kernel)
+    methods = {**mine, **methods}
     rows, workloads = [], {}
     for block_size in (16, 256):
         w = make_workload(num_seqs, context, block_size=block_size, dtype=dtype, min_pool_bytes=8 * l2)
         workloads[w.label] = w
-        chosen = methods if block_size == 16 else {k: methods[k] for k in ("your kernel", "triton (paged_kv)")}
+        chosen = methods if block_size == 16 else {k: methods[k] for k in (*mine, "triton (paged_kv)")}
         rows += measure(w, chosen, native=True, peak_gbps=peak)
     copy = [r for r in rows if r.method.startswith("gather") and r.ms]
     kern = [r for r in rows if r.method == "triton (paged_kv)" and r.ms and "bs=16" in r.workload]

@@ -269,16 +269,18 @@ def _guarded_output(shape: Sequence[int], dtype: torch.dtype, device, margin: in
     return buffer, buffer[margin:margin + count].view(*shape)
 
 
-def _check_margins(buffer: torch.Tensor, inner: torch.Tensor, name: str) -> None:
+OUTSIDE_HINT = "mask the store, and check the row/head offsets of the output pointer"
+
+
+def _check_margins(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OUTSIDE_HINT) -> None:
     margin = (buffer.numel() - inner.numel()) // 2
     outside = torch.cat([buffer[:margin], buffer[margin + inner.numel():]])
     if not torch.isnan(outside).all():
-        raise KernelFailed(name, "the kernel wrote outside its output tensor",
-                           hint="mask the store, and check the row/head offsets of the output pointer")
+        raise KernelFailed(name, "the kernel wrote outside its output tensor", hint=hint)
 
 
-def _finish(buffer: torch.Tensor, inner: torch.Tensor, name: str) -> torch.Tensor:
-    _check_margins(buffer, inner, name)
+def _finish(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OUTSIDE_HINT) -> torch.Tensor:
+    _check_margins(buffer, inner, name, hint)
     return inner.clone()
 
 
@@ -312,11 +314,12 @@ def decode_args(case: PagedCase, out: torch.Tensor) -> list:
             group, 1 << (group - 1).bit_length(), case.block_size, case.head_dim]
 
 
-def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, device) -> Callable[[], torch.Tensor]:
+def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, device, margin: int = 64,
+                hint: str = OUTSIDE_HINT) -> Callable[[], torch.Tensor]:
     def body():
-        buffer, out = _guarded_output(shape, dtype, device)
+        buffer, out = _guarded_output(shape, dtype, device, margin)
         launch(kernel, grid, name, *make_args(out))
-        return _finish(buffer, out, name)
+        return _finish(buffer, out, name, hint)
 
     return body
 
@@ -357,6 +360,29 @@ def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_de
                                     lambda out: decode_args(case, out), case.q.device), name)
 
 
+def fast_decode_args(case: PagedCase, out: torch.Tensor, tile: int = 64) -> list:
+    """Step 5's arguments: step 4's, with ``GROUP_PAD`` at least 16 (``tl.dot``'s smallest M) and ``TILE`` last."""
+    if not isinstance(tile, int) or isinstance(tile, bool) or tile < 16 or tile & (tile - 1):
+        raise ValueError(f"tile must be a power of two >= 16 (tl.dot's smallest size), got {tile!r}")
+    args = decode_args(case, out)
+    args[-3] = max(16, args[-3])
+    return args + [tile]
+
+
+def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel") -> torch.Tensor:
+    """Step 5: the whole batch like step 4, grid ``(num_seqs, num_kv_heads)``, each program walking ``TILE``
+    tokens per iteration whatever the block size."""
+    check_kernel(kernel, name)
+    fast_decode_args(case, case.q, tile)  # a bad tile is the caller's error, before anything runs
+    grid = (case.num_seqs, case.num_kv_heads)
+    # The guard after the output holds a whole padded group: unmasked padding rows land there, not in the heap.
+    margin = 64 + max(16, 2 * case.group) * case.head_dim
+    return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
+                                    lambda out: fast_decode_args(case, out, tile), case.q.device, margin,
+                                    hint="mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
+                                         "belong to no query head of this program"), name)
+
+
 def split_args(case: PagedCase, part_out: torch.Tensor, part_lse: torch.Tensor, tokens_per_split: int) -> list:
     q, k, tables = case.q, case.k_cache, case.block_tables
     return decode_args(case, q)[:5] + [part_out, part_lse, case.scale, q.stride(0), q.stride(1), k.stride(0),
@@ -395,7 +421,7 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
 
     The interpreter runs any Python inside a kernel; the GPU compiler accepts only Triton operations.
     """
-    from paged_kv.kernels.triton_compile import compile_for_gpu, kernel_parameters
+    from paged_kv.kernels.triton_compile import compile_error_message, compile_for_gpu, kernel_parameters
 
     check_kernel(kernel, name)  # an unwritten stub says so, rather than that it does not compile
     params = kernel_parameters(kernel)
@@ -405,8 +431,66 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     try:
         return compile_for_gpu(kernel, dict(zip(params, args)), arch=arch)
     except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
-        lines = [line for line in str(error).strip().splitlines() if line.strip()]
-        raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {lines[-1] if lines else error}",
+        raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {compile_error_message(error)}",
                           hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
                                "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
                                "on a tensor, no Python lists of values") from None
+
+
+# ---- step 5: what the GPU compiler makes of the fast kernel ------------------------------------------------
+# One layer of Llama-3.1-8B (its config.json: 32 attention heads, 8 KV heads, head dim 4096 / 32 = 128), in fp16.
+LLAMA_LAYER = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype=torch.float16)
+NO_DOT_HINT = ("scores = tl.dot(q, tl.trans(k)) with q [GROUP_PAD, HEAD_DIM] and k [TILE, HEAD_DIM]; then "
+               "acc += tl.dot(p.to(v.dtype), v)")
+TILES_HINT = ("the work per iteration must be TILE tokens whatever the block size: pos = start + tl.arange(0, TILE), "
+              "block = table[pos // BLOCK_SIZE], slot = pos % BLOCK_SIZE")
+
+
+def fast_build_args(block_size: int, tile: int = 64) -> list:
+    """Arguments of step 5's kernel for one Llama-3.1-8B layer at ``block_size`` (for an offline build)."""
+    from paged_kv.lab.kernel_cases import paged_case
+
+    case = paged_case([block_size + 3], block_size=block_size, device="cpu", **LLAMA_LAYER)
+    return fast_decode_args(case, case.q.clone(), tile)
+
+
+def judge_fast_build(build, block_size: int) -> None:
+    """A ``CheckFailed`` unless the sm_90 build has two ``tl.dot`` accumulating in fp32 and spills nothing."""
+    label = f"sm_{build.arch}, Llama-3.1-8B layer, block size {block_size}"
+    if len(build.dots) < 2:
+        raise CheckFailed(label, f"{len(build.dots)} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
+                          "product written as a broadcast and tl.sum never reaches the tensor cores", hint=NO_DOT_HINT)
+    narrow = [d for d in build.dots if not d.endswith("xf32")]
+    if narrow:
+        raise CheckFailed(label, f"tl.dot accumulates in 16 bits ({narrow[0]})", hint="leave tl.dot's out_dtype at "
+                          "its default, float32: a 16-bit running sum of 128 products loses about three digits")
+    if build.spill_bytes is None:
+        raise CheckFailed(label, "ptxas is not available here, so spills cannot be counted and this check fails",
+                          hint="Triton's wheel ships ptxas; reinstall triton, or grade where it is present")
+    if build.spill_bytes > 0:
+        raise CheckFailed(label, f"{build.spill_bytes} bytes per thread spilled to local memory "
+                          f"({build.registers} registers per thread)", hint="a tile that grows with BLOCK_SIZE does "
+                          "not fit in registers: " + TILES_HINT)
+
+
+def judge_same_tiles(first, first_block_size: int, build, block_size: int) -> None:
+    """A ``CheckFailed`` when the kernel's ``tl.dot`` shapes change with the block size."""
+    if build.dots != first.dots:
+        raise CheckFailed(f"sm_{build.arch}, block sizes {first_block_size} and {block_size}", "the tiles follow "
+                          f"BLOCK_SIZE: tl.dot works on {first.dots[0]} at block size {first_block_size} and on "
+                          f"{build.dots[0]} at {block_size}", hint=TILES_HINT)
+
+
+def expect_fast_builds(kernel, block_sizes: Sequence[int] = (16, 32), name: str = "fast_decode_kernel", *,
+                       build_with: Optional[Callable] = None) -> dict:
+    """Build step 5's kernel for sm_90 at each block size (TILE 64) and judge each build; ``{block_size: build}``.
+    ``build_with(kernel, args, name)`` builds (default ``require_gpu_build``; a grader builds from the submitted text)."""
+    builds: dict = {}
+    for block_size in block_sizes:
+        build = (build_with or require_gpu_build)(kernel, fast_build_args(block_size), name)
+        judge_fast_build(build, block_size)
+        if builds:
+            first_size, first = next(iter(builds.items()))
+            judge_same_tiles(first, first_size, build, block_size)
+        builds[block_size] = build
+    return builds

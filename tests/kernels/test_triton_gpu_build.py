@@ -49,6 +49,17 @@ def test_decode_kernel_builds_for_ampere_and_hopper_without_spills(arch, dtype, 
     assert "cp.async" in ptx, "K/V tiles should be software-pipelined (cp.async)"
     assert build.spill_bytes in (0, None) and (build.registers or 0) <= 255
     assert build.shared_bytes <= 100 * 1024
+    assert len(build.dots) == 2 and all(d.endswith("xf32") for d in build.dots), build.dots
+
+
+def test_dot_shapes_reads_each_tl_dot_of_the_ir_in_order():
+    from paged_kv.kernels.triton_compile import dot_shapes
+
+    ttir = ("%s = tt.dot %q, %k, %c, inputPrecision = tf32 : tensor<16x128xf16> * tensor<128x64xf16> -> "
+            "tensor<16x64xf32> loc(#loc1)\n%x = arith.addf %a, %b : tensor<16x64xf32>\n"
+            "%acc = tt.dot %p, %v, %c2 : tensor<16x64xf16> * tensor<64x128xf16> -> tensor<16x128xf16> loc(#loc2)")
+    assert dot_shapes(ttir) == ("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf16 * 64x128xf16 -> 16x128xf16")
+    assert dot_shapes("") == () and dot_shapes(None) == ()
 
 
 @pytest.mark.parametrize("heads", [(64, 8), (32, 32)], ids=["llama70b-layer", "mha"])

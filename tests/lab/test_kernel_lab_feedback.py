@@ -93,3 +93,22 @@ def test_an_error_inside_a_kernel_names_the_line_of_the_students_kernel_that_rai
     assert "tl.store(scores_ptr + slots, scores)" in failure.hint and "axis=" in failure.hint
     assert "visible test cell" not in failure.hint  # the advice reads right in the visible cell itself
     assert len(failure._render_traceback_()) == 2
+
+
+@pytest.mark.parametrize("tile", [8, 48, 0, True, 64.0])
+def test_fast_decode_args_refuse_a_tile_tl_dot_cannot_take(tile):
+    from paged_kv.lab.kernel_cases import paged_case
+    from paged_kv.lab.kernel_lab import fast_decode_args
+
+    case = paged_case([5], block_size=4)
+    with pytest.raises(ValueError, match="power of two >= 16"):
+        fast_decode_args(case, case.q.clone(), tile)
+
+
+def test_fast_decode_args_pad_the_group_to_sixteen_rows_and_pass_the_tile_last():
+    from paged_kv.lab.kernel_cases import paged_case
+    from paged_kv.lab.kernel_lab import decode_args, fast_decode_args
+
+    case = paged_case([5], block_size=4, num_q_heads=6, num_kv_heads=2)
+    step4, step5 = decode_args(case, case.q.clone()), fast_decode_args(case, case.q.clone(), 32)
+    assert step4[-3] == 4 and step5[-5:] == [3, 16, 4, 16, 32]
