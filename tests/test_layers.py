@@ -81,3 +81,20 @@ def test_the_rule_catches_a_planted_violation(layer, source, expected):
 def test_the_rule_lets_a_layer_import_what_lies_below():
     source = "from paged_kv.cache.checks import check_positive_int\nimport paged_kv.kernels.attention\nimport torch\n"
     assert layer_violations("engine", source) == []
+
+
+def test_no_test_folder_is_skipped_by_pytests_norecursedirs():
+    """A test folder whose name matches ``norecursedirs`` (``course`` keeps pytest out of the generated
+    notebooks) would be dropped from ``make test`` without a word: every folder holding tests is collected."""
+    import fnmatch
+    import tomllib
+
+    root = PACKAGE.parent
+    options = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    patterns = options["norecursedirs"]
+    test_dirs = {path.parent for top in options["testpaths"] for path in (root / top).rglob("test_*.py")}
+    skipped = sorted(str(d.relative_to(root)) for d in test_dirs
+                     if any(fnmatch.fnmatch(part, pattern) for part in d.relative_to(root).parts
+                            for pattern in patterns))
+    assert skipped == [], f"test folders pytest never enters (norecursedirs {patterns}): {skipped}"
+    assert root / "tests" / "notebooks" in test_dirs
