@@ -165,8 +165,13 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
 
 
 def bystander_limit(normal: float) -> float:
-    """How long an honest student graded beside a harm attack may take: twice the usual, plus 15 s."""
-    return 2 * normal + 15
+    """How long an honest student graded beside a harm attack may take: three times the usual, plus 30 s.
+
+    This catches a hog that escapes its box (it would hold the bystander's core for the whole attack), not
+    a slow machine: on 2 cores, with one grading worker per core and the graders' own processes beside
+    the kernels, a contained hog has slowed a bystander 3.6x (lab 01, 11.3 s -> 41.1 s, a clean run of
+    2026-12-01). A speed goal belongs in a benchmark, not in ``make test``."""
+    return 3 * normal + 30
 
 
 def _grader_lines(info: classroom.Lab) -> List[str]:
