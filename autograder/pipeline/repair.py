@@ -28,6 +28,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
 from autograder.box.hardened import NOTES_CELL_ID, NOTES_TITLE
+from autograder.verdict.notebook import normalized
 
 SIMILAR = 0.6  # text similarity above which an edited cell is taken for the release cell it came from
 
@@ -100,17 +101,6 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
 
 
 # ---- matching cells --------------------------------------------------------------------------------
-def _norm(source: str) -> str:
-    """Text for comparisons: trailing spaces and hidden-test regions (absent from the release) removed."""
-    kept, hidden = [], False
-    for line in source.strip().splitlines():
-        if "### BEGIN HIDDEN TESTS" in line:
-            hidden = True
-        elif "### END HIDDEN TESTS" in line:
-            hidden = False
-        elif not hidden:
-            kept.append(line.rstrip())
-    return "\n".join(kept).strip()
 
 
 def defined_names(source: str) -> Tuple[Dict[str, Set[str]], Optional[str]]:
@@ -161,7 +151,7 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
     for r, cell in enumerate(release):  # by identical text
         if r not in matched:
             s = next((i for i, c in enumerate(cells) if i not in used and c["type"] == cell.cell_type
-                      and _norm(c["source"]) == _norm(cell.source) and cell.source.strip()), None)
+                      and normalized(c["source"]) == normalized(cell.source) and cell.source.strip()), None)
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # answer cells: the cell that defines what the answer must define
@@ -250,7 +240,7 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
         return new
     if submitted is None:
         result.record(f"restored-{kind}", _label(cell), f"The {what} was missing; the original was put back.")
-    elif _norm(submitted["source"]) != _norm(cell.source) and (meta.get("locked") or meta.get("grade")):
+    elif normalized(submitted["source"]) != normalized(cell.source) and (meta.get("locked") or meta.get("grade")):
         result.record(f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally "
                       "written.")
     return new
