@@ -117,6 +117,19 @@ def inject(code: str) -> Callable[[str], str]:
     return edit
 
 
+def inject_into_function(name: str, code: str) -> Callable[[str], str]:
+    """Put ``code`` at the top of the body of the function ``name`` defined in the answer cell."""
+    def edit(source: str) -> str:
+        lines = source.splitlines()
+        node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+        at = node.body[0].lineno - 1
+        if isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None), ast.Constant):
+            at = node.body[0].end_lineno  # after the docstring
+        indent = " " * node.body[0].col_offset
+        return "\n".join(lines[:at] + [indent + line for line in code.splitlines()] + lines[at:])
+    return edit
+
+
 def todo_functions(lab: Lab) -> Dict[str, ast.FunctionDef]:
     """The functions the answer cell writes: its top-level defs, or the methods of its class."""
     tree = ast.parse(_src(lab.release["cells"][_release_answer(lab)]))
@@ -229,8 +242,12 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         Expect(total=total, full=all_ids, events={"kernel-died"}))
     add("hostile", "endless loop in the TODO", _with_answer(lab, inject("while True:\n    pass")),
         ruined(events={"timeout"}, output=["Time limit"]))
-    add("hostile", "endless loop that ignores interrupts", _with_answer(lab, inject(
-        "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass")),
+    # Inside a @triton.jit kernel a try statement does not compile (the GPU-build check fails first, and
+    # nothing loops): there the loop goes into the answer cell's Python helper, which the tests call.
+    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    helper = next((n for n, f in todo_functions(lab).items() if not f.decorator_list), None) if kernel else None
+    add("hostile", "endless loop that ignores interrupts",
+        _with_answer(lab, inject_into_function(helper, stubborn) if helper else inject(stubborn)),
         ruined(events={"timeout"}))
     add("hostile", "asks for more memory than the limit", _with_answer(lab, inject(
         f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), ruined(events={"memory"}))

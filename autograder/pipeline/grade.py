@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from autograder.pipeline.labs import CONFIG_FILE
 
@@ -44,11 +44,13 @@ def _load_api():
     return NbGraderAPI(config=config)
 
 
-def _init_worker() -> None:
+def _init_worker(budgets: Dict[str, str]) -> None:
+    """Load nbgrader once in this worker, with ``budgets`` (``PAGED_KV_*`` overrides) in its environment."""
     global _API
     import logging
     import warnings
 
+    os.environ.update(budgets)
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
     _API = _load_api()
@@ -106,9 +108,37 @@ def read_roster(folder: Path) -> Dict[str, str]:
         return {row["student_id"]: row["name"] for row in csv.DictReader(handle)}
 
 
+BUDGET_KEYS = ("PAGED_KV_CELL_TIMEOUT", "PAGED_KV_NOTEBOOK_TIMEOUT", "PAGED_KV_MEMORY_MB")
+
+
+def parse_groups(text: str) -> List[Tuple[List[str], Dict[str, str]]]:
+    """``--groups`` JSON, ``[{"students": [...], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}, ...]``, checked."""
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise SystemExit(f"--groups is not JSON ({error})")
+    if not isinstance(raw, list) or not all(isinstance(g, dict) and set(g) <= {"students", "budgets"} for g in raw):
+        raise SystemExit('--groups must be a list of {"students": [ids], "budgets": {name: value}}')
+    groups = []
+    for g in raw:
+        students, budgets = g.get("students"), g.get("budgets") or {}
+        if not (isinstance(students, list) and students and all(isinstance(x, str) for x in students)):
+            raise SystemExit("--groups: each group needs a non-empty list of student ids")
+        bad = sorted(set(budgets) - set(BUDGET_KEYS))
+        if bad or not all(isinstance(v, str) and v.isdigit() for v in budgets.values()):
+            raise SystemExit(f"--groups: budgets may only set {', '.join(BUDGET_KEYS)} to whole numbers "
+                             f"(got {budgets})")
+        groups.append((students, dict(budgets)))
+    return groups
+
+
 def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int] = None,
-          quiet: bool = False) -> dict:
-    """Grade ``students`` (default: all submitted) of ``lab``; return the summary written to reports/."""
+          quiet: bool = False, groups: Optional[List[Tuple[List[str], Dict[str, str]]]] = None) -> dict:
+    """Grade ``students`` (default: all submitted) of ``lab``; return the summary written to reports/.
+
+    ``groups`` (instead of ``students``): lists of students graded one list after the other, each with its
+    own budget overrides; the next list starts when the last student of the one before is done (so the
+    class simulation grades its harm attacks beside their bystanders only), in one process and one export."""
     from autograder.box import sandbox
     from autograder.pipeline.labs import LABS, ROOT
 
@@ -128,6 +158,8 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
         say(f"WARNING: {line}")
     limits.sweep_stale_cgroups()
     submitted = work / "submitted"
+    if groups:
+        students = [s for group, _ in groups for s in group]
     if students is None:
         students = sorted(p.name for p in submitted.iterdir() if (p / lab / notebook).exists()) \
             if submitted.exists() else []
@@ -143,14 +175,23 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     workers = max(1, min(workers or os.cpu_count() or 1, len(students)))
     say(f"{lab}: grading {len(students)} students with {workers} worker(s)")
     results: Dict[str, dict] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
-        futures = [pool.submit(_autograde, lab, student) for student in students]
-        for future in as_completed(futures):
-            outcome = future.result()
-            results[outcome["student"]] = outcome
-            if not outcome["success"]:
-                (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
-                say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+    pools: Dict[tuple, ProcessPoolExecutor] = {}
+    try:
+        for group, budgets in groups or [(students, {})]:
+            key = tuple(sorted(budgets.items()))
+            if key not in pools:  # a pool per set of budgets, reused by later groups with the same
+                pools[key] = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                                 initializer=_init_worker, initargs=(budgets,))
+            futures = [pools[key].submit(_autograde, lab, student) for student in group]
+            for future in as_completed(futures):
+                outcome = future.result()
+                results[outcome["student"]] = outcome
+                if not outcome["success"]:
+                    (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
+                    say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
     graded_seconds = time.monotonic() - started
     export = nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
     if export.returncode != 0:
@@ -227,8 +268,12 @@ def main(argv=None) -> int:
     parser.add_argument("lab", choices=sorted(LABS))
     parser.add_argument("--workers", type=int, default=None, help="parallel graders (default: one per core)")
     parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    parser.add_argument("--groups", help='JSON [{"students": [ids], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}]: '
+                                         "lists graded one after the other, each with its own budgets")
     args = parser.parse_args(argv)
-    summary = grade(args.lab, args.student, args.workers)
+    if args.groups and args.student:
+        parser.error("give --student or --groups, not both")
+    summary = grade(args.lab, args.student, args.workers, groups=parse_groups(args.groups) if args.groups else None)
     return 0 if all(row["ok"] for row in summary["students"]) else 1
 
 

@@ -103,31 +103,22 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     started = time.monotonic()
     collected = _run("autograder.pipeline.collect", lab, str(export), env=env)
     work = root / "autograder" / "work"
-    # Three runs: everyone else; the students whose code never ends (short budgets, when given); the harm
-    # attacks with their honest bystanders, graded together so that each hog runs beside an honest student.
+    # Three groups, one after the other: everyone else; the students whose code never ends (short budgets,
+    # when given); the harm attacks with their honest bystanders, so that each hog runs beside an honest one.
     groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside],
               [s for s in students if loop_budget and s.loops and not s.beside],
               [s for s in students if s.beside]]
-    summary: dict = {}
-    outputs = collected.stdout
-    for group, extra in zip(groups, [{}, loop_budget or {}, {}]):
-        if not group:
-            continue
-        chosen = [arg for s in group for arg in ("--student", ids[s.sid])]
-        graded = _run("autograder.pipeline.grade", lab, *chosen, *(["--workers", str(workers)] if workers else []),
-                      env=dict(env, **extra))
-        outputs += graded.stdout
-        path = work / "reports" / lab / "summary.json"
-        if not path.exists():
-            raise RuntimeError(f"grading {lab} wrote no summary:\n{outputs}\n{graded.stderr[-4000:]}")
-        part = json.loads(path.read_text())
-        path.unlink()
-        if summary:
-            summary["students"] += part["students"]
-            for key in ("seconds", "cpu_seconds", "autograde_seconds"):
-                summary[key] = round(summary[key] + part[key], 1)
-        else:
-            summary = part
+    budgets = [{}, dict(loop_budget or {}), {}]
+    spec = [{"students": [ids[s.sid] for s in group], "budgets": extra}
+            for group, extra in zip(groups, budgets) if group]
+    graded = _run("autograder.pipeline.grade", lab, "--groups", json.dumps(spec),
+                  *(["--workers", str(workers)] if workers else []), env=env)
+    outputs = collected.stdout + graded.stdout
+    path = work / "reports" / lab / "summary.json"
+    if not path.exists():
+        raise RuntimeError(f"grading {lab} wrote no summary:\n{outputs}\n{graded.stderr[-4000:]}")
+    summary = json.loads(path.read_text())
+    path.unlink()
     seconds = time.monotonic() - started
     collected_records = {r["student"]: r for r in json.loads((work / "reports" / lab / "collected.json").read_text())}
     level = summary.get("isolation")
@@ -152,6 +143,8 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
             outputs = _outputs(graded_nb) if graded_nb.exists() else ""
             problems[student.sid] = classroom.check_outcome(
                 student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap")
+            if student.kind == "untouched" and graded_nb.exists():
+                problems[student.sid] += _errors_outside_tests(graded_nb)
             took = seconds_of.get(sid, 0.0)
             if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
                 problems[student.sid].append(f"took {took:.1f} s beside a harm attack; an honest student takes "
@@ -207,6 +200,16 @@ def _outputs(path: Path) -> str:
         for output in cell.get("outputs", []):
             parts += [output.get("text", ""), output.get("evalue", ""), str(output.get("data", {}).get("text/plain", ""))]
     return "\n".join(parts)
+
+
+def _errors_outside_tests(path: Path) -> List[str]:
+    """The untouched release may fail only in its test cells: a given cell that fails there greets every
+    student with an error before they write a line."""
+    nb = nbformat.read(path, as_version=4)
+    return [f"cell {n} (not a test) fails on the untouched release: {o.get('ename')}: {str(o.get('evalue'))[:120]}"
+            for n, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            and not cell.metadata.get("nbgrader", {}).get("grade")
+            for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
 def _hidden_lines(info: classroom.Lab) -> List[str]:
@@ -311,21 +314,31 @@ EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer
 def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
                  memory_mb: int = 4096) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
-    (solution, untouched, catalogued bugs, variants, delegations), one attack of each class (on the
-    untouched release and on a catalogued bug), both leaks, every harm attack with its bystanders; and a
-    share of the rest, dealt out round-robin: each hostile or broken submission is graded in exactly one
-    lab, and two of every four other disguises of delegation (of four labs in a row, each disguise meets
-    one). ``make grader-report`` grades the whole class of every lab."""
+    (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
+    untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
+    the two leaks (of two labs in a row, each meets one); the harm attacks of one slice of three
+    (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
+    honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
+    exactly one lab; two of every four other disguises of delegation (of four labs in a row, each
+    disguise meets one). ``make grader-report`` grades the whole class of every lab."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
-    own = ("solution", "untouched", "bug", "variant", "delegation", "leak", "harm", "bystander")
+    own = ("solution", "untouched", "bug", "variant", "delegation")
     kept, pipeline, disguises = [], [], []
+    leaks = [s for s in full if s.kind == "leak"]
+    harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
+    bystanders = [s for s in full if s.kind == "bystander"][:1]
     for student in full:
+        if student.kind in ("leak", "harm", "bystander"):
+            continue
         if student.kind in own or (student.kind == "attack" and (
                 "(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))):
             kept.append(student)
         else:
             (disguises if student.kind == "attack" else pipeline).append(student)
-    return (kept + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
+    # The bystander is graded second: with one worker per core it runs beside the first harm attack.
+    beside = harms[:1] + bystanders + harms[1:]
+    return (kept + [s for n, s in enumerate(leaks) if n % 2 == lab_index % 2] + beside
+            + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
             + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4])
 
 

@@ -5,10 +5,12 @@ earns nothing, and every broken or hostile submission is graded on what it earns
 
 Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
 students and one attack of every class; the hostile and broken submissions and the other disguises of
-delegation are dealt out over the labs (``report.shared_class``), so that ``make test`` stays within its
-time. The class is graded with the default budgets, except the students whose code never ends: they are graded in a second run
-with short budgets (5 s a cell, 12 s a notebook) so that they cost little; ``make grader-report``
-grades everyone with the default budgets.
+delegation, the two leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
+that ``make test`` stays within its time. The class is graded with the default budgets, except the
+students whose code never ends: they are graded in a second run with short budgets (5 s a cell, 30 s a
+notebook: with 12 s, lab 06's cells above its first test once used the whole budget in CI, so the loop
+was never reached) so that they cost little; ``make grader-report`` grades everyone with the default
+budgets.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
-LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "12"}
+LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "30"}
 
 
 def _class(lab: str, root: Path) -> list:
@@ -80,7 +82,8 @@ def test_the_instructor_log_lists_repairs_and_limits(graded):
 
 
 def test_every_student_of_the_full_class_is_graded_in_some_lab():
-    """The students dealt out: each hostile or broken one in exactly one lab, each disguise in some lab."""
+    """The students dealt out: each hostile or broken one in exactly one lab; each disguise, leak and harm
+    attack in some lab."""
     dealt, full = {}, {}
     for lab in LABS:
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
@@ -90,6 +93,8 @@ def test_every_student_of_the_full_class_is_graded_in_some_lab():
             assert lab in full[(student.kind, student.label)]
             dealt.setdefault((student.kind, student.label), []).append(lab)
     for (kind, label), labs in full.items():
+        if kind == "bystander":  # one honest bystander per lab is enough (the red-team test checks it)
+            continue
         if kind in ("hostile", "broken"):
             assert len(dealt.get((kind, label), [])) == 1, f"{label}: graded in {dealt.get((kind, label))}"
         else:
@@ -102,12 +107,14 @@ def _work(result) -> Path:
 
 @pytest.mark.parametrize("lab", LABS)
 def test_the_red_team_covers_every_attack_class(graded, lab):
-    """Every lab meets every integrity attack its TODOs allow, both leaks and every harm attack beside a bystander."""
+    """Every lab meets every integrity attack its TODOs allow, a leak, and harm attacks beside a bystander
+    who is graded beside the first of them."""
     kinds = {}
     for student in graded[lab].students:
         kinds.setdefault(student.kind, []).append(student.label)
-    assert len(kinds.get("leak", [])) == 2 and len(kinds.get("harm", [])) == 5
-    assert len(kinds.get("bystander", [])) >= 2
+    assert len(kinds.get("leak", [])) == 1 and kinds.get("harm") and len(kinds.get("bystander", [])) == 1
+    beside = [s.kind for s in graded[lab].students if s.beside]
+    assert beside[:2] == ["harm", "bystander"], beside
     attacks = " | ".join(kinds.get("attack", []))
     for must in ("graders' checks", "AST transformer", "replies ok"):
         assert must in attacks, f"{lab}: no attack '{must}'"

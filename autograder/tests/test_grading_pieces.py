@@ -247,3 +247,24 @@ def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
     assert done.returncode == 0
     assert "kernel noise" not in capfd.readouterr().err
     assert "kernel noise" in (private / "stderr.log").read_text()
+
+
+def test_grading_groups_keep_their_order_and_budgets():
+    from autograder.pipeline import grade
+
+    spec = [{"students": ["a", "b"]}, {"students": ["c"], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}]
+    assert grade.parse_groups(json.dumps(spec)) == [(["a", "b"], {}), (["c"], {"PAGED_KV_CELL_TIMEOUT": "5"})]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[{", "not JSON"),
+    ('{"students": ["a"]}', "must be a list"),
+    ('[{"students": []}]', "non-empty list"),
+    ('[{"students": ["a"], "budgets": {"PATH": "/tmp"}}]', "may only set"),
+    ('[{"students": ["a"], "budgets": {"PAGED_KV_CELL_TIMEOUT": "five"}}]', "whole numbers"),
+])
+def test_grading_groups_refuse_what_they_cannot_use(text, says):
+    from autograder.pipeline import grade
+
+    with pytest.raises(SystemExit, match=says):
+        grade.parse_groups(text)

@@ -55,8 +55,15 @@ def fake_colab_python() -> Path:
 
 
 def fresh_runtime(python: Path) -> None:
-    """Remove what a setup cell installs (the course package, Triton): a fresh Colab CPU runtime."""
+    """Remove what a setup cell installs (the course package, Triton): a fresh Colab CPU runtime.
+
+    Files an interrupted install left behind (an older layout of ``paged_kv``, no longer in any RECORD) go
+    too: pip would leave them, and Python would import them instead of the wheel's."""
     _pip(python, "uninstall", "--yes", "--quiet", "paged-kv-course", "triton", log=CACHE / "build.log")
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    for leftover in Path(site).glob("paged_kv*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def freeze(python: Path) -> Dict[str, str]:
