@@ -151,3 +151,4 @@ def test_the_offline_sm90_build_gives_the_occupancy_the_plan_uses():
     assert 1 <= per_sm <= 8
     plan = plan_launch(32, 8, 8192, native=True, sm_count=132, resources=resources)
     assert 256 * plan.num_splits <= 132 * per_sm < 256 * (plan.num_splits + 1)
+
