@@ -15,7 +15,7 @@ LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
 
-.PHONY: help env lab test test-package test-notebooks release sync-colab bench bench-gpu model lock clean handout collect grade grader-report grader-bench
+.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade grader-report grader-bench
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -23,7 +23,10 @@ help:
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
-	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs HBM peak (CPU: dry run only)"
+	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs attainable copy and HBM peak (CPU: dry run)"
+	@echo "make tune-gpu  - sweep the package kernel's TILE/warps/stages on this GPU into paged_kv/kernels/launch_table.json"
+	@echo "make gpu-check OUT=DIR - bench/gpu_check.sh: kernel tests, lab 06 notebook, benchmark, sweep (CPU: dry run)"
+	@echo "make test-triton36 - the kernel tests in the interpreter under Triton 3.6 (Colab's GPU runtime), in \$$(VENV36)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
@@ -74,6 +77,29 @@ bench: env
 bench-gpu: env
 	$(PY) bench/bench_paged_attention.py
 
+tune-gpu: env
+	$(PY) bench/tune_paged_attention.py --write
+
+gpu-check: env
+	bash bench/gpu_check.sh $(or $(OUT),bench/results/gpu-check)
+
+# Triton 3.6 (with torch 2.11, as Colab's GPU runtime ships them) beside the lock's 3.7: a second venv, the
+# kernel tests in the interpreter. PyPI's torch 2.11 is a CUDA build (several GB; it runs on a CPU too);
+# TORCH36="torch==2.13.0" takes the CPU build this machine holds instead. numpy < 2.4: Triton 3.6's interpreter
+# converts 1-element arrays to ints, which numpy 2.4 refuses (triton-lang/triton#9171, fixed in 3.7 by #9172).
+# Not part of `make test`.
+VENV36 ?= .venv-triton36
+TORCH36 ?= torch==2.11.*
+TRITON36 ?= triton==3.6.*
+$(VENV36)/.installed-stamp:
+	test -x $(VENV36)/bin/python || $(PYTHON) -m venv $(VENV36)
+	$(VENV36)/bin/pip install --quiet "$(TORCH36)" "$(TRITON36)" "numpy<2.4" xxhash matplotlib pytest hypothesis
+	touch $@
+
+test-triton36: $(VENV36)/.installed-stamp
+	TRITON_INTERPRET=1 $(VENV36)/bin/python -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+	TRITON_INTERPRET=1 $(VENV36)/bin/python -m pytest -q -p no:cacheprovider -o addopts= tests/kernels
+
 model: env
 	$(PY) tools/train_tiny_model.py
 
@@ -99,4 +125,4 @@ lock: env
 	mv requirements-lock.tmp requirements-lock.txt
 
 clean:
-	rm -rf $(VENV) autograder/work bench/results .hypothesis dist
+	rm -rf $(VENV) $(VENV36) autograder/work bench/results .hypothesis dist

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -88,6 +89,10 @@ def configure() -> TritonMode:
     capability, gpu_name = _cuda_capability()
     mode = decide(os.environ.get(_OVERRIDE), os.environ.get("TRITON_INTERPRET"), capability, gpu_name)
     _check_not_imported_in_other_mode(mode)
+    problem = None if mode.native else interpreter_problem(_installed_version("triton"), _installed_version("numpy"))
+    if problem:
+        warnings.warn(problem, RuntimeWarning, stacklevel=2)
+        mode = TritonMode(mode.native, mode.device, f"{mode.reason} WARNING: {problem}", mode.capability)
     if not mode.native:
         os.environ["TRITON_INTERPRET"] = "1"
         if triton_available():
@@ -96,6 +101,34 @@ def configure() -> TritonMode:
         os.environ["TRITON_INTERPRET"] = "0"
     _MODE = mode
     return mode
+
+
+def _version_tuple(version: str) -> Tuple[int, int]:
+    parts = (version.split("+")[0].split(".") + ["0"])[:2]
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in parts)
+
+
+def interpreter_problem(triton_version: Optional[str], numpy_version: Optional[str]) -> Optional[str]:
+    """Why this Triton cannot interpret kernels with this numpy, or ``None``. Triton's interpreter before 3.7
+    turns 1-element arrays into ints with ``int(array)``, which numpy 2.4 refuses ("only 0-dimensional
+    arrays can be converted to Python scalars": triton-lang/triton#9171, fixed by #9172 in Triton 3.7)."""
+    if not triton_version or not numpy_version:
+        return None
+    if _version_tuple(triton_version) < (3, 7) and _version_tuple(numpy_version) >= (2, 4):
+        return (f"Triton {triton_version}'s interpreter fails with numpy {numpy_version} (triton-lang/triton#9171): "
+                "`pip install 'numpy<2.4'` or `pip install 'triton>=3.7'`.")
+    return None
+
+
+def _installed_version(package: str) -> Optional[str]:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def _check_not_imported_in_other_mode(mode: TritonMode) -> None:

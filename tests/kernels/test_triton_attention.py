@@ -121,6 +121,19 @@ def test_mode_overrides():
         decide("fast", None, None)
 
 
+@pytest.mark.parametrize("triton_version, numpy_version, broken", [
+    ("3.6.0", "2.4.1", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False), ("3.10.0", "2.4.0", False),
+    ("3.5.1+git", "2.4.0rc1", True), (None, "2.4.0", False),
+])
+def test_triton_36_interpreter_with_numpy_24_is_flagged_with_the_fix(triton_version, numpy_version, broken):
+    from paged_kv.kernels.triton_mode import interpreter_problem
+
+    problem = interpreter_problem(triton_version, numpy_version)
+    assert (problem is not None) is broken
+    if broken:
+        assert "numpy<2.4" in problem and "triton>=3.7" in problem and "#9171" in problem
+
+
 def test_package_imports_without_triton():
     code = ("import sys; sys.modules['triton'] = None\n"
             "import paged_kv, paged_kv.kernels.triton_attention as t, paged_kv.lab.kernel_lab\n"
