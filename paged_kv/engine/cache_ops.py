@@ -6,7 +6,7 @@ A *slot* is a flat token address in that cache: ``slot = block_id * block_size +
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -42,6 +42,34 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     index = slot_mapping.long()
     k_cache.view(-1, heads, dim).index_copy_(0, index, k.to(k_cache.dtype))
     v_cache.view(-1, heads, dim).index_copy_(0, index, v.to(v_cache.dtype))
+
+
+def copy_blocks(k_caches: Sequence[torch.Tensor], v_caches: Sequence[torch.Tensor], copies) -> None:
+    """Copy-on-write's copies, in every layer: block ``dst`` gets every slot of block ``src`` (in place).
+
+    ``copies``: ``(src, dst)`` pairs, as ``ForkingBlockManager.take_copies()`` returns them. They are
+    done at once (all sources read, then all destinations written), which equals doing them in order
+    only when no destination is also a source: that is refused, like ids outside the pool.
+    """
+    pairs = [(int(s), int(d)) for s, d in copies]
+    if not pairs:
+        return
+    if len(k_caches) != len(v_caches) or not k_caches:
+        raise ValueError(f"need one K and one V cache per layer, got {len(k_caches)} and {len(v_caches)}")
+    num_blocks = k_caches[0].shape[0]
+    src, dst = zip(*pairs)
+    outside = sorted({b for b in src + dst if not 0 <= b < num_blocks})
+    if outside:
+        raise ValueError(f"block id(s) {outside} lie outside the pool 0..{num_blocks - 1}")
+    if len(set(dst)) != len(dst) or set(dst) & set(src):
+        raise ValueError(f"copies {pairs}: a destination is written twice or is also a source; perform the "
+                         "copies of one step, taken right after its may_append calls")
+    src_index = torch.tensor(src, dtype=torch.long, device=k_caches[0].device)
+    dst_index = torch.tensor(dst, dtype=torch.long, device=k_caches[0].device)
+    for cache in list(k_caches) + list(v_caches):
+        if cache.shape[0] != num_blocks:
+            raise ValueError(f"every layer's cache must hold {num_blocks} blocks, got {tuple(cache.shape)}")
+        cache.index_copy_(0, dst_index, cache.index_select(0, src_index))
 
 
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor,

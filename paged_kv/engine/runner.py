@@ -7,12 +7,12 @@ a ``PagedKV`` context and returns the logits of each sequence's last position.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Sequence as SequenceType, Tuple
 
 import torch
 
 from paged_kv.kernels.attention import paged_decode_attention_ref
-from paged_kv.engine.cache_ops import slots_for
+from paged_kv.engine.cache_ops import copy_blocks, slots_for
 from paged_kv.cache.checks import check_instance, check_positive_int
 from paged_kv.engine.kv_context import DecodeAttention, PagedKV
 from paged_kv.engine.model import TinyLlama
@@ -73,13 +73,17 @@ class ModelRunner:
                 torch.tensor(query_lens, dtype=torch.int32, device=dev))
 
     @torch.inference_mode()
-    def run(self, seqs: List[Sequence], is_prefill: bool) -> torch.Tensor:
-        """Compute the scheduled tokens of ``seqs``, write their K/V, return last-position logits ``[S, vocab]``."""
+    def run(self, seqs: List[Sequence], is_prefill: bool, copies: SequenceType[Tuple[int, int]] = ()) -> torch.Tensor:
+        """Compute the scheduled tokens of ``seqs``, write their K/V, return last-position logits ``[S, vocab]``.
+
+        ``copies``: copy-on-write's ``(src, dst)`` block copies of this step, done first (every layer).
+        """
         if not seqs:
             raise ValueError("run() needs at least one scheduled sequence")
         for seq in seqs:
             check_instance("seq", seq, Sequence)
         ids, positions, slots, tables, seq_lens, query_lens = self._layout(seqs, is_prefill)
+        copy_blocks(self.k_caches, self.v_caches, copies)
         context = PagedKV(self.k_caches, self.v_caches, slots, tables, seq_lens,
                           query_lens if is_prefill else None, self.decode_attention)
         hidden = self.model(ids, positions, context)

@@ -1,0 +1,162 @@
+"""Several outputs from one prompt on shared blocks: parallel sampling and beam search.
+
+Both run a prompt's prefill once, then fork: each branch is a ``Sequence`` whose block table lists
+the blocks it shares with its siblings (``ForkingBlockManager``), and the runner performs the
+copy-on-write copies before each decode step. ``ForkStats`` records, after every step, the blocks the
+branches hold together against the blocks they would hold as independent requests.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence as SequenceType, Tuple
+
+import torch
+
+from paged_kv.cache.checks import check_int, check_positive_int
+from paged_kv.cache.forking import ForkingBlockManager
+from paged_kv.cache.prefix_cache import Sequence
+from paged_kv.engine.model import TinyLlama
+from paged_kv.engine.runner import ModelRunner
+from paged_kv.engine.sampling import sample_next
+
+
+@dataclass
+class ForkStats:
+    """Per decode step: blocks held by all branches together (``shared``) and by independent copies."""
+
+    block_size: int
+    shared: List[int] = field(default_factory=list)
+    independent: List[int] = field(default_factory=list)
+    copies: int = 0
+
+    def record(self, manager: ForkingBlockManager, branches: SequenceType[Sequence]) -> None:
+        self.shared.append(manager.num_blocks - manager.num_free_blocks)
+        self.independent.append(sum(s.num_blocks for s in branches))
+
+    @property
+    def saving(self) -> float:
+        """Fraction of the independent branches' blocks that sharing saved, over all steps."""
+        total = sum(self.independent)
+        return 1 - sum(self.shared) / total if total else 0.0
+
+
+class _Branches:
+    """A manager, a runner and the live branches of one prompt: prefill, fork, decode, free."""
+
+    def __init__(self, model: TinyLlama, prompt_ids: SequenceType[int], max_tokens: int, block_size: int,
+                 num_blocks: Optional[int], branches: int):
+        if not isinstance(model, TinyLlama):
+            raise TypeError(f"model must be a TinyLlama, got {type(model).__name__}")
+        self.block_size = check_positive_int("block_size", block_size)
+        check_positive_int("max_tokens", max_tokens)
+        prompt = [check_int("token id", t, minimum=0) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("the prompt must hold at least one token")
+        if len(prompt) + max_tokens > model.config.max_model_len:
+            raise ValueError(f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds max_model_len "
+                             f"{model.config.max_model_len}")
+        # Enough for every branch to hold its own copy of everything: sharing can only use less.
+        need = branches * math.ceil((len(prompt) + max_tokens) / block_size) + branches
+        self.num_blocks = check_positive_int("num_blocks", num_blocks) if num_blocks is not None else need
+        self.manager = ForkingBlockManager(self.num_blocks, block_size)
+        self.runner = ModelRunner(model, self.num_blocks, block_size)
+        self.stats = ForkStats(block_size)
+        self.prompt = prompt
+
+    def prefill(self) -> Tuple[Sequence, torch.Tensor]:
+        seq = Sequence(self.prompt, self.block_size)
+        cached = self.manager.can_allocate(seq)
+        if cached < 0:
+            raise RuntimeError(f"OOM: the prompt needs {seq.num_blocks} blocks, the pool has {self.num_blocks}")
+        self.manager.allocate(seq, cached)
+        seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
+        logits = self.runner.run([seq], is_prefill=True)
+        self._computed([seq])
+        return seq, logits[0]
+
+    def decode(self, branches: List[Sequence], tokens: List[int]) -> torch.Tensor:
+        """Append ``tokens[i]`` to ``branches[i]``, copy what is shared, run one step: logits ``[B, vocab]``."""
+        for seq, token in zip(branches, tokens):
+            seq.append_token(token)
+            self.manager.may_append(seq)
+            seq.num_scheduled_tokens = 1
+        copies = self.manager.take_copies()
+        self.stats.copies += len(copies)
+        logits = self.runner.run(branches, is_prefill=False, copies=copies)
+        self._computed(branches)
+        self.stats.record(self.manager, branches)
+        return logits
+
+    def _computed(self, seqs: SequenceType[Sequence]) -> None:
+        for seq in seqs:
+            self.manager.hash_blocks(seq)
+            seq.num_cached_tokens += seq.num_scheduled_tokens
+            seq.num_scheduled_tokens = 0
+
+
+@torch.inference_mode()
+def parallel_sample(model: TinyLlama, prompt_ids: SequenceType[int], n: int, max_tokens: int, *,
+                    temperature: float = 1.0, seed: int = 0, block_size: int = 16,
+                    num_blocks: Optional[int] = None) -> Tuple[List[List[int]], ForkStats]:
+    """``n`` sampled continuations of one prompt (branch ``i`` sampled with seed ``seed + i``), sharing
+    the prompt's blocks: ``(outputs, stats)``. The first token of every branch comes from the prompt's
+    logits, so the prefill runs once."""
+    n = check_positive_int("n", n)
+    run = _Branches(model, prompt_ids, max_tokens, block_size, num_blocks, n)
+    gens = [torch.Generator().manual_seed(seed + i) for i in range(n)]
+    parent, logits = run.prefill()
+    branches = [parent] + [run.manager.fork(parent) for _ in range(n - 1)]
+    outputs: List[List[int]] = [[] for _ in range(n)]
+    last = [logits] * n
+    for step in range(max_tokens):
+        tokens = [sample_next(last[i], temperature, gens[i] if temperature else None) for i in range(n)]
+        for out, token in zip(outputs, tokens):
+            out.append(token)
+        if step + 1 < max_tokens:
+            last = list(run.decode(branches, tokens))
+    for seq in branches:
+        run.manager.deallocate(seq)
+    return outputs, run.stats
+
+
+@torch.inference_mode()
+def beam_search(model: TinyLlama, prompt_ids: SequenceType[int], width: int, max_tokens: int, *,
+                block_size: int = 16, num_blocks: Optional[int] = None
+                ) -> Tuple[List[Tuple[List[int], float]], ForkStats]:
+    """Beam search of ``width`` beams for ``max_tokens`` tokens (no end token, no length penalty): the
+    beams as ``(tokens, summed log-probability)``, best first, and the memory ``stats``.
+
+    Each step keeps the ``width`` best (beam, next token) pairs: a beam chosen once continues in its own
+    blocks, a beam chosen again is forked first, a beam not chosen is freed.
+    """
+    width = check_positive_int("width", width)
+    run = _Branches(model, prompt_ids, max_tokens, block_size, num_blocks, width)
+    parent, logits = run.prefill()
+    beams = [(parent, [], 0.0)]  # (sequence, generated tokens, score)
+    step_logits = logits[None]
+    for step in range(max_tokens):
+        logprobs = torch.log_softmax(step_logits.float(), dim=-1)
+        candidates = []
+        for b, (_, _, score) in enumerate(beams):
+            top = torch.topk(logprobs[b], min(width, logprobs.shape[-1]))
+            candidates += [(score + float(v), b, int(t)) for v, t in zip(top.values, top.indices)]
+        candidates.sort(key=lambda c: (-c[0], c[1], c[2]))  # ties: the earlier beam, the smaller id
+        chosen = candidates[:width]
+        used = set()
+        next_beams = []
+        for score, b, token in chosen:  # fork before anything is freed or appended
+            seq, tokens, _ = beams[b]
+            child = seq if b not in used else run.manager.fork(seq)
+            used.add(b)
+            next_beams.append((child, tokens + [token], score))
+        for b, (seq, _, _) in enumerate(beams):
+            if b not in used:
+                run.manager.deallocate(seq)
+        beams = next_beams
+        if step + 1 < max_tokens:
+            step_logits = run.decode([s for s, _, _ in beams], [t[-1] for _, t, _ in beams])
+    result = sorted(((tokens, score) for _, tokens, score in beams), key=lambda r: -r[1])
+    for seq, _, _ in beams:
+        run.manager.deallocate(seq)
+    return result, run.stats
