@@ -175,13 +175,38 @@ def _write(path: Path, value, required: bool = True) -> None:
             raise
 
 
+def cgroup_name() -> str:
+    """A new kernel cgroup's name: ``pkv-<pid of the grader that owns it>-<random>``."""
+    return f"pkv-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the grader named in a cgroup's name still runs (a name without a pid: assumed alive)."""
+    parts = name.split("-")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def sweep_stale_cgroups() -> None:
-    """Remove empty cgroups left by launchers that were killed before they could clean up."""
+    """Remove empty cgroups left by graders that died before they could clean up.
+
+    Only those whose owner (the pid in the name) is gone: a cgroup another grader on this machine has
+    just made is empty too, until its kernel joins it (two ``make grade`` at once, or a grade during
+    ``make test``), and removing it would fail that kernel's start."""
     version = cgroup_version()
     parents = [CGROUP_ROOT / PARENT] if version == "v2" else \
         [CGROUP_ROOT / c / PARENT for c in V1_CONTROLLERS] if version == "v1" else []
     for parent in parents:
         for child in parent.glob("pkv-*"):
+            if _owner_alive(child.name):
+                continue
             try:
                 if not (child / "cgroup.procs").read_text().split():
                     child.rmdir()
@@ -309,7 +334,7 @@ class Allocation:
         self.cgroup: Optional[Cgroup] = None
         if cgroup_version():
             try:
-                self.cgroup = Cgroup(f"pkv-{uuid.uuid4().hex[:12]}", budget)
+                self.cgroup = Cgroup(cgroup_name(), budget)
             except OSError:
                 self.cgroup = None
 

@@ -3,6 +3,7 @@ the box's probe and the handout."""
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -268,3 +269,25 @@ def test_grading_groups_refuse_what_they_cannot_use(text, says):
 
     with pytest.raises(SystemExit, match=says):
         grade.parse_groups(text)
+
+
+def test_the_sweep_removes_only_cgroups_whose_grader_is_gone():
+    """Two graders on one machine: one's sweep must not remove the other's new (still empty) cgroup."""
+    import subprocess as sp
+
+    from autograder.box import limits
+
+    if os.geteuid() != 0 or not limits.cgroup_version():
+        pytest.skip("needs root and cgroups")
+    dead = sp.Popen(["true"])
+    dead.wait()
+    budget = limits.Budget(256, 64, 1.0, 16)
+    mine = limits.Cgroup(limits.cgroup_name(), budget)
+    gone = limits.Cgroup(f"pkv-{dead.pid}-{'0' * 12}", budget)
+    try:
+        limits.sweep_stale_cgroups()
+        assert all(p.exists() for p in mine.paths), "the sweep removed a live grader's empty cgroup"
+        assert not any(p.exists() for p in gone.paths), "the sweep kept a dead grader's empty cgroup"
+    finally:
+        mine.destroy()
+        gone.destroy()
