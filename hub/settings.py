@@ -1,6 +1,6 @@
 """What one course hub is (its folder, port, accounts, proxy), and the JupyterHub options that follow.
 
-``HubSettings`` is written by ``hub.serve`` to ``state/hub.json``; ``configure`` sets JupyterHub 6's
+``HubSettings`` is written by ``hub.serve`` to ``state/hub.json``; ``configure`` sets JupyterHub 5's
 options from it (``hub/jupyterhub_config.py`` calls it):
 
 - PAM authentication (``PAMAuthenticator``, JupyterHub's default) against the machine's accounts, only
