@@ -42,8 +42,14 @@ def exchange_settings(layout: Layout) -> str:
             f"c.Exchange.root = {str(layout.exchange)!r}\n")
 
 
-def write_role_configs(layout: Layout, course_root: Path) -> Dict[str, Path]:
-    """Write both roles' folders (world-readable: they hold no secret); return ``{role: folder}``."""
+def write_role_configs(layout: Layout, course_root: Path, course_config: Path = None) -> Dict[str, Path]:
+    """Write both roles' folders (world-readable: they hold no secret); return ``{role: folder}``.
+
+    ``course_config``: the course's ``autograder/nbgrader_config.py`` the instructor's config loads
+    (default: this repository's; in the Kubernetes image, the one in the instructor's clone)."""
+    course_config = Path(course_config or REPO / "autograder" / "nbgrader_config.py")
+    if not course_config.is_absolute() or not Path(course_root).is_absolute():
+        raise ValueError(f"course_root and course_config must be absolute, got {course_root}, {course_config}")
     folders = {}
     for role in ("student", "instructor"):
         folder = layout.role_config(role)
@@ -54,7 +60,6 @@ def write_role_configs(layout: Layout, course_root: Path) -> Dict[str, Path]:
             (folder / "labconfig" / "page_config.json").write_text(json.dumps(student_page_config(), indent=1))
             server["ServerApp"] = {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}}
         else:
-            course_config = REPO / "autograder" / "nbgrader_config.py"
             nbgrader = ("import os\n\nc = get_config()  # noqa: F821\n"
                         f"os.environ['PAGED_KV_COURSE_ROOT'] = {str(course_root)!r}\n"
                         f"load_subconfig({str(course_config)!r})  # noqa: F821  (the course's own config)\n"
@@ -65,3 +70,22 @@ def write_role_configs(layout: Layout, course_root: Path) -> Dict[str, Path]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         folders[role] = folder
     return folders
+
+
+def main(argv=None) -> int:
+    """``python -m hub.roles --hub-dir D --course-root R [--course-config F]``: write the role folders
+    (deploy/Dockerfile does, for the Kubernetes image)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("--hub-dir", type=Path, required=True)
+    parser.add_argument("--course-root", type=Path, required=True)
+    parser.add_argument("--course-config", type=Path)
+    args = parser.parse_args(argv)
+    for role, folder in write_role_configs(Layout(args.hub_dir), args.course_root, args.course_config).items():
+        print(f"{role}: {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
