@@ -61,6 +61,7 @@ class ClassRun:
     grade_output: str = ""
     gradebook: Dict[str, float] = field(default_factory=dict)
     cross_requests: Dict[str, int] = field(default_factory=dict)
+    own_formgrader: Dict[str, int] = field(default_factory=dict)
     as_user_reads: Dict[str, str] = field(default_factory=dict)
     formgrader_text: str = ""
     left_after_cleanup: List[str] = field(default_factory=list)
@@ -130,6 +131,7 @@ def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: Class
     feedback.goto(f"{hub.url}/user/{user}/files/{relative}")
     run.feedback_html[user] = feedback.content()
     feedback.screenshot(path=str(ARTIFACTS / f"{user}-feedback.png"), full_page=False)
+    run.own_formgrader[user] = page.request.get(f"{hub.url}/user/{user}/formgrader", max_redirects=0).status
     # Requests as this student for the other student's and the instructor's servers.
     for target in (other, hub.instructor):
         answer = page.request.get(f"{hub.url}/user/{target}/api/contents/{LAB}/{NOTEBOOK}", max_redirects=0)
@@ -215,6 +217,10 @@ def _score_in(html: str) -> float:
 
 def test_students_see_only_the_assignment_list_in_the_nbgrader_menu(class_run):
     assert class_run.menu_items == ["Assignment List"]
+
+
+def test_a_students_own_server_has_no_formgrader(class_run):
+    assert class_run.own_formgrader and set(class_run.own_formgrader.values()) == {404}, class_run.own_formgrader
 
 
 def test_validate_passes_the_right_answer_and_flags_the_wrong_one(class_run):
