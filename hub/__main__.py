@@ -21,6 +21,7 @@ from typing import List
 from hub.accounts import AccountError, ensure_accounts, home_of, remove_accounts, require_root
 from hub.course import give_to_instructor, prepare_course_folder
 from hub.layout import COURSE_ID, DEMO_PASSWORD, REPO, Layout
+from hub.mounts import MountError, unmount_all
 from hub.proxy import ProxyMissing, find_or_install_proxy
 from hub.roles import write_role_configs
 from hub.runtime import RuntimeSetupError, build_runtime
@@ -53,12 +54,12 @@ def prepare(layout: Layout, students: int, port: int) -> HubSettings:
     names = layout.students(students)
     ensure_accounts(layout, [layout.instructor, *names], DEMO_PASSWORD)
     course_root = prepare_course_folder(layout.course_root(home_of(layout.instructor)), layout.instructor)
-    write_role_configs(layout, course_root)
-    build_runtime(layout)
+    paths = build_runtime(layout, layout.instructor)
+    write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
     proxy = find_or_install_proxy(Path(sys.prefix) / "node")
     settings = HubSettings(hub_dir=str(layout.root), prefix=layout.prefix, instructor=layout.instructor,
                            students=names, port=port, hub_port=free_port(), proxy_api_port=free_port(),
-                           proxy=str(proxy))
+                           proxy=str(proxy), extra={"paths": paths})
     settings.save(layout.state / "hub.json")
     return settings
 
@@ -125,6 +126,7 @@ def clean(layout: Layout) -> List[str]:
     if not (layout.root / MARKER).exists():
         raise AccountError(f"{layout.root} is not a course hub's folder (no {MARKER}): not removing it")
     stop_hub(layout)
+    unmount_all(layout)  # before any delete: rmtree must never reach through a mount into the course
     removed = remove_accounts(layout)
     shutil.rmtree(layout.root)
     return removed
@@ -156,7 +158,7 @@ def main(argv=None) -> int:
         removed = clean(layout)
         print(f"hub removed: {layout.root}" + (f"; accounts removed: {', '.join(removed)}" if removed else ""))
         return 0
-    except (AccountError, ProxyMissing, RuntimeSetupError, ValueError, FileNotFoundError) as error:
+    except (AccountError, MountError, ProxyMissing, RuntimeSetupError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

@@ -6,6 +6,8 @@ opens (pyenv under ``/root``, say), which another account cannot start. ``build_
 venv's own base interpreter when it is open to all, else the system's ``python3.X`` of the same
 version), which shares the course venv's packages through a ``.pth`` file: no second install of the
 lock. It then installs the course kernel (``paged_kv.lab.notebook_kernel``) into that environment.
+Where the course venv or the repository sits behind a private folder, the servers reach them through
+read-only bind mounts (``hub.mounts``); the repository, which holds the solutions, only the instructor.
 
 ``server_environment`` is what a single-user server needs in its environment to find the course
 venv's JupyterLab, nbgrader's extensions and the runtime's kernel.
@@ -63,13 +65,21 @@ def shared_interpreter(candidates: Optional[List[Path]] = None) -> Path:
                         f"or make the course venv from an interpreter outside a private folder)")
 
 
-def build_runtime(layout: Layout) -> Path:
-    """Make (or refresh) ``layout.runtime`` and its course kernel; return its ``python``."""
-    site_packages = Path(sysconfig.get_paths()["purelib"])
-    for needed in (site_packages, REPO / "paged_kv"):
-        if not open_to_all(needed):
-            raise RuntimeSetupError(f"{needed} is not readable by other accounts, so their servers cannot use it "
-                                f"(chmod o+rX it and the folders above it)")
+def build_runtime(layout: Layout, instructor: str) -> Dict[str, str]:
+    """Make (or refresh) ``layout.runtime`` and its course kernel; return the paths the servers use.
+
+    ``{"python", "course_prefix", "student_pythonpath", "instructor_repo"}``: the course venv and
+    ``paged_kv`` as every account reaches them, and the repository as only ``instructor`` reaches it
+    (each the real path when it is open already, else a read-only bind mount: ``hub.mounts``)."""
+    from hub.mounts import reachable
+
+    course_prefix = reachable(layout, Path(sys.prefix), "venv")
+    site_packages = course_prefix / Path(sysconfig.get_paths()["purelib"]).resolve().relative_to(Path(sys.prefix).resolve())
+    if open_to_all(REPO / "paged_kv"):
+        student_pythonpath = REPO
+    else:
+        student_pythonpath = reachable(layout, REPO / "paged_kv", "src/paged_kv").parent
+    instructor_repo = REPO if open_to_all(REPO / "autograder") else reachable(layout, REPO, "repo", owner=instructor)
     interpreter = shared_interpreter()
     python = layout.runtime / "bin" / "python"
     if not python.exists():
@@ -78,17 +88,18 @@ def build_runtime(layout: Layout) -> Path:
                                        capture_output=True, text=True, check=True).stdout.strip())
     # addsitedir (not a bare path line) so that the course venv's own .pth files are read too.
     (runtime_site / "paged-kv-course.pth").write_text(f"import site; site.addsitedir({str(site_packages)!r})\n")
-    _run([str(python), "-m", "paged_kv.lab.notebook_kernel", "install"], env=dict(os.environ, PYTHONPATH=str(REPO)))
-    _run([str(python), "-c", "import jupyterhub.singleuser, nbgrader, paged_kv.cache"],
-         env=dict(os.environ, PYTHONPATH=str(REPO)))
-    return python
+    env = dict(os.environ, PYTHONPATH=str(student_pythonpath))
+    _run([str(python), "-m", "paged_kv.lab.notebook_kernel", "install"], env=env)
+    _run([str(python), "-c", "import jupyterhub.singleuser, nbgrader, paged_kv.cache"], env=env)
+    return {"python": str(python), "course_prefix": str(course_prefix), "student_pythonpath": str(student_pythonpath),
+            "instructor_repo": str(instructor_repo)}
 
 
-def server_environment(layout: Layout, role: str) -> Dict[str, str]:
-    """Environment variables of a ``role`` single-user server (see the module's docstring)."""
-    course_prefix = Path(sys.prefix)
+def server_environment(layout: Layout, role: str, paths: Dict[str, str]) -> Dict[str, str]:
+    """Environment variables of a ``role`` single-user server; ``paths`` as ``build_runtime`` returns them."""
+    course_prefix = Path(paths["course_prefix"])
     return {
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": paths["instructor_repo"] if role == "instructor" else paths["student_pythonpath"],
         "JUPYTER_PATH": os.pathsep.join([str(layout.runtime / "share" / "jupyter"),
                                          str(course_prefix / "share" / "jupyter")]),
         "JUPYTER_CONFIG_PATH": os.pathsep.join([str(layout.role_config(role)),

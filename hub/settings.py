@@ -30,7 +30,7 @@ class HubSettings:
     proxy_api_port: int
     proxy: str
     ip: str = "127.0.0.1"
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # "paths": what hub.runtime.build_runtime returned
 
     def __post_init__(self):
         check_account_name(self.instructor)
@@ -75,12 +75,13 @@ def configure(c, settings: HubSettings) -> None:
     c.Authenticator.allowed_users = set(settings.students) | {settings.instructor}
     c.Authenticator.admin_users = {settings.instructor}
     c.JupyterHub.spawner_class = "localprocess"
-    c.Spawner.cmd = [str(layout.runtime / "bin" / "python"), "-m", "jupyterhub.singleuser"]
+    c.Spawner.cmd = [settings.extra["paths"]["python"], "-m", "jupyterhub.singleuser"]
     c.Spawner.default_url = "/lab"
     c.Spawner.notebook_dir = "~"
     c.Spawner.start_timeout = 120
     c.Spawner.http_timeout = 120
-    environments = {role: server_environment(layout, role) for role in ("student", "instructor")}
+    paths = settings.extra["paths"]
+    environments = {role: server_environment(layout, role, paths) for role in ("student", "instructor")}
 
     def role_environment(spawner):
         role = "instructor" if spawner.user.name == settings.instructor else "student"

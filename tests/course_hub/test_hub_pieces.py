@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder.pipeline import collect, exchange
-from hub import accounts, proxy, roles, runtime
+from hub import accounts, mounts, proxy, roles, runtime
 from hub.layout import COURSE_ID, DEMO_PASSWORD, Layout, check_account_name
 from hub.settings import HubSettings, configure
 
@@ -94,7 +94,9 @@ def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for
 
 def _settings(tmp_path, **changes):
     values = dict(hub_dir=str(tmp_path / "hub"), prefix="pkv-", instructor="pkv-instructor",
-                  students=["pkv-student1"], port=8000, hub_port=8081, proxy_api_port=8001, proxy="/bin/chp")
+                  students=["pkv-student1"], port=8000, hub_port=8081, proxy_api_port=8001, proxy="/bin/chp",
+                  extra={"paths": {"python": "/hub/runtime/bin/python", "course_prefix": "/venv",
+                                   "student_pythonpath": "/hub/shared/src", "instructor_repo": "/hub/private/repo"}})
     values.update(changes)
     return HubSettings(**values)
 
@@ -127,6 +129,8 @@ def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(t
         c.Spawner.pre_spawn_hook(spawner)
         assert spawner.environment["PAGED_KV_HUB_ROLE"] == role
         assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(settings.layout.role_config(role)))
+        assert spawner.environment["PYTHONPATH"] == ("/hub/private/repo" if role == "instructor" else "/hub/shared/src")
+    assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
 
 
 def test_open_to_all_needs_every_folder_above_searchable(tmp_path):
@@ -196,3 +200,34 @@ def test_collect_keeps_the_exchange_files_beside_the_repaired_notebook(tmp_path)
         collect.write_submissions(lab, {}, tmp_path, ROOT / "course", notebook, keep=("x.ipynb",))
     with pytest.raises(ValueError, match="unsafe student id"):
         collect.write_submissions(lab, {"../x": collect.Submission("../x")}, tmp_path, ROOT / "course", notebook)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
+def test_a_folder_behind_a_private_one_is_reached_through_a_read_only_mount_that_clean_removes(tmp_path):
+    private = tmp_path / "private"
+    (private / "venv").mkdir(parents=True)
+    (private / "venv" / "f").write_text("kept")
+    private.chmod(0o700)
+    layout = Layout(tmp_path / "hub")
+    layout.root.mkdir()
+    try:
+        target = mounts.reachable(layout, private / "venv", "venv")
+        assert target == layout.root / "shared" / "venv" and (target / "f").read_text() == "kept"
+        assert mounts.reachable(layout, private / "venv", "venv") == target  # a second call reuses it
+        with pytest.raises(OSError):
+            (target / "g").write_text("no")  # read-only: nothing below HUB_DIR writes into the course
+    except mounts.MountError as error:
+        pytest.skip(f"this machine refuses bind mounts: {error}")
+    finally:
+        removed = mounts.unmount_all(layout)
+    assert removed == [target] and mounts.mounts_below(layout.root) == []
+    assert (private / "venv" / "f").read_text() == "kept"
+
+
+def test_an_open_folder_is_used_as_it_is_and_a_bad_mount_name_is_refused(tmp_path):
+    layout = Layout(tmp_path / "hub")
+    if runtime.open_to_all(ROOT / "paged_kv"):
+        assert mounts.reachable(layout, ROOT / "paged_kv", "src/paged_kv") == (ROOT / "paged_kv").resolve()
+    for name in ("", "/abs", "../up", "a/../b"):
+        with pytest.raises(ValueError):
+            mounts.reachable(layout, tmp_path, name, owner="root")
