@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     commands.add_parser("clean")
     args = parser.parse_args(argv)
     try:
-        layout = Layout(args.dir.absolute(), args.prefix)
+        layout = Layout(args.dir, args.prefix)
         if args.command == "up":
             settings = prepare(layout, args.students, args.port)
             print(banner(settings), flush=True)
@@ -155,6 +155,9 @@ def main(argv=None) -> int:
             return run_exchange_step(layout, "release", *args.labs)
         if args.command == "grade":
             return run_exchange_step(layout, "grade", args.lab)
+        if not layout.root.exists():
+            print(f"no hub in {layout.root}: nothing to clean")
+            return 0
         removed = clean(layout)
         print(f"hub removed: {layout.root}" + (f"; accounts removed: {', '.join(removed)}" if removed else ""))
         return 0

@@ -231,3 +231,28 @@ def test_an_open_folder_is_used_as_it_is_and_a_bad_mount_name_is_refused(tmp_pat
     for name in ("", "/abs", "../up", "a/../b"):
         with pytest.raises(ValueError):
             mounts.reachable(layout, tmp_path, name, owner="root")
+
+
+def test_the_hub_command_refuses_a_relative_folder_and_says_so(capsys):
+    from hub.__main__ import main
+
+    assert main(["--dir", "relative/hub", "clean"]) == 2
+    assert "must be an absolute path" in capsys.readouterr().err
+
+
+def test_cleaning_a_hub_that_is_not_there_changes_nothing(tmp_path, capsys):
+    from hub.__main__ import main
+
+    assert main(["--dir", str(tmp_path / "none"), "clean"]) == 0
+    assert "nothing to clean" in capsys.readouterr().out and not (tmp_path / "none").exists()
+
+
+def test_clean_refuses_a_folder_that_is_not_a_hubs(tmp_path, monkeypatch):
+    from hub.__main__ import clean
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "file").write_text("keep")
+    with pytest.raises(accounts.AccountError, match="not a course hub"):
+        clean(Layout(tmp_path / "precious"))
+    assert (tmp_path / "precious" / "file").read_text() == "keep"
