@@ -5,8 +5,10 @@
 
 ``... grade LAB`` (``make hub-grade LAB=...``):
 
-1. refuses submissions whose folder in ``inbound/`` is not owned by the student it names (the inbound
-   folder is writable by every account, so anyone can drop a folder named after someone else);
+1. sets aside (into ``autograder/work/quarantine/LAB/``, listed in the output) every submission whose
+   folder in ``inbound/`` is not owned by the student it names: the inbound folder is writable by every
+   account, so anyone can drop a folder named after someone else (even a newer one, which nbgrader
+   would collect instead of that student's own); the other students are graded as usual;
 2. ``nbgrader collect --update`` into ``autograder/work/inbox/`` (the exchange's copies, untouched);
 3. repairs each notebook and writes it to ``submitted/`` with ``autograder.pipeline.collect`` (the LMS
    path's own step), keeping the exchange's ``timestamp.txt`` and ``submission_secret.txt``;
@@ -26,6 +28,7 @@ from typing import Dict, List, Sequence
 
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 INBOX = "autograder/work/inbox"
+QUARANTINE = "autograder/work/quarantine"
 
 
 class ExchangeError(RuntimeError):
@@ -77,6 +80,17 @@ def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, st
     return forged
 
 
+def set_aside_forged(exchange: Path, course_id: str, lab: str, quarantine: Path) -> Dict[str, str]:
+    """Move every forged submission of ``lab`` (see :func:`forged_submissions`) out of the exchange into
+    ``quarantine``; return ``{folder name: its owner}``."""
+    forged = forged_submissions(exchange, course_id, lab)
+    if forged:
+        quarantine.mkdir(parents=True, exist_ok=True)
+    for name in forged:
+        shutil.move(str(Path(exchange) / course_id / "inbound" / name), str(quarantine / name))
+    return forged
+
+
 def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict]:
     """Steps 1-3 of the module's docstring; the records of ``autograder.pipeline.collect``."""
     from autograder.pipeline.collect import Submission, write_submissions
@@ -85,10 +99,11 @@ def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict
     _check(exchange, course_id)
     if lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
-    forged = forged_submissions(exchange, course_id, lab)
+    forged = set_aside_forged(exchange, course_id, lab, ROOT / QUARANTINE / lab)
     if forged:
-        raise ExchangeError("submissions in the exchange not owned by the student they name (nothing collected): "
-                            + ", ".join(f"{name} (owner {owner})" for name, owner in forged.items()))
+        print(f"WARNING: {len(forged)} submission(s) in the exchange not owned by the student they name were set "
+              f"aside in {ROOT / QUARANTINE / lab}, not graded: "
+              + ", ".join(f"{name} (owner {owner})" for name, owner in forged.items()), file=sys.stderr)
     inbox = ROOT / INBOX
     if inbox.exists():
         shutil.rmtree(inbox)

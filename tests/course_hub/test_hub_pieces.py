@@ -176,6 +176,21 @@ def test_a_submission_folder_not_owned_by_the_student_it_names_is_found(tmp_path
     assert forged[list(forged)[0]] == me
 
 
+def test_a_forged_submission_is_set_aside_and_the_others_stay_to_be_collected(tmp_path):
+    inbound = tmp_path / COURSE_ID / "inbound"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    own, forged = (f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
+                   "someone-else+02-atomic-prefill+2026-01-02 10:00:00.000000 UTC+def")
+    for name in (own, forged):
+        (inbound / name).mkdir(parents=True)
+        (inbound / name / "atomic_prefill.ipynb").write_text("{}")
+    quarantine = tmp_path / "quarantine"
+    assert exchange.set_aside_forged(tmp_path, COURSE_ID, "02-atomic-prefill", quarantine) == {forged: me}
+    assert sorted(p.name for p in inbound.iterdir()) == [own]
+    assert (quarantine / forged / "atomic_prefill.ipynb").exists()
+    assert exchange.set_aside_forged(tmp_path, COURSE_ID, "02-atomic-prefill", quarantine) == {}
+
+
 @pytest.mark.parametrize("where, course", [(Path("relative"), COURSE_ID), (Path("/x"), ""), (Path("/x"), "../up")])
 def test_the_exchange_steps_refuse_a_relative_exchange_or_a_bad_course_id(where, course):
     with pytest.raises(ValueError):
