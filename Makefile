@@ -14,8 +14,13 @@ PORT ?=
 LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
+# make hub: a local JupyterHub with the course (hub/__main__.py); README, "Grading on JupyterHub".
+HUB_DIR ?= /srv/paged-kv-hub
+STUDENTS ?= 3
+HUB_PORT ?= 8000
+HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade grader-report grader-bench
+.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade grader-report grader-bench hub hub-release hub-grade hub-clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -36,6 +41,11 @@ help:
 	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
+	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub] - JupyterHub with the course (root:"
+	@echo "               makes local accounts: an instructor and N students, demo password printed)"
+	@echo "make hub-release - release every lab to the hub's nbgrader exchange"
+	@echo "make hub-grade LAB=02-atomic-prefill - collect from the exchange, grade as make grade does, release feedback"
+	@echo "make hub-clean - stop the hub, remove its accounts (with their homes) and HUB_DIR"
 
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -45,7 +55,7 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	  $(PY) -m pip install --quiet -r requirements-lock.txt; \
 	else \
 	  echo "Python 3.10: the lock needs 3.11+ (nbgrader 0.9.6 does); installing from pyproject ranges"; \
-	  $(PY) -m pip install --quiet -e ".[course,test]"; \
+	  $(PY) -m pip install --quiet -e ".[course,hub,test]"; \
 	fi
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
@@ -119,6 +129,19 @@ grader-report: env
 
 grader-bench: env
 	$(PY) -m autograder.pipeline.report --bench $(or $(N),30)
+
+hub: env
+	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT)
+
+hub-release: env
+	$(HUB) release
+
+hub-grade: env
+	@test -n "$(LAB)" || { echo "usage: make hub-grade LAB=<NN-lab>"; exit 2; }
+	$(HUB) grade $(LAB)
+
+hub-clean: env
+	$(HUB) clean
 
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp

@@ -130,35 +130,51 @@ def _rank(name: str, stem: str) -> int:
 
 def collect(lab: str, source: Path, course_root: Path, release_dir: Path, notebook: str) -> List[dict]:
     """Write every student's repaired notebook; return one record per student."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return write_submissions(lab, gather(source, Path(scratch)), course_root, release_dir, notebook)
+
+
+def write_submissions(lab: str, submissions: Dict[str, Submission], course_root: Path, release_dir: Path,
+                      notebook: str, keep: Tuple[str, ...] = ()) -> List[dict]:
+    """Repair and write each student's notebook to ``submitted/<student>/<lab>/``; one record per student.
+
+    ``keep``: names of other files of a submission copied beside the notebook as they are (nbgrader's
+    exchange puts ``timestamp.txt`` and ``submission_secret.txt`` there: feedback is released with them)."""
+    bad = [name for name in keep if not name or "/" in name or name.endswith(".ipynb")]
+    if bad:
+        raise ValueError(f"keep names plain non-notebook files, got {bad}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
     work = course_root / "autograder" / "work"
     records = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for sid, submission in sorted(gather(source, Path(scratch)).items()):
-            chosen, skipped = pick_notebook(submission.files, notebook)
-            if chosen is None or chosen.stat().st_size > MAX_NOTEBOOK:
-                raw, name = b"", "(none)"
-                if chosen is not None:
-                    skipped = [f"{chosen.name} (larger than {MAX_NOTEBOOK >> 20} MB)"]
-            else:
-                raw, name = chosen.read_bytes(), chosen.name
-            repaired = repair(raw, release, file_name=name, expected_name=notebook)
-            if chosen is None:
-                repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
-            elif skipped:
-                repaired.log.append(("skipped-files", ", ".join(skipped)))
-            target = work / "submitted" / sid / lab
-            if target.exists():
-                shutil.rmtree(target)
-            target.mkdir(parents=True)
-            nbformat.write(repaired.notebook, target / notebook)
-            originals = work / "originals" / lab / sid
-            if originals.exists():
-                shutil.rmtree(originals)
-            originals.mkdir(parents=True)
+    for sid, submission in sorted(submissions.items()):
+        if safe_id(sid) != sid:
+            raise ValueError(f"unsafe student id {sid!r}")
+        chosen, skipped = pick_notebook(submission.files, notebook)
+        if chosen is None or chosen.stat().st_size > MAX_NOTEBOOK:
+            raw, name = b"", "(none)"
             if chosen is not None:
-                shutil.copy(chosen, originals / chosen.name)
-            records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
+                skipped = [f"{chosen.name} (larger than {MAX_NOTEBOOK >> 20} MB)"]
+        else:
+            raw, name = chosen.read_bytes(), chosen.name
+        repaired = repair(raw, release, file_name=name, expected_name=notebook)
+        if chosen is None:
+            repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
+        elif skipped:
+            repaired.log.append(("skipped-files", ", ".join(skipped)))
+        target = work / "submitted" / sid / lab
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        nbformat.write(repaired.notebook, target / notebook)
+        for kept in (f for f in submission.files if f.name in keep and ".ipynb_checkpoints" not in f.parts):
+            shutil.copy(kept, target / kept.name)
+        originals = work / "originals" / lab / sid
+        if originals.exists():
+            shutil.rmtree(originals)
+        originals.mkdir(parents=True)
+        if chosen is not None:
+            shutil.copy(chosen, originals / chosen.name)
+        records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
     write_reports(work / "reports" / lab, records)
     return records
 

@@ -18,7 +18,7 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 # What `make lab` adds to JUPYTER_CONFIG_PATH for students (ROLE=student, its default).
@@ -96,22 +96,34 @@ def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = Non
     process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
     server = LabServer(f"http://127.0.0.1:{port}", token, process)
     try:
-        deadline = time.monotonic() + startup_s
-        while True:
-            try:
-                server.api("/api/status", timeout=2)
-                break
-            except (OSError, urllib.error.URLError):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterLab did not start:\n"
-                                       + (scratch / "jupyterlab.log").read_text(errors="replace")[-3000:])
-                time.sleep(0.3)
+        wait_until_up(lambda: server.api("/api/status", timeout=2), process, startup_s, scratch / "jupyterlab.log",
+                      "JupyterLab")
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 30)
         log.close()
+
+
+def wait_until_up(probe: Callable[[], object], process: subprocess.Popen, startup_s: float, log: Path,
+                  what: str) -> None:
+    """Call ``probe`` until it stops raising OSError/ValueError; RuntimeError with ``log``'s end when
+    ``process`` ends first or ``startup_s`` seconds pass."""
+    deadline = time.monotonic() + startup_s
+    while True:
+        try:
+            probe()
+            return
+        except (OSError, urllib.error.URLError, ValueError):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start:\n" + log.read_text(errors="replace")[-3000:])
+            time.sleep(0.3)
+
+
+def stop(process: subprocess.Popen, wait_s: float) -> None:
+    """SIGTERM ``process``, then SIGKILL it if it has not ended after ``wait_s`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

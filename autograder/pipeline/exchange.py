@@ -1,0 +1,156 @@
+"""The grading path of a course on JupyterHub: nbgrader's exchange in, the same grading, feedback out.
+
+``python -m autograder.pipeline.exchange --exchange ROOT --course-id ID release [LAB ...]`` releases labs
+(all by default) from ``course/`` to the exchange, where students fetch them from the Assignments tab.
+
+``... grade LAB`` (``make hub-grade LAB=...``):
+
+1. sets aside (into ``autograder/work/quarantine/LAB/``, listed in the output) every submission whose
+   folder in ``inbound/`` is not owned by the student it names: the inbound folder is writable by every
+   account, so anyone can drop a folder named after someone else (even a newer one, which nbgrader
+   would collect instead of that student's own); the other students are graded as usual;
+2. ``nbgrader collect --update`` into ``autograder/work/inbox/`` (the exchange's copies, untouched);
+3. repairs each notebook and writes it to ``submitted/`` with ``autograder.pipeline.collect`` (the LMS
+   path's own step), keeping the exchange's ``timestamp.txt`` and ``submission_secret.txt``;
+4. grades with ``autograder.pipeline.grade`` (hardened autograde, feedback without hidden tests, export);
+5. ``nbgrader release_feedback`` puts each student's feedback where only that student finds it.
+
+Run it with ``PAGED_KV_COURSE_ROOT`` pointing at the course folder (``make hub-*`` do).
+"""
+from __future__ import annotations
+
+import argparse
+import pwd
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
+INBOX = "autograder/work/inbox"
+QUARANTINE = "autograder/work/quarantine"
+
+
+class ExchangeError(RuntimeError):
+    """An nbgrader exchange step failed; the message has nbgrader's own words."""
+
+
+def _nbgrader(*args: str, exchange: Path, course_id: str) -> str:
+    from autograder.pipeline.grade import nbgrader_cli
+    from autograder.pipeline.labs import ROOT
+
+    done = nbgrader_cli(*args, f"--CourseDirectory.course_id={course_id}", f"--Exchange.root={exchange}", root=ROOT)
+    if done.returncode != 0:
+        raise ExchangeError(f"nbgrader {' '.join(args)} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    return done.stdout + done.stderr
+
+
+def _check(exchange: Path, course_id: str) -> None:
+    if not Path(exchange).is_absolute():
+        raise ValueError(f"the exchange must be an absolute path, got {exchange}")
+    if not course_id or "/" in course_id or course_id.startswith("."):
+        raise ValueError(f"not a course id: {course_id!r}")
+
+
+def release(labs: Sequence[str], exchange: Path, course_id: str) -> List[str]:
+    """Release each of ``labs`` (replacing an earlier release); return them."""
+    from autograder.pipeline.labs import LABS
+
+    _check(exchange, course_id)
+    unknown = sorted(set(labs) - set(LABS))
+    if unknown:
+        raise ValueError(f"unknown labs {unknown}; the labs are {sorted(LABS)}")
+    for lab in labs:
+        _nbgrader("release_assignment", lab, "--force", exchange=exchange, course_id=course_id)
+    return list(labs)
+
+
+def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, str]:
+    """``{inbound folder: its owner}`` for every ``<student>+<lab>+...`` folder not owned by ``<student>``."""
+    inbound = Path(exchange) / course_id / "inbound"
+    forged = {}
+    for folder in sorted(inbound.glob(f"*+{lab}+*")) if inbound.is_dir() else []:
+        claimed = folder.name.split("+", 1)[0]
+        try:
+            owner = pwd.getpwuid(folder.stat().st_uid).pw_name
+        except KeyError:
+            owner = f"uid {folder.stat().st_uid}"
+        if owner != claimed:
+            forged[folder.name] = owner
+    return forged
+
+
+def set_aside_forged(exchange: Path, course_id: str, lab: str, quarantine: Path) -> Dict[str, str]:
+    """Move every forged submission of ``lab`` (see :func:`forged_submissions`) out of the exchange into
+    ``quarantine``; return ``{folder name: its owner}``."""
+    forged = forged_submissions(exchange, course_id, lab)
+    if forged:
+        quarantine.mkdir(parents=True, exist_ok=True)
+    for name in forged:
+        shutil.move(str(Path(exchange) / course_id / "inbound" / name), str(quarantine / name))
+    return forged
+
+
+def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict]:
+    """Steps 1-3 of the module's docstring; the records of ``autograder.pipeline.collect``."""
+    from autograder.pipeline.collect import Submission, write_submissions
+    from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT
+
+    _check(exchange, course_id)
+    if lab not in LABS:
+        raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
+    forged = set_aside_forged(exchange, course_id, lab, ROOT / QUARANTINE / lab)
+    if forged:
+        print(f"WARNING: {len(forged)} submission(s) in the exchange not owned by the student they name were set "
+              f"aside in {ROOT / QUARANTINE / lab}, not graded: "
+              + ", ".join(f"{name} (owner {owner})" for name, owner in forged.items()), file=sys.stderr)
+    inbox = ROOT / INBOX
+    if inbox.exists():
+        shutil.rmtree(inbox)
+    _nbgrader("collect", lab, "--update", f"--CourseDirectory.submitted_directory={INBOX}",
+              exchange=exchange, course_id=course_id)
+    submissions = {}
+    for folder in sorted(p for p in inbox.glob(f"*/{lab}") if p.is_dir()):
+        student = folder.parent.name
+        submissions[student] = Submission(student=student, name=student,
+                                          files=sorted(p for p in folder.rglob("*") if p.is_file()))
+    return write_submissions(lab, submissions, ROOT, RELEASE_DIR, LABS[lab], keep=EXCHANGE_FILES)
+
+
+def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
+    """Collect, grade and release feedback for ``lab``; the grading summary (``autograder.pipeline.grade``)."""
+    from autograder.pipeline.grade import grade
+
+    records = collect_from_exchange(lab, exchange, course_id)
+    if not records:
+        raise ExchangeError(f"no submissions of {lab} in {exchange}/{course_id}/inbound")
+    summary = grade(lab, [r["student"] for r in records])
+    _nbgrader("release_feedback", lab, exchange=exchange, course_id=course_id)
+    return summary
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--exchange", type=Path, required=True, help="nbgrader's Exchange.root")
+    parser.add_argument("--course-id", required=True)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("release", help="release labs to the exchange").add_argument("labs", nargs="*")
+    commands.add_parser("grade", help="collect, grade, release feedback").add_argument("lab")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "release":
+            from autograder.pipeline.labs import LABS
+
+            done = release(args.labs or sorted(LABS), args.exchange, args.course_id)
+            print(f"released to {args.exchange}/{args.course_id}: {', '.join(done)}")
+            return 0
+        summary = grade_from_exchange(args.lab, args.exchange, args.course_id)
+    except (ExchangeError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.lab}: feedback released to the exchange for {len(summary['students'])} students")
+    return 0 if all(row["ok"] for row in summary["students"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""``python -m hub COMMAND --dir HUB_DIR``: the course hub's commands (the Makefile's ``hub*`` targets).
+
+- ``up --students N [--port 8000]``: accounts, course folder, settings, runtime, proxy, then JupyterHub
+  in the foreground (Ctrl-C stops it and every user's server);
+- ``release [LAB ...]``: every lab (or those named) to the exchange;
+- ``grade LAB``: ``autograder.pipeline.exchange grade`` on the instructor's course folder;
+- ``clean``: stops the hub, removes the accounts it made with their homes, and HUB_DIR.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+from hub.accounts import AccountError, ensure_accounts, home_of, remove_accounts, require_root
+from hub.course import give_to_instructor, prepare_course_folder
+from hub.layout import COURSE_ID, DEMO_PASSWORD, REPO, Layout
+from hub.mounts import MountError, unmount_all
+from hub.proxy import ProxyMissing, find_or_install_proxy
+from hub.roles import write_role_configs
+from hub.runtime import RuntimeSetupError, build_runtime
+from hub.settings import HubSettings
+
+MARKER = ".paged-kv-hub"
+CONFIG_FILE = Path(__file__).resolve().parent / "jupyterhub_config.py"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare(layout: Layout, students: int, port: int) -> HubSettings:
+    """Everything ``up`` does before it starts JupyterHub; the settings it will start with."""
+    require_root("make hub")
+    if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
+        raise AccountError(f"{layout.root} exists and is not a course hub's folder: choose another HUB_DIR")
+    layout.root.mkdir(parents=True, exist_ok=True)
+    (layout.root / MARKER).touch()
+    os.chmod(layout.root, 0o755)
+    layout.state.mkdir(exist_ok=True)
+    os.chmod(layout.state, 0o700)
+    layout.exchange.mkdir(exist_ok=True)
+    os.chmod(layout.exchange, 0o777)  # as nbgrader's docs say, and as release_assignment sets it
+    names = layout.students(students)
+    ensure_accounts(layout, [layout.instructor, *names], DEMO_PASSWORD)
+    course_root = prepare_course_folder(layout.course_root(home_of(layout.instructor)), layout.instructor)
+    paths = build_runtime(layout, layout.instructor)
+    write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
+    proxy = find_or_install_proxy(Path(sys.prefix) / "node")
+    settings = HubSettings(hub_dir=str(layout.root), prefix=layout.prefix, instructor=layout.instructor,
+                           students=names, port=port, hub_port=free_port(), proxy_api_port=free_port(),
+                           proxy=str(proxy), extra={"paths": paths})
+    settings.save(layout.state / "hub.json")
+    return settings
+
+
+def hub_command(layout: Layout) -> List[str]:
+    return [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG_FILE)]
+
+
+def hub_environment(layout: Layout) -> dict:
+    return dict(os.environ, PAGED_KV_HUB_SETTINGS=str(layout.state / "hub.json"))
+
+
+def banner(settings: HubSettings) -> str:
+    return "\n".join([
+        f"course hub: http://{settings.ip}:{settings.port}/  (course id {COURSE_ID!r}, exchange "
+        f"{settings.layout.exchange})",
+        f"  instructor: {settings.instructor} (Formgrader; `make hub-release`, `make hub-grade LAB=...`)",
+        f"  students:   {', '.join(settings.students)} (Assignments tab, Validate)",
+        f"  DEMO PASSWORD of every account above, for this local demo only: {DEMO_PASSWORD}",
+        "  (a real course authenticates its people itself: README, 'Grading on JupyterHub')",
+    ])
+
+
+def course_environment(layout: Layout) -> dict:
+    return dict(os.environ, PAGED_KV_COURSE_ROOT=str(layout.course_root(home_of(layout.instructor))))
+
+
+def run_exchange_step(layout: Layout, *args: str) -> int:
+    """``autograder.pipeline.exchange`` on the instructor's course folder; then give it back to them."""
+    require_root("the hub's grading steps")
+    command = [sys.executable, "-m", "autograder.pipeline.exchange", "--exchange", str(layout.exchange),
+               "--course-id", COURSE_ID, *args]
+    try:
+        return subprocess.run(command, cwd=REPO, env=course_environment(layout)).returncode
+    finally:
+        give_to_instructor(layout.course_root(home_of(layout.instructor)), layout.instructor)
+
+
+def stop_hub(layout: Layout, wait_s: float = 30) -> None:
+    """SIGTERM the JupyterHub this hub folder started (its pid file), and wait for it to end."""
+    pid_file = layout.state / "jupyterhub.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().strip() or 0)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+
+
+def clean(layout: Layout) -> List[str]:
+    """Stop the hub, remove its accounts and its folder; the accounts removed."""
+    require_root("make hub-clean")
+    if not layout.root.exists():
+        return []
+    if not (layout.root / MARKER).exists():
+        raise AccountError(f"{layout.root} is not a course hub's folder (no {MARKER}): not removing it")
+    stop_hub(layout)
+    unmount_all(layout)  # before any delete: rmtree must never reach through a mount into the course
+    removed = remove_accounts(layout)
+    shutil.rmtree(layout.root)
+    return removed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hub", description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("/srv/paged-kv-hub"), help="HUB_DIR")
+    parser.add_argument("--prefix", default="pkv-", help="account names start with it")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up")
+    up.add_argument("--students", type=int, default=3)
+    up.add_argument("--port", type=int, default=8000)
+    commands.add_parser("release").add_argument("labs", nargs="*")
+    commands.add_parser("grade").add_argument("lab")
+    commands.add_parser("clean")
+    args = parser.parse_args(argv)
+    try:
+        layout = Layout(args.dir, args.prefix)
+        if args.command == "up":
+            settings = prepare(layout, args.students, args.port)
+            print(banner(settings), flush=True)
+            os.chdir(layout.state)
+            os.execve(sys.executable, hub_command(layout), hub_environment(layout))
+        if args.command == "release":
+            return run_exchange_step(layout, "release", *args.labs)
+        if args.command == "grade":
+            return run_exchange_step(layout, "grade", args.lab)
+        if not layout.root.exists():
+            print(f"no hub in {layout.root}: nothing to clean")
+            return 0
+        removed = clean(layout)
+        print(f"hub removed: {layout.root}" + (f"; accounts removed: {', '.join(removed)}" if removed else ""))
+        return 0
+    except (AccountError, MountError, ProxyMissing, RuntimeSetupError, ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

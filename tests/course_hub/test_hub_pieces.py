@@ -1,0 +1,273 @@
+"""The hub's pieces that need no root and no running hub: names, settings, role configs, the exchange checks."""
+import json
+import os
+import pwd
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.pipeline import collect, exchange
+from hub import accounts, mounts, proxy, roles, runtime
+from hub.layout import COURSE_ID, DEMO_PASSWORD, Layout, check_account_name
+from hub.settings import HubSettings, configure
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("root", ["relative/hub", "/", "/home", "/tmp", "/srv"])
+def test_a_hub_folder_must_be_absolute_and_its_own(root):
+    with pytest.raises(ValueError):
+        Layout(Path(root))
+
+
+@pytest.mark.parametrize("prefix", ["", "pkv", "PKV-", "toolongprefix-", "p_v-"])
+def test_an_account_prefix_is_short_lowercase_and_ends_with_a_dash(prefix, tmp_path):
+    with pytest.raises(ValueError):
+        Layout(tmp_path, prefix)
+
+
+@pytest.mark.parametrize("name", ["root;rm", "Student", "-x", "a" * 17, "", "../x"])
+def test_unsafe_account_names_are_refused(name):
+    with pytest.raises(ValueError):
+        check_account_name(name)
+
+
+@pytest.mark.parametrize("count", [0, -1, 201, 2.0, True, "3"])
+def test_the_class_size_is_a_whole_number_from_1_to_200(count, tmp_path):
+    with pytest.raises(ValueError):
+        Layout(tmp_path).students(count)
+
+
+def test_students_are_named_after_the_prefix(tmp_path):
+    layout = Layout(tmp_path, "ab-")
+    assert layout.students(2) == ["ab-student1", "ab-student2"] and layout.instructor == "ab-instructor"
+
+
+def test_the_demo_password_says_it_is_one():
+    assert "demo" in DEMO_PASSWORD and "not" in DEMO_PASSWORD
+
+
+def test_a_weak_demo_password_is_refused_before_any_account_is_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    for password in ("short", "has:colon-in-it", "two\nlines-of-text"):
+        with pytest.raises(ValueError):
+            accounts.ensure_accounts(Layout(tmp_path), ["pkv-x"], password)
+
+
+def test_accounts_are_only_made_by_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(accounts.AccountError, match="needs root"):
+        accounts.ensure_accounts(Layout(tmp_path), ["pkv-x"], DEMO_PASSWORD)
+
+
+def test_an_existing_account_the_hub_did_not_make_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    existing = pwd.getpwuid(os.getuid()).pw_name  # exists, and is not in this hub's record
+    if not accounts.is_safe_name(existing):
+        pytest.skip(f"this machine's user {existing!r} is not a name the hub would make")
+    with pytest.raises(accounts.AccountError, match="not made by this hub"):
+        accounts.ensure_accounts(Layout(tmp_path), [existing], DEMO_PASSWORD)
+
+
+def test_students_keep_the_assignment_list_and_validate_but_not_the_instructor_tools():
+    disabled = roles.student_page_config()["disabledExtensions"]
+    assert "@jupyter/nbgrader:assignment-list" not in disabled and "@jupyter/nbgrader:menu" not in disabled
+    assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+            "@jupyter/nbgrader:course-list"} <= set(disabled)
+    assert "@jupyter/nbgrader:validate-assignment" not in disabled
+
+
+def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for_students(tmp_path):
+    layout = Layout(tmp_path / "hub")
+    folders = roles.write_role_configs(layout, tmp_path / "course")
+    student = (folders["student"] / "nbgrader_config.py").read_text()
+    instructor = (folders["instructor"] / "nbgrader_config.py").read_text()
+    for text in (student, instructor):
+        assert f"c.CourseDirectory.course_id = {COURSE_ID!r}" in text
+        assert f"c.Exchange.root = {str(layout.exchange)!r}" in text
+    assert "load_subconfig" in instructor and str(tmp_path / "course") in instructor and "load_subconfig" not in student
+    server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
+    assert server["ServerApp"]["jpserver_extensions"] == {name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS}
+    assert "ServerApp" not in json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
+
+
+def _settings(tmp_path, **changes):
+    values = dict(hub_dir=str(tmp_path / "hub"), prefix="pkv-", instructor="pkv-instructor",
+                  students=["pkv-student1"], port=8000, hub_port=8081, proxy_api_port=8001, proxy="/bin/chp",
+                  extra={"paths": {"python": "/hub/runtime/bin/python", "course_prefix": "/venv",
+                                   "student_pythonpath": "/hub/shared/src", "instructor_repo": "/hub/private/repo"}})
+    values.update(changes)
+    return HubSettings(**values)
+
+
+@pytest.mark.parametrize("changes", [{"students": []}, {"instructor": "Root"}, {"hub_port": 8000}, {"port": 80}])
+def test_hub_settings_refuse_what_cannot_work(tmp_path, changes):
+    with pytest.raises(ValueError):
+        _settings(tmp_path, **changes)
+
+
+def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(tmp_path):
+    from traitlets.config import Config
+
+    settings = _settings(tmp_path)
+    settings.save(tmp_path / "hub.json")
+    assert HubSettings.load(tmp_path / "hub.json") == settings
+    c = Config()
+    configure(c, settings)
+    assert c.JupyterHub.authenticator_class == "pam" and c.JupyterHub.spawner_class == "localprocess"
+    assert c.Authenticator.allowed_users == {"pkv-instructor", "pkv-student1"}
+    assert c.Authenticator.admin_users == {"pkv-instructor"}
+    assert c.JupyterHub.bind_url == "http://127.0.0.1:8000" and c.Spawner.notebook_dir == "~"
+
+    class Spawner:
+        def __init__(self, name):
+            self.user, self.environment = type("U", (), {"name": name}), {}
+
+    for name, role in (("pkv-instructor", "instructor"), ("pkv-student1", "student")):
+        spawner = Spawner(name)
+        c.Spawner.pre_spawn_hook(spawner)
+        assert spawner.environment["PAGED_KV_HUB_ROLE"] == role
+        assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(settings.layout.role_config(role)))
+        assert spawner.environment["PYTHONPATH"] == ("/hub/private/repo" if role == "instructor" else "/hub/shared/src")
+    assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
+
+
+def test_open_to_all_needs_every_folder_above_searchable(tmp_path):
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    (inner / "f").write_text("x")
+    for path in (tmp_path, tmp_path / "a", inner):
+        path.chmod(0o755)
+    (inner / "f").chmod(0o644)
+    if not runtime.open_to_all(tmp_path):
+        pytest.skip("the test's temporary folder is private here")
+    assert runtime.open_to_all(inner / "f")
+    (tmp_path / "a").chmod(0o750)
+    assert not runtime.open_to_all(inner / "f")
+    (tmp_path / "a").chmod(0o755)
+
+
+def test_no_shared_interpreter_gives_a_clear_error(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(runtime.RuntimeSetupError, match="no Python"):
+        runtime.shared_interpreter([private / "python3", tmp_path / "missing"])
+
+
+def test_a_missing_proxy_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(proxy.shutil, "which", lambda name: None)
+    with pytest.raises(proxy.ProxyMissing, match="npm install -g configurable-http-proxy"):
+        proxy.find_or_install_proxy(tmp_path, may_install=False)
+    (tmp_path / "node_modules" / ".bin").mkdir(parents=True)
+    proxy.installed_in(tmp_path).write_text("")
+    assert proxy.find_or_install_proxy(tmp_path, may_install=False) == proxy.installed_in(tmp_path)
+
+
+def test_a_submission_folder_not_owned_by_the_student_it_names_is_found(tmp_path):
+    inbound = tmp_path / COURSE_ID / "inbound"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    for name in (f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
+                 "someone-else+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+def",
+                 "someone-else+03-decode-growth+2026-01-01 10:00:00.000000 UTC+ghi"):
+        (inbound / name).mkdir(parents=True)
+    forged = exchange.forged_submissions(tmp_path, COURSE_ID, "02-atomic-prefill")
+    assert list(forged) == ["someone-else+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+def"]
+    assert forged[list(forged)[0]] == me
+
+
+def test_a_forged_submission_is_set_aside_and_the_others_stay_to_be_collected(tmp_path):
+    inbound = tmp_path / COURSE_ID / "inbound"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    own, forged = (f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
+                   "someone-else+02-atomic-prefill+2026-01-02 10:00:00.000000 UTC+def")
+    for name in (own, forged):
+        (inbound / name).mkdir(parents=True)
+        (inbound / name / "atomic_prefill.ipynb").write_text("{}")
+    quarantine = tmp_path / "quarantine"
+    assert exchange.set_aside_forged(tmp_path, COURSE_ID, "02-atomic-prefill", quarantine) == {forged: me}
+    assert sorted(p.name for p in inbound.iterdir()) == [own]
+    assert (quarantine / forged / "atomic_prefill.ipynb").exists()
+    assert exchange.set_aside_forged(tmp_path, COURSE_ID, "02-atomic-prefill", quarantine) == {}
+
+
+@pytest.mark.parametrize("where, course", [(Path("relative"), COURSE_ID), (Path("/x"), ""), (Path("/x"), "../up")])
+def test_the_exchange_steps_refuse_a_relative_exchange_or_a_bad_course_id(where, course):
+    with pytest.raises(ValueError):
+        exchange.release(["02-atomic-prefill"], where, course)
+
+
+def test_collect_keeps_the_exchange_files_beside_the_repaired_notebook(tmp_path):
+    lab, notebook = "02-atomic-prefill", "atomic_prefill.ipynb"
+    source = tmp_path / "inbox" / "ann" / lab
+    source.mkdir(parents=True)
+    (source / notebook).write_bytes((ROOT / "course" / lab / notebook).read_bytes())
+    (source / "timestamp.txt").write_text("2026-01-01 10:00:00.000000 UTC")
+    (source / "submission_secret.txt").write_text("s3cret")
+    (source / "notes.txt").write_text("not kept")
+    files = sorted(p for p in source.iterdir())
+    records = collect.write_submissions(lab, {"ann": collect.Submission("ann", "ann", files)}, tmp_path,
+                                        ROOT / "course", notebook, keep=exchange.EXCHANGE_FILES)
+    target = tmp_path / "autograder" / "work" / "submitted" / "ann" / lab
+    assert sorted(p.name for p in target.iterdir()) == sorted([notebook, *exchange.EXCHANGE_FILES])
+    assert (target / "submission_secret.txt").read_text() == "s3cret" and records[0]["student"] == "ann"
+    with pytest.raises(ValueError):
+        collect.write_submissions(lab, {}, tmp_path, ROOT / "course", notebook, keep=("x.ipynb",))
+    with pytest.raises(ValueError, match="unsafe student id"):
+        collect.write_submissions(lab, {"../x": collect.Submission("../x")}, tmp_path, ROOT / "course", notebook)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
+def test_a_folder_behind_a_private_one_is_reached_through_a_read_only_mount_that_clean_removes(tmp_path):
+    private = tmp_path / "private"
+    (private / "venv").mkdir(parents=True)
+    (private / "venv" / "f").write_text("kept")
+    private.chmod(0o700)
+    layout = Layout(tmp_path / "hub")
+    layout.root.mkdir()
+    try:
+        target = mounts.reachable(layout, private / "venv", "venv")
+        assert target == layout.root / "shared" / "venv" and (target / "f").read_text() == "kept"
+        assert mounts.reachable(layout, private / "venv", "venv") == target  # a second call reuses it
+        with pytest.raises(OSError):
+            (target / "g").write_text("no")  # read-only: nothing below HUB_DIR writes into the course
+    except mounts.MountError as error:
+        pytest.skip(f"this machine refuses bind mounts: {error}")
+    finally:
+        removed = mounts.unmount_all(layout)
+    assert removed == [target] and mounts.mounts_below(layout.root) == []
+    assert (private / "venv" / "f").read_text() == "kept"
+
+
+def test_an_open_folder_is_used_as_it_is_and_a_bad_mount_name_is_refused(tmp_path):
+    layout = Layout(tmp_path / "hub")
+    if runtime.open_to_all(ROOT / "paged_kv"):
+        assert mounts.reachable(layout, ROOT / "paged_kv", "src/paged_kv") == (ROOT / "paged_kv").resolve()
+    for name in ("", "/abs", "../up", "a/../b"):
+        with pytest.raises(ValueError):
+            mounts.reachable(layout, tmp_path, name, owner="root")
+
+
+def test_the_hub_command_refuses_a_relative_folder_and_says_so(capsys):
+    from hub.__main__ import main
+
+    assert main(["--dir", "relative/hub", "clean"]) == 2
+    assert "must be an absolute path" in capsys.readouterr().err
+
+
+def test_cleaning_a_hub_that_is_not_there_changes_nothing(tmp_path, capsys):
+    from hub.__main__ import main
+
+    assert main(["--dir", str(tmp_path / "none"), "clean"]) == 0
+    assert "nothing to clean" in capsys.readouterr().out and not (tmp_path / "none").exists()
+
+
+def test_clean_refuses_a_folder_that_is_not_a_hubs(tmp_path, monkeypatch):
+    from hub.__main__ import clean
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "file").write_text("keep")
+    with pytest.raises(accounts.AccountError, match="not a course hub"):
+        clean(Layout(tmp_path / "precious"))
+    assert (tmp_path / "precious" / "file").read_text() == "keep"

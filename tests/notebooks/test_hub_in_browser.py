@@ -1,0 +1,267 @@
+"""A class on the course hub, in Debian's Chromium: what `make hub`, `make hub-release` and `make hub-grade` do.
+
+One run (the ``class_run`` fixture) starts the hub with two students, releases lab 02, and then:
+
+1. each student logs in, opens Nbgrader > Assignment List, fetches lab 02, types an answer (student 1
+   the solution, student 2 the solution with the floor bug), saves, validates and submits;
+2. the instructor's grading runs (``python -m hub grade``: the exchange, the repair, hardened grading);
+3. each student fetches feedback in the Assignments tab and opens it;
+4. the instructor opens Formgrader.
+
+The tests then check the scores (gradebook and feedback), that feedback shows no hidden test, that no
+student reaches another's files or the instructor's course folder (through the hub, and as that user
+on the machine), and that cleaning up leaves no account, home, process or folder. Screenshots go to
+``test-artifacts/hub/``. Root only (it makes local accounts).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+import nbformat
+import pytest
+
+from chromium import LAUNCH_ARGS, chromium_or_reason
+from hub_class import Hub, leftovers, login, running_hub
+from jupyterlab_driver import NotebookPage
+from lab_server import ROOT, TEST_SETTINGS
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hub makes local accounts: root only")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"
+ANSWER_CELL = 5
+MAX_SCORE = 10.0
+CEIL, FLOOR = "needed = -(-req.seq_len // self.block_size)", "needed = req.seq_len // self.block_size"
+HIDDEN_CODE = ("check_block_count", "lab02_prefill", "BEGIN HIDDEN TESTS")
+ARTIFACTS = ROOT / "test-artifacts" / "hub"
+
+
+def answers() -> Dict[str, str]:
+    """The right answer (the solution without nbgrader's markers) and a wrong one (floor, not ceiling)."""
+    source = nbformat.read(ROOT / "solutions" / LAB / NOTEBOOK, as_version=4).cells[ANSWER_CELL].source
+    right = "\n".join(line for line in source.splitlines() if "### " not in line)
+    assert CEIL in right, "lab 02's solution changed: update CEIL"
+    return {"right": right, "wrong": right.replace(CEIL, FLOOR)}
+
+
+@dataclass
+class ClassRun:
+    hub: Hub = None
+    seconds: Dict[str, float] = field(default_factory=dict)
+    validate_text: Dict[str, str] = field(default_factory=dict)
+    feedback_html: Dict[str, str] = field(default_factory=dict)
+    menu_items: List[str] = field(default_factory=list)
+    grade_output: str = ""
+    gradebook: Dict[str, float] = field(default_factory=dict)
+    cross_requests: Dict[str, int] = field(default_factory=dict)
+    own_formgrader: Dict[str, int] = field(default_factory=dict)
+    as_user_reads: Dict[str, str] = field(default_factory=dict)
+    formgrader_text: str = ""
+    left_after_cleanup: List[str] = field(default_factory=list)
+
+
+class HubNotebook(NotebookPage):
+    """A notebook already open in ``page`` (the student opened it from the Assignments tab)."""
+
+    def __init__(self, page, home: Path, path: str):  # noqa: super().__init__ would navigate
+        self.page, self.root, self.path = page, home, path
+        self.notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+        self.cells = self.notebook.locator(".jp-Cell")
+        page.wait_for_function(
+            "Array.from(document.querySelectorAll('.jp-StatusBar-TextItem')).some(e => /\\| Idle/.test(e.textContent))",
+            timeout=120_000)
+
+
+def _assignments(page):
+    page.click(".lm-MenuBar-item >> text=Nbgrader")
+    page.click(".lm-Menu-item >> text=Assignment List")
+    page.wait_for_selector("#released_assignments_list", timeout=30_000)
+
+
+def _student_submits(browser, hub: Hub, user: str, answer: str, run: ClassRun) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = login(context, hub, user)
+    page.click(".lm-MenuBar-item >> text=Nbgrader")
+    run.menu_items = [t.strip() for t in page.locator(".lm-Menu-item:visible").all_inner_texts() if t.strip()]
+    page.keyboard.press("Escape")
+    _assignments(page)
+    page.locator("#released_assignments_list .list_item", has_text=LAB).locator("button", has_text="Fetch").click()
+    fetched = page.locator("#fetched_assignments_list .list_item", has_text=LAB).first
+    fetched.wait_for(timeout=60_000)
+    fetched.locator("a.assignment-notebooks-link").click()
+    page.locator("#fetched_assignments_list a", has_text=NOTEBOOK[:-len(".ipynb")]).click()
+    notebook = HubNotebook(page, hub.home(user), f"{LAB}/{NOTEBOOK}")
+    notebook.type_into(ANSWER_CELL, answer)
+    notebook.save()
+    page.screenshot(path=str(ARTIFACTS / f"{user}-answer.png"))
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar").get_by_text("Validate", exact=True).click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(timeout=120_000)
+    page.wait_for_function("() => !/Validating/.test(document.querySelector('.jp-Dialog').innerText)",
+                           timeout=120_000)
+    run.validate_text[user] = dialog.inner_text()
+    page.screenshot(path=str(ARTIFACTS / f"{user}-validate.png"))
+    page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    page.click(".lm-TabBar-tab >> text=Assignments")
+    page.locator("#fetched_assignments_list .list_item", has_text=LAB).locator("button", has_text="Submit").first.click()
+    page.locator("#submitted_assignments_list .list_item", has_text=LAB).first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / f"{user}-submitted.png"))
+    context.close()
+
+
+def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: ClassRun) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = login(context, hub, user)
+    _assignments(page)
+    page.locator("#submitted_assignments_list .list_item", has_text=LAB).locator(
+        "button", has_text="Fetch Feedback").first.click()
+    page.locator("#submitted_assignments_list a", has_text="view feedback").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / f"{user}-feedback-fetched.png"))
+    found = sorted((hub.home(user) / LAB / "feedback").glob(f"*/{NOTEBOOK[:-len('.ipynb')]}.html"))
+    assert found, f"{user}: no feedback file after Fetch Feedback"
+    relative = found[-1].relative_to(hub.home(user))
+    feedback = context.new_page()
+    feedback.goto(f"{hub.url}/user/{user}/files/{relative}")
+    run.feedback_html[user] = feedback.content()
+    feedback.screenshot(path=str(ARTIFACTS / f"{user}-feedback.png"), full_page=False)
+    run.own_formgrader[user] = page.request.get(f"{hub.url}/user/{user}/formgrader", max_redirects=0).status
+    # Requests as this student for the other student's and the instructor's servers.
+    for target in (other, hub.instructor):
+        answer = page.request.get(f"{hub.url}/user/{target}/api/contents/{LAB}/{NOTEBOOK}", max_redirects=0)
+        run.cross_requests[f"{user}->{target}"] = answer.status
+    context.close()
+
+
+def _instructor_opens_formgrader(browser, hub: Hub, run: ClassRun) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = login(context, hub, hub.instructor)
+    page.goto(f"{hub.url}/user/{hub.instructor}/formgrader/manage_assignments")
+    page.wait_for_selector("text=" + LAB, timeout=60_000)
+    run.formgrader_text = page.inner_text("body")
+    page.screenshot(path=str(ARTIFACTS / "instructor-formgrader.png"))
+    context.close()
+
+
+def _read_as(user: str, path: Path) -> str:
+    """What ``user`` gets when reading ``path`` on the machine: 'read', or the error's name."""
+    done = subprocess.run(["runuser", "-u", user, "--", "cat" if path.suffix else "ls", str(path)],
+                          capture_output=True, text=True)
+    return "read" if done.returncode == 0 else ("denied" if "ermission denied" in done.stderr else done.stderr.strip())
+
+
+def _gradebook_scores(hub: Hub) -> Dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    db = hub.home(hub.instructor) / "paged-kv-course" / "autograder" / "work" / "gradebook.db"
+    with Gradebook(f"sqlite:///{db}") as gb:
+        return {s: gb.find_submission(LAB, s).score for s in hub.students}
+
+
+@pytest.fixture(scope="module")
+def class_run(tmp_path_factory) -> ClassRun:
+    chromium, reason = chromium_or_reason(tmp_path_factory.mktemp("apt") / "apt.log")
+    if chromium is None:
+        pytest.skip(reason)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    run, started = ClassRun(), time.monotonic()
+    log = ARTIFACTS / "jupyterhub.log"
+    with running_hub(2, log, settings=TEST_SETTINGS) as hub:
+        run.hub = hub
+        run.seconds["hub up"] = time.monotonic() - started
+        released = hub.step("release", LAB)
+        assert released.returncode == 0, released.stdout + released.stderr
+        run.seconds["released"] = time.monotonic() - started
+        first, second = hub.students
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS)
+            try:
+                for user, answer in zip(hub.students, (answers()["right"], answers()["wrong"])):
+                    _student_submits(browser, hub, user, answer, run)
+                run.seconds["submitted"] = time.monotonic() - started
+                graded = hub.step("grade", LAB)
+                run.grade_output = graded.stdout + graded.stderr
+                assert graded.returncode == 0, run.grade_output
+                run.seconds["graded"] = time.monotonic() - started
+                run.gradebook = _gradebook_scores(hub)
+                for user, other in ((first, second), (second, first)):
+                    _student_reads_feedback(browser, hub, user, other, run)
+                _instructor_opens_formgrader(browser, hub, run)
+            finally:
+                browser.close()
+        run.as_user_reads = {
+            "student1 -> student2's notebook": _read_as(first, hub.home(second) / LAB / NOTEBOOK),
+            "student1 -> instructor's course folder": _read_as(first, hub.home(hub.instructor) / "paged-kv-course"),
+            "student1 -> own notebook": _read_as(first, hub.home(first) / LAB / NOTEBOOK),
+        }
+        names = [hub.instructor, *hub.students]
+    run.left_after_cleanup = leftovers(hub.folder, names)
+    run.seconds["total"] = time.monotonic() - started
+    (ARTIFACTS / "timings.json").write_text(json.dumps(run.seconds, indent=1))
+    return run
+
+
+def _score_in(html: str) -> float:
+    text = re.sub(r"<[^>]+>", " ", html)
+    found = re.search(r"Score:\s*([0-9.]+)\s*/\s*([0-9.]+)", text)
+    assert found, f"no 'Score: x / y' in the feedback: {text[:500]}"
+    assert float(found[2]) == MAX_SCORE
+    return float(found[1])
+
+
+def test_students_see_only_the_assignment_list_in_the_nbgrader_menu(class_run):
+    assert class_run.menu_items == ["Assignment List"]
+
+
+def test_a_students_own_server_has_no_formgrader(class_run):
+    assert class_run.own_formgrader and set(class_run.own_formgrader.values()) == {404}, class_run.own_formgrader
+
+
+def test_validate_passes_the_right_answer_and_flags_the_wrong_one(class_run):
+    right, wrong = (class_run.validate_text[u] for u in class_run.hub.students)
+    assert "Success" in right or "passed" in right.lower(), right
+    assert "failed" in wrong.lower() or "error" in wrong.lower(), wrong
+
+
+def test_the_gradebook_holds_full_marks_for_the_right_answer_and_fewer_for_the_wrong(class_run):
+    first, second = class_run.hub.students
+    assert class_run.gradebook[first] == MAX_SCORE, class_run.gradebook
+    assert class_run.gradebook[second] < MAX_SCORE, class_run.gradebook
+
+
+def test_each_student_fetches_feedback_with_their_own_score_and_no_hidden_test(class_run):
+    for user in class_run.hub.students:
+        html = class_run.feedback_html[user]
+        assert _score_in(html) == class_run.gradebook[user], user
+        shown = [code for code in HIDDEN_CODE if code in html]
+        assert shown == [], f"{user}'s feedback shows hidden test code: {shown}"
+
+
+def test_no_student_reaches_another_students_or_the_instructors_server(class_run):
+    assert class_run.cross_requests and all(status in (302, 403, 404) for status in class_run.cross_requests.values()), \
+        class_run.cross_requests
+
+
+def test_no_student_reads_another_students_or_the_instructors_files_on_the_machine(class_run):
+    reads = class_run.as_user_reads
+    assert reads["student1 -> own notebook"] == "read", reads
+    assert reads["student1 -> student2's notebook"] == "denied", reads
+    assert reads["student1 -> instructor's course folder"] == "denied", reads
+
+
+def test_the_instructor_sees_the_lab_in_formgrader(class_run):
+    assert LAB in class_run.formgrader_text
+
+
+def test_cleanup_leaves_no_account_home_process_or_folder(class_run):
+    assert class_run.left_after_cleanup == []
+
+
+def test_the_whole_class_takes_under_three_minutes(class_run):
+    assert class_run.seconds["total"] < 180, class_run.seconds
