@@ -29,6 +29,23 @@ NOTEBOOK_EDITS = {
             "h.update(np.array(token_ids, dtype=np.int64).tobytes())",
             'h.update(b"".join(int(t).to_bytes(8, "little", signed=True) for t in token_ids))', None),
     },
+    "08-fork-and-share": {
+        "fork shares the parent's list": ("child.block_table = list(parent.block_table)",
+                                          "child.block_table = parent.block_table", {"check_fork"}),
+        "copy on write keeps the old reference": ("            self.blocks[last].ref_count -= 1\n", "",
+                                                  {"check_copy_on_write", "check_append_oom"}),
+        "appends before freeing the pruned beams": (
+            "    for b, seq in enumerate(beams):\n        if b not in continued:\n            manager.deallocate(seq)\n"
+            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+            "        manager.may_append(seq)\n",
+            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+            "        manager.may_append(seq)\n    for b, seq in enumerate(beams):\n        if b not in continued:\n"
+            "            manager.deallocate(seq)\n", {"check_beam_traces"}),
+        "copies only K": ("    for cache in list(k_caches) + list(v_caches):", "    for cache in k_caches:",
+                          {"check_copy_blocks"}),
+        "variant: copies with index_copy_": ("        cache[dst] = cache[src]",
+                                             "        cache.index_copy_(0, dst, cache.index_select(0, src))", None),
+    },
     "06-triton-paged-attention": {
         # (step 2's unmasked tail is caught through the pipeline by test_lab06_graders; the class gets step 5's bug)
         "fast kernel stores its padding rows": (

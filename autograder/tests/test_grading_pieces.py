@@ -291,3 +291,40 @@ def test_the_sweep_removes_only_cgroups_whose_grader_is_gone():
     finally:
         mine.destroy()
         gone.destroy()
+
+
+def test_a_kernel_built_once_is_not_built_again_for_the_next_notebook_with_the_same_text(monkeypatch):
+    """The trusted grader keeps a build's result per (kernels' text, arguments, arch): a later notebook with
+    the same text starts no compile box; one with other text, or after a box that failed, does."""
+    import ast
+
+    from autograder.verdict import kernels
+    from autograder.verdict.notebook import Cell
+
+    monkeypatch.setattr(kernels, "_BUILT", {})
+    text = "import triton\n@triton.jit\ndef k(x_ptr, N: tl.constexpr):\n    pass\n"
+
+    def builder(source, reply=None):
+        cells = [Cell(0, "answer", source, tree=ast.parse(source))]
+        started = []
+
+        def start():
+            started.append(1)
+            raise RuntimeError("a compile box was started")
+
+        made = kernels.KernelBuilder(cells, start)
+        if reply is not None:
+            made._request = lambda request, timeout=0: reply
+        return made, started
+
+    ok = {"ok": {"arch": 90, "num_warps": 4, "num_stages": 2, "shared_bytes": 0, "registers": 40, "spill_bytes": 0}}
+    first, _ = builder(text, ok)
+    assert first.build("k", [1]).registers == 40
+    second, started = builder(text)
+    assert second.build("k", [1]).registers == 40 and not started
+    with pytest.raises(RuntimeError, match="compile box was started"):  # other text: its own box
+        builder(text.replace("pass", "return"))[0].build("k", [1])
+    failed, _ = builder(text.replace("N", "M"), {"error": "the compile box failed (timeout)"})
+    with pytest.raises(AssertionError, match="compile box failed"):
+        failed.build("k", [1])
+    assert len(kernels._BUILT) == 1

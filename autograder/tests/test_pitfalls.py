@@ -104,6 +104,45 @@ PITFALLS: Dict[str, Dict[str, Union[Edits, List[Edits]]]] = {
               "end = len(seq) // self.block_size")],
             [("h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1")]],
     },
+    "08-fork-and-share": {
+        "Copying the parent's block list object": [("child.block_table = list(parent.block_table)",
+                                                    "child.block_table = parent.block_table")],
+        "Forgetting `ref_count += 1` on fork": [
+            ("        for block_id in parent.block_table:\n            self.blocks[block_id].ref_count += 1\n", "")],
+        "Copying on every append": [
+            [("if self.blocks[last].ref_count > 1:  # shared", "if self.blocks[last].ref_count >= 1:  # shared")],
+            [("if self.blocks[last].ref_count > 1:  # shared", "if False:  # shared")]],
+        "Recording the copy but keeping the old reference": [("            self.blocks[last].ref_count -= 1\n", "")],
+        "Half-made changes on OOM": [(
+            "            if not self.free_block_ids:\n                raise RuntimeError(f\"OOM: sequence {seq.seq_id} needs a "
+            "copy of block {last} and no block is free\")\n            fresh = self._allocate_block()\n"
+            "            self.blocks[last].ref_count -= 1\n",
+            "            self.blocks[last].ref_count -= 1\n            if not self.free_block_ids:\n"
+            "                raise RuntimeError(\"OOM: no block for the copy\")\n            fresh = self._allocate_block()\n")],
+        "Appending before forking": [
+            ("    for b, _ in choices:\n        new_beams.append(beams[b] if b not in continued else manager.fork(beams[b]))\n"
+             "        continued.add(b)\n",
+             "    for b, token in choices:\n        seq = beams[b] if b not in continued else manager.fork(beams[b])\n"
+             "        continued.add(b)\n        seq.append_token(token)\n        manager.may_append(seq)\n"
+             "        new_beams.append(seq)\n"),
+            ("    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+             "        manager.may_append(seq)\n", "")],
+        "Freeing pruned beams after appending": [(
+            "    for b, seq in enumerate(beams):\n        if b not in continued:\n            manager.deallocate(seq)\n"
+            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+            "        manager.may_append(seq)\n",
+            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+            "        manager.may_append(seq)\n    for b, seq in enumerate(beams):\n        if b not in continued:\n"
+            "            manager.deallocate(seq)\n")],
+        "Freeing a beam's blocks directly": [(
+            "            manager.deallocate(seq)\n",
+            "            for block_id in seq.block_table:\n                manager.blocks[block_id].ref_count = 0\n"
+            "                if block_id in manager.used_block_ids:\n"
+            "                    manager._deallocate_block(block_id)\n")],
+        "Copying only K, or only layer 0": [
+            [("    for cache in list(k_caches) + list(v_caches):", "    for cache in k_caches:")],
+            [("    for cache in list(k_caches) + list(v_caches):", "    for cache in (k_caches[0], v_caches[0]):")]],
+    },
     "07-serve-it": {
         "Skipping ahead of the head": [(
             "            if hits == -1:\n                break\n            new_tokens = len(head) - hits * self.block_size\n"

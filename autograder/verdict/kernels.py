@@ -21,6 +21,12 @@ from autograder.verdict.notebook import Cell
 from paged_kv.lab.feedback import CheckFailed
 
 BUILD_TIMEOUT_S = 120
+# Build results shared by every notebook this grading process grades: a result is a function of the kernels'
+# text, the launch arguments' description and the architecture alone (the key), so a second notebook with
+# the same text gets what its own compile box would say, without starting one. Only replies that cannot
+# depend on load are kept: a build, or the compiler's refusal; never a timeout or a box that failed.
+_BUILT: Dict[str, dict] = {}
+_BUILT_MOST = 512
 BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
               "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
               "of values")
@@ -151,12 +157,16 @@ class KernelBuilder:
                               hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is")
         described = describe_args(args)
         key = hashlib.sha256(repr((self.sources, name, described, arch)).encode()).hexdigest()
+        if key not in self._results and key in _BUILT:
+            self._results[key] = _BUILT[key]
         if key not in self._results:
             try:
                 reply = self._request({"op": "build", "name": name, "args": described, "arch": arch})
             except wire.WireError as error:
                 reply = {"error": f"the compile box failed ({error})"}
             self._results[key] = reply
+            if ("ok" in reply or reply.get("compiler")) and len(_BUILT) < _BUILT_MOST:
+                _BUILT[key] = reply
         reply = self._results[key]
         if "ok" in reply:
             info = reply["ok"]

@@ -22,12 +22,18 @@ from paged_kv.cache.prefix_cache import Sequence
 class ModelRunner:
     """``k_caches[layer]``/``v_caches[layer]``: ``[num_blocks, block_size, num_kv_heads, head_dim]``.
 
+    ``copy_blocks(k_caches, v_caches, copies)`` performs copy-on-write's block copies (``cache_ops``'s by default).
+
     ``num_computed_tokens`` counts every token that went through the model: prefix-cache hits do not.
     """
 
     def __init__(self, model: TinyLlama, num_blocks: int, block_size: int,
-                 decode_attention: DecodeAttention = paged_decode_attention_ref):
+                 decode_attention: DecodeAttention = paged_decode_attention_ref, copy_blocks=copy_blocks):
         check_instance("model", model, TinyLlama)
+        if not callable(copy_blocks):
+            raise TypeError(f"copy_blocks must be callable like paged_kv.engine.cache_ops.copy_blocks, got "
+                            f"{type(copy_blocks).__name__}")
+        self.copy_blocks = copy_blocks
         if not callable(decode_attention):
             raise TypeError(f"decode_attention must be callable like paged_decode_attention_ref, got "
                             f"{type(decode_attention).__name__}")
@@ -83,7 +89,8 @@ class ModelRunner:
         for seq in seqs:
             check_instance("seq", seq, Sequence)
         ids, positions, slots, tables, seq_lens, query_lens = self._layout(seqs, is_prefill)
-        copy_blocks(self.k_caches, self.v_caches, copies)
+        if copies:
+            self.copy_blocks(self.k_caches, self.v_caches, list(copies))
         context = PagedKV(self.k_caches, self.v_caches, slots, tables, seq_lens,
                           query_lens if is_prefill else None, self.decode_attention)
         hidden = self.model(ids, positions, context)

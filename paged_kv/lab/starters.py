@@ -12,6 +12,7 @@ from typing import Dict, Iterable, Optional
 
 from paged_kv.lab.feedback import TodoNotWritten
 from paged_kv.cache.manager import KVCacheManager, KVCacheManagerBase
+from paged_kv.cache.forking import ForkingBlockManager
 from paged_kv.cache.prefix_cache import BlockManager, BlockManagerBase
 from paged_kv.engine.scheduler import Scheduler, SchedulerBase
 
@@ -104,3 +105,5 @@ BlockManagerWithoutPrefixCache = starter(
     ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
     "BlockManagerWithoutPrefixCache")
 SchedulerWithoutSchedule = starter(Scheduler, SchedulerBase, ["schedule", "preempt"], "SchedulerWithoutSchedule")
+ForkingManagerWithoutFork = starter(ForkingBlockManager, BlockManager, ["fork", "may_append"],
+                                    "ForkingManagerWithoutFork")

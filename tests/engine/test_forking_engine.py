@@ -67,3 +67,74 @@ def test_bad_requests_are_refused(model):
         beam_search(model, [], 2, 4)
     with pytest.raises(ValueError, match="max_model_len"):
         beam_search(model, PROMPT, 2, 10**6)
+
+
+# -- advance_beams and the replaceable pieces ----------------------------------------------------------
+from paged_kv.cache.forking import ForkingBlockManager  # noqa: E402
+from paged_kv.cache.invariants import check_block_manager  # noqa: E402
+from paged_kv.cache.prefix_cache import Sequence  # noqa: E402
+from paged_kv.cache.steps import prefill  # noqa: E402
+from paged_kv.engine.forking import advance_beams  # noqa: E402
+from paged_kv.lab.fork_lab import pool_shape  # noqa: E402
+
+
+def _two_beams():
+    manager = ForkingBlockManager(8, 2)
+    root = Sequence([1, 2, 3], 2)
+    prefill(manager, root)
+    return manager, [root, manager.fork(root)]
+
+
+@pytest.mark.parametrize("choices, error", [([], ValueError), ([(2, 5)], ValueError), ([(0, -1)], ValueError),
+                                            ([(0,)], ValueError), ([(0.5, 3)], TypeError)])
+def test_advance_beams_refuses_bad_choices_and_changes_nothing(choices, error):
+    manager, beams = _two_beams()
+    before = pool_shape(manager, beams), [list(b.token_ids) for b in beams]
+    with pytest.raises(error):
+        advance_beams(manager, beams, choices)
+    assert (pool_shape(manager, beams), [list(b.token_ids) for b in beams]) == before
+
+
+def test_advance_beams_refuses_a_manager_without_fork_and_a_beam_listed_twice():
+    manager, beams = _two_beams()
+    with pytest.raises(TypeError, match="ForkingBlockManager"):
+        advance_beams(object(), beams, [(0, 1)])
+    with pytest.raises(ValueError, match="twice"):
+        advance_beams(manager, [beams[0], beams[0]], [(0, 1)])
+
+
+def test_advance_beams_forks_frees_and_appends_without_leaking():
+    manager, beams = _two_beams()
+    beams = advance_beams(manager, beams, [(1, 7), (1, 8), (1, 9)])  # beam 0 pruned, beam 1 chosen three times
+    assert [b.token_ids[-1] for b in beams] == [7, 8, 9]
+    check_block_manager(manager, beams)
+    assert pool_shape(manager, beams)["copies"] == [("b3", "b1"), ("b3", "b2")]  # two copies, the last writes in place
+    for beam in beams:
+        manager.deallocate(beam)
+    assert manager.num_free_blocks == 8
+
+
+def test_the_copy_function_given_is_the_one_the_runner_calls(model):
+    calls = []
+
+    def recording_copy(k_caches, v_caches, copies):
+        calls.append(list(copies))
+        from paged_kv.engine.cache_ops import copy_blocks
+        copy_blocks(k_caches, v_caches, copies)
+
+    outputs, stats = parallel_sample(model, PROMPT, 3, 4, temperature=0.0, block_size=4, copy_blocks=recording_copy)
+    assert sum(len(c) for c in calls) == stats.copies == 2
+    skipped, _ = parallel_sample(model, PROMPT, 3, 6, temperature=0.0, block_size=4,
+                                 copy_blocks=lambda k, v, copies: None)
+    alone = generate_contiguous(model, PROMPT, SamplingParams(6, 0.0, 0))
+    assert any(out != alone for out in skipped), "without the copies a branch should read a stale block"
+
+
+def test_beam_search_reports_every_step_to_on_step_and_records_the_tree(model):
+    seen = []
+    _, stats = beam_search(model, PROMPT, 3, 5, block_size=4, on_step=lambda step, m, beams: seen.append(
+        (step, len(beams), m.num_free_blocks)))
+    assert [s for s, _, _ in seen] == list(range(5)) and all(n == 3 for _, n, _ in seen[1:])
+    assert len(stats.choices) == 5 and all(len(step) == 3 for step in stats.choices[1:])
+    with pytest.raises(TypeError):
+        beam_search(model, PROMPT, 2, 2, manager_class=dict)

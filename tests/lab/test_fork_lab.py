@@ -1,0 +1,81 @@
+"""Lab 08's helpers: sharing as plain data, caches whose values say where they came from, the savings."""
+import pytest
+import torch
+
+from paged_kv.cache.forking import ForkingBlockManager
+from paged_kv.cache.prefix_cache import BlockManager, Sequence
+from paged_kv.cache.steps import prefill
+from paged_kv.engine.forking import parallel_sample
+from paged_kv.engine.model import load_tiny_model
+from paged_kv.lab.fork_lab import canonical_names, make_caches, pool_shape, step_computed
+from paged_kv.lab.fork_viz import draw_forks, plot_beam_tree, plot_fork_memory, plot_fork_savings
+from paged_kv.lab.fork_workload import PAPER_FIG15, expected_parallel_saving
+
+
+def _child_that_copied():
+    """A 3-token sequence (block size 2) and its fork, which appended a token: one copy pending."""
+    manager = ForkingBlockManager(6, 2)
+    seq = Sequence([1, 2, 3], 2)
+    prefill(manager, seq)
+    child = manager.fork(seq)
+    child.append_token(4)
+    manager.may_append(child)
+    return manager, seq, child
+
+
+def test_blocks_are_named_by_first_appearance_whatever_their_ids():
+    assert canonical_names([[7, 3], [7, 9]]) == {7: "b0", 3: "b1", 9: "b2"}
+    a, b = ForkingBlockManager(6, 2), ForkingBlockManager(6, 2)
+    b.free_block_ids.remove(0)  # b hands out other ids
+    b.free_block_ids.append(0)
+    shapes = []
+    for manager in (a, b):
+        seq = Sequence([1, 2, 3], 2)
+        prefill(manager, seq)
+        child = manager.fork(seq)
+        child.append_token(4)
+        manager.may_append(child)
+        shapes.append(pool_shape(manager, [seq, child]))
+    assert shapes[0] == shapes[1] == {"tables": [["b0", "b1"], ["b0", "b2"]], "ref counts": {"b0": 2, "b1": 1, "b2": 1},
+                                      "free blocks": 3, "copies": [("b1", "b2")]}
+
+
+def test_pool_shape_refuses_what_is_not_a_manager_or_a_sequence():
+    with pytest.raises(TypeError):
+        pool_shape(object(), [])
+    with pytest.raises(TypeError):
+        pool_shape(BlockManager(2, 2), [[1, 2]])
+
+
+def test_step_computed_takes_the_copies_and_caches_the_new_tokens():
+    manager, seq, child = _child_that_copied()
+    assert step_computed(manager, [seq, child]) == [(1, 2)] and manager.pending_copies == []
+    assert child.num_cached_tokens == 4 and manager.blocks[child.block_table[-1]].hash != -1
+
+
+def test_make_caches_holds_a_different_value_everywhere():
+    k, v = make_caches(3, 5, 2, 2, 4)
+    values = torch.cat([t.flatten() for t in k + v])
+    assert values.unique().numel() == values.numel() and k[0].shape == (5, 2, 2, 4)
+    with pytest.raises(ValueError):
+        make_caches(0, 4)
+
+
+@pytest.mark.parametrize("prompt_len, max_tokens, n, block_size", [(10, 8, 3, 4), (16, 5, 2, 16), (7, 9, 4, 1)])
+def test_the_parallel_sampling_formula_matches_a_real_run(prompt_len, max_tokens, n, block_size):
+    _, stats = parallel_sample(load_tiny_model(), list(range(1, prompt_len + 1)), n, max_tokens, temperature=0.8,
+                               block_size=block_size)
+    assert (stats.shared[-1], stats.independent[-1]) == expected_parallel_saving(prompt_len, max_tokens, n, block_size)
+
+
+def test_the_pictures_render_and_refuse_what_they_cannot_draw():
+    manager, seq, child = _child_that_copied()
+    for figure in (draw_forks(manager, [seq, child], copies=manager.pending_copies),
+                   plot_beam_tree([[(0, 5), (0, 6)], [(1, 7), (1, 8)]]),
+                   plot_fork_memory({"a": ([1, 2], [2, 4]), "b": ([1, 1], [2, 4])}, block_size=2),
+                   plot_fork_savings({"beam search": {2: 0.4}}, PAPER_FIG15, "ours", "paper")):
+        assert figure._repr_png_()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError):
+        draw_forks(manager, [seq], copies=[(0, 99)])
+    with pytest.raises(ValueError):
+        plot_beam_tree([])
