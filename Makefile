@@ -72,8 +72,13 @@ lab: env
 	$(if $(filter student,$(ROLE)),JUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))") \
 	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
+# Test files run side by side on TEST_WORKERS workers (pytest-xdist; a file stays on one worker, so its
+# fixtures are made once). The class simulation is one file: it starts first (testpaths) and takes one
+# worker while the other runs the rest. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: env
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
 
 sync-colab: env
 	$(PY) -m tools.sync_colab
