@@ -262,6 +262,3 @@ def test_the_instructor_sees_the_lab_in_formgrader(class_run):
 def test_cleanup_leaves_no_account_home_process_or_folder(class_run):
     assert class_run.left_after_cleanup == []
 
-
-def test_the_whole_class_takes_under_three_minutes(class_run):
-    assert class_run.seconds["total"] < 180, class_run.seconds
