@@ -20,7 +20,8 @@ from paged_kv import BlockManager as Reference, Sequence as LocalSequence
 from paged_kv.cache.invariants import check_block_state
 from paged_kv.cache.prefix_cache import NO_HASH, _chain_hash
 
-from ._common import call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side
+from ._common import (call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side,
+                      with_reference_todos)
 
 # The visible tests make sequences, mix in the reference's other TODOs and run prefills where the student's
 # manager lives.
@@ -31,10 +32,6 @@ def seq_for(manager, tokens, block_size: int):
     """A ``Sequence`` on the side where ``manager`` lives (the grading kernel's, or this process's)."""
     return student_side(manager, "paged_kv.Sequence")(list(tokens), block_size)
 
-
-def with_reference_todos(cls, *own):
-    """The student's class with paged_kv's version of every TODO but ``own``, made on the student's side."""
-    return student_side(cls, "paged_kv.lab.starters.with_reference_todos")(cls, *own)
 
 TODO_1 = ("compute_hash",)
 TODO_2 = ("can_allocate", "allocate")

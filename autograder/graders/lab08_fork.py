@@ -25,16 +25,13 @@ from paged_kv.engine import cache_ops
 from paged_kv.engine.forking import advance_beams as reference_advance
 from paged_kv.lab.fork_lab import make_caches as local_caches, shape_of_state, step_computed as local_step
 
-from ._common import CheckFailed, call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side
+from ._common import (CheckFailed, call, check, expect_equal, grades, materialize, plain_int, plain_ints,
+                      student_side, with_reference_todos)
 
 # The visible tests make sequences and managers, mix in the reference's other TODO and read the pool's
 # shape where the student's objects live.
 BOX_NAMES = ("Sequence", "ForkingBlockManager", "with_reference_todos", "prefill", "pool_shape", "step_computed",
              "make_caches")
-
-
-def with_reference_todos(cls, *own):
-    return student_side(cls, "paged_kv.lab.starters.with_reference_todos")(cls, *own)
 
 
 # -- both sides of a trace ------------------------------------------------------------------------------
@@ -45,11 +42,6 @@ class Side:
         self.manager, self.anchor, self.seqs = manager, anchor, []
 
     def box(self, path: str):
-        if self.anchor is None:
-            import importlib
-
-            module, _, name = path.rpartition(".")
-            return getattr(importlib.import_module(module), name)
         return student_side(self.anchor, path)
 
 
@@ -279,6 +271,25 @@ def _beam_step_choices(rng: random.Random, beams: int, width: int) -> List[Tuple
     return out
 
 
+def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, theirs: Side,
+               failed_hint: str = "") -> None:
+    """One beam step on both sides (the reference's ``advance_beams``, the student's ``fn``), compared, then
+    computed. ``failed_hint`` replaces the hint of a student step that raised."""
+    theirs.seqs = reference_advance(theirs.manager, theirs.seqs, choices)
+    try:
+        got = call(where, fn, mine.manager, list(mine.seqs), choices)
+    except CheckFailed as failure:
+        if not failed_hint:
+            raise
+        raise CheckFailed(where, failure.problem, hint=failed_hint) from None
+    count = plain_int(where, call(where, len, got), "the number of beams returned")
+    check(count == len(choices), where, f"advance_beams returned {count} beams for {len(choices)} choices",
+          "return one Sequence per choice, in the order of choices", expected=len(choices), got=count)
+    mine.seqs = [got[i] for i in range(count)]
+    expect_same(where, mine, theirs, BEAM_HINT)
+    apply(where, ("compute",), mine, theirs, BEAM_HINT)
+
+
 def run_beams(fn, seed: int, *, width: int, block_size: int, prompt_len: int, steps: int,
               num_blocks: Optional[int] = None) -> None:
     rng = random.Random(seed)
@@ -291,15 +302,7 @@ def run_beams(fn, seed: int, *, width: int, block_size: int, prompt_len: int, st
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
     for step in range(steps):
         choices = _beam_step_choices(rng, len(theirs.seqs), width)
-        where = f"{case}, step {step}: choices {choices}"
-        theirs.seqs = reference_advance(theirs.manager, theirs.seqs, choices)
-        got = call(where, fn, mine.manager, list(mine.seqs), choices)
-        count = plain_int(where, call(where, len, got), "the number of beams returned")
-        check(count == len(choices), where, f"advance_beams returned {count} beams for {len(choices)} choices",
-              "return one Sequence per choice, in the order of choices", expected=len(choices), got=count)
-        mine.seqs = [got[i] for i in range(count)]
-        expect_same(where, mine, theirs, BEAM_HINT)
-        apply(where, ("compute",), mine, theirs, BEAM_HINT)
+        _beam_step(fn, f"{case}, step {step}: choices {choices}", choices, mine, theirs)
     for side in (theirs, mine):
         for seq in side.seqs:
             call(case, side.manager.deallocate, seq)
@@ -338,16 +341,9 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     apply(case, ("fork", 0), mine, theirs, BEAM_HINT)
     apply(case, ("compute",), mine, theirs, BEAM_HINT)
     for step, choices in enumerate(choices_per_step):
-        where = f"{case}, step {step}: choices {choices} (beam 1 is pruned)"
-        theirs.seqs = reference_advance(theirs.manager, theirs.seqs, choices)
-        try:
-            got = call(where, fn, mine.manager, list(mine.seqs), choices)
-        except CheckFailed as failure:
-            raise CheckFailed(where, failure.problem, hint="the reference fits this step in this pool: free the "
-                              "pruned beams before appending, so their blocks can pay for the copies") from None
-        mine.seqs = [got[i] for i in range(plain_int(where, call(where, len, got), "the number of beams"))]
-        expect_same(where, mine, theirs, BEAM_HINT)
-        apply(where, ("compute",), mine, theirs, BEAM_HINT)
+        _beam_step(fn, f"{case}, step {step}: choices {choices} (beam 1 is pruned)", choices, mine, theirs,
+                   failed_hint="the reference fits this step in this pool: free the pruned beams before "
+                   "appending, so their blocks can pay for the copies")
 
 
 def _fits(pool: int, block_size: int, prompt: List[int], steps: List[List[Tuple[int, int]]]) -> bool:

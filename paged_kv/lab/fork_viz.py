@@ -5,7 +5,7 @@ Colab and static viewers, with no pyplot state.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence as SequenceType, Tuple
+from typing import List, Mapping, Optional, Sequence as SequenceType, Tuple
 
 from matplotlib.patches import FancyArrowPatch
 
@@ -123,7 +123,3 @@ def plot_fork_savings(ours: Mapping[str, Mapping[int, float]], paper: Mapping[st
     fig.subplots_adjust(top=0.84, bottom=0.16, wspace=0.08)
     return fig
 
-
-def savings_by_size(stats: Mapping[int, object]) -> Dict[int, float]:
-    """``{n: stats.saving}`` for a mapping of ``ForkStats``."""
-    return {n: s.saving for n, s in stats.items()}
