@@ -51,6 +51,9 @@ c.HardenedExecute.cell_timeout = int(os.environ.get("PAGED_KV_CELL_TIMEOUT", 30)
 c.HardenedExecute.notebook_timeout = int(os.environ.get("PAGED_KV_NOTEBOOK_TIMEOUT", 120))
 c.HardenedExecute.memory_mb = int(os.environ.get("PAGED_KV_MEMORY_MB", 4096))
 c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
+# PAGED_KV_FINDINGS_COST=0: provenance findings are reported but cost no points (the red team's proof that
+# delegation earns nothing by construction, whatever the findings say).
+c.HardenedExecute.findings_cost_points = os.environ.get("PAGED_KV_FINDINGS_COST", "1") != "0"
 # Lab 06 maps sparse pool files past 2**32 elements (20 GiB of address space each, no disk or RAM) for
 # its int64 case: more address space and file size, the same time budgets.
 c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {"memory_mb": 131072, "file_mb": 65536}}

@@ -218,6 +218,9 @@ class HardenedExecute(Execute):
         config=True)
     spare_kernel = Bool(True, help="Boot the next notebook's kernel while this one's feedback is written.").tag(
         config=True)
+    findings_cost_points = Bool(True, help="Provenance findings zero the tests they affect (False: they are only "
+                                           "reported; the red team uses it to show that delegation earns nothing "
+                                           "by construction).").tag(config=True)
 
     # ---- limits ------------------------------------------------------------------------------------
     def _assignment(self) -> str:
@@ -635,7 +638,7 @@ class HardenedExecute(Execute):
             cell = self._view[finding.cell_index]
             if cell.tree is not None:
                 bound = nbview.names_bound(cell.tree)
-            for test in graded:
+            for test in graded if self.findings_cost_points else ():
                 reads = nbview.free_names(test.tree) if test.tree is not None else set()
                 hit = (test.index > finding.cell_index) if finding.scope == provenance.BELOW else bool(reads & bound)
                 if hit:
@@ -648,7 +651,8 @@ class HardenedExecute(Execute):
                                           "line and resubmit."))
                     self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
             self.events.append({"cell": finding.cell_label, "kind": "integrity", "detail": finding.describe(),
-                                "graded": False, "line": finding.line, "code": finding.code, "rule": finding.rule})
+                                "graded": False, "line": finding.line, "code": finding.code, "rule": finding.rule,
+                                "cost_points": bool(self.findings_cost_points)})
         for todo, reference, ratio in self.similar:
             self.events.append({"cell": todo, "kind": "similar-to-reference", "graded": False,
                                 "detail": f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it"})
