@@ -751,6 +751,8 @@ def _references(graded, view) -> List[Any]:
     the starter classes its given cells import."""
     import importlib
 
+    from paged_kv.lab import starters
+
     refs: List[Any] = []
     modules = set()
     for cell in graded:
@@ -768,7 +770,9 @@ def _references(graded, view) -> List[Any]:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paged_kv"):
                 for alias in node.names:
                     obj = getattr(importlib.import_module(node.module), alias.name, None)
-                    refs += list(getattr(obj, "__todo__", {}).values())
+                    reference = getattr(obj, "__starter_of__", None)
+                    for todo in getattr(obj, "__todo__", ()) if reference is not None else ():
+                        refs.append(starters._function_of(starters._defined(reference, todo)))
     return refs
 
 

@@ -186,7 +186,9 @@ def _starter_reference(base: Optional[str], method: str):
     from paged_kv.lab import starters
 
     starter = getattr(starters, base, None) if base else None
-    return getattr(starter, "__todo__", {}).get(method)
+    if starter is None or method not in getattr(starter, "__todo__", ()):
+        return None
+    return starters._defined(starter.__starter_of__, method)
 
 
 # ---- the class ---------------------------------------------------------------------------------------

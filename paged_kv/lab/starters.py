@@ -2,15 +2,20 @@
 
 A starter is built from a reference class (e.g. ``KVCacheManager``) and the class that holds its given
 code (e.g. ``KVCacheManagerBase``): it copies every method of the reference except the lab's TODO
-methods, which become stubs raising :class:`~paged_kv.lab.feedback.TodoNotWritten`. A student's class that
+methods, which become stubs raising :class:`~paged_kv.cache.todo.TodoNotWritten`. A student's class that
 calls ``super().allocate_for_prefill(req)`` therefore reaches a stub, not the reference, and earns
-nothing. Each starter lists its TODOs, with their reference implementations, in ``__todo__``.
+nothing. Each starter lists the NAMES of its TODOs in ``__todo__`` (never functions) and its reference
+class in ``__starter_of__``.
+
+In an edition of the package built for a lab (``paged_kv.cache.edition``), that reference class has no
+implementation of the lab's TODOs either: they are stubs (``paged_kv.cache.todo.is_stub``), so no route
+through a starter, its reference or ``with_reference_todos`` reaches an answer that is not there.
 """
 from __future__ import annotations
 
 from typing import Dict, Iterable, Optional
 
-from paged_kv.lab.feedback import TodoNotWritten
+from paged_kv.cache.todo import TodoNotWritten, is_stub
 from paged_kv.cache.manager import KVCacheManager, KVCacheManagerBase
 from paged_kv.cache.forking import ForkingBlockManager
 from paged_kv.cache.prefix_cache import BlockManager, BlockManagerBase
@@ -60,16 +65,13 @@ def starter(reference: type, base: type, todo: Iterable[str], name: Optional[str
             if func is not None and "__class__" in func.__code__.co_freevars and attr not in todo:
                 raise ValueError(f"{reference.__name__}.{attr} uses super(); a starter cannot copy it")
             namespace[attr] = value
-    references, originals = {}, {}
     for method in todo:
         if method not in namespace:
             raise ValueError(f"{method!r} is not a method that {reference.__name__} adds to {base.__name__}")
-        references[method] = _function_of(namespace[method])
-        originals[method] = namespace[method]
         namespace[method] = _todo_stub(method, reference.__name__, namespace[method])
     name = name or f"{reference.__name__}Starter"
-    namespace["__todo__"] = references
-    namespace["__todo_given__"] = originals
+    namespace["__todo__"] = tuple(todo)
+    namespace["__starter_of__"] = reference
     namespace["__module__"] = __name__
     namespace["__doc__"] = (f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): "
                             f"everything else is given.")
@@ -81,17 +83,36 @@ def with_reference_todos(cls: type, *own: str) -> type:
 
     Tests one TODO on its own: ``with_reference_todos(Mine, "allocate")`` runs ``Mine.allocate`` with
     the reference's other TODO methods, so a bug elsewhere (or a TODO not written yet) cannot hide or
-    cause a failure here. ``own`` must name TODO methods of the starter.
+    cause a failure here. ``own`` must name TODO methods of the starter (none: every TODO is taken from
+    the reference where it has one).
+
+    Only what this copy of the package implements is taken: in an edition built for a lab, the lab's
+    TODOs are stubs (``is_stub``) and ``cls``'s own methods stay, so in a student's handout the tests of
+    one part run the student's other parts.
     """
-    base = next((k for k in getattr(cls, "__mro__", ()) if "__todo_given__" in vars(k)), None)
+    base = next((k for k in getattr(cls, "__mro__", ()) if "__starter_of__" in vars(k)), None)
     if base is None:
         raise TypeError(f"{cls!r} is not built on a lab starter class (paged_kv.lab.starters)")
-    unknown = [name for name in own if name not in base.__todo_given__]
+    unknown = [name for name in own if name not in base.__todo__]
     if unknown:
-        raise ValueError(f"{unknown} are not TODOs of {base.__name__}; its TODOs are {list(base.__todo_given__)}")
-    given = {name: attr for name, attr in base.__todo_given__.items() if name not in own}
-    label = "".join(part.title() for name in own for part in name.split("_"))
+        raise ValueError(f"{unknown} are not TODOs of {base.__name__}; its TODOs are {list(base.__todo__)}")
+    given = {}
+    for name in base.__todo__:
+        if name in own:
+            continue
+        implementation = _defined(base.__starter_of__, name)
+        if implementation is not None and not is_stub(implementation):
+            given[name] = implementation
+    label = "".join(part.title() for name in own for part in name.split("_")) or "Reference"
     return type(f"{cls.__name__}Only{label}", (cls,), {"__module__": __name__, **given})
+
+
+def _defined(klass: type, name: str):
+    """The attribute ``name`` as ``klass``'s class body (or the nearest base's) defines it, unwrapped by nothing."""
+    for owner in klass.__mro__:
+        if name in vars(owner):
+            return vars(owner)[name]
+    return None
 
 
 KVCacheManagerWithoutPrefill = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_prefill"],
