@@ -36,7 +36,8 @@ help:
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
-	@echo "make handout  - dist/paged-kv-course-handout.zip: what students get (no solutions, no graders)"
+	@echo "make handout [LAB=05-prefix-cache] - what students get (no solutions, no graders); with LAB, a class's"
+	@echo "               handout for that lab: labs up to it, the package without its TODOs' or later labs' answers"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
 	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
@@ -119,7 +120,7 @@ model: env
 	$(PY) tools/train_tiny_model.py
 
 handout: env
-	$(PY) -m autograder.pipeline.handout
+	$(PY) -m autograder.pipeline.handout $(if $(LAB),--lab $(LAB))
 
 collect: env
 	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }

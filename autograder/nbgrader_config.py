@@ -57,10 +57,10 @@ c.HardenedExecute.findings_cost_points = os.environ.get("PAGED_KV_FINDINGS_COST"
 # Lab 06 maps sparse pool files past 2**32 elements (20 GiB of address space each, no disk or RAM) for
 # its int64 case: more address space and file size, the same time budgets.
 c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {"memory_mb": 131072, "file_mb": 65536}}
-# The box sees the course package and the channel's agent, nothing else of the repository (graders, their
-# tests, the verdict code and the solutions stay outside); the source notebooks are read by the grader.
-c.HardenedExecute.readable_paths = [str(REPO / "paged_kv"), str(REPO / "autograder" / "__init__.py"),
-                                    str(REPO / "autograder" / "agent")]
+# The box sees the channel's agent and, first on its path, the lab's EDITION of the course package (built by
+# autograder.editions: the lab's TODOs and every later lab's are stubs), nothing else of the repository: not
+# its paged_kv/ (the reference), the graders, their tests, the verdict code or the solutions.
+c.HardenedExecute.readable_paths = [str(REPO / "autograder" / "__init__.py"), str(REPO / "autograder" / "agent")]
 c.HardenedExecute.private_roots = [str(REPO)]
 c.HardenedExecute.source_dir = str(ROOT / "solutions")
 c.HardenedExecute.events_dir = str(WORK / "events")

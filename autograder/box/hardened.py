@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
@@ -49,6 +50,8 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.box import limits, sandbox
+from autograder.editions import manifest as lab_todos
+from autograder.editions.build import LEFT_OUT, build_edition
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
@@ -137,6 +140,7 @@ class BoxedKernelManager(AsyncKernelManager):
     scratch_mb = Integer(1024)
     readable = ListTrait(Unicode())
     hidden = ListTrait(Unicode())
+    pythonpath = ListTrait(Unicode())
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -168,7 +172,7 @@ class BoxedKernelManager(AsyncKernelManager):
                                private_dir=self.private_dir, readable=list(self.readable),
                                hidden=list(self.hidden),
                                uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
-                               cgroup=self.allocation.cgroup_paths, pids=self.pids)
+                               cgroup=self.allocation.cgroup_paths, pids=self.pids, pythonpath=list(self.pythonpath))
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
 
     def exit_status(self) -> Optional[int]:
@@ -237,46 +241,68 @@ class HardenedExecute(Execute):
             self.log.warning("Grading isolation is '%s': %s", level, warning)
         return level
 
-    def _kernel_settings(self) -> Dict[str, Any]:
+    def _todos(self) -> Optional[lab_todos.LabTodos]:
+        return lab_todos.BY_LAB.get(self._assignment())
+
+    def _edition(self, part: Optional[str] = None) -> str:
+        """The folder of the package edition a box of this lab imports (``autograder.editions``): the lab's
+        TODOs (only ``part``'s, for a part's own box) and every later lab's are stubs. A lab the manifest does
+        not know gets the strictest edition (every graded lab's TODOs left out), with an error in the log."""
+        cache = self.__dict__.setdefault("_edition_dirs", {})
+        key = (self._assignment(), part)
+        if key not in cache:
+            lab = self._assignment()
+            if self._todos() is None:
+                self.log.error("Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
+                               "leaves out every graded lab's TODOs. List the lab's TODOs there.", lab)
+                lab, part = lab_todos.LABS[0].lab, None
+            cache[key] = str(build_edition(lab, part))
+        return cache[key]
+
+    def _kernel_settings(self, part: Optional[str] = None) -> Dict[str, Any]:
+        edition = self._edition(part)
         return dict(kernel_name=self.kernel_name or "python3", box_level=self._level,
                     memory_mb=self._limit("memory_mb"), file_mb=self._limit("file_mb"), ram_mb=self._limit("ram_mb"),
                     pids=self._limit("pids"), cpus=float(self.lab_limits.get(self._assignment(), {}).get(
                         "cpus", self.cpus)), scratch_mb=self._limit("scratch_mb"),
-                    readable=sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths),
-                    hidden=list(self.hidden_paths))
+                    readable=sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
+                    + [edition], hidden=list(self.hidden_paths), pythonpath=[edition])
 
-    def create_kernel_manager(self):
-        """A boxed kernel manager: the spare one this worker started after its last notebook (a fresh kernel
-        that has run nothing yet, booted while the grader wrote feedback), else a new one."""
-        settings = self._kernel_settings()
+    def _kernel_manager(self, part: Optional[str] = None):
+        """A boxed kernel manager for the main box (``part`` None) or a part's box: the spare this worker
+        booted after its last notebook with the same settings (it has run nothing yet), else a new one."""
+        settings = self._kernel_settings(part)
         spare = _SPARES.pop(repr(sorted(settings.items())), None)
         if spare is not None:
             try:
                 if run_sync(spare.is_alive)():
-                    self.km = spare
                     self._spares_used = getattr(self, "_spares_used", 0) + 1
-                    return self.km
+                    return spare
             except Exception:  # noqa: BLE001 - a spare that died: start a new kernel
                 pass
             _discard(spare)
-        self.km = BoxedKernelManager(config=self.config, **settings)
+        return BoxedKernelManager(config=self.config, **settings)
+
+    def create_kernel_manager(self):
+        self.km = self._kernel_manager()
         return self.km
 
     def _start_spare(self) -> None:
-        """Boot the next notebook's kernel now (same settings, nothing run in it)."""
+        """Boot the next notebook's kernels now (one per box this notebook used, nothing run in them)."""
         if not self.spare_kernel:
             return
-        settings = self._kernel_settings()
-        key = repr(sorted(settings.items()))
-        if key in _SPARES:
-            return
-        km = BoxedKernelManager(config=self.config, **settings)
-        try:
-            run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
-        except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
-            _discard(km)
-            return
-        _SPARES[key] = km
+        for part in [None] + sorted(getattr(self, "_parts_used", ())):
+            settings = self._kernel_settings(part)
+            key = repr(sorted(settings.items()))
+            if key in _SPARES:
+                continue
+            km = BoxedKernelManager(config=self.config, **settings)
+            try:
+                run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
+            except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
+                _discard(km)
+                continue
+            _SPARES[key] = km
 
     def _timeout_for(self, cell) -> int:
         return max(1, int(self._cell_deadline - monotonic() + 0.999))
@@ -300,6 +326,9 @@ class HardenedExecute(Execute):
         self._notebook_deadline = started + self._limit("notebook_timeout")
         self._read_submission()
         replayable: List[int] = []
+        self._replayable = replayable  # cells a part's box runs too (``PartBox``)
+        self._part_boxes: Dict[str, PartBox] = {}
+        self._parts_used: set = set()
         index, restarts = 0, 0
         cells = self.nb.cells
         while index < len(cells):
@@ -327,6 +356,8 @@ class HardenedExecute(Execute):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
         verdicts.CONTEXT.reset()
+        for box in self._part_boxes.values():
+            box.close()
         for allocation in self._compile_dirs:
             allocation.release()
         self._start_spare()
@@ -382,12 +413,13 @@ class HardenedExecute(Execute):
         work = os.path.join(folder, "work")
         os.mkdir(work)
         self._compile_dirs.append(allocation)
-        readable = sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
+        edition = self._edition()
+        readable = sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths) + [edition]
         spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
                                file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
                                readable=readable, hidden=list(self.hidden_paths), quiet=False,
                                uid=kernel_uid(allocation.uid, self._level, readable, self.log),
-                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"))
+                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"), pythonpath=[edition])
         command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
                    "autograder.agent.compile_box"]
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -515,7 +547,7 @@ class HardenedExecute(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
     # ---- helpers -----------------------------------------------------------------------------------
-    def _copy_assignment_files(self) -> None:
+    def _copy_assignment_files(self, workdir: Optional[str] = None) -> None:
         """The kernel works in a private copy of the assignment's data files, never in the grading folder."""
         source = (self.resources or {}).get("metadata", {}).get("path")
         if not source or not os.path.isdir(source):
@@ -523,7 +555,7 @@ class HardenedExecute(Execute):
         for item in Path(source).iterdir():
             if item.suffix == ".ipynb" or item.is_symlink():
                 continue
-            target = Path(self.km.workdir) / item.name
+            target = Path(workdir or self.km.workdir) / item.name
             if item.is_dir():
                 shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
             elif item.is_file():
@@ -552,27 +584,50 @@ class HardenedExecute(Execute):
             if self._budget_spent(cell, index):
                 self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
                 return "skipped"
-        verdict, dead = self._verdict(model)
+        box = self._box_for(grade_id, index)
+        if box is None:
+            verdict, dead = self._verdict(model)
+        else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
+            verdict, dead = box.verdict(model, index), False
+            if kernel_error and verdict.passed:
+                _soften_errors(cell, box.part)
+            kernel_error = False
         self.verdicts[grade_id] = verdict
         self._show_verdict(cell, verdict, kernel_error, visible)
         if verdict.kind in ("timeout", "kernel", "exit"):
             self._event(cell, index, {"timeout": "timeout", "kernel": "kernel-died", "exit": "exit-called"}[verdict.kind],
                         f"while the grader tested it ({verdict.seconds:.1f} s)")
+        if verdict.kind == "todo" and LEFT_OUT in verdict.message:  # a route to the reference ends at a stub
+            self._event(cell, index, "reached-stub", verdict.lines[0].split("TODO not written yet", 1)[-1].strip()[:300])
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
             self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB while the grader tested it")
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 
-    def _verdict(self, model) -> tuple:
-        """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel."""
+    def _box_for(self, grade_id: str, index: int) -> Optional["PartBox"]:
+        """The part's own box for a graded cell of a part that needs the reference's other parts, else None."""
+        todos = self._todos()
+        part = todos.part_of_cell(grade_id) if todos is not None else None
+        if part is None or not part.own_box:
+            return None
+        if part.name not in self._part_boxes:
+            self._part_boxes[part.name] = PartBox(self, part.name)
+            self._parts_used.add(part.name)
+        return self._part_boxes[part.name]
+
+    def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
+        """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
+        kernel, or ``kernel``)."""
+        kernel = kernel or Kernel(self.km, self.kc, self._channel)
         limit = max(1.0, min(self._limit("cell_timeout"), self._notebook_deadline - monotonic()))
         deadline = monotonic() + limit
+        interrupt = lambda: self._interrupt(kernel)  # noqa: E731
         try:
-            msg_id = self.kc.execute(AGENT_CALL.format(path=self._channel.path), silent=True, store_history=False,
-                                     allow_stdin=False)
+            msg_id = kernel.kc.execute(AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False,
+                                       allow_stdin=False)
         except Exception:  # noqa: BLE001 - a kernel that cannot take a request
             return verdicts.failed(model.grade_id, grading_channel.KernelGone("the grading kernel stopped")), True
         try:
-            session = self._channel.accept(deadline, on_timeout=self._interrupt)
+            session = kernel.channel.accept(deadline, on_timeout=interrupt)
         except grading_channel.KernelGone as error:
             verdict = verdicts.failed(model.grade_id, error)
         else:
@@ -581,14 +636,14 @@ class HardenedExecute(Execute):
             finally:
                 session.end()
         try:
-            self._wait_reply(msg_id, grading_channel.GRACE_S)
+            self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
             return verdict, False
         except DeadKernelError:
             return verdict, True
         except TimeoutError:
-            self._interrupt()
+            interrupt()
             try:
-                self._wait_reply(msg_id, grading_channel.GRACE_S)
+                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
                 return verdict, False
             except (DeadKernelError, TimeoutError):
                 if verdict.passed:
@@ -596,9 +651,9 @@ class HardenedExecute(Execute):
                         "the kernel did not finish after its tests"))
                 return verdict, True
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, kernel: Optional["Kernel"] = None) -> None:
         try:
-            run_sync(self.km.interrupt_kernel)()
+            run_sync((kernel.km if kernel else self.km).interrupt_kernel)()
         except Exception:  # noqa: BLE001 - a dead kernel cannot be interrupted
             pass
 
@@ -666,18 +721,36 @@ class HardenedExecute(Execute):
             return False
         return reply is not None and reply["content"].get("status") == "ok"
 
-    def _wait_reply(self, msg_id: str, timeout: Optional[float]):
+    def _wait_reply(self, msg_id: str, timeout: Optional[float], kernel: Optional["Kernel"] = None):
+        kc, km = (kernel.kc, kernel.km) if kernel else (self.kc, self.km)
         deadline = monotonic() + (timeout if timeout is not None else 30)
         while monotonic() < deadline:
             try:
-                msg = run_sync(self.kc.shell_channel.get_msg)(timeout=1)
+                msg = run_sync(kc.shell_channel.get_msg)(timeout=1)
             except Exception:  # noqa: BLE001  (queue.Empty: check the kernel and keep waiting)
-                if self.km is not None and not run_sync(self.km.is_alive)():
+                if km is not None and not run_sync(km.is_alive)():
                     raise DeadKernelError("Kernel died")
                 continue
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
         raise TimeoutError("no reply in time")
+
+    def _run_silently(self, code: str, timeout: float, kernel: "Kernel") -> str:
+        """Run ``code`` in ``kernel`` without recording it: ``ok``, ``error``, ``timeout`` (interrupted, it
+        stopped) or ``dead`` (it died, or did not stop when interrupted)."""
+        try:
+            msg_id = kernel.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+            reply = self._wait_reply(msg_id, timeout, kernel)
+        except DeadKernelError:
+            return "dead"
+        except TimeoutError:
+            self._interrupt(kernel)
+            try:
+                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
+                return "timeout"
+            except (DeadKernelError, TimeoutError):
+                return "dead"
+        return "ok" if reply["content"].get("status") == "ok" else "error"
 
     def _replay(self, indices: List[int]) -> None:
         for index in indices:
@@ -785,7 +858,9 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
             "kernel-died": "the kernel died", "memory": "hit the memory limit",
             "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
             "integrity": "no points: code that is not the student's own",
-            "similar-to-reference": "nearly the reference's code (review)"}.get(event["kind"], event["kind"])
+            "similar-to-reference": "nearly the reference's code (review)",
+            "reached-stub": "called an implementation the grading box leaves out (it earns nothing)"}.get(
+        event["kind"], event["kind"])
     return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 
 
@@ -798,3 +873,110 @@ def add_notes(nb, lines: List[str]) -> None:
                                     "Points were given for what ran."})
         nb.cells.insert(0, cell)
     cell.source = cell.source.rstrip("\n") + "\n\n" + "\n".join(lines)
+
+
+@dataclass
+class Kernel:
+    """One boxed kernel the grader talks to: its manager, its client and its grading channel."""
+
+    km: Any
+    kc: Any
+    channel: Any
+
+
+class PartBox:
+    """The box that grades one part of a multi-part lab (``own_box`` in ``autograder.editions.manifest``).
+
+    Its edition of the package leaves out that part's TODOs only (and every later lab's), so
+    ``with_reference_todos`` gives the student's code of this part the reference's other parts, and nothing
+    in the process implements this part. Before a graded cell of the part it runs, silently and in order,
+    every cell above that the notebook's main kernel ran without error (the student's code and the given
+    cells); the cell is then decided against it as the main kernel's cells are. The main kernel (whose
+    edition leaves out every part) still runs the notebook for what the feedback shows.
+    """
+
+    def __init__(self, executor: "HardenedExecute", part: str):
+        self.executor, self.part = executor, part
+        self.kernel: Optional[Kernel] = None
+        self.done = -1      # the last cell index it has run
+        self.broken = ""    # why it cannot grade any more (shown in the verdict)
+
+    def verdict(self, model, index: int) -> "verdicts.Verdict":
+        if not self.broken:
+            self._catch_up(index)
+        if self.broken:
+            return verdicts.failed(model.grade_id, grading_channel.KernelGone(self.broken))
+        verdict, dead = self.executor._verdict(model, self.kernel)
+        if dead:
+            self.broken = "the kernel that grades this part stopped while it was tested"
+        return verdict
+
+    def _start(self) -> None:
+        executor = self.executor
+        km = executor._kernel_manager(self.part)
+        if not km.has_kernel:
+            run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
+        kc = km.client()
+        kc.start_channels()
+        run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
+        kc.allow_stdin = False
+        self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
+        executor._copy_assignment_files(km.workdir)
+        executor._run_silently(PREAMBLE, executor._limit("cell_timeout"), self.kernel)
+
+    def _catch_up(self, index: int) -> None:
+        executor = self.executor
+        if self.kernel is None:
+            try:
+                self._start()
+            except Exception as error:  # noqa: BLE001 - the part scores 0, with the reason
+                self.broken = f"the kernel that grades this part could not start ({type(error).__name__})"
+                return
+        for cell_index in executor._replayable:
+            if not self.done < cell_index < index:
+                continue
+            remaining = executor._notebook_deadline - monotonic()
+            if remaining <= 0:
+                self.broken = "the notebook's grading time was spent before this part's own kernel ran your cells"
+                return
+            outcome = executor._run_silently(executor.nb.cells[cell_index].source,
+                                             min(executor._limit("cell_timeout"), remaining), self.kernel)
+            if outcome in ("dead", "timeout"):
+                self.broken = (f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
+                               f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
+                               "kernel of that part's own)")
+                return
+            self.done = cell_index
+
+    def close(self) -> None:
+        if self.kernel is None:
+            return
+        try:
+            self.kernel.channel.close()
+        except OSError:
+            pass
+        try:
+            self.kernel.kc.stop_channels()
+        except Exception:  # noqa: BLE001
+            pass
+        _discard(self.kernel.km)
+        self.kernel = None
+
+
+def _soften_errors(cell, part: str) -> None:
+    """A test of a part graded in its own box passed there, but raised in the main kernel (where the
+    student's other parts ran): the error is shown as text, with why it costs nothing."""
+    kept = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "error":
+            kept.append(output)
+            continue
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", str(line)) for line in output.get("traceback", [])]
+        text = "\n".join(lines) or f"{output.get('ename')}: {output.get('evalue')}"
+        kept.append(from_dict({"output_type": "stream", "name": "stdout",
+                               "text": f"In your notebook this cell raised (there it runs your code for every part):\n"
+                                       f"{text}\n"}))
+    kept.append(note_output(f"Graded with the reference's versions of the other parts (part {part!r} is yours), "
+                            "these tests passed: the error above comes from another part of your code, whose own "
+                            "tests say which."))
+    cell.outputs = kept

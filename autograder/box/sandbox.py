@@ -60,6 +60,7 @@ class BoxSpec:
     uid: Optional[int] = None          # run the command as this unprivileged uid (root only)
     cgroup: List[str] = field(default_factory=list)  # cgroup folders to join (``autograder.box.limits``)
     pids: int = 256                    # without a cgroup: the process limit of the uid (RLIMIT_NPROC)
+    pythonpath: List[str] = field(default_factory=list)  # first on the kernel's PYTHONPATH (its package edition)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -233,6 +234,9 @@ def _outermost(paths) -> List[str]:
 
 def kernel_env(spec: BoxSpec, parent: Dict[str, str]) -> Dict[str, str]:
     env = {k: v for k, v in parent.items() if k in KEPT_ENV or k.startswith(KEPT_ENV_PREFIXES)}
+    if spec.pythonpath:  # the box's edition of the course package comes before anything else named paged_kv
+        env["PYTHONPATH"] = os.pathsep.join(list(spec.pythonpath) + [p for p in env.get("PYTHONPATH", "").split(
+            os.pathsep) if p and p not in spec.pythonpath])
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
     env.setdefault("LANG", "C.UTF-8")

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "paged_kv"
 BUILDER_VERSION = "1"
 TODO_MODULE = "_pkv_todo"  # how an edited module names paged_kv.cache.todo
+LEFT_OUT = "this edition of the course package leaves it out"  # in every stub's message (the grader looks for it)
 SKIPPED_PARTS = ("__pycache__", ".ipynb_checkpoints")
 
 
@@ -138,12 +139,11 @@ def message_for(stub: Stub, owner_lab: str, todo: bool, todo_names: Iterable[str
     number = owner_lab[:2]
     title = BY_LAB[owner_lab].title
     if todo:
-        return (f"{stub.name} is a TODO of lab {number} ({title}): this edition of the course package leaves it "
-                f"out, so only your own code can answer it. Write it in its answer cell, run that cell, then "
-                f"run this one again.")
+        return (f"{stub.name} is a TODO of lab {number} ({title}): {LEFT_OUT}, so only your own code can answer "
+                f"it. Write it in its answer cell, run that cell, then run this one again.")
     names = ", ".join(todo_names)
-    return (f"{stub.name} ({stub.why}) computes what lab {number}'s TODO ({names}) computes, so this edition of "
-            f"the course package leaves it out: write {names} yourself.")
+    return (f"{stub.name} ({stub.why}) computes what lab {number}'s TODO ({names}) computes, so {LEFT_OUT}: "
+            f"write {names} yourself.")
 
 
 def _messages(stubs: Sequence[Stub]) -> Dict[Stub, str]:

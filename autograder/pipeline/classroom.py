@@ -53,6 +53,9 @@ class Student:
     expect: Expect
     loops: bool = False  # spends its whole time budget: worth grading with short budgets in tests
     beside: bool = False  # graded in one run with the harm attacks (the hogs and their bystanders)
+    # Graded with provenance findings costing no points: what it earns is decided by construction (the box
+    # holds no implementation of the lab's TODOs), whatever the text rules say.
+    findings_free: bool = False
 
 
 # ---- reading a lab ---------------------------------------------------------------------------------
@@ -216,7 +219,8 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         sid = f"{kind}-{len(students):02d}"
         content = raw if raw is not None else json.dumps(nb, indent=1).encode()
         students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
-                                loops="endless loop" in label, beside=beside))
+                                loops="endless loop" in label, beside=beside,
+                                findings_free=kind == "delegation" or (kind == "attack" and "(untouched code)" in label)))
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
     add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))

@@ -1,4 +1,4 @@
-"""What students get: ``python -m autograder.pipeline.handout`` (``make handout``) writes ``dist/paged-kv-course-handout.zip``.
+"""What students get: ``python -m autograder.pipeline.handout [--lab NN-lab]`` (``make handout [LAB=...]``).
 
 It holds the release notebooks (``course/``), the ``paged_kv`` package they import, the JupyterLab
 settings that hide nbgrader's instructor tools (``student-lab/``), and what installs it
@@ -6,6 +6,12 @@ settings that hide nbgrader's instructor tools (``student-lab/``), and what inst
 Makefile whose ``make lab`` sets everything up and opens the course as the repository's ``make lab``
 does for students (the student settings, the course kernel, ``PORT`` and ``LAB_ARGS``). It holds no solutions, no graders,
 no tests and no hidden test code (the release has none; this module checks).
+
+- ``--lab NN-lab`` (a class's handout, ``dist/paged-kv-course-NN-lab-handout.zip``): the labs up to NN and the
+  package's *edition* of lab NN (``autograder.editions``): the TODOs of lab NN and of every later lab have no
+  implementation in it (earlier labs' answers, past due, stay: later labs build on them). So the handout does
+  not carry the answer to the lab in front of the student.
+- no ``--lab`` (``dist/paged-kv-course-handout.zip``): the whole course and the whole package, for self-study.
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
@@ -73,45 +79,83 @@ names of the functions and classes the lab asks for.
 """
 
 
-def handout_files(repo: Path = REPO) -> List[Path]:
+def handout_files(repo: Path = REPO, lab: Optional[str] = None) -> List[Path]:
+    """The repository's files to hand out (``lab``: its package comes from the edition, its course stops at it)."""
     files = [repo / name for name in FILES if (repo / name).exists()]
     for folder in FOLDERS:
+        if folder == "paged_kv" and lab is not None:
+            continue  # the edition's sources take its place (``edition_files``)
         files += sorted(p for p in (repo / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                        and ".ipynb_checkpoints" not in p.parts and p.suffix != ".pyc")
+                        and ".ipynb_checkpoints" not in p.parts and p.suffix != ".pyc"
+                        and not (folder == "course" and lab is not None and _later(p, repo, lab)))
     return files
 
 
-def check_clean(files: Iterable[Path], repo: Path = REPO) -> None:
+def _later(path: Path, repo: Path, lab: str) -> bool:
+    """A release folder of a lab after ``lab`` (labs are numbered ``NN-name``)."""
+    name = path.relative_to(repo / "course").parts[0]
+    return name[:2].isdigit() and name[:2] > lab[:2]
+
+
+def edition_files(lab: str) -> Dict[str, bytes]:
+    """``{path in the handout: content}`` of lab ``lab``'s edition of the package."""
+    from autograder.editions.build import edition_sources
+
+    return {f"paged_kv/{name}": data for name, data in edition_sources(lab).items()}
+
+
+def check_clean(files: Iterable[Path], repo: Path = REPO, generated: Optional[Dict[str, bytes]] = None) -> None:
     """Raise when a file to hand out carries solution or hidden-test code."""
-    for path in files:
-        if path.suffix in (".ipynb", ".py"):
-            text = path.read_text()
-            for marker in FORBIDDEN:
-                if marker in text:
-                    raise ValueError(f"{path.relative_to(repo)} contains {marker!r}: it must not be handed out")
+    texts = [(str(path.relative_to(repo)), path.read_text()) for path in files if path.suffix in (".ipynb", ".py")]
+    texts += [(name, data.decode()) for name, data in (generated or {}).items() if name.endswith(".py")]
+    for name, text in texts:
+        for marker in FORBIDDEN:
+            if marker in text:
+                raise ValueError(f"{name} contains {marker!r}: it must not be handed out")
 
 
-def build(target: Path, repo: Path = REPO) -> Path:
-    files = handout_files(repo)
-    check_clean(files, repo)
+def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
+    """Write the handout zip (``lab``: a class's handout for that lab, see the module doc)."""
+    files = handout_files(repo, lab)
+    generated = edition_files(lab) if lab is not None else {}
+    check_clean(files, repo, generated)
+    readme = STUDENT_README + (EDITION_NOTE.format(lab=lab) if lab else "")
     target.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
-        for name, text in (("Makefile", STUDENT_MAKEFILE), ("README.md", STUDENT_README)):
+        for name, data in [*generated.items(), ("Makefile", STUDENT_MAKEFILE.encode()), ("README.md", readme.encode())]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, text)
+            archive.writestr(info, data)
     return target
 
 
-def main() -> int:
-    target = build(REPO / "dist" / "paged-kv-course-handout.zip")
+EDITION_NOTE = """
+This handout is for lab {lab}: it holds the labs up to that one, and its copy of the course package leaves
+out the code that answers lab {lab} and every later lab (calling it says so). Your own code answers them.
+"""
+
+
+def target_for(lab: Optional[str]) -> Path:
+    return REPO / "dist" / (f"paged-kv-course-{lab}-handout.zip" if lab else "paged-kv-course-handout.zip")
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from autograder.editions.manifest import BY_LAB
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lab", choices=sorted(BY_LAB), help="a class's handout for this lab (its edition)")
+    args = parser.parse_args(argv)
+    target = build(target_for(args.lab), lab=args.lab)
     with zipfile.ZipFile(target) as archive:
         count = len(archive.namelist())
-    print(f"{target.relative_to(REPO)}: {count} files (release notebooks, paged_kv, install files; "
-          "no solutions, graders or tests)")
+    what = (f"labs up to {args.lab}, the package's edition of {args.lab} (its TODOs and later labs' left out)"
+            if args.lab else "the whole course and package, for self-study")
+    print(f"{target.relative_to(REPO)}: {count} files ({what}; install files; no solutions, graders or tests)")
     return 0
 
 

@@ -105,10 +105,11 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     work = root / "autograder" / "work"
     # Three groups, one after the other: everyone else; the students whose code never ends (short budgets,
     # when given); the harm attacks with their honest bystanders, so that each hog runs beside an honest one.
-    groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside],
+    groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside and not s.findings_free],
+              [s for s in students if s.findings_free and not (loop_budget and s.loops) and not s.beside],
               [s for s in students if loop_budget and s.loops and not s.beside],
               [s for s in students if s.beside]]
-    budgets = [{}, dict(loop_budget or {}), {}]
+    budgets = [{}, {"PAGED_KV_FINDINGS_COST": "0"}, dict(loop_budget or {}), {}]
     spec = [{"students": [ids[s.sid] for s in group], "budgets": extra}
             for group, extra in zip(groups, budgets) if group]
     graded = _run("autograder.pipeline.grade", lab, "--groups", json.dumps(spec),

@@ -48,7 +48,8 @@ def _target(lab: Lab) -> dict:
     first_name, first = next(iter(functions.items()))
     kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
     info = {"kernel": kernel, "function": first_name, "args": classroom._call_args(first), "class": None,
-            "starter": None, "methods": {}}
+            "starter": None, "methods": {},
+            "classmethod": any("classmethod" in ast.unparse(d) for d in first.decorator_list)}
     if klass is not None:
         base = klass.bases[0].id if klass.bases and isinstance(klass.bases[0], ast.Name) else None
         info["class"], info["starter"] = klass.name, base
@@ -145,20 +146,21 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
             f"    setattr(_reference.{owner}, _name, getattr({t['class']}, _name))"], "agree"))
         add("exec of the reference's source under the TODO's name", _with_cells(base, after_answer, [
             "import inspect, sys, textwrap\n"
-            f"for _name, _ref in {t['starter']}.__todo__.items():\n"
+            f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
             "    _scope = {}\n"
             "    exec(textwrap.dedent(inspect.getsource(_ref)), vars(sys.modules[_ref.__module__]), _scope)\n"
             f"    setattr({t['class']}, _name, _scope[_ref.__name__])"], "exec"))
         add("the reference's bytecode renamed and rewrapped", _with_cells(base, after_answer, [
             "import types\n"
-            f"for _name, _ref in {t['starter']}.__todo__.items():\n"
+            f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
+            "    _ref = getattr(_ref, '__func__', _ref)\n"
             "    _code = _ref.__code__.replace(co_filename='/tmp/ipykernel_1/123.py', co_name=_name)\n"
             f"    setattr({t['class']}, _name, types.FunctionType(_code, _ref.__globals__, _name, _ref.__defaults__))"],
             "bytecode"))
         add("inherits the reference outright", lambda: _replace_todo(
             base, f"import {module}\n\n\nclass {t['class']}({module}.{owner}):\n    pass\n"))
         head, tail = owner[: len(owner) // 2], owner[len(owner) // 2:]
-        call = f"(self, {t['args']})" if t["args"] else "(self)"
+        call = f"({t['args']})" if t["classmethod"] else (f"(self, {t['args']})" if t["args"] else "(self)")
         add("a computed name finds the reference", lambda: _inject_into_todo(
             base, lab, f"return getattr(getattr(__import__('{module}', fromlist=['x']), '{head}' + '{tail}'), "
                        f"'{method}'){call}"))
@@ -169,8 +171,8 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
             base, lab, f"import sys\nreturn sys.modules['{module}'].{owner}.{method}{call}"))
         add("torch.sys.modules finds the reference", lambda: _inject_into_todo(
             base, lab, f"import torch\nreturn torch.sys.modules['{module}'].{owner}.{method}{call}"))
-        add("the starter's __todo__ holds the reference", lambda: _inject_into_todo(
-            base, lab, f"return {t['starter']}.__todo__['{method}']{call}"))
+        add("the starter's reference class holds the reference", lambda: _inject_into_todo(
+            base, lab, f"return {t['starter']}.__starter_of__.{method}{call}"))
         add("ctypes turns an address into the reference", lambda: _inject_into_todo(
             base, lab, f"import ctypes\n_module = ctypes.cast(id(__import__('{module}', fromlist=['x'])), "
                        f"ctypes.py_object).value\nreturn getattr(_module, '{owner}').{method}{call}"))
@@ -197,11 +199,57 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         add("gc finds the reference", lambda: _inject_into_todo(
             base, lab, f"import gc\nreturn next(o for o in gc.get_objects() if getattr(o, '__qualname__', '') == "
                        f"'{name}' and getattr(o, '__module__', '') == '{module}'){call}"))
+    for label, code in _syntax_families(t).items():
+        add(label, lambda code=code: _inject_into_todo(base, lab, code))
     if t["kernel"]:
         add("a fake triton whose 'kernel' computes in torch", lambda: _fake_triton(base, lab))
         add("the kernel hands its work to the package's kernel", lambda: _inject_into_todo(
             base, lab, "paged_kv.kernels.triton_kernels.paged_decode_kernel"))
     return out
+
+
+# The syntax families that reach an object by means no rule about names can list (issue 25): a builtin used as
+# a value, a function that takes attribute names as data, structural pattern matching (which reads attributes,
+# dunders included, and dict keys without an attribute node) through a function's __globals__ to __import__.
+# In the grading box they reach the edition's stub: nothing is there to delegate to.
+SYNTAX_FAMILIES = ("builtins as values: functools.reduce(getattr, ...)", "attribute names as data: operator.attrgetter",
+                   "pattern matching through __globals__ to __import__")
+
+
+# The attacks that call the reference itself, by a route the text rules know (they also show as findings).
+REFERENCE_ROUTES = ("exec of the reference's source under the TODO's name", "the reference's bytecode renamed and rewrapped",
+                    "inherits the reference outright", "a computed name finds the reference", "gc finds the reference",
+                    "sys.modules finds the reference", "torch.sys.modules finds the reference",
+                    "the starter's reference class holds the reference", "ctypes turns an address into the reference",
+                    "a pickle loaded by numpy brings the reference")
+
+
+def _syntax_families(t: dict) -> Dict[str, str]:
+    """``{label: code at the top of the TODO's body}``: the first TODO handed to its reference by each family."""
+    if not t["methods"] or t["kernel"]:
+        return {}
+    method = t["function"]
+    module, owner = t["methods"][method]
+    dotted = ".".join(module.split(".")[1:] + ([owner] if owner else []) + [method])
+    if owner:
+        call = f"({t['args']})" if t["classmethod"] else (f"(self, {t['args']})" if t["args"] else "(self)")
+        anchor = t["starter"]  # given in the notebook: its __init__ is a function of the package
+        globals_of = f"object(__init__=object(__globals__={{'__builtins__': {{'__import__': _imp}}}}))"
+        reach = f"case object({owner}=object({method}=_ref)):\n            return _ref{call}"
+    else:
+        call = f"({t['args']})"
+        anchor = "install_notebook_hooks"  # every lab's setup imports it from the package
+        globals_of = "object(__globals__={'__builtins__': {'__import__': _imp}})"
+        reach = f"case object({method}=_ref):\n            return _ref{call}"
+    return {
+        SYNTAX_FAMILIES[0]: f"import functools\nimport paged_kv as _pkg\n"
+                            f"return functools.reduce(getattr, {dotted.split('.')!r}, _pkg){call}",
+        SYNTAX_FAMILIES[1]: f"from operator import attrgetter\nimport paged_kv as _pkg\n"
+                            f"return attrgetter({dotted!r})(_pkg){call}",
+        SYNTAX_FAMILIES[2]: (f"match {anchor}:\n    case {globals_of}:\n"
+                             f"        _mod = _imp({module!r}, None, None, [{(owner or method)!r}])\n"
+                             f"match _mod:\n    {reach}"),
+    }
 
 
 def _fake_triton(base: dict, lab: Lab) -> dict:
@@ -271,8 +319,13 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
     total = sum(cells.values())
     out = []
     for label, nb in _integrity_attacks(lab, lab.release):
-        out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events={"integrity"}),
-                    False))
+        # Graded with findings costing nothing (classroom: findings_free): 0 by construction. A route to the
+        # reference ends at the box edition's stub, which the log shows ("reached-stub"); the classic forms
+        # are also read from the text (provenance), the syntax families need not be.
+        events = set() if label in SYNTAX_FAMILIES else {"integrity"}
+        if label in SYNTAX_FAMILIES or label in REFERENCE_ROUTES:
+            events.add("reached-stub")
+        out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events=events), False))
     if bug_notebook is not None:
         strongest = {"points the reference at its own code", "a fake triton whose 'kernel' computes in torch",
                      "exec of the reference's source under the TODO's name"}

@@ -1,0 +1,186 @@
+"""Editions of the package: the box that grades lab NN, and a class's handout for lab NN, hold no
+implementation of lab NN's TODOs (or of any later lab's), whatever route reaches for one."""
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.editions import manifest
+from autograder.editions.build import (LEFT_OUT, PACKAGE, REPO, EditionError, build_edition, edition_sources,
+                                       editions_dir, stub_module)
+from autograder.pipeline import handout
+from autograder.pipeline.labs import discover_labs
+from autograder.pipeline.report import graded_labs
+from autograder.verdict.provenance import normalized_tokens
+
+LABS = graded_labs(REPO / "solutions")
+EDITIONS = [(lab, None) for lab in LABS] + [(entry.lab, part.name) for entry in manifest.LABS
+                                            for part in entry.boxed_parts]
+
+
+def _cells(lab: str):
+    nb = json.loads((REPO / "solutions" / lab / discover_labs(REPO / "solutions")[lab]).read_text())
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_every_graded_lab_is_in_the_manifest_with_each_graded_cell_in_exactly_one_part():
+    assert [entry.lab for entry in manifest.LABS] == LABS
+    for lab in LABS:
+        graded = [c["metadata"]["nbgrader"]["grade_id"] for c in _cells(lab)
+                  if c["metadata"].get("nbgrader", {}).get("grade")]
+        listed = [cell for part in manifest.BY_LAB[lab].parts for cell in part.cells]
+        assert sorted(listed) == sorted(graded), lab
+
+
+def test_every_todo_an_answer_cell_writes_is_left_out_by_its_labs_edition():
+    """The methods and functions of each graded answer cell (not the stretch goals) are the manifest's TODOs
+    (lab 06's kernels are graded from their text: its edition leaves out the package's kernels instead)."""
+    for lab in LABS:
+        if lab.startswith("06-"):
+            continue
+        written = set()
+        for cell in _cells(lab):
+            meta = cell["metadata"].get("nbgrader", {})
+            if meta.get("solution") and "stretch" not in meta.get("grade_id", ""):
+                for node in ast.walk(ast.parse("".join(cell["source"]))):
+                    if isinstance(node, ast.FunctionDef):
+                        written.add(node.name)
+        todos = {stub.name for stub in manifest.BY_LAB[lab].stubs}
+        assert written <= todos, f"{lab}: {sorted(written - todos)} written in answer cells but not left out"
+
+
+def _by_qualname(tree: ast.Module, qualname: str) -> ast.AST:
+    scope, node = tree.body, None
+    for name in qualname.split("."):
+        node = next(n for n in scope if getattr(n, "name", None) == name)
+        scope = node.body
+    return node
+
+
+@pytest.mark.parametrize("lab, part", EDITIONS, ids=lambda v: str(v))
+def test_every_function_an_edition_leaves_out_is_a_stub_with_its_signature(lab, part):
+    sources = edition_sources(lab, part)
+    for stub in manifest.stubs_for(lab, part):
+        node = _by_qualname(ast.parse(sources[stub.module].decode()), stub.qualname)
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        assert len(body) == 1 and isinstance(body[0], ast.Raise), stub.dotted
+        assert LEFT_OUT in ast.unparse(body[0])
+        reference = _by_qualname(ast.parse((PACKAGE / stub.module).read_text()), stub.qualname)
+        assert ast.dump(node.args) == ast.dump(reference.args), f"{stub.dotted}: the signature changed"
+
+
+def _function_bodies(text: str):
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                 and isinstance(s.value.value, str))]
+            if body:
+                yield node.name, body
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_no_source_file_of_an_edition_holds_the_body_of_a_function_it_leaves_out(lab):
+    """Not as it is (the same syntax tree), and not nearly (92% or more alike once names and constants are
+    erased, the rule provenance reports pasted code by)."""
+    left_out = {}
+    for stub in manifest.stubs_for(lab):
+        node = _by_qualname(ast.parse((PACKAGE / stub.module).read_text()), stub.qualname)
+        module = ast.Module(body=next(body for _, body in _function_bodies(ast.unparse(node))), type_ignores=[])
+        left_out[stub.dotted] = (ast.dump(module), normalized_tokens(module))
+    found = []
+    for path, data in edition_sources(lab).items():
+        if not path.endswith(".py"):
+            continue
+        for name, body in _function_bodies(data.decode()):
+            module = ast.Module(body=body, type_ignores=[])
+            dump, tokens = ast.dump(module), normalized_tokens(module)
+            for dotted, (ref_dump, ref_tokens) in left_out.items():
+                if dump == ref_dump:
+                    found.append(f"{path}:{name} is {dotted}'s body")
+                elif len(tokens) >= 20:
+                    matcher = difflib.SequenceMatcher(None, tokens, ref_tokens, autojunk=False)
+                    if matcher.real_quick_ratio() >= 0.92 and matcher.quick_ratio() >= 0.92 and matcher.ratio() >= 0.92:
+                        found.append(f"{path}:{name} is {matcher.ratio():.0%} like {dotted}")
+    assert found == []
+
+
+def _probe(folder: Path, names) -> list:
+    done = subprocess.run([sys.executable, "-m", "autograder.editions.probe", *names], cwd=folder.parent,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]), MPLBACKEND="Agg",
+                                   TRITON_INTERPRET="1"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("lab, part", EDITIONS, ids=lambda v: str(v))
+def test_every_route_to_what_an_edition_leaves_out_ends_at_its_stub(lab, part):
+    """A getattr chain, functools.reduce(getattr), operator.attrgetter, pattern matching, a function's
+    __globals__ to sys.modules, gc: each finds the stub, which raises TodoNotWritten saying so."""
+    names = [stub.dotted for stub in manifest.stubs_for(lab, part)]
+    assert _probe(build_edition(lab, part), names) == []
+
+
+def test_the_same_routes_reach_real_implementations_in_the_whole_package():
+    """The probe's routes are real: in the repository's package every one of them runs the implementation."""
+    names = [stub.dotted for stub in manifest.stubs_for(LABS[0])]
+    problems = _probe(build_edition(None), names)
+    assert len(problems) == 6 * len(names)
+    assert all("ran and" in p for p in problems)
+
+
+def test_a_part_box_keeps_the_other_parts_and_leaves_out_its_own():
+    for entry in manifest.LABS:
+        for part in entry.boxed_parts:
+            left_out = {s.dotted for s in manifest.stubs_for(entry.lab, part.name)}
+            assert {s.dotted for s in part.stubs} <= left_out
+            others = {s.dotted for p in entry.parts if p is not part for s in p.stubs}
+            assert not others & left_out, f"{entry.lab}/{part.name} must keep the other parts' references"
+
+
+def test_an_earlier_lab_leaves_out_everything_a_later_lab_does():
+    """So a lab that runs top to bottom on its own edition runs on every later lab's edition (a class handout
+    of lab NN holds the labs up to NN), and every part box leaves out a subset of its lab's main box."""
+    for earlier, later in zip(LABS, LABS[1:]):
+        assert set(manifest.stubs_for(later)) <= set(manifest.stubs_for(earlier))
+    for lab, part in EDITIONS:
+        assert set(manifest.stubs_for(lab, part)) <= set(manifest.stubs_for(lab))
+
+
+def test_a_stub_target_that_does_not_exist_is_refused():
+    with pytest.raises(EditionError, match="is not defined"):
+        stub_module("def f():\n    return 1\n", [("g", "gone")])
+    with pytest.raises(EditionError, match="is a class"):
+        stub_module("class A:\n    pass\n", [("A", "a class")])
+
+
+def test_the_editions_folder_must_be_this_users_alone(tmp_path, monkeypatch):
+    folder = tmp_path / "editions"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    monkeypatch.setenv("PAGED_KV_EDITIONS", str(folder))
+    with pytest.raises(EditionError, match="nobody else may write"):
+        editions_dir()
+    os.chmod(folder, 0o755)
+    assert editions_dir() == folder
+
+
+def test_a_class_handout_carries_the_labs_up_to_its_lab_and_its_edition(tmp_path):
+    lab = "05-prefix-cache"
+    with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
+        names = archive.namelist()
+        package = {n[len("paged-kv-course/paged_kv/"):]: archive.read(n) for n in names
+                   if n.startswith("paged-kv-course/paged_kv/")}
+        readme = archive.read("paged-kv-course/README.md").decode()
+    labs = {Path(n).parts[2] for n in names if n.startswith("paged-kv-course/course/") and n.endswith(".ipynb")}
+    assert labs == {p.name for p in (REPO / "course").iterdir() if p.name[:2] <= "05"}
+    assert package == edition_sources(lab)
+    assert "lab 05-prefix-cache" in readme
+    assert f"LAB: Optional[str] = {lab!r}" in package["cache/edition.py"].decode()
