@@ -22,7 +22,8 @@ from hub import feedback_policy, roles
 from hub.feedback_policy import FEEDBACK_POLICY, formgrader_policy, policy_for
 from hub.layout import Layout
 
-REPO = Path(__file__).resolve().parents[2]
+# nbgrader's add_submission warns about its own session use (SAWarning); it is not this test's concern.
+pytestmark = pytest.mark.filterwarnings("ignore:Object of type:Warning")
 LAB, NOTEBOOK, STUDENT = "02-atomic-prefill", "atomic_prefill", "s1"
 HOST = "127.0.0.1:8000"
 
