@@ -165,7 +165,8 @@ STUDENT_OUTPUTS = [
     {"output_type": "display_data", "metadata": {"image/png": {"width": "1 onerror=alert(1)"}},
      "data": {"image/png": PNG + '" onerror="alert(1)', "text/plain": "a forged image"}},
     {"output_type": "stream", "name": "stdout", "text": "<script>alert('printed')</script>\n"},
-    {"output_type": "error", "ename": "ValueError", "evalue": "<img src=x onerror=alert(1)>", "traceback": ["<b>tb</b>"]},
+    {"output_type": "error", "ename": "ValueError", "evalue": "<img src=x onerror=alert(1)>",
+     "traceback": ["<b>tb</b>"]},
 ]
 
 
