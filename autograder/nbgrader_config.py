@@ -77,4 +77,11 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "autograder.pipeline.hide_hidden.HideHiddenTests",
 ]
+# Feedback is inert (README, threat model): what a student's markdown and outputs hold is rendered as text
+# (InertCells, before any HTML is made; HTMLExporter's own list, so Formgrader's submission view gets it too),
+# and every feedback page is rebuilt by an allow-list sanitiser (InertHTMLExporter: no script, handler,
+# frame, form or URL but data: images and links).
+c.HTMLExporter.preprocessors = ["autograder.pipeline.inert_cells.InertCells"]
+c.InertCells.source_dir = str(ROOT / "solutions")
+c.GenerateFeedback.exporter_class = "autograder.pipeline.inert_html.InertHTMLExporter"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -10,6 +10,10 @@ Each role gets a folder (``Layout.role_config``) put first on its server's ``JUP
   listing Assignment List alone): on a hub students fetch, submit and get feedback there. Validate stays.
 - ``jupyter_server_config.json``: no news or update checks (the hub may have no internet); for a
   student, nbgrader's Formgrader and course-list server extensions are off too, so their URLs answer 404.
+- ``pkv_feedback_policy.py`` (a copy of ``hub/feedback_policy.py``, which students cannot read where the
+  repository is private) and ``jupyter_server_config.py``, which puts this folder on the server's path: the
+  extension that serves feedback files and Formgrader's submission views with a restrictive
+  Content-Security-Policy, on in both roles.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ STUDENT_LAB_PAGE_CONFIG = REPO / "student-lab" / "labconfig" / "page_config.json
 # the plugins left on: Assignment List).
 STUDENT_HUB_TOOLS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+POLICY_EXTENSION = "pkv_feedback_policy"  # hub/feedback_policy.py, copied into each role's folder
 _OFFLINE_LAB = {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}
 
 
@@ -65,6 +70,10 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
                         f"load_subconfig({str(course_config)!r})  # noqa: F821  (the course's own config)\n"
                         + exchange_settings(layout))
         (folder / "nbgrader_config.py").write_text(nbgrader)
+        server.setdefault("ServerApp", {}).setdefault("jpserver_extensions", {})[POLICY_EXTENSION] = True
+        (folder / f"{POLICY_EXTENSION}.py").write_text((Path(__file__).parent / "feedback_policy.py").read_text())
+        (folder / "jupyter_server_config.py").write_text(
+            f"import sys\n\nsys.path.insert(0, {str(folder)!r})  # {POLICY_EXTENSION}.py, written here by hub.roles\n")
         (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1))
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)

@@ -865,14 +865,16 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
 
 
 def add_notes(nb, lines: List[str]) -> None:
-    """Append lines to the notebook's "Grading notes" markdown cell (first cell; made if missing)."""
+    """Append lines to the notebook's "Grading notes" markdown cell (first cell; made if missing), as text:
+    whatever a line quotes (a student's code) can neither close a code span nor open a tag (``plain_text``)."""
+    from autograder.pipeline.plain_text import note_lines
     cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
     if cell is None:
         cell = from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
                           "source": f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. "
                                     "Points were given for what ran."})
         nb.cells.insert(0, cell)
-    cell.source = cell.source.rstrip("\n") + "\n\n" + "\n".join(lines)
+    cell.source = cell.source.rstrip("\n") + "\n\n" + note_lines(lines)
 
 
 @dataclass

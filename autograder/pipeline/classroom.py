@@ -46,7 +46,7 @@ class Expect:
 @dataclass
 class Student:
     sid: str
-    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, harm, bystander
+    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander
     label: str
     file_name: str
     content: bytes

@@ -28,6 +28,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
 from autograder.box.hardened import NOTES_CELL_ID, NOTES_TITLE
+from autograder.pipeline.plain_text import note_lines
 from autograder.verdict.notebook import normalized
 
 SIMILAR = 0.6  # text similarity above which an edited cell is taken for the release cell it came from
@@ -306,5 +307,5 @@ def _finish(result: Repaired) -> None:
     if result.notes:
         text = f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
         cells.insert(0, from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
-                                   "source": text + "\n".join(f"- {n}" for n in result.notes)}))
+                                   "source": text + note_lines(f"- {n}" for n in result.notes)}))
     result.notebook.cells = cells

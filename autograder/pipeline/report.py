@@ -27,6 +27,7 @@ from typing import Dict, List, Optional
 import nbformat
 
 from autograder.pipeline import classroom
+from autograder.pipeline.inert import live_markup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,6 +156,8 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
                 problems[student.sid].append("no feedback HTML")
             elif any(line in html.read_text() for line in hidden_lines):
                 leaks.append(student.sid)
+            if html.exists():  # every student's feedback is inert, whatever the student is
+                problems[student.sid] += [f"live markup in the feedback, {found}" for found in live_markup(html)]
     return LabResult(lab, students, ids, scores, info.grade_cells, problems, summary, seconds, outputs, leaks)
 
 
@@ -242,7 +245,8 @@ def describe(result: LabResult) -> Dict[str, str]:
 
 COLUMNS = [("bug", "bugs caught"), ("variant", "variants accepted"), ("delegation", "delegation refused"),
            ("hostile", "hostile handled"), ("broken", "broken handled"), ("attack", "attacks stopped"),
-           ("leak", "leaks stopped"), ("harm", "hogs contained"), ("bystander", "bystanders kept"),
+           ("leak", "leaks stopped"), ("xss", "feedback inert"),
+           ("harm", "hogs contained"), ("bystander", "bystanders kept"),
            ("solution", "solution full"), ("untouched", "release zero"), ("s/student", "s/student"),
            ("class s", "class s"), ("cpu s", "CPU s")]
 
@@ -254,7 +258,7 @@ def attack_table(results: List[LabResult]) -> str:
     rows: Dict[str, Dict[str, str]] = {}
     for result in results:
         for student in result.students:
-            if student.kind not in ("attack", "leak", "harm"):
+            if student.kind not in ("attack", "leak", "xss", "harm"):
                 continue
             cell = "ok" if not result.problems[student.sid] else "FAIL"
             rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
@@ -293,7 +297,7 @@ def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.St
     release), the catalogue's bugs and variants, and solutions for the rest."""
     full = classroom.build_class(info, root)
     looper = next(s for s in full if s.label == "endless loop in the TODO")
-    attacks = [s for s in full if s.kind in ("attack", "leak", "harm") and "(a catalogued bug)" not in s.label]
+    attacks = [s for s in full if s.kind in ("attack", "leak", "xss", "harm") and "(a catalogued bug)" not in s.label]
     others = [s for s in full if s.kind in ("bug", "variant")]
     solution = next(s for s in full if s.kind == "solution")
     chosen = [looper] + attacks + others
@@ -321,9 +325,10 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
     exactly one lab; two of every four other disguises of delegation (of four labs in a row, each
-    disguise meets one). ``make grader-report`` grades the whole class of every lab."""
+    disguise meets one). ``make grader-report`` grades the whole class of every lab. The student who puts
+    live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab meets it."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
-    own = ("solution", "untouched", "bug", "variant", "delegation")
+    own = ("solution", "untouched", "bug", "variant", "delegation", "xss")  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
@@ -382,9 +387,9 @@ def main(argv=None) -> int:
             {"lab": r.lab, "students": len(r.students), "class_seconds": round(r.seconds, 1),
              "seconds_per_student": round(r.summary["seconds"] / len(r.students), 2),
              "honest_seconds_per_student": _honest_seconds(r),
-             "attacks_stopped": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")
+             "attacks_stopped": sum(1 for st in r.students if st.kind in ("attack", "leak", "xss", "harm")
                                     and not r.problems[st.sid]),
-             "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "harm")),
+             "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "xss", "harm")),
              "cpu_seconds": r.summary.get("cpu_seconds"), "workers": r.summary.get("workers"),
              "isolation": r.summary.get("isolation")} for r in results], indent=1))
     failed = any(any(r.problems.values()) or r.feedback_leaks for r in results)

@@ -13,6 +13,9 @@ from the lab's own notebooks (so a new lab gets every attack with no new code):
   catalogued bug (its code earns that bug's points): it must earn exactly that, and show in the log;
 - **leak** attacks, after the last test, look for the graders' files and print the kernel's history:
   the feedback must carry no grader source and no hidden test;
+- the **xss** student, the solution with cells after its last test that carry every way into its feedback
+  page of live markup (markdown, raw HTML, rich outputs, a line the Grading notes quote): it keeps the
+  solution's points, and its feedback, like every student's, must have nothing that runs or loads;
 - **harm** attacks, after the last test, try to slow, starve or fail the students graded beside them
   (busy threads, busy children in their own sessions, forks that take memory, a full disk, a flood of
   output); each is graded beside an honest *bystander*, who must keep full marks in a normal time.
@@ -288,6 +291,46 @@ def _leak_attacks(lab: Lab) -> List[Tuple[str, dict]]:
     ]
 
 
+# What a student puts in a notebook so that its feedback page runs script when someone opens it (#25).
+XSS_MARKDOWN = (
+    "## My notes <script>alert('markdown script')</script>\n\n"
+    "<img src=x onerror=\"alert('markdown handler')\"> [a link](javascript:alert('markdown link'))\n"
+    "<a href=\"javascript:alert('raw link')\">raw link</a> <iframe srcdoc=\"<script>alert(1)</script>\"></iframe>\n"
+    "<svg onload=alert('svg')></svg> <form action=\"javascript:alert('form')\"><button>go</button></form>\n"
+    "<meta http-equiv=\"refresh\" content=\"0;url=javascript:alert('meta')\"> <base href=\"javascript:alert(1)//\">\n"
+    "<object data=\"javascript:alert('object')\"></object> <embed src=\"javascript:alert('embed')\">\n")
+XSS_OUTPUTS = (
+    "from IPython.display import HTML, SVG, Javascript, Markdown, display\nimport ipywidgets\n\n\n"
+    "class _Shiny:\n    def _repr_html_(self):\n"
+    "        return \"<script>alert('repr')</script><b onmouseover=alert('hover')>shiny</b>\"\n\n\n"
+    "class _Drawn:\n    def _repr_svg_(self):\n"
+    "        return '<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"><script>1</script></svg>'\n\n\n"
+    "display(_Shiny())\ndisplay(_Drawn())\n"
+    "display(HTML(\"<img src=x onerror=alert('html')><a href='javascript:alert(3)'>x</a>\"))\n"
+    "display(Javascript(\"alert('javascript')\"))\n"
+    "display(Markdown(\"[md](javascript:alert('md')) <script>alert('md script')</script>\"))\n"
+    "display({'image/png': 'iVBORw0KGgo=\\\" onerror=\\\"alert(4)', 'text/plain': 'a forged image'}, raw=True,\n"
+    "        metadata={'image/png': {'width': '1 onerror=alert(5)'}})\n"
+    "ipywidgets.HTML(\"<script>alert('widget')</script>\")")
+# provenance refuses eval and quotes its line in the Grading notes: a backtick there ends a code span.
+XSS_QUOTED = "_quoted = eval(\"'`<img src=x onerror=alert(6)>` <script>alert(7)</script>'\")"
+
+
+def _feedback_attacks(lab: Lab) -> List[Tuple[str, dict]]:
+    """The solution with, right after its last test, every way to put live markup into its feedback: a
+    markdown cell of HTML (script, handler, ``javascript:`` links, frames, forms, ``<meta>``, ``<base>``), a
+    raw HTML cell, a cell whose outputs are HTML, SVG, JavaScript, markdown, a forged image and a widget, and
+    a line provenance refuses and quotes (a backtick, then a tag). Below every test, none of it costs a
+    point (its code earns the solution's); above the lab's closing demos, which are then still skipped."""
+    nb = copy.deepcopy(lab.source)
+    at = max(i for i, c in enumerate(nb["cells"]) if _meta(c).get("grade")) + 1
+    raw = dict(nbformat.v4.new_raw_cell("<script>alert('raw cell')</script>"), id="attack-xss-raw")
+    raw["metadata"] = {"raw_mimetype": "text/html", "format": "text/html"}
+    nb["cells"][at:at] = [dict(nbformat.v4.new_markdown_cell(XSS_MARKDOWN), id="attack-xss-markdown"), raw,
+                          _code_cell(XSS_OUTPUTS, "attack-xss-outputs"), _code_cell(XSS_QUOTED, "attack-xss-quoted")]
+    return [("puts live markup in its feedback (markdown, outputs, a quoted line)", nb)]
+
+
 def _harm_attacks(lab: Lab) -> List[Tuple[str, dict, Expect]]:
     end = len(lab.source["cells"])
     busy = f"while time.time() - t0 < {HOG_SECONDS}:"
@@ -336,6 +379,8 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
     for label, nb in _leak_attacks(lab):
         out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
                                               else ["grader files seen: 0"]), False))
+    for label, nb in _feedback_attacks(lab):
+        out.append(("xss", label, nb, Expect(total=total, full=all_ids, events={"integrity"}), False))
     harms, end = _harm_attacks(lab)
     for number, (label, sources, expect) in enumerate(harms):
         expect = Expect(total=total, full=all_ids, events=expect.events, boxed_output=expect.boxed_output)

@@ -108,12 +108,14 @@ def _work(result) -> Path:
 
 @pytest.mark.parametrize("lab", LABS)
 def test_the_red_team_covers_every_attack_class(graded, lab):
-    """Every lab meets every integrity attack its TODOs allow, a leak, and harm attacks beside a bystander
-    who is graded beside the first of them."""
+    """Every lab meets every integrity attack its TODOs allow, a leak, the student who puts live markup in
+    its feedback (every student's feedback is scanned: ``report.run_lab``), and harm attacks beside a
+    bystander who is graded beside the first of them."""
     kinds = {}
     for student in graded[lab].students:
         kinds.setdefault(student.kind, []).append(student.label)
     assert len(kinds.get("leak", [])) == 1 and kinds.get("harm") and len(kinds.get("bystander", [])) == 1
+    assert len(kinds.get("xss", [])) == 1, f"{lab}: no student puts live markup in its feedback"
     beside = [s.kind for s in graded[lab].students if s.beside]
     assert beside[:2] == ["harm", "bystander"], beside
     attacks = " | ".join(kinds.get("attack", []))

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.pipeline.inert import live_markup
 from autograder.pipeline.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,6 +143,8 @@ def test_feedback_and_grade_export_work_as_the_readme_says(course_root):
 
     feedback = course_root / "autograder" / "work" / "feedback" / "solution" / "02-atomic-prefill"
     assert (feedback / "atomic_prefill.html").exists(), sorted(p.name for p in feedback.parent.rglob("*"))
+    page = (feedback / "atomic_prefill.html").read_text()  # nbgrader's own command writes it inert too
+    assert live_markup(page) == [] and 'http-equiv="Content-Security-Policy"' in page and "<h1" in page
     with open(course_root / "grades.csv", newline="") as handle:
         rows = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(handle)}
     assert rows[("02-atomic-prefill", "solution")] == 10.0

@@ -32,6 +32,8 @@ from hub_class import Hub, leftovers, login, running_hub
 from jupyterlab_driver import NotebookPage
 from lab_server import ROOT, TEST_SETTINGS
 
+from hub.feedback_policy import FEEDBACK_POLICY  # the header on the feedback a student fetched
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hub makes local accounts: root only")
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -57,6 +59,7 @@ class ClassRun:
     seconds: Dict[str, float] = field(default_factory=dict)
     validate_text: Dict[str, str] = field(default_factory=dict)
     feedback_html: Dict[str, str] = field(default_factory=dict)
+    feedback_policy: Dict[str, str] = field(default_factory=dict)
     menu_items: List[str] = field(default_factory=list)
     grade_output: str = ""
     gradebook: Dict[str, float] = field(default_factory=dict)
@@ -128,7 +131,8 @@ def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: Class
     assert found, f"{user}: no feedback file after Fetch Feedback"
     relative = found[-1].relative_to(hub.home(user))
     feedback = context.new_page()
-    feedback.goto(f"{hub.url}/user/{user}/files/{relative}")
+    response = feedback.goto(f"{hub.url}/user/{user}/files/{relative}")
+    run.feedback_policy[user] = (response.headers.get("content-security-policy") or "") if response else ""
     run.feedback_html[user] = feedback.content()
     feedback.screenshot(path=str(ARTIFACTS / f"{user}-feedback.png"), full_page=False)
     run.own_formgrader[user] = page.request.get(f"{hub.url}/user/{user}/formgrader", max_redirects=0).status
@@ -241,6 +245,7 @@ def test_each_student_fetches_feedback_with_their_own_score_and_no_hidden_test(c
         assert _score_in(html) == class_run.gradebook[user], user
         shown = [code for code in HIDDEN_CODE if code in html]
         assert shown == [], f"{user}'s feedback shows hidden test code: {shown}"
+        assert class_run.feedback_policy[user] == FEEDBACK_POLICY, (user, class_run.feedback_policy[user])
 
 
 def test_no_student_reaches_another_students_or_the_instructors_server(class_run):
