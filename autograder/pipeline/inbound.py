@@ -68,9 +68,9 @@ def latest_submissions(inbound_fd: int, lab: str) -> Tuple[Dict[str, Tuple[str, 
             mine.setdefault(found["student"], []).append((when, name, found["time"], info))
     latest, refused = {}, {}
     for student, entries in mine.items():
-        for _, name, when, info in sorted(entries, key=lambda e: e[0], reverse=True):
+        for _, name, written, info in sorted(entries, key=lambda e: e[0], reverse=True):
             if stat.S_ISDIR(info.st_mode):
-                latest[student] = (name, when)
+                latest[student] = (name, written)
                 break
             refused.setdefault(student, []).append((name, f"it is {kind_of(info.st_mode)}, not a folder"))
     return latest, refused
@@ -104,7 +104,8 @@ def read_as(uid: int, gid: int, inbound_fd: int, name: str,
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
     if status != 0:
-        raise Refused(f"it could not be read as uid {uid} (the reader stopped with status {status})")
+        raise Refused(f"it could not be read as uid {uid} (the reader stopped with "
+                      f"{os.waitstatus_to_exitcode(status)})")
     return _checked(raw)
 
 
@@ -167,8 +168,6 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
     is the exchange folder's time when the student's is missing, refused or not a time."""
     from nbgrader.utils import parse_utc
 
-    inbox = Path(inbox)
-    inbox.mkdir(parents=True)
     top = os.open(exchange, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the instructor's exchange root
     try:
         course = open_folder(course_id, dir_fd=top)
@@ -176,9 +175,13 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
             inbound = open_folder("inbound", dir_fd=course)
         finally:
             os.close(course)
+    except Refused as why:
+        raise ValueError(f"{exchange}/{course_id}/inbound cannot be collected: {why}") from None
     finally:
         os.close(top)
     try:
+        inbox = Path(inbox)
+        inbox.mkdir(parents=True)
         latest, refused = latest_submissions(inbound, lab)
         found: Dict[str, Submission] = {}
         for student in sorted(set(latest) | set(refused)):
@@ -198,10 +201,12 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
             for path, reason in inner:
                 submission.refuse(name if path == "." else f"{name}/{path}", reason)
             for path, content in files:
-                if path == "timestamp.txt" and not _is_time(content, parse_utc):
-                    submission.refuse(f"{name}/{path}", "it does not hold a time nbgrader can read")
-                    continue
-                submission.files.append(write_new(target, path, content))
+                try:
+                    if path == "timestamp.txt" and not _is_time(content, parse_utc):
+                        raise Refused("it does not hold a time nbgrader can read")
+                    submission.files.append(write_new(target, path, content))
+                except Refused as why:
+                    submission.refuse(f"{name}/{path}", str(why))
             if not (target / "timestamp.txt").exists():
                 submission.files.append(write_new(target, "timestamp.txt", when.encode()))
     finally:
