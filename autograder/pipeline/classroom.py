@@ -46,7 +46,7 @@ class Expect:
 @dataclass
 class Student:
     sid: str
-    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander
+    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander, link
     label: str
     file_name: str
     content: bytes
@@ -56,6 +56,7 @@ class Student:
     # Graded with provenance findings costing no points: what it earns is decided by construction (the box
     # holds no implementation of the lab's TODOs), whatever the text rules say.
     findings_free: bool = False
+    link: Optional[str] = None  # exported as a symbolic link: to this path, or "student:<kind>" (see write_export)
 
 
 # ---- reading a lab ---------------------------------------------------------------------------------
@@ -215,11 +216,11 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         return Expect(total=0.0, zero=all_ids, **kwargs) if single else Expect(below=total, **kwargs)
 
     def add(kind: str, label: str, nb, expect: Expect, file_name: Optional[str] = None,
-            raw: Optional[bytes] = None, beside: bool = False) -> None:
+            raw: Optional[bytes] = None, beside: bool = False, link: Optional[str] = None) -> None:
         sid = f"{kind}-{len(students):02d}"
         content = raw if raw is not None else json.dumps(nb, indent=1).encode()
         students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
-                                loops="endless loop" in label, beside=beside,
+                                loops="endless loop" in label, beside=beside, link=link,
                                 findings_free=kind == "delegation" or (kind == "attack" and "(untouched code)" in label)))
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
@@ -275,8 +276,8 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         _insert(lab.source, lab.answer_index + 1, probe),
         Expect(total=0.0, zero=all_ids, events={"integrity"},
                boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"]))
-    for kind, label, nb, expect, beside in attack_students(lab):
-        add(kind, label, nb, expect, beside=beside)
+    for kind, label, nb, expect, beside, *link in attack_students(lab):
+        add(kind, label, nb, expect, beside=beside, link=link[0] if link else None)
     nb = copy.deepcopy(lab.source)
     nb["cells"] = [c for c in nb["cells"] if not _meta(c).get("grade")]
     add("broken", "deleted every test cell", nb, Expect(total=total, full=all_ids, repairs={"restored-test"}))
@@ -466,11 +467,24 @@ def _stdlib_import(name: str, value) -> Optional[str]:
 # ---- as an LMS exports it ---------------------------------------------------------------------------
 def write_export(students: List[Student], folder: Path) -> Dict[str, str]:
     """Lay the class out in every shape ``collect`` reads, mixed: Canvas file names, Moodle folders,
-    a zip per student, a plain folder per student. Returns ``{student sid: id collect will give}``."""
+    a zip per student, a plain folder per student. Returns ``{student sid: id collect will give}``.
+
+    A student with a ``link`` is a symbolic link, as ``unzip`` makes them: to an absolute path, their folder
+    holds their notebook as a link to it; ``"student:<kind>"``, their entry is a link to the folder of the
+    first student of that kind (laid out as a plain folder). A link whose target is missing is refused here:
+    it would test nothing."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {}
+    peers = {s.link.split(":", 1)[1] for s in students if s.link and s.link.startswith("student:")}
+    targets = {kind: next((s for s in students if s.kind == kind and not s.link), None) for kind in peers}
+    if None in targets.values():
+        raise ValueError(f"the class has no student of the kinds links point at: {sorted(peers)}")
     for number, student in enumerate(students):
-        shape = number % 4
+        shape = 3 if any(student is target for target in targets.values()) else number % 4
+        if student.link:
+            ids[student.sid] = student.sid
+            _write_link(folder, student, targets)
+            continue
         if shape == 0:
             ids[student.sid] = str(1000 + number)
             name = f"student{number}_{1000 + number}_{7000 + number}_{student.file_name}"
@@ -489,6 +503,17 @@ def write_export(students: List[Student], folder: Path) -> Dict[str, str]:
             (folder / student.sid).mkdir()
             (folder / student.sid / student.file_name).write_bytes(student.content)
     return ids
+
+
+def _write_link(folder: Path, student: Student, targets: Dict[str, Student]) -> None:
+    if student.link.startswith("student:"):
+        link, target = folder / student.sid, targets[student.link.split(":", 1)[1]].sid
+    else:
+        (folder / student.sid).mkdir()
+        link, target = folder / student.sid / student.file_name, student.link
+    link.symlink_to(target)
+    if not link.exists():
+        raise ValueError(f"{student.sid}'s link {link} -> {target} points at nothing")
 
 
 # ---- checking --------------------------------------------------------------------------------------

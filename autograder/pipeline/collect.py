@@ -11,36 +11,57 @@ For every student it picks the lab's notebook (the expected name, then "Copy of 
 other renamed copies, then the only notebook there is), repairs it (``autograder.pipeline.repair``), writes it to
 ``submitted/<student>/<LAB>/<notebook>`` and keeps the original beside the work folder. Each student's
 repairs go to ``reports/<LAB>/repairs.csv``; students are listed in ``reports/<LAB>/roster.csv``.
+
+Every name below ``SOURCE`` is a student's, and is read with ``autograder.pipeline.entries``: only regular
+files, never through a link, within limits per entry and per student. An entry that is not one (a link,
+a FIFO, a device, a zip entry that leaves its folder or is too large) is refused alone: its student's
+other files and every other student are collected, and it is named with its reason in the repairs, the
+student's Grading notes and on the terminal.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import nbformat
 
-from autograder.pipeline.repair import repair
+from autograder.pipeline.entries import (MAX_ENTRY, MAX_STUDENT, SKIPPED, Budget, Entry, Refused,
+                                         open_folder, read_file, walk, write_new, zip_entries)
+from autograder.pipeline.repair import add_note, repair
 
 CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?:_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
 MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)$")
-MAX_UNZIPPED = 512 * 1024 * 1024  # a class's zip is a few MB; more is a zip bomb
-MAX_NOTEBOOK = 64 * 1024 * 1024
+MAX_NOTED = 20  # refused entries listed per student (then only how many more)
 
 
 @dataclass
 class Submission:
+    """One student's files to grade, and the entries refused: ``(entry, reason)``, the first ``MAX_NOTED``
+    listed, how many more in ``unlisted``."""
+
     student: str
     name: str = ""
     files: List[Path] = field(default_factory=list)
+    refused: List[Tuple[str, str]] = field(default_factory=list)
+    unlisted: int = 0
+
+    def refuse(self, entry: str, reason: str) -> None:
+        """Note that ``entry`` was not collected, and why."""
+        if len(self.refused) < MAX_NOTED:
+            self.refused.append((entry, reason))
+        else:
+            self.unlisted += 1
 
 
 def student_key(entry: str) -> Tuple[str, str, str]:
@@ -58,50 +79,140 @@ def safe_id(text: str) -> str:
     return cleaned or "student"
 
 
-def safe_extract(archive: Path, target: Path) -> None:
-    """Unzip without leaving ``target`` and without unpacking more than ``MAX_UNZIPPED`` bytes."""
+def _listing(dir_fd: int) -> List[str]:
+    return sorted(n for n in os.listdir(dir_fd) if not n.startswith(".") and n not in SKIPPED)
+
+
+def _wrapper(infos: List[zipfile.ZipInfo]) -> Optional[str]:
+    """The one folder that holds everything in the class's zip (a zip of one folder), else None: decided
+    from every name the zip's directory lists (made relative), as a listing of it unpacked would show."""
+    tops, deep = set(), False
+    for info in infos:
+        parts = _relative(info.filename)
+        if parts and not parts[0].startswith(".") and not SKIPPED & set(parts):
+            tops.add(parts[0])
+            deep = deep or (len(parts) > 1 and not info.is_dir())
+    top = next(iter(tops)) if len(tops) == 1 else None
+    return top if top is not None and deep and not MOODLE.match(top) else None
+
+
+def _relative(name: str) -> List[str]:
+    """The components of a zip entry's name with ``/``, ``.`` and ``..`` dropped (only to tell whose it is)."""
+    return [p for p in name.split("/") if p not in ("", ".", "..")]
+
+
+def _owner(path: str, wrapper: Optional[str]) -> Tuple[str, str, str]:
+    """``student_key`` of the student an entry of the class's zip belongs to (by ``_relative``)."""
+    parts = _relative(path) or [""]
+    if wrapper is not None and parts[0] == wrapper and len(parts) > 1:
+        parts = parts[1:]
+    return student_key(parts[0])
+
+
+def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> Optional[str]:
+    """Unpack the class's zip into ``target``, each student's entries within that student's budget; note
+    each refused entry for the student it belongs to; return the zip's one folder (``_wrapper``)."""
     with zipfile.ZipFile(archive) as zf:
-        members = [m for m in zf.infolist() if not m.is_dir()]
-        if sum(m.file_size for m in members) > MAX_UNZIPPED:
-            raise ValueError(f"{archive.name} unpacks to more than {MAX_UNZIPPED >> 20} MB")
-        root = target.resolve()
-        for member in members:
-            destination = (target / member.filename).resolve()
-            if not str(destination).startswith(str(root) + "/"):
-                raise ValueError(f"{archive.name} has an entry outside its folder: {member.filename}")
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(member) as source, open(destination, "wb") as out:
-                shutil.copyfileobj(source, out)
+        infos = zf.infolist()
+    wrapper = _wrapper(infos)
+    declared: Dict[str, int] = {}
+    for info in infos:
+        sid = _owner(info.filename, wrapper)[0]
+        declared[sid] = declared.get(sid, 0) + min(info.file_size, MAX_ENTRY)
+    needed = 2 * sum(min(size, MAX_STUDENT) for size in declared.values())  # unpacked, then each student's copy
+    free = shutil.disk_usage(target.parent).free
+    if needed > free:
+        raise ValueError(f"{archive.name} needs about {needed / 2**30:.1f} GB to unpack and copy, and "
+                         f"{target.parent} has {free / 2**30:.1f} GB free: free some space, or point TMPDIR "
+                         "at a larger disk")
+    budgets: Dict[str, Budget] = {}
+    for path, data, reason in zip_entries(archive, lambda p: budgets.setdefault(_owner(p, wrapper)[0], Budget())):
+        if reason is None:
+            try:
+                write_new(target, path, data)
+                continue
+            except Refused as why:
+                reason = str(why)
+        sid, name, _ = _owner(path, wrapper)
+        found.setdefault(sid, Submission(student=sid, name=name)).refuse(path, reason)
+    return wrapper
 
 
 def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
-    """Every student's files, by student id (zips unpacked, one level of nested zips too)."""
-    if source.is_file() and source.suffix == ".zip":
-        unpacked = scratch / "export"
-        safe_extract(source, unpacked)
-        source = unpacked
-    entries = sorted(p for p in source.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX")
-    if len(entries) == 1 and entries[0].is_dir() and not MOODLE.match(entries[0].name):
-        entries = sorted(p for p in entries[0].iterdir() if not p.name.startswith("."))  # zip of one folder
+    """Every student's files, by student id, copied into ``scratch`` (zips unpacked, one level of nested
+    zips too). ``source`` is the instructor's (it may be a link); every name below it is a student's and
+    is read with ``autograder.pipeline.entries``: an entry that is not a regular file (a symbolic link, a
+    FIFO, a device), that leaves its folder or passes a size limit (per entry, per student) is refused
+    alone, in its student's ``Submission.refused``, and the others are collected."""
     found: Dict[str, Submission] = {}
-    for number, entry in enumerate(entries):
-        sid, name, inner = student_key(entry.name)
-        submission = found.setdefault(sid, Submission(student=sid, name=name))
-        if entry.is_dir():
-            submission.files += sorted(p for p in entry.rglob("*") if p.is_file())
-        elif entry.suffix == ".zip":
-            folder = scratch / f"zip-{number}"
-            try:
-                safe_extract(entry, folder)
-                submission.files += sorted(p for p in folder.rglob("*") if p.is_file())
-            except (zipfile.BadZipFile, ValueError) as error:
-                print(f"warning: {entry.name}: {error}", file=sys.stderr)
+    source, from_zip, wrapper = Path(source), False, None
+    if source.is_file() and source.suffix == ".zip":
+        unpacked, from_zip = scratch / "export", True
+        unpacked.mkdir(parents=True)
+        try:
+            wrapper = _unpack_class(source, unpacked, found)
+        except zipfile.BadZipFile as error:
+            raise ValueError(f"{source} is not a zip that can be read ({error})") from None
+        source = unpacked
+    if not source.is_dir():
+        raise ValueError(f"{source} is neither a folder nor a .zip: give the LMS's export, unpacked or not")
+    top = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        names = _listing(top)
+        if from_zip:  # decided from the zip's directory, as the students' budgets were
+            unwrap = wrapper is not None and names == [wrapper]
         else:
-            renamed = scratch / f"file-{number}" / inner
-            renamed.parent.mkdir(parents=True)
-            shutil.copy(entry, renamed)
-            submission.files.append(renamed)
+            unwrap = len(names) == 1 and _is_folder(names[0], top) and not MOODLE.match(names[0])
+        if unwrap:
+            inner = open_folder(names[0], dir_fd=top)  # a zip of one folder
+            os.close(top)
+            top, names = inner, _listing(inner)
+        budgets: Dict[str, Budget] = {}
+        for number, name in enumerate(names):
+            sid, display, inner_name = student_key(name)
+            submission = found.setdefault(sid, Submission(student=sid, name=display))
+            _gather_entry(top, name, inner_name, scratch, number, submission, budgets.setdefault(sid, Budget()))
+    finally:
+        os.close(top)
     return found
+
+
+def _is_folder(name: str, dir_fd: int) -> bool:
+    return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+
+
+def _gather_entry(top: int, name: str, inner: str, scratch: Path, number: int, submission: Submission,
+                  budget: Budget) -> None:
+    """Copy the top-level entry ``name`` (a folder, a zip or a file) of the class into ``scratch``."""
+    try:
+        if _is_folder(name, top):
+            folder = open_folder(name, dir_fd=top)
+            try:
+                _stage(walk(folder, budget), scratch / f"dir-{number}", submission, name + "/")
+            finally:
+                os.close(folder)
+        elif name.endswith(".zip"):
+            archive = read_file(name, dir_fd=top)  # its entries count against the budget once unpacked
+            _stage(zip_entries(archive, lambda _: budget), scratch / f"zip-{number}", submission, name + "/")
+        else:
+            _stage([(inner, read_file(name, dir_fd=top, budget=budget), None)], scratch / f"file-{number}",
+                   submission, "", shown=name)
+    except Refused as why:
+        submission.refuse(name, str(why))
+    except zipfile.BadZipFile:
+        submission.refuse(name, "it is not a zip that can be read")
+
+
+def _stage(found: Iterable[Entry], folder: Path, submission: Submission, prefix: str, shown: str = "") -> None:
+    """Write each file taken into ``folder`` (as the submission's), note each one refused."""
+    for path, data, reason in found:
+        if reason is None:
+            try:
+                submission.files.append(write_new(folder, path, data))
+                continue
+            except Refused as why:
+                reason = str(why)
+        submission.refuse(shown or prefix + path, reason)
 
 
 def pick_notebook(files: List[Path], expected: str) -> Tuple[Optional[Path], List[str]]:
@@ -139,44 +250,67 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
     """Repair and write each student's notebook to ``submitted/<student>/<lab>/``; one record per student.
 
     ``keep``: names of other files of a submission copied beside the notebook as they are (nbgrader's
-    exchange puts ``timestamp.txt`` and ``submission_secret.txt`` there: feedback is released with them)."""
+    exchange puts ``timestamp.txt`` and ``submission_secret.txt`` there: feedback is released with them).
+    Files are read with ``entries.read_file`` (never through a link); every entry refused, in
+    ``Submission.refused`` or here, is a ``refused-entry`` line of the student's repairs and a note in
+    their Grading notes. Bad arguments are refused before anything is written."""
     bad = [name for name in keep if not name or "/" in name or name.endswith(".ipynb")]
     if bad:
         raise ValueError(f"keep names plain non-notebook files, got {bad}")
+    unsafe = sorted(sid for sid in submissions if safe_id(sid) != sid)
+    if unsafe:
+        raise ValueError(f"unsafe student id {unsafe[0]!r}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
     work = course_root / "autograder" / "work"
     records = []
     for sid, submission in sorted(submissions.items()):
-        if safe_id(sid) != sid:
-            raise ValueError(f"unsafe student id {sid!r}")
         chosen, skipped = pick_notebook(submission.files, notebook)
-        if chosen is None or chosen.stat().st_size > MAX_NOTEBOOK:
-            raw, name = b"", "(none)"
-            if chosen is not None:
-                skipped = [f"{chosen.name} (larger than {MAX_NOTEBOOK >> 20} MB)"]
-        else:
-            raw, name = chosen.read_bytes(), chosen.name
-        repaired = repair(raw, release, file_name=name, expected_name=notebook)
+        raw, refused = b"", list(submission.refused)
+        if chosen is not None:
+            try:
+                raw = read_file(chosen)
+            except Refused as why:
+                refused.append((chosen.name, str(why)))
+                chosen = None
+        name = chosen.name if chosen is not None else "(none)"
+        repaired = repair(raw, release, file_name=chosen.name if chosen is not None else "", expected_name=notebook)
         if chosen is None:
             repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
         elif skipped:
             repaired.log.append(("skipped-files", ", ".join(skipped)))
+        for entry, reason in refused:
+            add_note(repaired, "refused-entry", f"{entry}: {reason}",
+                     f"Your file `{_shown(entry)}` was not collected: {reason}. Only plain files are collected (not "
+                     f"links to files elsewhere, pipes or devices), each of at most {MAX_ENTRY >> 20} MB: submit "
+                     "the notebook file itself.")
+        if submission.unlisted:
+            add_note(repaired, "refused-entry", f"{submission.unlisted} more entries refused",
+                     f"{submission.unlisted} more of your files were not collected.")
         target = work / "submitted" / sid / lab
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
         nbformat.write(repaired.notebook, target / notebook)
         for kept in (f for f in submission.files if f.name in keep and ".ipynb_checkpoints" not in f.parts):
-            shutil.copy(kept, target / kept.name)
+            try:
+                (target / kept.name).write_bytes(read_file(kept))
+            except Refused as why:
+                repaired.log.append(("refused-entry", f"{kept.name}: {why}"))
         originals = work / "originals" / lab / sid
         if originals.exists():
             shutil.rmtree(originals)
         originals.mkdir(parents=True)
         if chosen is not None:
-            shutil.copy(chosen, originals / chosen.name)
+            (originals / chosen.name).write_bytes(raw)
         records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
     write_reports(work / "reports" / lab, records)
     return records
+
+
+def _shown(name: str) -> str:
+    """A file name a student chose, fit to quote in a code span of the Grading notes: one line, no backtick."""
+    plain = "".join(c if c.isprintable() else "?" for c in name).replace("`", "'")
+    return plain if len(plain) <= 120 else plain[:117] + "..."
 
 
 def write_reports(folder: Path, records: List[dict]) -> None:
@@ -202,7 +336,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.source.exists():
         parser.error(f"{args.source} does not exist")
-    records = collect(args.lab, args.source, ROOT, RELEASE_DIR, LABS[args.lab])
+    try:
+        records = collect(args.lab, args.source, ROOT, RELEASE_DIR, LABS[args.lab])
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     repaired = sum(1 for r in records if any(k not in ("added-cells",) for k, _ in r["repairs"]))
     print(f"{args.lab}: {len(records)} students collected, {repaired} with repairs "
           f"(see autograder/work/reports/{args.lab}/repairs.csv)")
@@ -210,7 +348,16 @@ def main(argv=None) -> int:
         kinds = sorted({k for k, _ in record["repairs"]} - {"added-cells"})
         if kinds:
             print(f"  {record['student']:>16}  {record['file']}: {', '.join(kinds)}")
+    print_refused(records)
     return 0
+
+
+def print_refused(records: List[dict]) -> None:
+    """A warning line on stderr for every entry refused, with its student and the reason."""
+    for record in records:
+        for kind, detail in record["repairs"]:
+            if kind == "refused-entry":
+                print(f"WARNING: refused for {record['student']}: {detail}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,23 @@
    folder in ``inbound/`` is not owned by the student it names: the inbound folder is writable by every
    account, so anyone can drop a folder named after someone else (even a newer one, which nbgrader
    would collect instead of that student's own); the other students are graded as usual;
-2. ``nbgrader collect --update`` into ``autograder/work/inbox/`` (the exchange's copies, untouched);
+2. copies each student's latest submission into ``autograder/work/inbox/`` in ``nbgrader collect``'s
+   layout, read as that student and never through a link (``autograder.pipeline.inbound``, instead of
+   ``nbgrader collect``, which follows links as root); each entry refused is noted for its student;
 3. repairs each notebook and writes it to ``submitted/`` with ``autograder.pipeline.collect`` (the LMS
    path's own step), keeping the exchange's ``timestamp.txt`` and ``submission_secret.txt``;
 4. grades with ``autograder.pipeline.grade`` (hardened autograde, feedback without hidden tests, export);
-5. ``nbgrader release_feedback`` puts each student's feedback where only that student finds it.
+5. ``nbgrader release_feedback`` puts each student's feedback where only that student finds it (a
+   student whose ``submission_secret.txt`` was refused or deleted is left out, with a warning: the
+   feedback file's name is made from it).
 
 Run it with ``PAGED_KV_COURSE_ROOT`` pointing at the course folder (``make hub-*`` do).
 """
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import pwd
 import shutil
 import sys
@@ -71,10 +77,11 @@ def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, st
     forged = {}
     for folder in sorted(inbound.glob(f"*+{lab}+*")) if inbound.is_dir() else []:
         claimed = folder.name.split("+", 1)[0]
+        uid = folder.lstat().st_uid  # a link is owned by who made it, whatever it points at
         try:
-            owner = pwd.getpwuid(folder.stat().st_uid).pw_name
+            owner = pwd.getpwuid(uid).pw_name
         except KeyError:
-            owner = f"uid {folder.stat().st_uid}"
+            owner = f"uid {uid}"
         if owner != claimed:
             forged[folder.name] = owner
     return forged
@@ -82,18 +89,28 @@ def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, st
 
 def set_aside_forged(exchange: Path, course_id: str, lab: str, quarantine: Path) -> Dict[str, str]:
     """Move every forged submission of ``lab`` (see :func:`forged_submissions`) out of the exchange into
-    ``quarantine``; return ``{folder name: its owner}``."""
+    ``quarantine``; return ``{folder name: its owner}``. Across file systems it is copied as its owner
+    (``inbound.copy_as_owner``: never through a link, never as root)."""
+    from autograder.pipeline.inbound import copy_as_owner
+
     forged = forged_submissions(exchange, course_id, lab)
     if forged:
         quarantine.mkdir(parents=True, exist_ok=True)
+    inbound = Path(exchange) / course_id / "inbound"
     for name in forged:
-        shutil.move(str(Path(exchange) / course_id / "inbound" / name), str(quarantine / name))
+        try:
+            os.rename(inbound / name, quarantine / name)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+            copy_as_owner(inbound, name, quarantine / name)
     return forged
 
 
 def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict]:
     """Steps 1-3 of the module's docstring; the records of ``autograder.pipeline.collect``."""
-    from autograder.pipeline.collect import Submission, write_submissions
+    from autograder.pipeline.collect import print_refused, write_submissions
+    from autograder.pipeline.inbound import collect_inbound
     from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT
 
     _check(exchange, course_id)
@@ -107,14 +124,10 @@ def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict
     inbox = ROOT / INBOX
     if inbox.exists():
         shutil.rmtree(inbox)
-    _nbgrader("collect", lab, "--update", f"--CourseDirectory.submitted_directory={INBOX}",
-              exchange=exchange, course_id=course_id)
-    submissions = {}
-    for folder in sorted(p for p in inbox.glob(f"*/{lab}") if p.is_dir()):
-        student = folder.parent.name
-        submissions[student] = Submission(student=student, name=student,
-                                          files=sorted(p for p in folder.rglob("*") if p.is_file()))
-    return write_submissions(lab, submissions, ROOT, RELEASE_DIR, LABS[lab], keep=EXCHANGE_FILES)
+    submissions = collect_inbound(exchange, course_id, lab, inbox)
+    records = write_submissions(lab, submissions, ROOT, RELEASE_DIR, LABS[lab], keep=EXCHANGE_FILES)
+    print_refused(records)
+    return records
 
 
 def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
@@ -125,8 +138,22 @@ def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
     if not records:
         raise ExchangeError(f"no submissions of {lab} in {exchange}/{course_id}/inbound")
     summary = grade(lab, [r["student"] for r in records])
-    _nbgrader("release_feedback", lab, exchange=exchange, course_id=course_id)
+    unsigned = without_secret(lab, [r["student"] for r in records])
+    if unsigned:
+        print(f"WARNING: feedback not released to {', '.join(unsigned)}: their submission has no "
+              "submission_secret.txt (refused or deleted), which names the feedback file; give them "
+              f"autograder/work/feedback/<student>/{lab}/ another way", file=sys.stderr)
+    _nbgrader("release_feedback", lab, *([f"--CourseDirectory.student_id_exclude={','.join(unsigned)}"]
+                                         if unsigned else []), exchange=exchange, course_id=course_id)
     return summary
+
+
+def without_secret(lab: str, students: Sequence[str]) -> List[str]:
+    """The ``students`` whose submitted folder of ``lab`` has no ``submission_secret.txt``."""
+    from autograder.pipeline.labs import ROOT
+
+    submitted = ROOT / "autograder" / "work" / "submitted"
+    return [s for s in students if not (submitted / s / lab / "submission_secret.txt").is_file()]
 
 
 def main(argv=None) -> int:

@@ -309,3 +309,10 @@ def _finish(result: Repaired) -> None:
         cells.insert(0, from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
                                    "source": text + note_lines(f"- {n}" for n in result.notes)}))
     result.notebook.cells = cells
+
+
+def add_note(result: Repaired, kind: str, detail: str, note: str) -> None:
+    """Record ``kind: detail`` for the instructor and ``note`` for the student in a notebook already
+    repaired (collection's own findings, such as a refused file): the Grading notes cell is rebuilt."""
+    result.record(kind, detail, note)
+    _finish(result)

@@ -247,6 +247,7 @@ COLUMNS = [("bug", "bugs caught"), ("variant", "variants accepted"), ("delegatio
            ("hostile", "hostile handled"), ("broken", "broken handled"), ("attack", "attacks stopped"),
            ("leak", "leaks stopped"), ("xss", "feedback inert"),
            ("harm", "hogs contained"), ("bystander", "bystanders kept"),
+           ("link", "links refused"),
            ("solution", "solution full"), ("untouched", "release zero"), ("s/student", "s/student"),
            ("class s", "class s"), ("cpu s", "CPU s")]
 
@@ -258,7 +259,7 @@ def attack_table(results: List[LabResult]) -> str:
     rows: Dict[str, Dict[str, str]] = {}
     for result in results:
         for student in result.students:
-            if student.kind not in ("attack", "leak", "xss", "harm"):
+            if student.kind not in ("attack", "leak", "xss", "harm", "link"):
                 continue
             cell = "ok" if not result.problems[student.sid] else "FAIL"
             rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
@@ -325,9 +326,13 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
     exactly one lab; two of every four other disguises of delegation (of four labs in a row, each
-    disguise meets one). ``make grader-report`` grades the whole class of every lab. The student who puts
-    live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab meets it."""
+    disguise meets one); one submission that is a symbolic link (to the solution, to another student's
+    folder: of two labs in a row, each meets one). ``make grader-report`` grades the whole class of every lab.
+    The student who puts live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab
+    meets it."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
+    links = [s for s in full if s.link]
+    full = [s for s in full if not s.link]
     own = ("solution", "untouched", "bug", "variant", "delegation", "xss")  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
     leaks = [s for s in full if s.kind == "leak"]
@@ -345,7 +350,8 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
     beside = harms[:1] + bystanders + harms[1:]
     return (kept + [s for n, s in enumerate(leaks) if n % 2 == lab_index % 2] + beside
             + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
-            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4])
+            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4]
+            + [s for n, s in enumerate(links) if n % 2 == lab_index % 2])
 
 
 def _honest_seconds(result: LabResult) -> Optional[float]:

@@ -18,7 +18,9 @@ from the lab's own notebooks (so a new lab gets every attack with no new code):
   solution's points, and its feedback, like every student's, must have nothing that runs or loads;
 - **harm** attacks, after the last test, try to slow, starve or fail the students graded beside them
   (busy threads, busy children in their own sessions, forks that take memory, a full disk, a flood of
-  output); each is graded beside an honest *bystander*, who must keep full marks in a normal time.
+  output); each is graded beside an honest *bystander*, who must keep full marks in a normal time;
+- **link** attacks are submissions that are symbolic links in the class's export, to the lab's solution
+  and to another student's folder: collection must refuse them, and the student linked to keeps their own.
 """
 from __future__ import annotations
 
@@ -354,9 +356,22 @@ def _harm_attacks(lab: Lab) -> List[Tuple[str, dict, Expect]]:
     ], end
 
 
+def link_students(lab: Lab) -> List[Tuple[str, str, None, Expect, bool, str]]:
+    """Submissions that are symbolic links, as ``unzip`` keeps them in a class's export (``classroom.write_export``
+    makes them): a notebook linked to the lab's solution (the instructor's, which no student can read) and
+    a folder linked to the solution student's. Collection refuses both (score 0, the reason in the log and
+    the Grading notes); the student linked to is graded as themselves."""
+    refused = Expect(total=0.0, zero=set(lab.grade_cells), repairs={"refused-entry"},
+                     output=["was not collected: it is a symbolic link"])
+    solution = classroom.TESTS_DIR.parents[1] / "solutions" / lab.name / lab.notebook
+    return [("link", "links its notebook to the lab's solution", None, refused, False, str(solution)),
+            ("link", "links its folder to the solution student's folder", None, refused, False, "student:solution")]
+
+
 # ---- the students ---------------------------------------------------------------------------------------
 def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, str, dict, Expect, bool]]:
-    """``(kind, label, notebook, expectation, graded beside the hogs)`` for every attack on ``lab``."""
+    """``(kind, label, notebook, expectation, graded beside the hogs)`` for every attack on ``lab``; a link
+    attack adds its target (``link_students``)."""
     cells = lab.grade_cells
     all_ids = set(cells)
     total = sum(cells.values())
@@ -388,4 +403,4 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         if number in (0, 2):  # with one worker per core, each bystander is graded while the next hogs run
             out.append(("bystander", f"honest, graded beside the harm attacks ({number // 2 + 1})", lab.source,
                         Expect(total=total, full=all_ids), True))
-    return out
+    return out + link_students(lab)
