@@ -44,7 +44,8 @@ help:
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
 	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub] - JupyterHub with the course (root:"
 	@echo "               makes local accounts: an instructor and N students, demo password printed)"
-	@echo "make hub-release - release every lab to the hub's nbgrader exchange"
+	@echo "make hub-release LAB=02-atomic-prefill - release the labs up to LAB; students get LAB's package edition"
+	@echo "               (no answers to LAB or later labs); no LAB: every lab and the whole package (self-study)"
 	@echo "make hub-grade LAB=02-atomic-prefill - collect from the exchange, grade as make grade does, release feedback"
 	@echo "make hub-clean - stop the hub, remove its accounts (with their homes) and HUB_DIR"
 
@@ -140,7 +141,7 @@ hub: env
 	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT)
 
 hub-release: env
-	$(HUB) release
+	$(HUB) release $(LAB)
 
 hub-grade: env
 	@test -n "$(LAB)" || { echo "usage: make hub-grade LAB=<NN-lab>"; exit 2; }

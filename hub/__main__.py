@@ -2,7 +2,9 @@
 
 - ``up --students N [--port 8000]``: accounts, course folder, settings, runtime, proxy, then JupyterHub
   in the foreground (Ctrl-C stops it and every user's server);
-- ``release [LAB ...]``: every lab (or those named) to the exchange;
+- ``release [LAB]``: the labs up to LAB to the exchange, and LAB's edition of the package for the students
+  (``hub.package``: no implementation of LAB's TODOs or of any later lab's); no LAB: every lab, with the
+  whole package (a self-study hub: every answer is in what students import);
 - ``grade LAB``: ``autograder.pipeline.exchange grade`` on the instructor's course folder;
 - ``clean``: stops the hub, removes the accounts it made with their homes, and HUB_DIR.
 """
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from hub.accounts import AccountError, ensure_accounts, home_of, remove_accounts, require_root
 from hub.course import give_to_instructor, prepare_course_folder
@@ -98,6 +100,36 @@ def run_exchange_step(layout: Layout, *args: str) -> int:
         give_to_instructor(layout.course_root(home_of(layout.instructor)), layout.instructor)
 
 
+def release(layout: Layout, lab: Optional[str]) -> int:
+    """Release the labs up to ``lab`` (None: every lab) and give the students ``lab``'s package edition."""
+    from autograder.pipeline.labs import LABS
+    from hub.package import install_edition
+
+    require_root("the hub's release")
+    if lab is not None and lab not in LABS:
+        raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
+    labs = [name for name in sorted(LABS) if lab is None or name[:2] <= lab[:2]]
+    done = run_exchange_step(layout, "release", *labs)
+    if done != 0:
+        return done
+    graded = _graded()
+    # An ungraded lab before the first graded one (lab 00) gets the first graded lab's edition.
+    install_edition(layout, lab if lab is None or lab in graded else next(g for g in graded if g > lab))
+    if lab is None:
+        print("WARNING: every lab was released with the WHOLE course package: the students' servers import every "
+              "lab's reference implementation. For a class, release one lab at a time: make hub-release LAB=NN-lab")
+    else:
+        print(f"students now import the edition of {lab}: no implementation of its TODOs or of any later lab's "
+              "(kernels pick it up when they start or restart)")
+    return 0
+
+
+def _graded() -> List[str]:
+    from autograder.editions.manifest import LABS
+
+    return [entry.lab for entry in LABS]
+
+
 def stop_hub(layout: Layout, wait_s: float = 30) -> None:
     """SIGTERM the JupyterHub this hub folder started (its pid file), and wait for it to end."""
     pid_file = layout.state / "jupyterhub.pid"
@@ -140,7 +172,7 @@ def main(argv=None) -> int:
     up = commands.add_parser("up")
     up.add_argument("--students", type=int, default=3)
     up.add_argument("--port", type=int, default=8000)
-    commands.add_parser("release").add_argument("labs", nargs="*")
+    commands.add_parser("release").add_argument("lab", nargs="?")
     commands.add_parser("grade").add_argument("lab")
     commands.add_parser("clean")
     args = parser.parse_args(argv)
@@ -152,7 +184,7 @@ def main(argv=None) -> int:
             os.chdir(layout.state)
             os.execve(sys.executable, hub_command(layout), hub_environment(layout))
         if args.command == "release":
-            return run_exchange_step(layout, "release", *args.labs)
+            return release(layout, args.lab)
         if args.command == "grade":
             return run_exchange_step(layout, "grade", args.lab)
         if not layout.root.exists():

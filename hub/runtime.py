@@ -68,17 +68,19 @@ def shared_interpreter(candidates: Optional[List[Path]] = None) -> Path:
 def build_runtime(layout: Layout, instructor: str) -> Dict[str, str]:
     """Make (or refresh) ``layout.runtime`` and its course kernel; return the paths the servers use.
 
-    ``{"python", "course_prefix", "student_pythonpath", "instructor_repo"}``: the course venv and
-    ``paged_kv`` as every account reaches them, and the repository as only ``instructor`` reaches it
-    (each the real path when it is open already, else a read-only bind mount: ``hub.mounts``)."""
+    ``{"python", "course_prefix", "student_pythonpath", "instructor_repo"}``: the course venv as every account
+    reaches it, the folder of the package edition students import (``hub.package``), and the repository as
+    only ``instructor`` reaches it (the real path when it is open already, else a read-only bind mount:
+    ``hub.mounts``)."""
     from hub.mounts import reachable
 
     course_prefix = reachable(layout, Path(sys.prefix), "venv")
     site_packages = course_prefix / Path(sysconfig.get_paths()["purelib"]).resolve().relative_to(Path(sys.prefix).resolve())
-    if open_to_all(REPO / "paged_kv"):
-        student_pythonpath = REPO
-    else:
-        student_pythonpath = reachable(layout, REPO / "paged_kv", "src/paged_kv").parent
+    from hub.package import first_graded_lab, install_edition, package_dir
+
+    if not (package_dir(layout) / "edition.json").exists():  # nothing released yet: the strictest edition
+        install_edition(layout, first_graded_lab())
+    student_pythonpath = package_dir(layout)  # one edition of the package (hub.package), never the repository's
     instructor_repo = REPO if open_to_all(REPO / "autograder") else reachable(layout, REPO, "repo", owner=instructor)
     interpreter = shared_interpreter()
     python = layout.runtime / "bin" / "python"

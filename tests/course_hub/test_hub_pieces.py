@@ -273,3 +273,29 @@ def test_clean_refuses_a_folder_that_is_not_a_hubs(tmp_path, monkeypatch):
     with pytest.raises(accounts.AccountError, match="not a course hub"):
         clean(Layout(tmp_path / "precious"))
     assert (tmp_path / "precious" / "file").read_text() == "keep"
+
+
+def test_the_hub_gives_students_one_edition_of_the_package_at_a_time(tmp_path):
+    """hub.package: the released lab's edition replaces the one before, readable by every account."""
+    import stat
+
+    from autograder.editions.manifest import stubs_for
+    from hub.layout import Layout
+    from hub.package import install_edition, installed_edition, package_dir
+
+    layout = Layout(tmp_path / "hub")
+    layout.root.mkdir()
+    install_edition(layout, "02-atomic-prefill")
+    assert installed_edition(layout) == "02-atomic-prefill"
+    manager = (package_dir(layout) / "paged_kv" / "cache" / "manager.py").read_text()
+    assert "allocate_for_prefill is a TODO of lab 02" in manager
+    install_edition(layout, "05-prefix-cache")
+    assert installed_edition(layout) == "05-prefix-cache"
+    assert "allocate_for_prefill is a TODO" not in (package_dir(layout) / "paged_kv" / "cache" / "manager.py").read_text()
+    edition = (package_dir(layout) / "paged_kv" / "cache" / "edition.py").read_text()
+    assert all(s.dotted in edition for s in stubs_for("05-prefix-cache"))
+    assert sorted(p.name for p in layout.root.iterdir()) == ["package"]  # no half-made folder is left
+    for path in package_dir(layout).rglob("*"):
+        assert path.stat().st_mode & (stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)), path
+    with pytest.raises(ValueError, match="not a graded lab"):
+        install_edition(layout, "99-nothing")

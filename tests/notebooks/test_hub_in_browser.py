@@ -66,6 +66,7 @@ class ClassRun:
     cross_requests: Dict[str, int] = field(default_factory=dict)
     own_formgrader: Dict[str, int] = field(default_factory=dict)
     as_user_reads: Dict[str, str] = field(default_factory=dict)
+    student_package: str = ""
     formgrader_text: str = ""
     left_after_cleanup: List[str] = field(default_factory=list)
 
@@ -160,6 +161,14 @@ def _read_as(user: str, path: Path) -> str:
     return "read" if done.returncode == 0 else ("denied" if "ermission denied" in done.stderr else done.stderr.strip())
 
 
+def _package_of(user: str, folder: Path) -> str:
+    """Which edition of the course package ``user``'s servers and kernels import (their PYTHONPATH)."""
+    done = subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={folder / 'package'}",
+                           str(folder / "runtime" / "bin" / "python"), "-c",
+                           "import paged_kv.cache.edition as e; print(e.LAB)"], capture_output=True, text=True, cwd="/")
+    return done.stdout.strip() or done.stderr.strip()
+
+
 def _gradebook_scores(hub: Hub) -> Dict[str, float]:
     from nbgrader.api import Gradebook
 
@@ -204,6 +213,7 @@ def class_run(tmp_path_factory) -> ClassRun:
             "student1 -> instructor's course folder": _read_as(first, hub.home(hub.instructor) / "paged-kv-course"),
             "student1 -> own notebook": _read_as(first, hub.home(first) / LAB / NOTEBOOK),
         }
+        run.student_package = _package_of(first, hub.folder)
         names = [hub.instructor, *hub.students]
     run.left_after_cleanup = leftovers(hub.folder, names)
     run.seconds["total"] = time.monotonic() - started
@@ -267,3 +277,7 @@ def test_the_instructor_sees_the_lab_in_formgrader(class_run):
 def test_cleanup_leaves_no_account_home_process_or_folder(class_run):
     assert class_run.left_after_cleanup == []
 
+
+def test_students_import_the_released_labs_edition_of_the_package(class_run):
+    """`make hub-release LAB=02-...` gives the students lab 02's edition: no implementation of its TODOs."""
+    assert class_run.student_package == LAB
