@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import sys
 import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -114,11 +115,11 @@ _SCALARS = (type(None), bool, int, float, str)
 
 
 def _tensor_type():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - the course always has torch
-        return None, None
-    return torch, torch.Tensor
+    """torch and its Tensor type once something imported torch, else (None, None): no value can be a tensor
+    before that, and a box whose student code never needs torch never pays for importing it."""
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None)
+    return (torch, tensor) if isinstance(tensor, type) else (None, None)
 
 
 def encode(value: Any, buffers: List[bytes], other: Callable[[Any], Any], _depth: int = 0) -> Any:

@@ -934,21 +934,43 @@ class PartBox:
             except Exception as error:  # noqa: BLE001 - the part scores 0, with the reason
                 self.broken = f"the kernel that grades this part could not start ({type(error).__name__})"
                 return
-        for cell_index in executor._replayable:
-            if not self.done < cell_index < index:
-                continue
+        for cell_index, code in self._replay_plan(index):
             remaining = executor._notebook_deadline - monotonic()
             if remaining <= 0:
                 self.broken = "the notebook's grading time was spent before this part's own kernel ran your cells"
                 return
-            outcome = executor._run_silently(executor.nb.cells[cell_index].source,
-                                             min(executor._limit("cell_timeout"), remaining), self.kernel)
+            outcome = executor._run_silently(code, min(executor._limit("cell_timeout"), remaining), self.kernel)
             if outcome in ("dead", "timeout"):
                 self.broken = (f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
                                f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
                                "kernel of that part's own)")
                 return
-            self.done = cell_index
+        self.done = max([self.done] + [i for i in self.executor._replayable if i < index])
+
+    def _replay_plan(self, index: int) -> List[tuple]:
+        """``(cell index, code)`` to run before the graded cell at ``index``, in order: every cell the student
+        wrote that ran without error in the main kernel, whole, and of the given cells only the statements
+        that bind what the student's cells read (their imports and helpers, and what those need): a part's
+        box does not redraw pictures or rerun demos. Without the lab's source, every cell that ran."""
+        executor = self.executor
+        ran = [i for i in executor._replayable if self.done < i < index]
+        view = executor._view
+        if view is None:
+            return [(i, executor.nb.cells[i].source) for i in ran]
+        student = [c for c in view if c.student and c.index < index and c.tree is not None]
+        needed = set().union(*(nbview.free_names(c.tree) for c in student)) if student else set()
+        statements = [s for s in nbview.given_statements([c for c in view if c.index < index])
+                      if s.cell in executor._replayable]
+        chosen = {id(statements[i]) for i in verdicts.plan_slice(needed, statements, set())}
+        plan = []
+        for i in ran:
+            if view[i].student:
+                plan.append((i, executor.nb.cells[i].source))
+            else:
+                code = "\n".join(ast.unparse(s.node) for s in statements if s.cell == i and id(s) in chosen)
+                if code:
+                    plan.append((i, code))
+        return plan
 
     def close(self) -> None:
         if self.kernel is None:

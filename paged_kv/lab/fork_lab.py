@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence as SequenceType, Tuple
 
-import torch
-
 from paged_kv.cache.checks import check_instance, check_positive_int
 from paged_kv.cache.prefix_cache import BlockManagerBase, Sequence
 from paged_kv.cache.steps import compute
@@ -56,9 +54,11 @@ def step_computed(manager: BlockManagerBase, seqs: SequenceType[Sequence]) -> Li
 
 
 def make_caches(num_layers: int, num_blocks: int, block_size: int = 2, num_kv_heads: int = 1,
-                head_dim: int = 2) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+                head_dim: int = 2) -> Tuple[List["torch.Tensor"], List["torch.Tensor"]]:
     """``(k_caches, v_caches)``: per layer ``[num_blocks, block_size, num_kv_heads, head_dim]`` float32
     tensors whose every value is different (K positive, V negative), so a copy shows where it came from."""
+    import torch  # here, not at the top: the lab's other helpers run in boxes that never need torch
+
     shape = (check_positive_int("num_blocks", num_blocks), check_positive_int("block_size", block_size),
              check_positive_int("num_kv_heads", num_kv_heads), check_positive_int("head_dim", head_dim))
     per_layer = num_blocks * block_size * num_kv_heads * head_dim

@@ -16,10 +16,6 @@ from __future__ import annotations
 from typing import Dict, Iterable, Optional
 
 from paged_kv.cache.todo import TodoNotWritten, is_stub
-from paged_kv.cache.manager import KVCacheManager, KVCacheManagerBase
-from paged_kv.cache.forking import ForkingBlockManager
-from paged_kv.cache.prefix_cache import BlockManager, BlockManagerBase
-from paged_kv.engine.scheduler import Scheduler, SchedulerBase
 
 
 def _function_of(attribute):
@@ -115,16 +111,34 @@ def _defined(klass: type, name: str):
     return None
 
 
-KVCacheManagerWithoutPrefill = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_prefill"],
-                                       "KVCacheManagerWithoutPrefill")
-KVCacheManagerWithoutDecode = starter(KVCacheManager, KVCacheManagerBase, ["allocate_for_decode"],
-                                      "KVCacheManagerWithoutDecode")
-KVCacheManagerWithoutReconstruction = starter(KVCacheManager, KVCacheManagerBase, ["get_physical_cache"],
-                                              "KVCacheManagerWithoutReconstruction")
-BlockManagerWithoutPrefixCache = starter(
-    BlockManager, BlockManagerBase,
-    ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
-    "BlockManagerWithoutPrefixCache")
-SchedulerWithoutSchedule = starter(Scheduler, SchedulerBase, ["schedule", "preempt"], "SchedulerWithoutSchedule")
-ForkingManagerWithoutFork = starter(ForkingBlockManager, BlockManager, ["fork", "may_append"],
-                                    "ForkingManagerWithoutFork")
+# The labs' starters, each built on first use (PEP 562), so that importing this module imports only what the
+# starter asked for needs (lab 05's block manager never imports the tutorial manager, hence never torch).
+_STARTERS = {
+    "KVCacheManagerWithoutPrefill": ("manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_prefill"]),
+    "KVCacheManagerWithoutDecode": ("manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_decode"]),
+    "KVCacheManagerWithoutReconstruction": ("manager", "KVCacheManager", "KVCacheManagerBase", ["get_physical_cache"]),
+    "BlockManagerWithoutPrefixCache": ("prefix_cache", "BlockManager", "BlockManagerBase",
+                                       ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block",
+                                        "hash_blocks"]),
+    "SchedulerWithoutSchedule": ("scheduler", "Scheduler", "SchedulerBase", ["schedule", "preempt"]),
+    "ForkingManagerWithoutFork": ("forking", "ForkingBlockManager", "BlockManager", ["fork", "may_append"]),
+}
+_MODULES = {"manager": "paged_kv.cache.manager", "prefix_cache": "paged_kv.cache.prefix_cache",
+            "scheduler": "paged_kv.engine.scheduler", "forking": "paged_kv.cache.forking"}
+
+
+def __getattr__(name: str) -> type:
+    if name not in _STARTERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module_key, reference, base, todo = _STARTERS[name]
+    module = importlib.import_module(_MODULES[module_key])
+    base_class = getattr(module, base, None) or getattr(importlib.import_module(_MODULES["prefix_cache"]), base)
+    made = starter(getattr(module, reference), base_class, todo, name)
+    globals()[name] = made
+    return made
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_STARTERS))
