@@ -1,14 +1,17 @@
-"""Lab 05 grader: the prefix cache's four TODOs, each graded on its own points.
+"""Lab 05 grader: the prefix cache's four parts, each graded on its own points.
 
-1. ``compute_hash``: exact xxh64 chain values; 2. ``can_allocate`` + ``allocate``: prefix hits;
-3. ``deallocate`` + ``_allocate_block``: ref-counted release and block reuse; 4. ``hash_blocks``.
+The parts, in the notebook's order (``PARTS``, named as ``autograder/editions/manifest.py`` names them):
+1. ``hash``: ``compute_hash``, exact xxh64 chain values; 2. ``release``: ``deallocate`` + ``_allocate_block``,
+ref-counted release and block reuse; 3. ``register``: ``hash_blocks``; 4. ``admit``: ``can_allocate`` +
+``allocate``, prefix hits.
 
-A check of TODO k runs the student's class with paged_kv's version of every OTHER TODO
-(``with_reference_todos``), so a bug in one TODO costs that TODO's points only, and a TODO not written
-yet does not stop the others from being graded. ``@grades`` names only TODO k's reference functions:
-the student's TODO k calling them earns nothing, while their calls to the substituted other TODOs are
-allowed. The allocation policy is the lab's contract, so traces compare block tables, ref counts, the
-free queue's order and the hash map exactly with ``paged_kv.BlockManager``.
+A check of part k runs the student's class with paged_kv's version of every OTHER part's TODOs
+(``with_reference_todos``; a part whose checks need them is graded in a box whose edition has them), so a
+bug in one part costs that part's points only, and a part not written yet does not stop the others from
+being graded. ``@grades`` names only part k's reference functions: the student's part k calling them
+earns nothing, while their calls to the substituted other parts are allowed. The allocation policy is
+the lab's contract, so traces compare block tables, ref counts, the free queue's order and the hash map
+exactly with ``paged_kv.BlockManager``.
 """
 from __future__ import annotations
 
@@ -33,10 +36,12 @@ def seq_for(manager, tokens, block_size: int):
     return student_side(manager, "paged_kv.Sequence")(list(tokens), block_size)
 
 
-TODO_1 = ("compute_hash",)
-TODO_2 = ("can_allocate", "allocate")
-TODO_3 = ("deallocate", "_allocate_block")
-TODO_4 = ("hash_blocks",)
+HASH = ("compute_hash",)
+RELEASE = ("deallocate", "_allocate_block")
+REGISTER = ("hash_blocks",)
+ADMIT = ("can_allocate", "allocate")
+#: part name -> its TODO methods, in the notebook's order
+PARTS = {"hash": HASH, "release": RELEASE, "register": REGISTER, "admit": ADMIT}
 
 
 # -- state of a manager, as plain values ----------------------------------------------------------------
@@ -212,7 +217,7 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
         expect_same_state(step, student, mine, reference, theirs, hint)
 
 
-# -- TODO 1: compute_hash ---------------------------------------------------------------------------------
+# -- part 1, hash: compute_hash -------------------------------------------------------------------------
 HASH_CASES = [([1, 2, 3, 4], NO_HASH), ([1, 2, 3, 4], 12345), ([7], NO_HASH), ([0, 0], NO_HASH),
               ([5, 6], 0), ([2**31 + 5, 3], NO_HASH), ([9, 8, 7], 2**64 - 1), (list(range(16)), 2**40 + 7)]
 
@@ -220,7 +225,7 @@ HASH_CASES = [([1, 2, 3, 4], NO_HASH), ([1, 2, 3, 4], 12345), ([7], NO_HASH), ([
 @grades(Reference.compute_hash, _chain_hash)
 def check_hash_values(cls) -> None:
     """Exact xxh64 chain values: prefix bytes, int64 ids, prefix 0 and the largest prefix, big ids."""
-    tested = with_reference_todos(cls, *TODO_1)
+    tested = with_reference_todos(cls, *HASH)
     make_list = student_side(cls, "builtins.list")
     for tokens, prefix in HASH_CASES:
         case = f"compute_hash({tokens}, prefix={prefix})"
@@ -244,7 +249,7 @@ def check_hash_values(cls) -> None:
         expect_equal(f"{case}: hash of block {block}", h, expected, "feed each block's hash into the next")
 
 
-# -- TODO 2: can_allocate + allocate ----------------------------------------------------------------------
+# -- part 4, admit: can_allocate + allocate -------------------------------------------------------------
 ALLOCATE_HINT = ("walk full blocks from the start (never the last one), chain the hash, stop at the first "
                  "miss or token mismatch; a hit on a used block costs no free block, a cached-free hit does")
 
@@ -252,7 +257,7 @@ ALLOCATE_HINT = ("walk full blocks from the start (never the last one), chain th
 @grades(Reference.can_allocate, Reference.allocate)
 def check_prefix_hits(cls) -> None:
     """Hits on live and cached-free blocks, the last block never served, token verification, OOM counts."""
-    tested = with_reference_todos(cls, *TODO_2)
+    tested = with_reference_todos(cls, *ADMIT)
     # A live shared prefix: two blocks shared, ref counts 2, only the tail is new.
     _same_ops("live prefix shared", *_pair(tested, 8, 2),
               [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6, 7])], ALLOCATE_HINT)
@@ -310,12 +315,12 @@ def check_prefix_hits(cls) -> None:
 @grades(Reference.can_allocate, Reference.allocate)
 def check_allocation_traces(cls) -> None:
     """Seeded engine runs (admissions, decodes, preemptions, finishes) match the reference exactly."""
-    tested = with_reference_todos(cls, *TODO_2)
+    tested = with_reference_todos(cls, *ADMIT)
     for seed in range(6):
         run_trace(tested, seed, ALLOCATE_HINT)
 
 
-# -- TODO 3: deallocate + _allocate_block -----------------------------------------------------------------
+# -- part 2, release: deallocate + _allocate_block ------------------------------------------------------
 RELEASE_HINT = ("deallocate: last block first, ref_count - 1, free only at 0 and keep its hash; "
                 "_allocate_block: pop the front of the free queue, drop the block's old hash only if the map "
                 "still points at this block, reset it")
@@ -324,7 +329,7 @@ RELEASE_HINT = ("deallocate: last block first, ref_count - 1, free only at 0 and
 @grades(Reference.deallocate, Reference._allocate_block)
 def check_release_and_reuse(cls) -> None:
     """Ref counts, last-first release, free-but-cached hits, stale mappings dropped, the ``== block_id`` guard."""
-    tested = with_reference_todos(cls, *TODO_3)
+    tested = with_reference_todos(cls, *RELEASE)
     _same_ops("free a sequence alone", *_pair(tested, 6, 2),
               [("prefill", [1, 2, 3, 4, 5]), ("free", 0)], RELEASE_HINT)
     _same_ops("free one of two sharers", *_pair(tested, 8, 2),
@@ -372,12 +377,12 @@ def check_release_and_reuse(cls) -> None:
 @grades(Reference.deallocate, Reference._allocate_block)
 def check_release_traces(cls) -> None:
     """Seeded engine runs with preemptions and finishes: free queue order and hash map match exactly."""
-    tested = with_reference_todos(cls, *TODO_3)
+    tested = with_reference_todos(cls, *RELEASE)
     for seed in range(10, 16):
         run_trace(tested, seed, RELEASE_HINT)
 
 
-# -- TODO 4: hash_blocks ----------------------------------------------------------------------------------
+# -- part 3, register: hash_blocks ----------------------------------------------------------------------
 HASH_BLOCKS_HINT = ("register blocks start = num_cached_tokens // block_size up to end = (num_cached_tokens + "
                     "num_scheduled_tokens) // block_size, chaining from block start - 1's hash")
 
@@ -389,7 +394,7 @@ def _hash_step(case: str, manager, seq, scheduled: int) -> None:
 @grades(Reference.hash_blocks)
 def check_hash_blocks(cls) -> None:
     """Only full, computed blocks; the chain continues across steps; chunks; block_size 1; traces."""
-    tested = with_reference_todos(cls, *TODO_4)
+    tested = with_reference_todos(cls, *REGISTER)
     for block_size, prompt, chunks, decodes in [(2, [1, 2, 3, 4, 5], [5], 4), (3, list(range(10)), [4, 0, 5, 1], 3),
                                                 (1, [4, 4, 4], [1, 2], 3), (4, [1, 2, 3], [3], 6),
                                                 (2, [5, 6, 7, 8, 9, 10], [2, 2, 2], 2)]:

@@ -1,6 +1,7 @@
-"""Lab 05: realistic student bugs (each must lose the points of its own TODO, and only those) and correct
+"""Lab 05: realistic student bugs (each must lose the points of its own part, and only those) and correct
 variants written differently (each must keep full marks). Every class is written as a student's notebook
-writes it: on the starter, one TODO method changed from a correct answer."""
+writes it: on the starter, one TODO method changed from a correct answer. The parts are the grader's
+``PARTS``: hash, release, register, admit."""
 from __future__ import annotations
 
 import array
@@ -13,7 +14,7 @@ from paged_kv.lab.starters import BlockManagerWithoutPrefixCache
 
 
 class Correct(BlockManagerWithoutPrefixCache):
-    """A correct answer to all four TODOs, the base that each bug below changes in one method."""
+    """A correct answer to all four parts, the base that each bug below changes in one method."""
 
     @classmethod
     def compute_hash(cls, token_ids, prefix=-1):
@@ -90,7 +91,7 @@ class Correct(BlockManagerWithoutPrefixCache):
             self.hash_to_block_id[h] = block.block_id
 
 
-# ---- TODO 1: compute_hash --------------------------------------------------------------------------------
+# ---- part 1, hash: compute_hash --------------------------------------------------------------------------
 class HashIgnoresPrefix(Correct):
     """A content-only hash: the same block after different prefixes gets the same name."""
 
@@ -149,7 +150,7 @@ class HashBuiltin(Correct):
         return hash((prefix, tuple(token_ids))) % 2**64
 
 
-# ---- TODO 2: can_allocate + allocate ---------------------------------------------------------------------
+# ---- part 4, admit: can_allocate + allocate --------------------------------------------------------------
 class ServesTheLastBlock(Correct):
     """nano-vllm #144: a fully cached prompt leaves nothing to compute."""
 
@@ -262,7 +263,7 @@ class ForgetsCachedTokens(Correct):
         seq.num_cached_tokens = 0
 
 
-# ---- TODO 3: deallocate + _allocate_block ----------------------------------------------------------------
+# ---- part 2, release: deallocate + _allocate_block -------------------------------------------------------
 class FreesFirstBlockFirst(Correct):
     def deallocate(self, seq):
         self._check_seq(seq)
@@ -348,7 +349,7 @@ class ForgetsToMarkUsed(Correct):
         return block_id
 
 
-# ---- TODO 4: hash_blocks ---------------------------------------------------------------------------------
+# ---- part 3, register: hash_blocks -----------------------------------------------------------------------
 class RegistersThePartialBlock(Correct):
     def hash_blocks(self, seq):
         self._check_seq(seq)
@@ -401,14 +402,17 @@ class ForgetsBlockUpdate(Correct):
             self.hash_to_block_id[h] = seq.block_table[i]
 
 
-# bug -> the TODO (1-4) whose checks, and only whose checks, it must fail
-BUGS = {HashIgnoresPrefix: 1, HashTruthyPrefix: 1, HashInt32Ids: 1, HashBigEndianPrefix: 1,
-        HashTokensBeforePrefix: 1, HashBuiltin: 1,
-        ServesTheLastBlock: 2, NoTokenCheck: 2, EveryHitIsFree: 2, NoHitIsFree: 2, SkipsPastAMiss: 2, SeedListingAllocate: 2,
-        ReviveLeavesItInTheFreeQueue: 2, ReviveThroughAllocateBlock: 2, ForgetsCachedTokens: 2,
-        FreesFirstBlockFirst: 3, ForgetsToClearTheTable: 3, ForgetsFromTheMapOnFree: 3, KeepsStaleMapping: 3,
-        DropsMappingWithoutGuard: 3, TakesTheNewestFreeBlock: 3, ForgetsToMarkUsed: 3,
-        RegistersThePartialBlock: 4, RestartsTheChain: 4, HashesBeforeCompute: 4, ForgetsBlockUpdate: 4}
+# bug -> the part whose checks, and only whose checks, it must fail
+BUGS = {HashIgnoresPrefix: "hash", HashTruthyPrefix: "hash", HashInt32Ids: "hash", HashBigEndianPrefix: "hash",
+        HashTokensBeforePrefix: "hash", HashBuiltin: "hash",
+        FreesFirstBlockFirst: "release", ForgetsToClearTheTable: "release", ForgetsFromTheMapOnFree: "release",
+        KeepsStaleMapping: "release", DropsMappingWithoutGuard: "release", TakesTheNewestFreeBlock: "release",
+        ForgetsToMarkUsed: "release",
+        RegistersThePartialBlock: "register", RestartsTheChain: "register", HashesBeforeCompute: "register",
+        ForgetsBlockUpdate: "register",
+        ServesTheLastBlock: "admit", NoTokenCheck: "admit", EveryHitIsFree: "admit", NoHitIsFree: "admit",
+        SkipsPastAMiss: "admit", SeedListingAllocate: "admit", ReviveLeavesItInTheFreeQueue: "admit",
+        ReviveThroughAllocateBlock: "admit", ForgetsCachedTokens: "admit"}
 
 
 # ---- correct variants written differently ----------------------------------------------------------------

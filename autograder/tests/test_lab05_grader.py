@@ -1,6 +1,6 @@
-"""Lab 05's graders grade, TODO by TODO: the solution notebook gets full marks, the untouched release
-zero on every check, each catalogued bug loses points on its own TODO's checks and nowhere else, correct
-variants written differently keep full marks, and no TODO can be passed by delegating to the reference
+"""Lab 05's graders grade, part by part: the solution notebook gets full marks, the untouched release
+zero on every check, each catalogued bug loses points on its own part's checks and nowhere else, correct
+variants written differently keep full marks, and no part can be passed by delegating to the reference
 or with objects that claim equality."""
 import inspect
 
@@ -15,15 +15,16 @@ import lab05_bug_catalogue as bugs
 from notebook_code import namespace_after_answer
 
 LAB = "05-prefix-cache"
-TODOS = {1: grader.TODO_1, 2: grader.TODO_2, 3: grader.TODO_3, 4: grader.TODO_4}
+TODOS = grader.PARTS
 CHECKS = [f for name, f in inspect.getmembers(grader, inspect.isfunction)
           if name.startswith("check_") and f.__module__ == grader.__name__]
-# The notebook's class that each check receives (the hidden test cell right after that TODO).
-NOTEBOOK_CLASS = {1: "HashingManager", 2: "AllocatingManager", 3: "ReleasingManager", 4: "BlockManager"}
+# The notebook's class that each check receives (the hidden test cells right after that part).
+NOTEBOOK_CLASS = {"hash": "HashingManager", "release": "ReleasingManager", "register": "RegisteringManager",
+                  "admit": "BlockManager"}
 
 
-def todo_of(check) -> int:
-    """The TODO a check grades, read from the reference functions its @grades names."""
+def todo_of(check) -> str:
+    """The part a check grades, read from the reference functions its @grades names."""
     names = {getattr(f, "__name__", "") for f in check.__grades__}
     return next(k for k, methods in TODOS.items() if names & set(methods))
 
@@ -64,7 +65,7 @@ def checks_of(todo):
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_solution_gets_full_marks(check):
     check(notebook_class(SOURCE_DIR, todo_of(check)))
-    check(notebook_class(SOURCE_DIR, 4))  # the finished class passes every TODO's checks too
+    check(notebook_class(SOURCE_DIR, "admit"))  # the finished class passes every part's checks too
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -82,13 +83,13 @@ def test_correct_variants_written_differently_get_full_marks(implementation):
 def test_every_catalogued_bug_loses_points_on_its_own_todo_only(bug, todo):
     failed = failures(bug)
     assert failed, f"{bug.__name__} passed every check"
-    assert set(failed) <= checks_of(todo), f"{bug.__name__} (TODO {todo}) also lost points elsewhere: {failed}"
+    assert set(failed) <= checks_of(todo), f"{bug.__name__} (part {todo}) also lost points elsewhere: {failed}"
     for message in failed.values():
         assert message.startswith("[") and "integrity" not in message, message
 
 
 def test_one_bug_per_todo_together_lose_every_todo():
-    """Isolation: a class with one bug in each TODO still has each TODO graded on its own."""
+    """Isolation: a class with one bug in each part still has each part graded on its own."""
     mixed = type("Mixed", (bugs.Correct,), {"compute_hash": vars(bugs.HashInt32Ids)["compute_hash"],
                                             "can_allocate": bugs.NoTokenCheck.can_allocate,
                                             "_allocate_block": bugs.KeepsStaleMapping._allocate_block,
@@ -100,7 +101,7 @@ def test_one_bug_per_todo_together_lose_every_todo():
 def test_a_todo_not_written_yet_does_not_stop_the_others_from_being_graded():
     only_hash = type("OnlyHash", (BlockManagerWithoutPrefixCache,), {"compute_hash": vars(bugs.Correct)["compute_hash"]})
     failed = failures(only_hash)
-    assert set(failed) == {c.__name__ for c in CHECKS} - checks_of(1)
+    assert set(failed) == {c.__name__ for c in CHECKS} - checks_of("hash")
     assert all(m.startswith("NotImplementedError") for m in failed.values()), failed
 
 
@@ -114,7 +115,7 @@ def test_super_reaches_a_stub_not_the_reference():
          "    def allocate(self, seq, n):\n        return super(Correct, self).allocate(seq, n)\n",
          {"Correct": bugs.Correct}, namespace)
     failed = failures(namespace["UsesSuper"])
-    assert set(failed) == checks_of(2) and all(m.startswith("NotImplementedError") for m in failed.values())
+    assert set(failed) == checks_of("admit") and all(m.startswith("NotImplementedError") for m in failed.values())
 
 
 # -- doctored objects ------------------------------------------------------------------------------------
@@ -135,7 +136,8 @@ class DoctoredTable(bugs.Correct):
         seq.block_table = AgreeableList()
 
 
-@pytest.mark.parametrize("implementation, todo", [(DoctoredHash, 1), (DoctoredCanAllocate, 2), (DoctoredTable, 3)],
+@pytest.mark.parametrize("implementation, todo", [(DoctoredHash, "hash"), (DoctoredCanAllocate, "admit"),
+                                                   (DoctoredTable, "release")],
                          ids=["always-equal-hash", "always-equal-count", "agreeable-table"])
 def test_objects_that_claim_equality_do_not_pass(implementation, todo):
     assert checks_of(todo) <= set(failures(implementation))

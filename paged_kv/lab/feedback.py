@@ -236,14 +236,22 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
 
 
-def practice(check: Callable, *args: Any) -> None:
+def practice(check: Callable, *args: Any, todo: str = "") -> None:
     """Run an ungraded practice check; print "passed" or its one-block failure, never raise.
 
     For cells that must run without error in the untouched notebook (a bug hunt before it is fixed).
     It returns nothing, so a cell that ends with it shows the verdict alone (no trailing ``True``/``False``).
+    ``todo`` names the student's code the check builds on (``"BlockManager (parts 1 to 4)"``): while that
+    code still raises ``NotImplementedError`` (a TODO not written yet), it prints the note
+    ``show_when_ready`` prints instead of a verdict on code that is not there yet.
     """
+    if not isinstance(todo, str):
+        raise TypeError(f"todo must name the code the check builds on, as a str; got {type(todo).__name__}")
     try:
         check(*args)
+    except NotImplementedError as error:
+        print(_finish_note(todo, "try this exercise") if todo else f"Not yet: {type(error).__name__}: {error}")
+        return
     except CheckFailed as failed:
         print("Not yet: " + "\n".join(failed._lines()))
         return
@@ -264,7 +272,7 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     try:
         return make()
     except NotImplementedError:
-        print(f"Finish {todo}, run its cell again, then run this cell to see what you built.")
+        print(_finish_note(todo, "see what you built"))
         return None
     except CheckFailed:
         raise
@@ -289,6 +297,11 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         except AttributeError:  # an exception type without a __dict__: shown as a normal traceback
             pass
         raise
+
+
+def _finish_note(todo: str, then: str) -> str:
+    """What a cell built on an unwritten TODO prints instead of running: finish ``todo``, then ``then``."""
+    return f"Finish {todo}, run its cell again, then run this cell to {then}."
 
 
 # -- notebook display ------------------------------------------------------------------------------

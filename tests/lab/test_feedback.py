@@ -127,6 +127,26 @@ def test_attempt_names_the_case_and_practice_never_raises(capsys):
     assert capsys.readouterr().out == "test_it: passed\n"
 
 
+def test_practice_on_a_todo_not_written_yet_says_what_to_finish_instead_of_a_verdict(capsys):
+    from paged_kv.lab.feedback import CheckFailed, TodoNotWritten, practice
+
+    def unwritten():
+        raise TodoNotWritten("allocate is this lab's TODO")
+
+    def failing():
+        raise CheckFailed("case", "wrong")
+
+    practice(unwritten, todo="BlockManager (parts 1 to 4)")
+    assert capsys.readouterr().out == ("Finish BlockManager (parts 1 to 4), run its cell again, then run this cell "
+                                       "to try this exercise.\n")
+    practice(failing, todo="BlockManager (parts 1 to 4)")  # written but wrong: the verdict, as without todo
+    assert capsys.readouterr().out.startswith("Not yet: [case] wrong")
+    practice(unwritten)  # without todo, an unwritten TODO is a verdict like any other error
+    assert capsys.readouterr().out.startswith("Not yet: TodoNotWritten: allocate is this lab's TODO")
+    with pytest.raises(TypeError, match="todo must name"):
+        practice(unwritten, todo=None)
+
+
 def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with_its_hint():
     from paged_kv.lab.feedback import attempt
 
