@@ -1,26 +1,61 @@
 """Pictures of lab 08: forked block tables with their copy-on-write copies, a beam tree, the savings.
 
+Forked tables are drawn from a manager (``draw_forks``) or from written-out tables (``draw_fork_tables``,
+for pictures a notebook shows before the student's manager exists).
+
 Every function returns a ``CourseFigure`` (see ``paged_kv.lab.viz``): it renders as a PNG in JupyterLab,
 Colab and static viewers, with no pyplot state.
 """
 from __future__ import annotations
 
+import operator
 from typing import List, Mapping, Optional, Sequence as SequenceType, Tuple
 
 from matplotlib.patches import FancyArrowPatch
 
-from paged_kv.lab.viz import CELL, CourseFigure, _color, draw_block_manager
+from paged_kv.lab.viz import CELL, CourseFigure, _color, draw_block_manager, draw_pool
 
 
 def draw_forks(manager, seqs: SequenceType, labels: Optional[SequenceType[str]] = None,
                copies: SequenceType[Tuple[int, int]] = (), title: Optional[str] = None) -> CourseFigure:
     """``draw_block_manager`` plus one red arrow per copy-on-write copy ``(src, dst)`` in the pool."""
-    fig = draw_block_manager(manager, seqs, title=title, labels=labels)
+    copies = _checked_copies(manager.num_blocks, copies)
+    return _draw_copies(draw_block_manager(manager, seqs, title=title, labels=labels), manager.num_blocks, copies)
+
+
+def draw_fork_tables(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *, block_size: int,
+                     seq_lens: Optional[Mapping[str, int]] = None, copies: SequenceType[Tuple[int, int]] = (),
+                     title: Optional[str] = None) -> CourseFigure:
+    """``draw_forks`` from plain data, with no manager: each branch's block table (and length), the copies.
+
+    A block's reference count is drawn as the number of tables that list it, which is what fork and
+    copy-on-write keep it at; so a picture written out by hand (a given cell before the lab's TODOs
+    exist) shows what a manager in that state would (free blocks are drawn plain: no prefix-cache hash).
+    Raises ``ValueError`` for a block or a copy outside ``0..num_blocks - 1`` (see ``draw_pool`` for the
+    other arguments)."""
+    figure = draw_pool(num_blocks, block_tables, block_size=block_size, seq_lens=seq_lens, title=title)
+    return _draw_copies(figure, num_blocks, _checked_copies(num_blocks, copies))
+
+
+def _checked_copies(num_blocks: int, copies: SequenceType[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """``copies`` as ``(src, dst)`` pairs of block ids of the pool; ``ValueError`` for anything else."""
+    checked = []
+    for pair in copies:
+        try:
+            src, dst = (operator.index(b) for b in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"each copy is a (source, destination) pair of block ids, got {pair!r}") from None
+        if not (0 <= src < num_blocks and 0 <= dst < num_blocks):
+            raise ValueError(f"copy {(src, dst)} names a block outside 0..{num_blocks - 1}")
+        checked.append((src, dst))
+    return checked
+
+
+def _draw_copies(fig: CourseFigure, num_blocks: int, copies: List[Tuple[int, int]]) -> CourseFigure:
+    """One red arrow per copy on the pool panel that ``draw_pool`` drew (its default layout)."""
     ax_pool = fig.axes[0]
-    ncols = min(manager.num_blocks, 16)  # draw_pool's default layout
+    ncols = min(num_blocks, 16)  # draw_pool's default layout
     for src, dst in copies:
-        if not (0 <= src < manager.num_blocks and 0 <= dst < manager.num_blocks):
-            raise ValueError(f"copy {(src, dst)} names a block outside 0..{manager.num_blocks - 1}")
         (x0, y0), (x1, y1) = [(b % ncols + CELL / 2, -(b // ncols) + CELL / 2) for b in (src, dst)]
         bend = 0.5 if y0 == y1 else 0.2
         ax_pool.add_patch(FancyArrowPatch((x0, y0 + 0.3), (x1, y1 + 0.3), connectionstyle=f"arc3,rad=-{bend}",

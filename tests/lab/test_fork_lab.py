@@ -8,7 +8,7 @@ from paged_kv.cache.steps import prefill
 from paged_kv.engine.forking import parallel_sample
 from paged_kv.engine.model import load_tiny_model
 from paged_kv.lab.fork_lab import canonical_names, make_caches, pool_shape, step_computed
-from paged_kv.lab.fork_viz import draw_forks, plot_beam_tree, plot_fork_memory, plot_fork_savings
+from paged_kv.lab.fork_viz import draw_fork_tables, draw_forks, plot_beam_tree, plot_fork_memory, plot_fork_savings
 from paged_kv.lab.fork_workload import PAPER_FIG15, expected_parallel_saving
 
 
@@ -79,3 +79,25 @@ def test_the_pictures_render_and_refuse_what_they_cannot_draw():
         draw_forks(manager, [seq], copies=[(0, 99)])
     with pytest.raises(ValueError):
         plot_beam_tree([])
+
+
+def test_a_picture_of_written_out_tables_is_the_picture_of_a_manager_in_that_state():
+    manager, seq, child = _child_that_copied()
+    from_manager = draw_forks(manager, [seq, child], ["a", "b"], copies=manager.pending_copies, title="t")
+    written_out = draw_fork_tables(6, {"a": [0, 1], "b": [0, 2]}, block_size=2, seq_lens={"a": 3, "b": 4},
+                                   copies=[(1, 2)], title="t")
+    assert (seq.block_table, child.block_table, manager.pending_copies) == ([0, 1], [0, 2], [(1, 2)])
+    assert written_out._repr_png_() == from_manager._repr_png_()
+    no_copy = draw_fork_tables(6, {"a": [0, 1], "b": [0, 2]}, block_size=2, seq_lens={"a": 3, "b": 4}, title="t")
+    assert no_copy._repr_png_() != written_out._repr_png_()  # the copy's arrow is drawn
+
+
+@pytest.mark.parametrize("tables, copies, match", [
+    ({"a": [0, 9]}, [], "outside 0..5"),
+    ({"a": [0, 1]}, [(1, 6)], "outside 0..5"),
+    ({"a": [0, 1]}, [(1, 2, 3)], "pair of block ids"),
+    ({"a": [0, 1]}, [("1", 2)], "pair of block ids"),
+])
+def test_written_out_tables_with_a_block_outside_the_pool_or_a_malformed_copy_are_refused(tables, copies, match):
+    with pytest.raises(ValueError, match=match):
+        draw_fork_tables(6, tables, block_size=2, copies=copies)
