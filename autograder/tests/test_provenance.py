@@ -57,7 +57,7 @@ def test_every_attack_is_found(lab, student):
         pytest.skip("super() reaches the starter's stub: it needs no finding, it earns nothing by itself")
     if student.label.startswith(attacks.SYNTAX_FAMILIES):
         pytest.skip("the syntax families need no finding (the text rules are a report): they reach the box "
-                    "edition's stub and earn nothing by construction (test_class_simulation, test_editions)")
+                    "edition's stub and earn nothing by construction (class_simulation, test_editions)")
     found = _findings(lab, json.loads(student.content))
     assert found, f"{student.label}: no finding"
 

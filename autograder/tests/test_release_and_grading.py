@@ -4,7 +4,7 @@ full marks, the untouched release zero on every test cell, and a realistic bug s
 loses exactly the points of the part it breaks.
 
 The commands are run on labs 00, 02 and 03 (the quick ones): every lab goes through the same grading
-(``HardenedExecute``, from the same config) in the class simulation (``test_class_simulation.py``), whose
+(``HardenedExecute``, from the same config) in the class simulation (``class_simulation.py``, graded in two halves), whose
 solutions, untouched releases (no error outside the test cells either) and catalogued bugs cover all."""
 from __future__ import annotations
 

@@ -1,0 +1,161 @@
+"""A whole class per lab goes through the real pipeline (collect, nbgrader autograde, generate_feedback,
+export) and every student is graded as described: the solution full marks, the untouched release zero,
+catalogued bugs lose the points of the checks they break, correct variants keep full marks, delegation
+earns nothing, and every broken or hostile submission is graded on what it earns, with its note.
+
+Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
+students and one attack of every class; the hostile and broken submissions and the other disguises of
+delegation, the two leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
+that ``make test`` stays within its time. The labs are graded in two halves, one test file each
+(``test_class_simulation_a.py``, ``_b.py``: every other lab), so that ``make test``'s two workers share them;
+``define_tests(namespace, half)`` puts one half's fixture and tests into its file. The class is graded with the default budgets, except the
+students whose code never ends: they are graded in a second run with short budgets (5 s a cell, 60 s a
+notebook: with 12 s, lab 06's cells above its first test once used the whole budget in CI, so the loop
+was never reached; ``make test`` runs these files beside the others, so the budget leaves room for a
+shared CPU) so that they cost little; ``make grader-report`` grades everyone with the default
+budgets.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from autograder.pipeline import classroom, report
+
+LABS = report.graded_labs(report.REPO / "solutions")
+LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "60"}
+HALVES = 2
+# What the instructor's log must show over the whole class (each half checks the share its students bring).
+LOGGED = {("repair", "restored-test"), ("repair", "invalid-json"), ("run", "timeout"), ("run", "kernel-died"),
+          ("run", "integrity"), ("run", "memory")}
+
+
+def labs_of(half: int) -> List[str]:
+    return [lab for index, lab in enumerate(LABS) if index % HALVES == half]
+
+
+def _class(lab: str, root: Path) -> list:
+    info = classroom.load_lab(lab, root / "solutions", root / "course")
+    return report.shared_class(info, root, LABS.index(lab), len(LABS))
+
+
+def _expected_log(students) -> set:
+    """The (stage, kind) rows of ``LOGGED`` that these students' expectations promise."""
+    promised = set()
+    for student in students:
+        promised |= {("repair", k) for k in student.expect.repairs} | {("run", k) for k in student.expect.events}
+    return promised & LOGGED
+
+
+def _work(result) -> Path:
+    return Path(result.summary["work"])
+
+
+def define_tests(namespace: dict, half: int) -> None:
+    """The fixture and the tests of one half of the labs, put into the test file's ``namespace``."""
+    labs = labs_of(half)
+    params = [pytest.param(lab, student.label, id=f"{lab}-{student.kind}-{student.label}")
+              for lab in labs for student in _class(lab, report.REPO)]
+
+    @pytest.fixture(scope="module")
+    def graded(tmp_path_factory):
+        results = {}
+        for lab in labs:
+            root = report.prepare_root(tmp_path_factory.mktemp(lab))
+            results[lab] = report.run_lab(lab, root, dict(os.environ), students=_class(lab, root),
+                                          loop_budget=LOOP_BUDGET)
+        print("\n" + report.print_report(list(results.values())))
+        return results
+
+    @pytest.mark.parametrize("lab, label", params)
+    def test_student_is_graded_as_described(graded, lab, label):
+        result = graded[lab]
+        student = next(s for s in result.students if s.label == label)
+        assert result.problems[student.sid] == [], f"{label}: {result.problems[student.sid]}"
+
+    @pytest.mark.parametrize("lab", labs)
+    def test_feedback_never_shows_hidden_tests(graded, lab):
+        assert graded[lab].feedback_leaks == []
+
+    @pytest.mark.parametrize("lab", labs)
+    def test_every_student_is_in_the_grades_csv_and_graded_without_errors(graded, lab):
+        result = graded[lab]
+        assert all(row["ok"] for row in result.summary["students"]), result.output
+        csv_path = _work(result) / "reports" / "grades.csv"
+        with open(csv_path, newline="") as handle:
+            rows = {r["student_id"] for r in csv.DictReader(handle) if r["assignment"] == lab}
+        assert set(result.ids.values()) <= rows
+
+    def test_the_instructor_log_lists_repairs_and_limits(graded):
+        kinds = set()
+        for lab in labs:
+            with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+                kinds |= {(r["stage"], r["kind"]) for r in csv.DictReader(handle)}
+        promised = _expected_log(s for lab in labs for s in graded[lab].students)
+        assert promised <= kinds, sorted(promised - kinds)
+
+    @pytest.mark.parametrize("lab", labs)
+    def test_the_red_team_covers_every_attack_class(graded, lab):
+        """Every lab meets every integrity attack its TODOs allow, a leak, the student who puts live markup in
+        its feedback (every student's feedback is scanned: ``report.run_lab``), and harm attacks beside a
+        bystander who is graded beside the first of them."""
+        kinds = {}
+        for student in graded[lab].students:
+            kinds.setdefault(student.kind, []).append(student.label)
+        assert len(kinds.get("leak", [])) == 1 and kinds.get("harm") and len(kinds.get("bystander", [])) == 1
+        assert len(kinds.get("xss", [])) == 1, f"{lab}: no student puts live markup in its feedback"
+        beside = [s.kind for s in graded[lab].students if s.beside]
+        assert beside[:2] == ["harm", "bystander"], beside
+        attacks = " | ".join(kinds.get("attack", []))
+        for must in ("graders' checks", "AST transformer", "replies ok"):
+            assert must in attacks, f"{lab}: no attack '{must}'"
+
+    @pytest.mark.parametrize("lab", labs)
+    def test_an_attack_shows_in_the_instructors_log(graded, lab):
+        """Every attacker is in the log: by what its text does (provenance, with the line) or by the stub its
+        code reached in the box (a route to the reference the text rules need not know)."""
+        with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
+            rows = [r for r in csv.DictReader(handle) if r["kind"] in ("integrity", "reached-stub")]
+        attackers = {graded[lab].ids[s.sid] for s in graded[lab].students if s.kind == "attack"}
+        assert attackers <= {r["student_id"] for r in rows}
+        assert all("line" in r["detail"] for r in rows if r["kind"] == "integrity")
+
+    tests = [graded, test_student_is_graded_as_described, test_feedback_never_shows_hidden_tests,
+             test_every_student_is_in_the_grades_csv_and_graded_without_errors,
+             test_the_instructor_log_lists_repairs_and_limits, test_the_red_team_covers_every_attack_class,
+             test_an_attack_shows_in_the_instructors_log]
+    if half == 0:
+        tests += [test_every_student_of_the_full_class_is_graded_in_some_lab,
+                  test_the_whole_class_promises_every_kind_of_log_row]
+    namespace.update({getattr(t, "__name__", "graded"): t for t in tests})
+    namespace["graded"] = graded
+
+
+def test_every_student_of_the_full_class_is_graded_in_some_lab():
+    """The students dealt out: each hostile or broken one in exactly one lab; each disguise, leak and harm
+    attack in some lab."""
+    dealt, full = {}, {}
+    for lab in LABS:
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        for student in classroom.build_class(info, report.REPO):
+            full.setdefault((student.kind, student.label), set()).add(lab)
+        for student in _class(lab, report.REPO):
+            assert lab in full[(student.kind, student.label)]
+            dealt.setdefault((student.kind, student.label), []).append(lab)
+    for (kind, label), labs in full.items():
+        if kind == "bystander":  # one honest bystander per lab is enough (the red-team test checks it)
+            continue
+        if kind in ("hostile", "broken"):
+            assert len(dealt.get((kind, label), [])) == 1, f"{label}: graded in {dealt.get((kind, label))}"
+        else:
+            assert dealt.get((kind, label)), f"{kind} '{label}' is graded in no lab"
+
+
+def test_the_whole_class_promises_every_kind_of_log_row():
+    """Over both halves the students' expectations cover every kind of row the instructor's log must show
+    (each half then checks its share against its own log)."""
+    assert _expected_log(s for lab in LABS for s in _class(lab, report.REPO)) == LOGGED
