@@ -247,14 +247,16 @@ class HardenedExecute(Execute):
     def _edition(self, part: Optional[str] = None) -> str:
         """The folder of the package edition a box of this lab imports (``autograder.editions``): the lab's
         TODOs (only ``part``'s, for a part's own box) and every later lab's are stubs. A lab the manifest does
-        not know gets the strictest edition (every graded lab's TODOs left out), with an error in the log."""
+        not know gets the strictest edition (every graded lab's TODOs left out), with an error in the log (none for
+        ``NO_TODOS``, lab 00)."""
         cache = self.__dict__.setdefault("_edition_dirs", {})
         key = (self._assignment(), part)
         if key not in cache:
             lab = self._assignment()
-            if self._todos() is None:
+            if self._todos() is None and lab not in lab_todos.NO_TODOS:
                 self.log.error("Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
                                "leaves out every graded lab's TODOs. List the lab's TODOs there.", lab)
+            if self._todos() is None:
                 lab, part = lab_todos.LABS[0].lab, None
             cache[key] = str(build_edition(lab, part))
         return cache[key]

@@ -16,8 +16,10 @@ BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block 
 
 
 def compare_with_reference(cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
-    """``paged_kv.lab.scheduler_trace.compare_with_reference``, the student's side replayed where it lives."""
-    return _replay(cls, spec, case, reference_cls, run_cls=student_side(cls, "paged_kv.lab.scheduler_trace.TraceRun"))
+    """``paged_kv.lab.scheduler_trace.compare_with_reference``, the student's side replayed where it lives and
+    the reference replayed here (never a recording)."""
+    return _replay(cls, spec, case, reference_cls or Reference,
+                   run_cls=student_side(cls, "paged_kv.lab.scheduler_trace.TraceRun"))
 
 
 TRUSTED_NAMES = {"compare_with_reference": compare_with_reference}

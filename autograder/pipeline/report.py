@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from html import unescape
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -199,8 +200,8 @@ def _outputs(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     parts = []
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            parts.append(cell.source)
+        if cell.cell_type == "markdown":  # the Grading notes are character references: read them as a student does
+            parts.append(unescape(cell.source))
         for output in cell.get("outputs", []):
             parts += [output.get("text", ""), output.get("evalue", ""), str(output.get("data", {}).get("text/plain", ""))]
     return "\n".join(parts)

@@ -170,8 +170,8 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
             base, lab, f"return getattr(getattr(__import__('{module}', fromlist=['x']), '{head}' + '{tail}'), "
                        f"'{method}'){call}"))
         add("gc finds the reference", lambda: _inject_into_todo(
-            base, lab, "import gc\n_found = next(o for o in gc.get_objects() if getattr(o, '__qualname__', '') == "
-                       f"'{owner}.{method}')\nreturn _found{call}"))
+            base, lab, "import gc\n_found = next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
+                       f"o.__qualname__ == '{owner}.{method}' and o.__module__ == '{module}')\nreturn _found{call}"))
         add("sys.modules finds the reference", lambda: _inject_into_todo(
             base, lab, f"import sys\nreturn sys.modules['{module}'].{owner}.{method}{call}"))
         add("torch.sys.modules finds the reference", lambda: _inject_into_todo(
@@ -202,8 +202,8 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         add("sys.modules finds the reference", lambda: _inject_into_todo(
             base, lab, f"import sys\nreturn sys.modules['{module}'].{name}{call}"))
         add("gc finds the reference", lambda: _inject_into_todo(
-            base, lab, f"import gc\nreturn next(o for o in gc.get_objects() if getattr(o, '__qualname__', '') == "
-                       f"'{name}' and getattr(o, '__module__', '') == '{module}'){call}"))
+            base, lab, f"import gc\nreturn next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
+                       f"o.__qualname__ == '{name}' and o.__module__ == '{module}'){call}"))
     for label, code in _syntax_families(t).items():
         add(label, lambda code=code: _inject_into_todo(base, lab, code))
     if t["kernel"]:
@@ -247,10 +247,10 @@ def _syntax_families(t: dict) -> Dict[str, str]:
         globals_of = "object(__globals__={'__builtins__': {'__import__': _imp}})"
         reach = f"case object({method}=_ref):\n            return _ref{call}"
     return {
-        SYNTAX_FAMILIES[0]: f"import functools\nimport paged_kv as _pkg\n"
-                            f"return functools.reduce(getattr, {dotted.split('.')!r}, _pkg){call}",
-        SYNTAX_FAMILIES[1]: f"from operator import attrgetter\nimport paged_kv as _pkg\n"
-                            f"return attrgetter({dotted!r})(_pkg){call}",
+        SYNTAX_FAMILIES[0]: f"import functools\nimport {module}\n"
+                            f"return functools.reduce(getattr, {dotted.split('.')!r}, paged_kv){call}",
+        SYNTAX_FAMILIES[1]: f"from operator import attrgetter\nimport {module}\n"
+                            f"return attrgetter({dotted!r})(paged_kv){call}",
         SYNTAX_FAMILIES[2]: (f"match {anchor}:\n    case {globals_of}:\n"
                              f"        _mod = _imp({module!r}, None, None, [{(owner or method)!r}])\n"
                              f"match _mod:\n    {reach}"),

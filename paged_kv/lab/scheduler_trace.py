@@ -5,13 +5,20 @@ calls ``schedule()`` once, records a ``Snapshot`` of the decision, then does wha
 after the model ran (``hash_blocks``, scheduled tokens become cached, one made-up token is appended,
 requests with all their tokens finish). The made-up token depends only on the request and its
 length, so a recomputed request produces the same tokens again, like greedy decoding.
+
+The reference's snapshots of the notebook's own traces (the picture and the visible tests of lab 07) are
+recorded in ``scheduler_traces.json`` (``tools/record_scheduler_traces.py`` writes it from the reference), so
+a class's handout, whose package leaves the reference scheduler out, still compares with it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter
-from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 from paged_kv.cache.checks import check_int, check_positive_int
 from paged_kv.lab.feedback import CheckFailed, attempt, materialize
@@ -248,6 +255,66 @@ def replay(scheduler_cls, spec: TraceSpec, max_steps: int = 2000) -> List[Snapsh
     return run.snapshots
 
 
+# ---- the reference's snapshots, recorded -----------------------------------------------------------------
+RECORDED = Path(__file__).with_name("scheduler_traces.json")
+
+
+def spec_key(spec: TraceSpec) -> str:
+    """A stable name for a trace: the SHA-256 of its fields as canonical JSON (16 hex digits)."""
+    text = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def snapshot_to_json(s: Snapshot) -> list:
+    return [s.step, s.kind, s.scheduled, s.waiting, s.running, s.blocks, s.cached, s.free_blocks]
+
+
+def _pairs(values) -> Tuple[Tuple[str, int], ...]:
+    return tuple((str(name), int(count)) for name, count in values)
+
+
+def snapshot_from_json(row: list) -> Snapshot:
+    step, kind, scheduled, waiting, running, blocks, cached, free_blocks = row
+    return Snapshot(int(step), str(kind), _pairs(scheduled), tuple(waiting), tuple(running), _pairs(blocks),
+                    _pairs(cached), int(free_blocks))
+
+
+def recorded_snapshots(spec: TraceSpec, path: Path = RECORDED) -> Optional[List[Snapshot]]:
+    """The reference's snapshots of ``spec`` as recorded, or None when the trace is not recorded."""
+    if not path.exists():
+        return None
+    entry = json.loads(path.read_text()).get(spec_key(spec))
+    return None if entry is None else [snapshot_from_json(row) for row in entry["snapshots"]]
+
+
+def reference_snapshots(spec: TraceSpec) -> List[Snapshot]:
+    """What the reference scheduler decides on ``spec``: recorded for the notebook's traces, else replayed."""
+    recorded = recorded_snapshots(spec)
+    if recorded is not None:
+        return recorded
+    from paged_kv.engine.scheduler import Scheduler as reference_cls
+    return replay(reference_cls, spec)
+
+
+class RecordedRun:
+    """The reference's side of ``compare_with_reference`` read back from recorded snapshots (as ``TraceRun``:
+    ``decide``, ``complete``, ``done``, ``step_index``)."""
+
+    def __init__(self, snapshots: List[Snapshot]):
+        self.snapshots = list(snapshots)
+        self.step_index = 0
+
+    @property
+    def done(self) -> bool:
+        return self.step_index == len(self.snapshots)
+
+    def decide(self) -> Snapshot:
+        return self.snapshots[self.step_index]
+
+    def complete(self) -> None:
+        self.step_index += 1
+
+
 
 def _admitted_out_of_turn(ref: Snapshot, got: Snapshot) -> bool:
     """The student admitted a sequence the reference left waiting, but not the head the reference stopped at."""
@@ -305,10 +372,16 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
     at the first step where they differ (what, expected, got, a hint). Returns the number of steps.
 
     ``run_cls`` makes the student's side of the replay (default ``TraceRun``; a grader passes the grading
-    kernel's, so that the student's scheduler runs there and only its snapshots come back)."""
-    if reference_cls is None:
-        from paged_kv.engine.scheduler import Scheduler as reference_cls
-    ref_run, run = TraceRun(reference_cls, spec), (run_cls or TraceRun)(scheduler_cls, spec)
+    kernel's, so that the student's scheduler runs there and only its snapshots come back). With no
+    ``reference_cls``, a recorded trace (``scheduler_traces.json``) is compared with its recording."""
+    recorded = recorded_snapshots(spec) if reference_cls is None else None
+    if recorded is not None:
+        ref_run = RecordedRun(recorded)
+    else:
+        if reference_cls is None:
+            from paged_kv.engine.scheduler import Scheduler as reference_cls
+        ref_run = TraceRun(reference_cls, spec)
+    run = (run_cls or TraceRun)(scheduler_cls, spec)
     previous = None
     while not ref_run.done:
         expected = ref_run.decide()
