@@ -106,7 +106,8 @@ def run_visible_cell(cls):
     visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab07-visible")
     namespace = {"__name__": "__notebook__"}
     exec("import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
-         "from paged_kv.lab.scheduler_trace import TraceRequest, TraceSpec, compare_with_reference, format_snapshot, replay",
+         "from paged_kv.lab.scheduler_trace import (TraceRequest, TraceSpec, compare_with_reference, format_snapshot,\n"
+         "                                          reference_snapshots)",
          namespace)
     exec(trace, namespace)
     namespace["Scheduler"] = cls
