@@ -19,7 +19,6 @@ missing is printed as a WARNING on every ``make grade``, never silently.
 """
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import signal
@@ -28,7 +27,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "paged-kv"
@@ -180,38 +179,59 @@ def cgroup_name() -> str:
     return f"pkv-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def _owner_alive(name: str) -> bool:
-    """Whether the grader named in a cgroup's name still runs (a name without a pid: assumed alive)."""
+def _owner_alive(name: str, dead: Iterable[int] = ()) -> bool:
+    """Whether the grader named in a cgroup's name still runs (a name without a pid: assumed alive). A zombie
+    is dead (a container's init may never reap a grader's orphaned worker), and so is every pid in ``dead``."""
     parts = name.split("-")
     if len(parts) != 3 or not parts[1].isdigit():
         return True
+    pid = int(parts[1])
+    return pid not in set(dead) and pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not: it is only waiting to be reaped)."""
     try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
         return False
-    except OSError:
+    except (OSError, IndexError):
         return True
-    return True
+    return state not in ("Z", "X")
 
 
-def sweep_stale_cgroups() -> None:
-    """Remove empty cgroups left by graders that died before they could clean up.
+def sweep_stale_cgroups(kill: bool = False, dead: Iterable[int] = ()) -> List[str]:
+    """Remove the cgroups left by graders that died before they could clean up; returns those still there.
 
     Only those whose owner (the pid in the name) is gone: a cgroup another grader on this machine has
     just made is empty too, until its kernel joins it (two ``make grade`` at once, or a grade during
-    ``make test``), and removing it would fail that kernel's start."""
+    ``make test``), and removing it would fail that kernel's start. With ``kill``, what still runs in a
+    stale cgroup (a kernel whose grader died) is killed first; without, such a cgroup is left alone.
+    ``dead``: owners known to be gone (the workers of a grader that died), whatever their pid shows now."""
     version = cgroup_version()
     parents = [CGROUP_ROOT / PARENT] if version == "v2" else \
         [CGROUP_ROOT / c / PARENT for c in V1_CONTROLLERS] if version == "v1" else []
+    left = []
     for parent in parents:
         for child in parent.glob("pkv-*"):
-            if _owner_alive(child.name):
+            if _owner_alive(child.name, dead):
                 continue
             try:
-                if not (child / "cgroup.procs").read_text().split():
+                pids = [int(p) for p in (child / "cgroup.procs").read_text().split()]
+                for pid in pids if kill else ():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                if not pids:
                     child.rmdir()
+                    continue
             except OSError:
                 pass
+            if child.exists():
+                left.append(str(child))
+    return left
 
 
 # ---- a scratch folder on its own tmpfs ------------------------------------------------------------------
@@ -258,6 +278,8 @@ def take_uid() -> Optional[int]:
     UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
     for uid in range(FIRST_UID, FIRST_UID + UID_COUNT):
         lock = UID_LOCKS / str(uid)
+        if uid_busy(uid):  # a kernel of a grader that died (or whose cgroup outlived its destroy) still runs
+            continue
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
@@ -273,12 +295,23 @@ def take_uid() -> Optional[int]:
     return None
 
 
+def uid_busy(uid: int) -> bool:
+    """Whether any process on this machine runs as ``uid`` (its ``/proc`` entry belongs to it)."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def _stale(lock: Path) -> bool:
     try:
-        os.kill(int(lock.read_text() or "0"), 0)
-        return False
-    except (ValueError, OSError) as error:
-        return not isinstance(error, OSError) or error.errno == errno.ESRCH
+        return not pid_alive(int(lock.read_text() or "0"))
+    except (ValueError, OSError):
+        return True
 
 
 def release_uid(uid: Optional[int]) -> None:

@@ -28,6 +28,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from autograder.pipeline import undertaker
 from autograder.pipeline.labs import CONFIG_FILE
 
 _API = None
@@ -44,12 +45,21 @@ def _load_api():
     return NbGraderAPI(config=config)
 
 
-def _init_worker(budgets: Dict[str, str]) -> None:
-    """Load nbgrader once in this worker, with ``budgets`` (``PAGED_KV_*`` overrides) in its environment."""
+def _init_worker(budgets: Dict[str, str], parent: int) -> None:
+    """Load nbgrader once in this worker, with ``budgets`` (``PAGED_KV_*`` overrides) in its environment.
+    The worker dies with ``parent`` (the grading process): SIGKILL on its death, as its kernels die with it."""
     global _API
+    import ctypes
     import logging
+    import signal
     import warnings
 
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the undertaker still cleans up
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
     os.environ.update(budgets)
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
@@ -176,13 +186,18 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     say(f"{lab}: grading {len(students)} students with {workers} worker(s)")
     results: Dict[str, dict] = {}
     pools: Dict[tuple, ProcessPoolExecutor] = {}
+    grave = undertaker.start()  # if this process dies, its workers, kernels and cgroups go with it
+    told: set = set()
     try:
         for group, budgets in groups or [(students, {})]:
             key = tuple(sorted(budgets.items()))
             if key not in pools:  # a pool per set of budgets, reused by later groups with the same
                 pools[key] = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                                                 initializer=_init_worker, initargs=(budgets,))
+                                                 initializer=_init_worker, initargs=(budgets, os.getpid()))
             futures = [pools[key].submit(_autograde, lab, student) for student in group]
+            for pid in set(getattr(pools[key], "_processes", None) or ()) - told:
+                undertaker.tell(grave, f"worker {pid}")
+                told.add(pid)
             for future in as_completed(futures):
                 outcome = future.result()
                 results[outcome["student"]] = outcome
@@ -192,6 +207,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     finally:
         for pool in pools.values():
             pool.shutdown()
+        undertaker.finish(grave)
     graded_seconds = time.monotonic() - started
     export = nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
     if export.returncode != 0:
