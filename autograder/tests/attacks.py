@@ -46,11 +46,29 @@ def _setup_index(lab: Lab) -> int:
     return next(i for i, c in enumerate(lab.source["cells"]) if c["cell_type"] == "code")
 
 
+def _entry_point(lab: Lab, names: List[str]) -> str:
+    """The first of the answer cell's TODO functions that no other one calls in the solution (lab 07's
+    ``schedule`` calls ``preempt``): the tests reach it first, so a route planted there is the one they meet."""
+    tree = ast.parse(_src(lab.source["cells"][lab.answer_index]))
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call):
+                    target = inner.func
+                    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+                    if name in names and name != node.name:
+                        called.add(name)
+    return next((n for n in names if n not in called), names[0])
+
+
 def _target(lab: Lab) -> dict:
-    """The first TODO: its class (and starter) or function, its methods, their reference paths."""
+    """The TODO the tests reach first: its class (and starter) or function, the answer cell's methods, their
+    reference paths."""
     functions = classroom.todo_functions(lab)
     klass = classroom._class_answer(lab)
-    first_name, first = next(iter(functions.items()))
+    first_name = _entry_point(lab, list(functions))
+    first = functions[first_name]
     kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
     info = {"kernel": kernel, "function": first_name, "args": classroom._call_args(first), "class": None,
             "starter": None, "methods": {},
@@ -86,12 +104,16 @@ def _with_cells(nb: dict, at: int, sources: List[str], tag: str) -> dict:
 
 
 def _inject_into_todo(nb: dict, lab: Lab, code: str) -> dict:
-    """``code`` at the top of the first TODO's body (its solution region, or its stub in the release)."""
+    """``code`` at the top of the targeted TODO's body (``_target``: its solution region, or its stub in the
+    release)."""
     nb = copy.deepcopy(nb)
     index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
     cell = nb["cells"][index]
     lines = _src(cell).splitlines()
-    at = next((i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line or "YOUR CODE HERE" in line), None)
+    name = _target(lab)["function"]
+    span = next(((n.lineno - 1, n.end_lineno) for n in ast.walk(ast.parse(_src(cell)))
+                 if isinstance(n, ast.FunctionDef) and n.name == name), (0, len(lines)))
+    at = next((i for i in range(*span) if "### BEGIN SOLUTION" in lines[i] or "YOUR CODE HERE" in lines[i]), None)
     if at is None:
         raise ValueError(f"{lab.name}: no solution marker in the first answer cell")
     indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
@@ -142,8 +164,8 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         "    if hasattr(reply, '__await__'):\n        reply = await reply\n    reply['status'] = 'ok'\n"
         "    return reply\n\n\n_kernel.do_execute = _always_ok"], "ok"))
     if t["class"] and t["methods"]:
-        module, owner = next(iter(t["methods"].values()))
-        method = next(iter(t["methods"]))
+        method = t["function"]
+        module, owner = t["methods"][method]
         names = list(t["methods"])
         add("points the reference at its own code", _with_cells(base, after_answer, [
             f"import {module} as _reference\n"

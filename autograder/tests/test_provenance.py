@@ -114,7 +114,8 @@ def _class_forms(lab: str):
     if not t["class"]:
         return []
     cls, starter = t["class"], t["starter"]
-    method, (module, owner) = next(iter(t["methods"].items()))
+    method = t["function"]
+    module, owner = t["methods"][method]
     args = t["args"]
     call = f"(self, {args})" if args else "(self)"
     whole = {
