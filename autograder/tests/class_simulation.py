@@ -24,6 +24,7 @@ from typing import List
 
 import pytest
 
+from attacks import SYNTAX_FAMILIES
 from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -113,6 +114,10 @@ def define_tests(namespace: dict, half: int) -> None:
         attacks = " | ".join(kinds.get("attack", []))
         for must in ("graders' checks", "AST transformer", "replies ok"):
             assert must in attacks, f"{lab}: no attack '{must}'"
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        families = {s.label for s in classroom.build_class(info, report.REPO)
+                    if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)}
+        assert families <= set(kinds.get("attack", [])), f"{lab}: a syntax family of delegation is not graded"
 
     @pytest.mark.parametrize("lab", labs)
     def test_an_attack_shows_in_the_instructors_log(graded, lab):
