@@ -9,13 +9,21 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
   in a namespace holding only ``triton``, ``tl`` and the functions defined so far;
 - ``{"op": "build", "name": ..., "args": [...], "arch": 90}``: ``paged_kv.kernels.triton_compile.compile_for_gpu``
   of that function with arguments rebuilt from their descriptions (a tensor's dtype and alignment, an
-  int's or a float's value); the answer is the build's resources or the compiler's message.
+  int's or a float's value); the answer is the build's resources or the compiler's message;
+- ``{"op": "launch", "name": ..., "launcher": "run_gather", "case": <recipe>, "grid": [...], "params": {...}}``:
+  lab 06's trusted launcher (``paged_kv.lab.kernel_lab``) runs the function defined here from the submitted
+  text on a case rebuilt here from its recipe (a ``paged_kv.lab.kernel_cases`` maker, its arguments), with
+  the grid the grader computed from the student's grid function and checked; the answer is the output
+  tensor (a wire buffer) or the check that failed. The student's kernel process never touches the result.
+
+Kernels run where ``paged_kv.kernels.triton_mode`` decides (natively on a supported GPU, else in Triton's
+interpreter), decided before any kernel is defined.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 
 def _argument(spec: Any):
@@ -65,10 +73,64 @@ def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]
                    "spill_bytes": build.spill_bytes, "dots": list(build.dots)}}
 
 
-def main() -> int:
+# The lab's launchers a grader may ask for, and the keyword parameters each takes besides the case.
+LAUNCHERS = {"run_gather": ("seq", "kv_head"), "run_scores": ("seq", "q_head"), "run_attend": ("seq", "q_head"),
+             "run_decode": (), "run_fast_decode": ("tile",)}
+CASE_MAKERS = ("paged_kv.lab.kernel_cases.paged_case", "paged_kv.lab.kernel_cases.far_pool_case")
+
+
+def _refuse_tags(tag: str, _payload: Any) -> Any:
     from autograder.agent import wire
 
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    raise wire.WireError(f"{tag} cannot be sent to the compile box")
+
+
+def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes]) -> Tuple[dict, List[bytes]]:
+    """Run one of lab 06's launchers on the kernel defined here; ``({"ok": tensor tree}, buffers)`` or a failure."""
+    from autograder.agent import wire
+    from paged_kv.lab import kernel_cases, kernel_lab
+    from paged_kv.lab.feedback import CheckFailed
+
+    name, launcher = request.get("name"), request.get("launcher")
+    if launcher not in LAUNCHERS:
+        return {"error": f"no launcher {launcher!r}"}, []
+    kernel = namespace.get(name) if type(name) is str else None
+    if kernel is None:
+        return {"error": f"{name} is not defined by a @triton.jit function of your cells"}, []
+    path, args, kwargs = wire.decode(request.get("case"), buffers, _refuse_tags)
+    if path not in CASE_MAKERS or type(args) is not tuple or type(kwargs) is not dict:
+        return {"error": f"a case must be made by one of {CASE_MAKERS}"}, []
+    params = request.get("params") or {}
+    if set(params) - set(LAUNCHERS[launcher]) or not all(type(v) is int for v in params.values()):
+        return {"error": f"{launcher} takes int parameters {LAUNCHERS[launcher]}"}, []
+    grid = request.get("grid")
+    try:
+        case = getattr(kernel_cases, path.rpartition(".")[2])(*args, **kwargs)
+        call = getattr(kernel_lab, launcher)
+        if launcher in ("run_attend", "run_fast_decode"):
+            out = call(kernel, case, **params, name=name)
+        else:
+            out = call(kernel, lambda *_: tuple(grid or ()), case, **params, name=name)
+    except NotImplementedError as error:
+        return {"todo": str(error)[:2000]}, []
+    except CheckFailed as error:
+        shown = {}
+        for field in ("expected", "got"):
+            value = getattr(error, field)
+            if value is not kernel_lab._NO_VALUE:
+                shown[field] = value if type(value) in (int, float, str, bool) else repr(value)[:400]
+        return {"check": [type(error).__name__, error.case, error.problem, error.hint, shown]}, []
+    except MemoryError as error:
+        return {"memory": str(error)[:600]}, []
+    out_buffers: List[bytes] = []
+    return {"ok": wire.encode_tensor(out, out_buffers)}, out_buffers
+
+
+def main() -> int:
+    from autograder.agent import wire
+    from paged_kv.kernels.triton_mode import configure
+
+    configure()  # before any kernel is defined: the interpreter sets TRITON_INTERPRET=1
     reader, writer = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever else prints must not reach the answers' pipe
     import triton
@@ -78,20 +140,23 @@ def main() -> int:
     pipe = _Pipe(reader, writer)
     while True:
         try:
-            request, _ = wire.recv_frame(pipe)
+            request, buffers = wire.recv_frame(pipe)
         except wire.WireError:
             return 0
+        out: List[bytes] = []
         try:
             if request.get("op") == "define":
                 _define(namespace, list(request["sources"]))
                 reply: Dict[str, Any] = {"ok": True}
             elif request.get("op") == "build":
                 reply = _build(namespace, request)
+            elif request.get("op") == "launch":
+                reply, out = _launch(namespace, request, buffers)
             else:
                 return 0
-        except Exception as error:  # noqa: BLE001 - a kernel whose definition fails
-            reply = {"error": f"{type(error).__name__}: {str(error)[:600]}"}
-        wire.send_frame(pipe, reply)
+        except Exception as error:  # noqa: BLE001 - a kernel whose definition fails, a case that cannot be made
+            reply, out = {"error": f"{type(error).__name__}: {str(error)[:600]}"}, []
+        wire.send_frame(pipe, reply, out)
 
 
 class _Pipe:

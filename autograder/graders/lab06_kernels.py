@@ -1,14 +1,15 @@
 """Lab 06 grader: the paged-attention kernels, step by step (Triton's interpreter on CPU, native on a GPU).
 
-The student's ``@triton.jit`` kernel is launched where it lives (the grading kernel) by the lab's own
-launchers (``paged_kv.lab.kernel_lab``), with the case's tensors rebuilt there from the case's recipe and
-the grid the student's grid function returns from plain ints, so all the work must happen inside
-the kernel; the expected values are computed here, from this process's copy of the same case. Each
-check first builds the kernel for an sm_90 GPU (offline) from its submitted text, in a fresh box
-(``autograder.verdict.kernels``): code only the interpreter can run gets nothing. Cases: MHA and GQA,
-ragged lengths, one-token sequences, exact multiples of the block size, large logits, scattered
-non-monotonic tables, garbage padding ids, poisoned memory (NaN in unused tail slots and unlisted
-blocks), and a pool past 2**32 elements. Tolerances accept float32 accumulation in any order.
+The student's ``@triton.jit`` kernels are built and launched from their submitted text in the compile box
+(``autograder.verdict.kernels``), a fresh process the notebook's code never ran in: the lab's trusted
+launchers (``paged_kv.lab.kernel_lab``) run there, on each case rebuilt from its recipe, with the grid the
+student's grid function returns from plain ints (checked here), and the output comes back as data. So all
+the work must happen inside a kernel that compiles for an sm_90 GPU (offline), and nothing the notebook
+replaces (its launchers, its ``triton``) is on the path. The expected values are computed here, from this
+process's copy of the same case. Cases: MHA and GQA, ragged lengths, one-token sequences, exact multiples of
+the block size, large logits, scattered non-monotonic tables, garbage padding ids, poisoned memory (NaN in
+unused tail slots and unlisted blocks), and a pool past 2**32 elements. Tolerances accept float32
+accumulation in any order.
 """
 from __future__ import annotations
 
@@ -23,10 +24,8 @@ from paged_kv.kernels import triton_kernels
 from paged_kv.lab.kernel_cases import PagedCase
 from paged_kv.kernels.triton_attention import paged_decode_attention
 
-from ._common import CheckFailed, grades, is_remote, student_side
-
-# The launchers run the student's kernel where it lives; the cases' expected values are computed here.
-BOX_NAMES = ("run_gather", "run_scores", "run_attend", "run_decode", "run_fast_decode")
+from ._common import CheckFailed, call, grades, is_remote, student_side
+from paged_kv.lab.feedback import materialize
 
 
 def paged_case(*args, **kwargs) -> PagedCase:
@@ -48,11 +47,71 @@ def require_gpu_build(kernel, args, name: str, arch: int = 90):
     return lab.require_gpu_build(kernel, args, name, arch=arch)
 
 
-TRUSTED_NAMES = {"require_gpu_build": require_gpu_build, "paged_case": paged_case, "far_pool_case": far_pool_case}
+def _grid(grid_fn, name: str, *sizes: int, programs=None):
+    """What the student's grid function returns for these plain ints, checked as the lab's launchers do."""
+    return lab.check_grid(materialize(call(f"{name}'s grid", grid_fn, *sizes)), name, programs)
+
+
+def _in_compile_box(name: str, launcher: str, case: PagedCase, grid=None, **params) -> torch.Tensor:
+    """The submitted kernel ``name`` run by ``launcher`` in the compile box, on ``case`` rebuilt there."""
+    from autograder.verdict.cells import CONTEXT
+
+    try:
+        return CONTEXT.kernels().launch(name, launcher, case, grid, **params)
+    except MemoryError as error:
+        raise _no_room(error) from None
+
+
+def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0,
+               name: str = "gather_keys_kernel") -> torch.Tensor:
+    """The lab's ``run_gather``; a kernel of the grading kernel runs from its text in the compile box."""
+    if not is_remote(kernel):
+        return lab.run_gather(kernel, grid_fn, case, seq, kv_head, name)
+    grid = _grid(grid_fn, name, case.seq_len(seq), case.block_size)
+    return _in_compile_box(name, "run_gather", case, grid, seq=seq, kv_head=kv_head)
+
+
+def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0,
+               name: str = "scores_kernel") -> torch.Tensor:
+    """The lab's ``run_scores``; a kernel of the grading kernel runs from its text in the compile box."""
+    if not is_remote(kernel):
+        return lab.run_scores(kernel, grid_fn, case, seq, q_head, name)
+    grid = _grid(grid_fn, name, case.seq_len(seq), case.block_size)
+    return _in_compile_box(name, "run_scores", case, grid, seq=seq, q_head=q_head)
+
+
+def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel") -> torch.Tensor:
+    """The lab's ``run_attend``; a kernel of the grading kernel runs from its text in the compile box."""
+    if not is_remote(kernel):
+        return lab.run_attend(kernel, case, seq, q_head, name)
+    return _in_compile_box(name, "run_attend", case, seq=seq, q_head=q_head)
+
+
+def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel") -> torch.Tensor:
+    """The lab's ``run_decode``; a kernel of the grading kernel runs from its text in the compile box."""
+    if not is_remote(kernel):
+        return lab.run_decode(kernel, grid_fn, case, name)
+    grid = _grid(grid_fn, name, case.num_seqs, case.num_kv_heads, programs=case.num_seqs * case.num_kv_heads)
+    return _in_compile_box(name, "run_decode", case, grid)
+
+
+def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel") -> torch.Tensor:
+    """The lab's ``run_fast_decode``; a kernel of the grading kernel runs from its text in the compile box."""
+    if not is_remote(kernel):
+        return lab.run_fast_decode(kernel, case, tile, name)
+    lab.fast_decode_args(case, case.q, tile)  # a bad tile is the caller's error, before anything runs
+    return _in_compile_box(name, "run_fast_decode", case, tile=tile)
+
+
+# The graded cells' launchers and case makers are these, whatever the notebook's names hold.
+TRUSTED_NAMES = {"require_gpu_build": require_gpu_build, "paged_case": paged_case, "far_pool_case": far_pool_case,
+                 "run_gather": run_gather, "run_scores": run_scores, "run_attend": run_attend,
+                 "run_decode": run_decode, "run_fast_decode": run_fast_decode}
 
 
 def _launcher(kernel, name: str):
-    """``paged_kv.lab.kernel_lab.<name>`` on the side where the kernel lives."""
+    """``paged_kv.lab.kernel_lab.<name>`` on the side where the kernel lives (only ``check_kernel``: its early,
+    readable 'still the stub' message; the compile box checks the kernel it runs again)."""
     return student_side(kernel, f"paged_kv.lab.kernel_lab.{name}")
 
 PACKAGE_KERNELS = (triton_kernels.paged_decode_kernel, triton_kernels.merge_splits_kernel, paged_decode_attention)
@@ -99,16 +158,20 @@ def _far_pool(kernel, **kwargs) -> PagedCase:
     try:
         return (far_pool_case if is_remote(kernel) else kernel_cases.far_pool_case)((21, 9), **kwargs)
     except MemoryError as error:
-        raise CheckFailed("pool past 2**32 elements", f"the int64 case could not run here ({error}), so this "
-                          "check scores 0", hint="ask your instructor to grade this notebook again on the CPU "
-                          "(the interpreter) or on a GPU with enough free memory") from None
+        raise _no_room(error) from None
+
+
+def _no_room(error: MemoryError) -> CheckFailed:
+    return CheckFailed("pool past 2**32 elements", f"the int64 case could not run here ({error}), so this "
+                       "check scores 0", hint="ask your instructor to grade this notebook again on the CPU "
+                       "(the interpreter) or on a GPU with enough free memory")
 
 
 # ----------------------------------------------------------------------------- step 1: gather
 
 def _gather_case(kernel, grid, case: PagedCase, seq: int, kv_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, kv_head {kv_head}"
-    got = _launcher(kernel, "run_gather")(kernel, grid, case, seq, kv_head)
+    got = run_gather(kernel, grid, case, seq, kv_head)
     lab.expect_close(label, got, case.expected_keys(seq, kv_head), atol=0, rtol=0,
                      hint=_hint(case, "row t comes from block_table[t // BLOCK_SIZE], slot t % BLOCK_SIZE, of this "
                                       "KV head; mask rows t >= seq_len"))
@@ -135,7 +198,7 @@ def check_step1_gather(kernel, grid: Callable) -> None:
 
 def _scores_case(kernel, grid, case: PagedCase, seq: int, q_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, q_head {q_head}"
-    got = _launcher(kernel, "run_scores")(kernel, grid, case, seq, q_head)
+    got = run_scores(kernel, grid, case, seq, q_head)
     lab.expect_close(label, got, case.expected_scores(seq, q_head), **FP32,
                      hint=_hint(case, "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
                                       "of the last block (they hold stale data)"))
@@ -161,7 +224,7 @@ def check_step2_scores(kernel, grid: Callable) -> None:
 
 def _attend_case(kernel, case: PagedCase, seq: int, q_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, q_head {q_head}"
-    got = _launcher(kernel, "run_attend")(kernel, case, seq, q_head)
+    got = run_attend(kernel, case, seq, q_head)
     hint = ("keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
             "divide by l once at the end")
     if case.q.dtype == torch.float16 and case.q.shape[-1] >= 64:
@@ -197,7 +260,7 @@ def check_step3_online_softmax(kernel) -> None:
 # ----------------------------------------------------------------------------- step 4: the decode kernel
 
 def _decode_case(kernel, grid, case: PagedCase, hint: str) -> None:
-    got = _launcher(kernel, "run_decode")(kernel, grid, case)
+    got = run_decode(kernel, grid, case)
     lab.expect_close(case.describe(), got, case.expected(), **_tolerance(case), hint=_hint(case, hint))
 
 
@@ -256,7 +319,7 @@ FAST_HINT = ("walk TILE tokens per iteration (pos = start + tl.arange(0, TILE));
 
 
 def _fast_case(kernel, case: PagedCase, tile: int, hint: str) -> None:
-    got = _launcher(kernel, "run_fast_decode")(kernel, case, tile)
+    got = run_fast_decode(kernel, case, tile)
     lab.expect_close(f"{case.describe()}; TILE {tile}", got, case.expected(), **FP16, hint=_hint(case, hint))
 
 

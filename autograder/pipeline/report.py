@@ -318,6 +318,7 @@ def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.St
 EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer", "the kernel always replies ok",
                      "points the reference at its own code", "exec of the reference's source",
                      "the reference's bytecode", "a fake triton", "the kernel hands its work",
+                     "the lab's launchers replaced",
                      "builtins as values", "attribute names as data", "pattern matching through __globals__")
 
 

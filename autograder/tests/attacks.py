@@ -232,6 +232,7 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         add("a fake triton whose 'kernel' computes in torch", lambda: _fake_triton(base, lab))
         add("the kernel hands its work to the package's kernel", lambda: _inject_into_todo(
             base, lab, "paged_kv.kernels.triton_kernels.paged_decode_kernel"))
+        add(LAUNCHERS_REPLACED, lambda: _launchers_replaced(base, lab))
     return out
 
 
@@ -296,6 +297,30 @@ def _fake_triton(base: dict, lab: Lab) -> dict:
     index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
     text = _src(nb["cells"][index]).replace("raise NotImplementedError()", "pass")
     nb["cells"][index]["source"] = text
+    return nb
+
+
+LAUNCHERS_REPLACED = "the lab's launchers replaced by torch answers"
+# Every launcher of lab 06 answers with the case's own expected values (a PagedCase carries them), and every
+# kernel body is ``pass``: it compiles for a GPU and is no stub, but computes nothing.
+_FAKE_LAUNCHERS = (
+    "import paged_kv.lab.kernel_lab as _kl\n"
+    "_kl.check_kernel = lambda *a, **k: None\n"
+    "_kl.run_gather = lambda kernel, grid_fn, case, seq=0, kv_head=0, name='': case.expected_keys(seq, kv_head)\n"
+    "_kl.run_scores = lambda kernel, grid_fn, case, seq=0, q_head=0, name='': case.expected_scores(seq, q_head)\n"
+    "_kl.run_attend = lambda kernel, case, seq=0, q_head=0, name='': case.expected_head(seq, q_head)\n"
+    "_kl.run_decode = lambda kernel, grid_fn, case, name='': case.expected()\n"
+    "_kl.run_fast_decode = lambda kernel, case, tile=64, name='': case.expected()\n"
+    "run_gather, run_scores, run_attend = _kl.run_gather, _kl.run_scores, _kl.run_attend\n"
+    "run_decode, run_fast_decode = _kl.run_decode, _kl.run_fast_decode")
+
+
+def _launchers_replaced(base: dict, lab: Lab) -> dict:
+    """Lab 06 with its launchers (in the grading kernel) answering in torch and kernels that do nothing."""
+    nb = _with_cells(base, _setup_index(lab) + 1, [_FAKE_LAUNCHERS], "launchers")
+    for cell in nb["cells"]:
+        if _meta(cell).get("solution") and not _meta(cell).get("grade"):
+            cell["source"] = _src(cell).replace("raise NotImplementedError()", "pass")
     return nb
 
 

@@ -24,7 +24,7 @@ from typing import List
 
 import pytest
 
-from attacks import SYNTAX_FAMILIES
+from attacks import LAUNCHERS_REPLACED, SYNTAX_FAMILIES
 from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -114,6 +114,8 @@ def define_tests(namespace: dict, half: int) -> None:
         attacks = " | ".join(kinds.get("attack", []))
         for must in ("graders' checks", "AST transformer", "replies ok"):
             assert must in attacks, f"{lab}: no attack '{must}'"
+        if "triton" in lab:  # the kernel lab: its launchers in the student's kernel are replaced too (#25)
+            assert LAUNCHERS_REPLACED in attacks, f"{lab}: no attack '{LAUNCHERS_REPLACED}'"
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
         families = {s.label for s in classroom.build_class(info, report.REPO)
                     if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)}

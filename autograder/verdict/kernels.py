@@ -7,6 +7,11 @@ their literal constants) is checked here -- a plain ``def``, only ``@triton.jit`
 defaults, ``tl.constexpr`` annotations -- and sent to a fresh boxed process
 (``autograder.agent.compile_box``) that defines them with nothing but Triton around and compiles the
 one asked for. One box per notebook serves all its builds; results are kept per kernel text.
+
+Lab 06's hidden checks also *launch* the kernels there (``KernelBuilder.launch``): the box runs the lab's
+trusted launcher on the kernel it defined from the text, on a case rebuilt from its recipe, and sends the
+output back as data. The grading kernel's own launchers (which the student's code can replace) only
+serve the notebook's visible run.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from autograder.verdict.notebook import Cell
 from paged_kv.lab.feedback import CheckFailed
 
 BUILD_TIMEOUT_S = 120
+LAUNCH_TIMEOUT_S = 150  # the launcher's own child stops a kernel after 90 s (kernel_lab.CHILD_TIMEOUT_S)
 # Build results shared by every notebook this grading process grades: a result is a function of the kernels'
 # text, the launch arguments' description and the architecture alone (the key), so a second notebook with
 # the same text gets what its own compile box would say, without starting one. Only replies that cannot
@@ -136,17 +142,58 @@ class KernelBuilder:
         self._results: Dict[str, Any] = {}
 
     def _request(self, request: dict, timeout: float = BUILD_TIMEOUT_S) -> dict:
+        return self._exchange(request, [], timeout)[0]
+
+    def _exchange(self, request: dict, buffers: List[bytes], timeout: float) -> Tuple[dict, List[bytes]]:
         if self._process is None:
             self._process = self._start()
             self._pipe = _ProcessPipe(self._process)
             self._request({"op": "define", "sources": self.sources})
-        wire.send_frame(self._pipe, request)
-        reply, _ = wire.recv_frame(self._pipe, time.monotonic() + timeout)
+        wire.send_frame(self._pipe, request, buffers)
+        reply, answer = wire.recv_frame(self._pipe, time.monotonic() + timeout)
         if not isinstance(reply, dict):
             raise wire.WireError("a malformed reply from the compile box")
         if request.get("op") == "define" and "error" in reply:
             self._define_error = str(reply["error"])
-        return reply
+        return reply, answer
+
+    def launch(self, name: str, launcher: str, case: Any, grid: Optional[Sequence[int]] = None,
+               **params: int):
+        """``paged_kv.lab.kernel_lab.<launcher>`` of the submitted kernel ``name``, run in the compile box on
+        ``case`` (rebuilt there from its recipe) with ``grid`` (checked plain ints): the output tensor, or the
+        launcher's ``CheckFailed`` / ``TodoNotWritten``."""
+        from paged_kv.lab.feedback import TodoNotWritten
+        from paged_kv.lab.kernel_lab import KernelFailed
+
+        if name in self.refused:
+            raise CheckFailed(name, f"cannot be built for a GPU: {self.refused[name]}",
+                              hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is")
+        path, args, kwargs = case._pkv_recipe
+        buffers: List[bytes] = []
+        request = {"op": "launch", "name": name, "launcher": launcher, "params": dict(params),
+                   "grid": None if grid is None else [int(g) for g in grid],
+                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects)}
+        try:
+            reply, answer = self._exchange(request, buffers, LAUNCH_TIMEOUT_S)
+        except wire.WireError as error:
+            raise CheckFailed(name, f"the compile box that runs your kernel failed ({error})",
+                              hint="a kernel that runs for minutes or crashes its process ends here: check "
+                                   "your loop bounds and the offsets you add to pointers") from None
+        if "ok" in reply:
+            tree = reply["ok"]
+            if not (isinstance(tree, dict) and set(tree) == {"$T"}):
+                raise CheckFailed(name, "the compile box sent back something that is not a tensor")
+            return wire.decode_tensor(tree["$T"], answer)
+        if "todo" in reply:
+            raise TodoNotWritten(str(reply["todo"]))
+        if "check" in reply:
+            kind, case_label, problem, hint, shown = reply["check"]
+            cls = KernelFailed if kind == "KernelFailed" else CheckFailed
+            return _raise(cls(str(case_label), str(problem), hint=str(hint), **dict(shown)))
+        if "memory" in reply:
+            raise MemoryError(str(reply["memory"]))
+        raise CheckFailed(name, f"the compile box could not run your kernel: {str(reply.get('error'))[:800]}",
+                          hint=str(reply.get("hint", "")) or BUILD_HINT)
 
     def build(self, name: str, args: Sequence[Any], arch: int = 90):
         """``paged_kv.kernels.triton_compile.GpuBuild`` of the submitted ``name``, or ``CheckFailed`` (the lab's messages)."""
@@ -190,6 +237,14 @@ class KernelBuilder:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+
+
+def _raise(error: BaseException):
+    raise error
+
+
+def _no_objects(value: Any) -> Any:
+    raise CheckFailed("launch", f"a case's recipe holds a {type(value).__name__}, which cannot go to the compile box")
 
 
 class _ProcessPipe:
