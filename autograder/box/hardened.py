@@ -790,7 +790,8 @@ class HardenedExecute(Execute):
                   "isolation": self._level, "seconds": round(seconds, 2), "events": self.events,
                   "spare_kernels": getattr(self, "_spares_used", 0),
                   "verdicts": {g: {"passed": v.passed, "kind": v.kind, "seconds": round(v.seconds, 2),
-                                   "requests": v.requests} for g, v in self.verdicts.items()}}
+                                   "requests": v.requests, "message": _plain_message(v.lines)}
+                               for g, v in self.verdicts.items()}}
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
             path = events_path(self.events_dir, record["assignment"], record["student"])
@@ -849,6 +850,14 @@ def _references(graded, view) -> List[Any]:
                     for todo in getattr(obj, "__todo__", ()) if reference is not None else ():
                         refs.append(starters._function_of(starters._defined(reference, todo)))
     return refs
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain_message(lines) -> str:
+    """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
+    return _ANSI.sub("", "\n".join(lines))[:1500]
 
 
 def events_path(events_dir, assignment: str, student: str) -> Path:

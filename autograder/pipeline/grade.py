@@ -8,7 +8,8 @@
    and ``nbgrader generate_feedback`` (without hidden tests) for each right after;
 5. ``nbgrader export`` to ``reports/grades.csv``;
 6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
-   ``reports/LAB/summary.json``, and prints a table.
+   ``reports/LAB/summary.json``, and prints a table;
+7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.pipeline.insight``).
 
 Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
 ``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).
@@ -219,6 +220,13 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
                    isolation=level, work=str(work))
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
+    try:  # what the class got wrong: built from what grading wrote; a report that fails never fails grading
+        from autograder.pipeline import insight
+        from autograder.pipeline.labs import SOURCE_DIR
+
+        say(f"insight: {insight.write(lab, work, SOURCE_DIR / lab / notebook).resolve()}")
+    except Exception as error:  # noqa: BLE001
+        say(f"WARNING: the insight report could not be written ({type(error).__name__}: {error})")
     return summary
 
 

@@ -18,7 +18,9 @@ budgets.
 from __future__ import annotations
 
 import csv
+import json
 import os
+import re
 from pathlib import Path
 from typing import List
 
@@ -131,12 +133,70 @@ def define_tests(namespace: dict, half: int) -> None:
         assert attackers <= {r["student_id"] for r in rows}
         assert all("line" in r["detail"] for r in rows if r["kind"] == "integrity")
 
+    @pytest.mark.parametrize("lab", labs)
+    def test_the_insight_report_shows_what_the_class_got_wrong(graded, lab):
+        """``make grade`` ends by writing reports/LAB/insight.{html,json}: totals equal grades.csv, each cell's pass
+        rate equals the gradebook's, every catalogued bug shows under a hint (not a bare failure) of each hidden
+        cell it loses, each hint's count is its students', every attacker is listed, and the page is inert."""
+        result = graded[lab]
+        folder = _work(result) / "reports" / lab
+        data = json.loads((folder / "insight.json").read_text())
+        with open(_work(result) / "reports" / "grades.csv", newline="") as handle:
+            totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle) if r["assignment"] == lab}
+        assert {s: data["scores"]["totals"][s] for s in totals} == pytest.approx(totals)
+        by_id = {result.ids[s.sid]: result.scores.get(s.sid, {}) for s in result.students}
+        for cell in data["cells"]:
+            got = [scores.get(cell["grade_id"], 0.0) for scores in by_id.values() if scores]
+            full = sum(1 for v in got if v >= cell["points"] - 1e-9)
+            assert (cell["full"], cell["students"]) == (full, len(got)), cell["grade_id"]
+        rows = data["misconceptions"]
+        assert all(row["count"] == len(row["students"]) for row in rows)
+        for student in (s for s in result.students if s.kind == "bug"):
+            sid = result.ids[student.sid]
+            for grade_id in (g for g in student.expect.zero if "hidden" in g):
+                shown = [r for r in rows if r["grade_id"] == grade_id and sid in r["students"]]
+                assert shown and "no message" not in shown[0]["hint"], (student.label, grade_id, shown)
+        flagged = {who for kinds in data["flagged"]["findings"].values() for who in kinds}
+        assert {result.ids[s.sid] for s in result.students if s.kind == "attack"} <= flagged
+        text = (folder / "insight.html").read_text()
+        assert not re.search(r"<script|\son[a-z]+\s*=|javascript:", text, re.IGNORECASE)
+        assert text.count('src="data:image/png;base64,') == 2 and (folder / "insight_pass_rates.png").exists()
+
+    def test_the_insight_report_opens_in_chromium_with_its_plots(graded, tmp_path):
+        """The first lab's report in a real browser: both plots decode, nothing runs, a screenshot for people."""
+        from chromium import LAUNCH_ARGS, chromium_or_reason
+
+        path, reason = chromium_or_reason(tmp_path / "apt.log")
+        if path is None:
+            pytest.skip(reason)
+        from playwright import sync_api
+
+        lab = labs[0]
+        page_path = _work(graded[lab]) / "reports" / lab / "insight.html"
+        artifacts = report.REPO / "test-artifacts" / "insight"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=path, args=LAUNCH_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 900})
+                errors: List[str] = []
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                page.goto(page_path.as_uri())
+                sizes = page.evaluate("[...document.images].map(i => [i.complete, i.naturalWidth])")
+                page.screenshot(path=str(artifacts / f"{lab}.png"), full_page=True)
+                title = page.title()
+            finally:
+                browser.close()
+        assert len(sizes) == 2 and all(done and width > 100 for done, width in sizes), sizes
+        assert errors == [] and lab in title
+
     tests = [graded, test_student_is_graded_as_described, test_feedback_never_shows_hidden_tests,
              test_every_student_is_in_the_grades_csv_and_graded_without_errors,
              test_the_instructor_log_lists_repairs_and_limits, test_the_red_team_covers_every_attack_class,
-             test_an_attack_shows_in_the_instructors_log]
+             test_an_attack_shows_in_the_instructors_log, test_the_insight_report_shows_what_the_class_got_wrong]
     if half == 0:
-        tests += [test_every_student_of_the_full_class_is_graded_in_some_lab,
+        tests += [test_the_insight_report_opens_in_chromium_with_its_plots,
+                  test_every_student_of_the_full_class_is_graded_in_some_lab,
                   test_the_whole_class_promises_every_kind_of_log_row]
     namespace.update({getattr(t, "__name__", "graded"): t for t in tests})
     namespace["graded"] = graded

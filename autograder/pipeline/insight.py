@@ -1,0 +1,321 @@
+"""What the class got wrong, at a glance: ``reports/<LAB>/insight.html`` (inert, self-contained), its data
+as ``insight.json`` and its two plots as PNG files beside them.
+
+Built only from what grading already wrote, never by running a notebook: the gradebook (each graded
+cell's score), the events file of each student (each graded cell's verdict and the message its feedback
+showed: ``autograder/work/events/<LAB>/<student>.json``), ``log.csv`` (repairs, limits, provenance
+findings, similarity) and the error logs of students whose grading failed. The lab's source notebook
+gives the cells' order, points and the section that teaches each.
+
+- **scores**: histogram, median, how many at 0, at full marks and in between;
+- **cells**: each graded cell's pass rate (full points) in lab order;
+- **misconceptions**: the hint each failed check gave (numbers in it replaced by ``N``, so one mistake made
+  on different cases counts once), with the students who got it, most common first, and the section of the
+  lab that teaches it;
+- **whom to look at**: provenance findings, similarity to the reference, time, memory and output limits,
+  kernels that died, repairs, each with its student ids;
+- **grading health**: seconds per student (median, max), kernels restarted, box level, failed gradings.
+
+``python -m autograder.pipeline.insight LAB`` (``make insight LAB=...``) rebuilds it; ``make grade`` writes it
+at its end.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import html
+import io
+import json
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub")
+LIMIT_KINDS = ("timeout", "memory", "output", "kernel-died", "notebook-timeout")
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
+
+
+# ----------------------------------------------------------------------------- reading what grading wrote
+
+def lab_cells(source: Path) -> List[Dict[str, Any]]:
+    """The lab's graded cells in order: ``grade_id``, ``points``, ``section`` (the heading above it), ``hidden``."""
+    notebook = json.loads(source.read_text())
+    section, cells = "", []
+    for cell in notebook["cells"]:
+        text = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+            section = headings[-1] if headings else section
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and meta.get("grade_id"):
+            cells.append({"grade_id": meta["grade_id"], "points": float(meta.get("points", 0)), "section": section,
+                          "hidden": "hidden" in meta["grade_id"] or "### BEGIN HIDDEN TESTS" in text})
+    return cells
+
+
+def _scores(work: Path, lab: str, notebook: str) -> Dict[str, Dict[str, float]]:
+    """``{student: {grade_id: score}}`` from the gradebook, for every student graded in ``lab``."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    out: Dict[str, Dict[str, float]] = {}
+    database = work / "gradebook.db"
+    if not database.exists():
+        return out
+    with Gradebook(f"sqlite:///{database}") as gradebook:
+        try:
+            assignment = gradebook.find_assignment(lab)
+        except MissingEntry:
+            return out
+        for submission in assignment.submissions:
+            student = submission.student.id
+            try:
+                nb = gradebook.find_submission_notebook(notebook, lab, student)
+            except MissingEntry:
+                continue
+            out[student] = {g.name: float(g.score or 0.0) for g in nb.grades}
+    return out
+
+
+def _events(work: Path, lab: str) -> Dict[str, dict]:
+    folder = work / "events" / lab
+    out = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        out[str(record.get("student") or path.stem)] = record
+    return out
+
+
+def _log_rows(reports: Path) -> List[Dict[str, str]]:
+    path = reports / "log.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def hint_of(message: str, kind: str) -> str:
+    """The reusable part of a failed check's message: its hint (else its problem), numbers made ``N``."""
+    if kind == "todo":
+        return "TODO not written yet"
+    if kind == "integrity":
+        return "a provenance finding cost this cell's points (see 'Whom to look at')"
+    if kind == "timeout":
+        return "the cell ran past its time limit"
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    hint = next((line[len("hint:"):].strip() for line in lines if line.startswith("hint:")), "")
+    if not hint and lines:
+        hint = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])  # the problem, without the case it was found on
+    hint = _NUMBER.sub("N", hint or f"({kind or 'failed'}, no message)")
+    return re.sub(r"\s+", " ", hint)[:400]
+
+
+# ----------------------------------------------------------------------------- the report's data
+
+def build(lab: str, work: Path, source: Path) -> dict:
+    """The report's data (what ``insight.json`` holds)."""
+    cells = lab_cells(source)
+    notebook = source.stem
+    maximum = sum(c["points"] for c in cells)
+    scores = _scores(work, lab, notebook)
+    events = _events(work, lab)
+    reports = work / "reports" / lab
+    students = sorted(set(scores) | set(events))
+    totals = {s: round(sum(scores.get(s, {}).values()), 3) for s in students}
+    values = sorted(totals.values())
+    passes = []
+    for cell in cells:
+        got = [scores[s].get(cell["grade_id"], 0.0) for s in students if s in scores]
+        full = sum(1 for v in got if cell["points"] and v >= cell["points"] - 1e-9)
+        passes.append({**cell, "students": len(got), "full": full,
+                       "pass_rate": round(full / len(got), 4) if got else None})
+    groups: Dict[tuple, set] = defaultdict(set)
+    section_of = {c["grade_id"]: c["section"] for c in cells}
+    for student, record in events.items():
+        for grade_id, verdict in (record.get("verdicts") or {}).items():
+            if verdict.get("passed") or grade_id not in section_of:
+                continue
+            groups[(grade_id, hint_of(str(verdict.get("message", "")), str(verdict.get("kind", ""))))].add(student)
+    order = {c["grade_id"]: n for n, c in enumerate(cells)}
+    misconceptions = [{"grade_id": g, "section": section_of[g], "hint": h, "count": len(who),
+                       "students": sorted(who)}
+                      for (g, h), who in sorted(groups.items(), key=lambda kv: (-len(kv[1]), order[kv[0][0]], kv[0][1]))]
+    rows = _log_rows(reports)
+    flagged: Dict[str, Dict[str, List[str]]] = {"findings": defaultdict(list), "limits": defaultdict(list),
+                                                "repairs": defaultdict(list)}
+    for row in rows:
+        kind, student = row.get("kind", ""), row.get("student_id", "")
+        if row.get("stage") == "repair":
+            if kind != "added-cells":
+                flagged["repairs"][kind].append(student)
+        elif kind in FLAG_KINDS:
+            flagged["findings"][kind].append(student)
+        elif kind in LIMIT_KINDS or kind.endswith("limit"):
+            flagged["limits"][kind].append(student)
+    flagged = {group: {kind: sorted(set(who)) for kind, who in kinds.items()} for group, kinds in flagged.items()}
+    seconds = [float(r.get("seconds", 0)) for r in events.values() if r.get("seconds") is not None]
+    failed = sorted(p.stem[len("error-"):] for p in reports.glob("error-*.log")) if reports.is_dir() else []
+    return {
+        "lab": lab, "students": len(students), "max_score": maximum,
+        "scores": {"totals": totals, "median": statistics.median(values) if values else None,
+                   "zero": sum(1 for v in values if v <= 1e-9),
+                   "full": sum(1 for v in values if maximum and v >= maximum - 1e-9),
+                   "between": sum(1 for v in values if 1e-9 < v < maximum - 1e-9)},
+        "cells": passes,
+        "misconceptions": misconceptions,
+        "flagged": flagged,
+        "health": {"seconds_median": round(statistics.median(seconds), 2) if seconds else None,
+                   "seconds_max": round(max(seconds), 2) if seconds else None,
+                   "kernels_restarted": sum(1 for r in rows if r.get("kind") == "kernel-died"),
+                   "spare_kernels": sum(int(r.get("spare_kernels") or 0) for r in events.values()),
+                   "isolation": sorted({str(r.get("isolation")) for r in events.values() if r.get("isolation")}),
+                   "failed_gradings": failed,
+                   "not_graded": sorted(set(scores) - set(events))},
+    }
+
+
+# ----------------------------------------------------------------------------- pictures and the page
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def plots(data: dict) -> Dict[str, bytes]:
+    """``{file name: PNG}``: the score histogram and the pass rate of each graded cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = {}
+    totals = list(data["scores"]["totals"].values())
+    figure, axes = plt.subplots(figsize=(7, 3.2))
+    top = max(data["max_score"], 1.0)
+    bins = [b / 2 for b in range(0, int(top * 2) + 2)]
+    axes.hist(totals, bins=bins, color="#4c72b0", edgecolor="white", align="left")
+    if data["scores"]["median"] is not None:
+        axes.axvline(data["scores"]["median"], color="#dd8452", linestyle="--",
+                     label=f"median {data['scores']['median']:g}")
+        axes.legend()
+    axes.set(title=f"{data['lab']}: total scores ({data['students']} students)", xlabel="score (points)",
+             ylabel="students", xlim=(-0.5, top + 0.5))
+    out["insight_scores.png"] = _png(figure)
+    plt.close(figure)
+    cells = data["cells"]
+    figure, axes = plt.subplots(figsize=(7, 0.35 * len(cells) + 1.2))
+    names = [c["grade_id"] for c in cells][::-1]
+    rates = [100 * (c["pass_rate"] or 0) for c in cells][::-1]
+    colors = ["#8c8c8c" if not c["hidden"] else "#4c72b0" for c in cells][::-1]
+    axes.barh(names, rates, color=colors)
+    axes.set(title="Graded cells: students with full points (blue: hidden tests, grey: visible)",
+             xlabel="students with full points (%)", xlim=(0, 100))
+    for y, rate in enumerate(rates):
+        axes.text(min(rate + 1, 92), y, f"{rate:.0f}%", va="center", fontsize=8)
+    out["insight_pass_rates.png"] = _png(figure)
+    plt.close(figure)
+    return out
+
+
+def _ids(who: List[str], most: int = 30) -> str:
+    shown = ", ".join(who[:most]) + (f" and {len(who) - most} more" if len(who) > most else "")
+    return html.escape(shown)
+
+
+def page(data: dict, images: Dict[str, bytes]) -> str:
+    """The report as an inert page (every value escaped; images as ``data:`` URLs; no script)."""
+    e = html.escape
+    s = data["scores"]
+    parts = [f"<h1>What the class got wrong: {e(data['lab'])}</h1>",
+             f"<p>{data['students']} students graded; maximum {data['max_score']:g} points. Median "
+             f"{'-' if s['median'] is None else format(s['median'], 'g')}; {s['zero']} at 0, {s['full']} at full "
+             f"marks, {s['between']} in between.</p>"]
+    for name, alt in (("insight_scores.png", "histogram of total scores"),
+                      ("insight_pass_rates.png", "pass rate of each graded cell")):
+        if name in images:
+            parts.append(f'<p><img alt="{alt}" src="data:image/png;base64,'
+                         f'{base64.b64encode(images[name]).decode()}"></p>')
+    parts.append("<h2>Graded cells</h2><table><tr><th>cell</th><th>section</th><th>points</th>"
+                 "<th>full points</th></tr>")
+    for c in data["cells"]:
+        rate = "-" if c["pass_rate"] is None else f"{100 * c['pass_rate']:.0f}% ({c['full']}/{c['students']})"
+        parts.append(f"<tr><td><code>{e(c['grade_id'])}</code></td><td>{e(c['section'])}</td>"
+                     f"<td>{c['points']:g}</td><td>{rate}</td></tr>")
+    parts.append("</table><h2>Misconceptions: the hints that fired, most common first</h2>")
+    if not data["misconceptions"]:
+        parts.append("<p>No check failed.</p>")
+    else:
+        parts.append("<table><tr><th>students</th><th>cell</th><th>hint the check gave</th>"
+                     "<th>taught in</th><th>who</th></tr>")
+        for m in data["misconceptions"]:
+            parts.append(f"<tr><td>{m['count']}</td><td><code>{e(m['grade_id'])}</code></td><td>{e(m['hint'])}</td>"
+                         f"<td>{e(m['section'])}</td><td>{_ids(m['students'])}</td></tr>")
+        parts.append("</table>")
+    parts.append("<h2>Whom to look at</h2>")
+    titles = {"findings": "provenance findings and similarity", "limits": "limits hit", "repairs": "repairs"}
+    anything = False
+    for group, title in titles.items():
+        kinds = data["flagged"].get(group, {})
+        if kinds:
+            anything = True
+            parts.append(f"<h3>{e(title)}</h3><ul>")
+            parts += [f"<li><b>{e(kind)}</b> ({len(who)}): {_ids(who)}</li>" for kind, who in sorted(kinds.items())]
+            parts.append("</ul>")
+    if not anything:
+        parts.append("<p>No finding, limit or repair.</p>")
+    h = data["health"]
+    parts.append("<h2>Grading health</h2><ul>"
+                 f"<li>seconds per student: median {h['seconds_median']}, max {h['seconds_max']}</li>"
+                 f"<li>kernels restarted: {h['kernels_restarted']}; spare kernels used: {h['spare_kernels']}</li>"
+                 f"<li>box level: {e(', '.join(h['isolation']) or 'unknown')}</li>"
+                 f"<li>gradings that failed (see error-*.log): {_ids(h['failed_gradings']) or 'none'}</li>"
+                 f"<li>in the gradebook without an events file: {_ids(h['not_graded']) or 'none'}</li></ul>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+             "vertical-align:top}img{max-width:100%}")
+    body = "\n".join(parts)
+    from autograder.pipeline.inert_html import inert_page
+
+    return inert_page(f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"
+                      f"<style>{style}</style></head><body>{body}</body></html>")
+
+
+def write(lab: str, work: Path, source: Path) -> Path:
+    """Write ``insight.html``, ``insight.json`` and the PNGs into ``work/reports/<lab>/``; the page's path."""
+    data = build(lab, work, source)
+    images = plots(data)
+    folder = work / "reports" / lab
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, png in images.items():
+        (folder / name).write_bytes(png)
+    (folder / "insight.json").write_text(json.dumps(data, indent=1))
+    target = folder / "insight.html"
+    target.write_text(page(data, images))
+    return target
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from autograder.pipeline.labs import LABS, ROOT, SOURCE_DIR
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("lab", choices=sorted(LABS))
+    args = parser.parse_args(argv)
+    path = write(args.lab, ROOT / "autograder" / "work", SOURCE_DIR / args.lab / LABS[args.lab])
+    data = json.loads((path.parent / "insight.json").read_text())
+    print(f"insight: {path.resolve()} ({data['students']} students, {len(data['misconceptions'])} distinct hints)")
+    top = data["misconceptions"][:5]
+    for m in top:
+        print(f"  {m['count']:>4}  {m['grade_id']}: {m['hint'][:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
