@@ -6,8 +6,9 @@ One ``step()``:
 2. the model runner computes the scheduled tokens through the paged KV cache and returns the logits
    of each sequence's last position;
 3. for every scheduled sequence: ``hash_blocks`` registers the blocks this step filled, only now that
-   their K/V exist (registering at allocation breaks under chunked prefill, where a later chunk
-   computes the block: nano-vllm#208); the computed tokens become cached, one token is sampled and
+   their K/V exist (registering at allocation breaks once a scheduler chunks a prompt and admits another
+   request beside it, which could then hit a block that only a later chunk computes: the hazard raised in
+   nano-vllm#208); the computed tokens become cached, one token is sampled and
    appended; a request with ``max_tokens`` outputs finishes and gives its blocks back.
 
 Requests arriving together are served with continuous batching: a finished request's blocks are

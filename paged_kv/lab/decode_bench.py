@@ -357,7 +357,8 @@ FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # the size FlashInfer's own deco
 
 
 def flashinfer_paged(w: Workload) -> Callable[[], torch.Tensor]:
-    """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (API of flashinfer 0.2.0 to 0.6.18): ``plan`` once
+    """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (API of flashinfer 0.2.0 to 0.6.18, unchanged for these
+    arguments in 0.7.4's source, which has not been run here): ``plan`` once
     with the CSR page lists (``indptr``, ``indices``, ``last_page_len``) before timing, then ``run(q, (k, v))``
     on the ``NHD`` layout ``[num_pages, page_size, num_kv_heads, head_dim]``, which is ours."""
     module = _require_module("flashinfer")
