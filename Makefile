@@ -20,7 +20,7 @@ STUDENTS ?= 3
 HUB_PORT ?= 8000
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight grader-report grader-bench hub hub-release hub-grade hub-clean
+.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -40,6 +40,8 @@ help:
 	@echo "               handout for that lab: labs up to it, the package without its TODOs' or later labs' answers"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
 	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
+	@echo "make gradescope [LAB=02-atomic-prefill] - dist/gradescope/<LAB>-autograder.zip for Gradescope (every graded lab without LAB)"
+	@echo "make prairielearn [LAB=02-atomic-prefill] - dist/prairielearn/<LAB>/, an externally graded PrairieLearn question"
 	@echo "make insight LAB=02-atomic-prefill - what the class got wrong (reports/LAB/insight.html; make grade writes it too)"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
@@ -131,6 +133,12 @@ collect: env
 grade: env
 	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
 	$(PY) -m autograder.pipeline.grade $(LAB)
+
+gradescope: env
+	$(PY) -m autograder.platforms.gradescope build $(LAB)
+
+prairielearn: env
+	$(PY) -m autograder.platforms.prairielearn build $(LAB)
 
 insight: env
 	@test -n "$(LAB)" || { echo "usage: make insight LAB=<NN-lab>"; exit 2; }

@@ -1,0 +1,71 @@
+"""What a platform's grader carries of the course: the files grading one lab needs, read from this checkout.
+
+The package (``paged_kv``, editions are built from it), the graders and the grading machinery
+(``autograder/`` without its tests and work folder), the lab's source notebook and its release, the lock
+and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
+Caches, checkpoints and compiled files are left out.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+LEFT_OUT_DIRS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis"}
+LEFT_OUT_TOP = {("autograder", "work"), ("autograder", "tests")}
+
+
+def _repo() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def graded_labs() -> List[str]:
+    from autograder.pipeline.labs import SOURCE_DIR
+    from autograder.pipeline.report import graded_labs as labs
+
+    return labs(SOURCE_DIR)
+
+
+def cells_of(lab: str) -> list:
+    """The lab's graded cells (``insight.lab_cells``), or [] when its notebook cannot be read."""
+    from autograder.pipeline import insight
+    from autograder.pipeline.labs import LABS, SOURCE_DIR
+
+    try:
+        return insight.lab_cells(SOURCE_DIR / lab / LABS[lab])
+    except (KeyError, OSError, ValueError):
+        return []
+
+
+def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
+    """Every file below ``folder`` as ``(path relative to base, bytes)``, leaving out caches and links."""
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(base)
+        parts = relative.parts
+        if any(p in LEFT_OUT_DIRS for p in parts) or tuple(parts[:2]) in LEFT_OUT_TOP:
+            continue
+        if path.is_file() and not path.is_symlink() and path.suffix not in (".pyc", ".pyo"):
+            yield str(relative), path.read_bytes()
+
+
+def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
+    """``(relative path, bytes)`` of every file the lab's grader needs."""
+    from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
+
+    repo = _repo()
+    for name in ("pyproject.toml", "requirements-lock.txt", "README.md"):
+        yield name, (repo / name).read_bytes()
+    for folder in (repo / "paged_kv", repo / "autograder"):
+        yield from _entries(folder, repo)
+    for folder in (SOURCE_DIR / lab, RELEASE_DIR / lab):
+        yield from _entries(folder, folder.parents[1])
+    yield "autograder/BUILT_FROM", _commit(repo).encode()
+
+
+def _commit(repo: Path) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, timeout=10)
+        return done.stdout.strip() or "unknown commit"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown commit"

@@ -1,0 +1,155 @@
+"""Gradescope: an autograder zip per lab, and its ``run_autograder`` (a thin layer over ``one_upload``).
+
+``python -m autograder.platforms.gradescope build [LAB ...]`` (``make gradescope [LAB=...]``) writes
+``dist/gradescope/<LAB>-autograder.zip`` laid out as Gradescope's autograder specification asks
+(gradescope-autograders.readthedocs.io, "Autograder Specifications"): ``setup.sh`` and ``run_autograder``
+at the root, the course (package, graders, source and release notebooks, lock) under ``course/``.
+Gradescope unpacks the zip into ``/autograder/source``, runs ``setup.sh`` once as root when it builds the
+image, and for every upload runs ``/autograder/run_autograder`` in ``/autograder`` with the upload in
+``/autograder/submission``; the results go to ``/autograder/results/results.json``.
+
+``python -m autograder.platforms.gradescope run LAB`` is what ``run_autograder`` calls: it grades the
+upload (``one_upload.grade_upload``) and writes results.json: one test per graded cell (score, max_score,
+the message the feedback shows; visible tests ``visible``, hidden ones ``after_published`` unless
+``PAGED_KV_HIDDEN_VISIBILITY`` says otherwise), the Grading notes as ``output``, ``execution_time`` and
+``extra_data`` (grader version, box level). Whatever happens it writes a results.json (a crash would show
+students "autograder failed" with no feedback): an upload with nothing to grade scores 0 with what to upload.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import sys
+import traceback
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from autograder.platforms import bundle
+from autograder.platforms.one_upload import Outcome, failure, grade_upload, grader_version
+
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+HIDDEN_VISIBILITY_ENV = "PAGED_KV_HIDDEN_VISIBILITY"
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu).
+set -euo pipefail
+COURSE=/autograder/source/course
+if [ -n "${{PAGED_KV_REUSE_PYTHON:-}}" ]; then
+  # Tests only: reuse an installed environment instead of installing (see autograder/tests/test_platforms.py).
+  echo "$PAGED_KV_REUSE_PYTHON" > "$COURSE/.python"
+else
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip bubblewrap
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install --quiet --upgrade pip
+/autograder/venv/bin/pip install --quiet -r "$COURSE/requirements-lock.txt"
+/autograder/venv/bin/pip install --quiet --no-deps --no-build-isolation -e "$COURSE"
+/autograder/venv/bin/python -m paged_kv.lab.notebook_kernel install >/dev/null
+echo /autograder/venv/bin/python > "$COURSE/.python"
+fi
+# The lab's gradebook, made once in the image, not at every upload.
+PY=$(cat "$COURSE/.python")
+cd "$COURSE" && PATH="$(dirname "$PY"):$PATH" PYTHONPATH="$COURSE" "$PY" -m autograder.platforms.gradescope prepare {lab}
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every upload, in /autograder: grade /autograder/submission, write
+# /autograder/results/results.json (see autograder/platforms/gradescope.py).
+COURSE=/autograder/source/course
+PY=$(cat "$COURSE/.python" 2>/dev/null || echo /autograder/venv/bin/python)
+export PATH="$(dirname "$PY"):$PATH"  # nbgrader calls alembic, jupyter finds the course kernel
+mkdir -p /autograder/results
+cd "$COURSE" && PYTHONPATH="$COURSE" exec "$PY" -m autograder.platforms.gradescope run {lab} \\
+  --submission /autograder/submission --results /autograder/results/results.json
+"""
+
+
+def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dict:
+    """Gradescope's results.json for ``outcome``."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
+    lines = []
+    if outcome.problem:
+        lines.append(outcome.problem)
+    if outcome.notes:
+        lines += ["Grading notes:"] + [f"- {note}" for note in outcome.notes]
+    tests = [{"name": t.name, "number": str(n + 1), "score": t.score, "max_score": t.max_score,
+              "status": "passed" if t.score >= t.max_score - 1e-9 else "failed", "output": t.output,
+              "visibility": hidden_visibility if t.hidden else "visible"}
+             for n, t in enumerate(outcome.tests)]
+    return {"score": outcome.score, "execution_time": int(round(outcome.seconds)),
+            "output": "\n".join(lines) or "Graded: see each test below.", "stdout_visibility": "hidden",
+            "tests": tests,
+            "extra_data": {"lab": outcome.lab, "grader_version": grader_version(), "box_level": outcome.isolation,
+                           "file": outcome.file}}
+
+
+def run(lab: str, submission: Path, target: Path) -> dict:
+    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
+    visibility = os.environ.get(HIDDEN_VISIBILITY_ENV, "after_published")
+    try:
+        outcome = grade_upload(lab, submission)
+    except Exception as error:  # noqa: BLE001 - the student must get a results.json, the instructor the trace
+        traceback.print_exc(file=sys.stdout)
+        outcome = failure(lab, error, bundle.cells_of(lab))
+    data = results(outcome, visibility if visibility in VISIBILITIES else "after_published")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1))
+    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
+          f"'{outcome.isolation or '-'}'; results: {target}")
+    return data
+
+
+def build_zip(lab: str, dest: Path) -> Path:
+    """``dest/<lab>-autograder.zip``: setup.sh and run_autograder at the root, the course under course/."""
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / f"{lab}-autograder.zip"
+    scripts: Dict[str, str] = {"setup.sh": SETUP_SH.format(lab=lab), "run_autograder": RUN_AUTOGRADER.format(lab=lab)}
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in scripts.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | 0o755) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, text)
+        for relative, data in bundle.course_files(lab):
+            archive.writestr(f"course/{relative}", data)
+    return target
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from autograder.pipeline.labs import LABS, ROOT
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="write dist/gradescope/<LAB>-autograder.zip")
+    build.add_argument("labs", nargs="*", help="labs (default: every graded lab)")
+    build.add_argument("--dest", type=Path, default=ROOT / "dist" / "gradescope")
+    grade = sub.add_parser("run", help="grade one upload (what run_autograder calls)")
+    grade.add_argument("lab", choices=sorted(LABS))
+    grade.add_argument("--submission", type=Path, default=Path("/autograder/submission"))
+    grade.add_argument("--results", type=Path, default=Path("/autograder/results/results.json"))
+    prepare = sub.add_parser("prepare", help="load the lab into the gradebook (what setup.sh calls)")
+    prepare.add_argument("lab", choices=sorted(LABS))
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        from autograder.pipeline.grade import ensure_assignment
+
+        ensure_assignment(args.lab, ROOT, ROOT / "autograder" / "work")
+        print(f"{args.lab}: loaded into the gradebook")
+        return 0
+    if args.command == "run":
+        run(args.lab, args.submission, args.results)
+        return 0
+    for lab in args.labs or bundle.graded_labs():
+        if lab not in LABS:
+            parser.error(f"unknown lab {lab!r}")
+        print(build_zip(lab, args.dest).resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

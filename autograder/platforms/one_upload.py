@@ -1,0 +1,156 @@
+"""Grade one student's upload the way ``make collect`` + ``make grade`` grade a class: the core that the
+Gradescope and PrairieLearn adapters share (each only reads the platform's folders and writes its format).
+
+``grade_upload(lab, folder)`` reads the files of ``folder`` (the platform's copy of the upload) as
+``make collect`` reads a student's entry (regular files only, never through a link, within its limits),
+picks the lab's notebook (the expected name, "Copy of ...", "... (1)", the only notebook there), repairs it
+from the release, grades it with ``autograder.pipeline.grade`` (the same trusted grader and box) and
+returns an ``Outcome``: one ``CellResult`` per graded cell (its points, its score and the message the
+feedback shows for it, never hidden-test source), the Grading notes (repairs, limits, provenance findings)
+and what the instructor should know (box level, seconds). An upload with no notebook to grade (none,
+several unrelated ones, not valid JSON) is not graded: every test scores 0 and ``problem`` says what to upload.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+STUDENT = "student"
+NOT_GRADED = ("no-notebook", "invalid-json")
+
+
+@dataclass
+class CellResult:
+    """One graded cell: its id, a name a student can read (the lab's section and the cell), points."""
+
+    grade_id: str
+    name: str
+    score: float
+    max_score: float
+    output: str
+    hidden: bool
+
+
+@dataclass
+class Outcome:
+    """What grading one upload gave (``problem``: why nothing could be graded, else empty)."""
+
+    lab: str
+    tests: List[CellResult]
+    notes: List[str] = field(default_factory=list)
+    problem: str = ""
+    seconds: float = 0.0
+    isolation: str = ""
+    file: str = ""
+
+    @property
+    def score(self) -> float:
+        return round(sum(t.score for t in self.tests), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(t.max_score for t in self.tests), 4)
+
+
+def _gather(folder: Path, scratch: Path):
+    """The upload's files as one student's ``collect.Submission`` (read as ``make collect`` reads an entry)."""
+    from autograder.pipeline import collect
+    from autograder.pipeline.entries import Budget, open_folder, walk
+
+    submission = collect.Submission(student=STUDENT, name=STUDENT)
+    top = open_folder(str(folder))
+    try:
+        collect._stage(walk(top, Budget()), scratch / "upload", submission, "")
+    finally:
+        os.close(top)
+    return submission
+
+
+def _what_to_upload(notebook: str, repairs: List[list]) -> str:
+    kinds = {kind: detail for kind, detail in repairs}
+    if "no-notebook" in kinds:
+        return (f"No notebook to grade was found in your upload ({kinds['no-notebook']}). Upload the lab's notebook "
+                f"file, `{notebook}`, alone (File > Download in JupyterLab or Colab), not a zip of a folder with "
+                "several notebooks, a PDF or a link.")
+    return (f"Your notebook is not a notebook file that can be read ({kinds['invalid-json'][:300]}). Download it again "
+            f"from JupyterLab or Colab (File > Download, `{notebook}`) and upload that file unchanged.")
+
+
+def grade_upload(lab: str, folder: Path) -> Outcome:
+    """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
+    from autograder.pipeline import collect, grade, insight
+    from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
+
+    if lab not in LABS:
+        raise ValueError(f"unknown lab {lab!r}; the labs are {', '.join(sorted(LABS))}")
+    if not Path(folder).is_dir():
+        raise ValueError(f"{folder} is not a folder: give the folder the platform put the upload in")
+    started = time.monotonic()
+    notebook = LABS[lab]
+    cells = insight.lab_cells(SOURCE_DIR / lab / notebook)
+    with tempfile.TemporaryDirectory() as scratch:
+        submission = _gather(Path(folder), Path(scratch))
+        record = collect.write_submissions(lab, {STUDENT: submission}, ROOT, RELEASE_DIR, notebook)[0]
+    repairs = [list(r) for r in record["repairs"]]
+    notes = [f"{kind}: {detail}" for kind, detail in repairs if kind != "added-cells"]
+    kinds = {kind for kind, _ in repairs}
+    if kinds & set(NOT_GRADED):
+        tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above",
+                            c["hidden"]) for c in cells]
+        return Outcome(lab, tests, notes, _what_to_upload(notebook, repairs), round(time.monotonic() - started, 1),
+                       file=record["file"])
+    summary = grade.grade(lab, [STUDENT], workers=1)  # its WARNINGs go to the instructor's stdout
+    row = summary["students"][0]
+    work = ROOT / "autograder" / "work"
+    from autograder.box.hardened import events_path
+
+    path = events_path(work / "events", lab, STUDENT)
+    events = json.loads(path.read_text()) if path.exists() else {}
+    verdicts = events.get("verdicts", {})
+    tests = []
+    for cell in cells:
+        score = float((row.get("cells") or {}).get(cell["grade_id"]) or 0.0)
+        verdict = verdicts.get(cell["grade_id"], {})
+        if score >= cell["points"] - 1e-9:
+            output = "passed"
+        elif verdict.get("passed"):
+            output = "its checks passed here, but the cell failed when your notebook ran it: see your feedback"
+        else:
+            output = str(verdict.get("message") or "failed").strip()
+        tests.append(CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000],
+                                cell["hidden"]))
+    for event in events.get("events", []):
+        notes.append(f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}")
+    if not row.get("ok"):
+        notes.append("grading this notebook failed; your instructor has the log")
+    return Outcome(lab, tests, notes, "", round(time.monotonic() - started, 1), summary.get("isolation", ""),
+                   record["file"])
+
+
+def _name(cell: dict) -> str:
+    kind = "hidden tests" if cell["hidden"] else "visible tests"
+    return f"{cell['section']}: {kind} ({cell['grade_id']})" if cell["section"] else f"{cell['grade_id']} ({kind})"
+
+
+def grader_version() -> str:
+    """The course package's version (pyproject) and, when known, the commit the autograder was built from."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("paged-kv-course")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    built = Path(__file__).resolve().parents[1] / "BUILT_FROM"
+    return version + (f" ({built.read_text().strip()})" if built.exists() else "")
+
+
+def failure(lab: str, error: BaseException, cells: Optional[list] = None) -> Outcome:
+    """An ``Outcome`` for an upload the autograder could not grade at all (its own fault): 0, and why."""
+    tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded", c["hidden"]) for c in cells or []]
+    return Outcome(lab, tests, [], f"The autograder could not grade this upload ({type(error).__name__}: "
+                                   f"{str(error)[:300]}). Tell your instructor; they have the log.")

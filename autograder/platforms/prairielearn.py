@@ -1,0 +1,138 @@
+"""PrairieLearn: an externally graded question per lab, and its entrypoint (a thin layer over ``one_upload``).
+
+``python -m autograder.platforms.prairielearn build [LAB ...]`` (``make prairielearn [LAB=...]``) writes
+``dist/prairielearn/<LAB>/``: a question folder (``info.json`` with ``gradingMethod: External`` and
+``externalGradingOptions`` naming the grading image and the entrypoint, ``question.html`` with a file
+upload of the lab's notebook and the external grader's results) whose ``tests/`` holds the entrypoint
+``run_grader`` and the course, and ``Dockerfile`` for the grading image (the lock's packages and
+bubblewrap; PrairieLearn's graders run without network by default, so nothing is installed at grading
+time). PrairieLearn mounts the job at ``/grade``: the upload in ``/grade/student``, the question's
+``tests/`` in ``/grade/tests``; the entrypoint writes ``/grade/results/results.json``:
+``gradable``, ``score`` in 0..1, ``message`` (the Grading notes), ``output`` and ``tests[]`` (``name``,
+``points``, ``max_points``, ``output``; hidden tests show their message, never their code).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import stat
+import sys
+import traceback
+import uuid
+from pathlib import Path
+from typing import List, Optional
+
+from autograder.platforms import bundle
+from autograder.platforms.one_upload import Outcome, failure, grade_upload, grader_version
+
+IMAGE = "paged-kv-course/grader:latest"
+
+RUN_GRADER = """#!/usr/bin/env bash
+# PrairieLearn's entrypoint: grade /grade/student, write /grade/results/results.json
+# (see autograder/platforms/prairielearn.py). The image has the course's environment at /opt/venv.
+COURSE=/grade/tests/course
+PY=${{PAGED_KV_PYTHON:-/opt/venv/bin/python}}
+export PATH="$(dirname "$PY"):$PATH"
+mkdir -p /grade/results
+cd "$COURSE" && PYTHONPATH="$COURSE" exec "$PY" -m autograder.platforms.prairielearn run {lab} \\
+  --student /grade/student --results /grade/results/results.json
+"""
+
+DOCKERFILE = """# The grading image for every lab's question: `docker build -t {image} -f Dockerfile course/`
+# from a question's tests/ folder (any lab's: the environment is the same), then push it where
+# PrairieLearn can pull it and name it in info.json's externalGradingOptions.image.
+FROM ubuntu:24.04
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-venv bubblewrap \\
+    && rm -rf /var/lib/apt/lists/*
+COPY requirements-lock.txt pyproject.toml README.md /opt/course/
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/course/requirements-lock.txt
+"""
+
+
+def results(outcome: Outcome) -> dict:
+    """PrairieLearn's results.json for ``outcome``."""
+    lines = [outcome.problem] if outcome.problem else []
+    if outcome.notes:
+        lines += ["Grading notes:"] + [f"- {note}" for note in outcome.notes]
+    maximum = outcome.max_score
+    return {"gradable": True, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
+            "message": "\n".join(lines) or "Graded: see each test below.",
+            "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()}, "
+                      f"box level '{outcome.isolation or '-'}')",
+            "tests": [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output}
+                      for t in outcome.tests]}
+
+
+def run(lab: str, student: Path, target: Path) -> dict:
+    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
+    try:
+        outcome = grade_upload(lab, student)
+    except Exception as error:  # noqa: BLE001 - the student gets a result, the instructor the trace
+        traceback.print_exc(file=sys.stdout)
+        outcome = failure(lab, error, bundle.cells_of(lab))
+    data = results(outcome)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1))
+    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g}; results: {target}")
+    return data
+
+
+def build_question(lab: str, dest: Path) -> Path:
+    """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ and tests/Dockerfile."""
+    from autograder.pipeline.labs import LABS
+
+    folder = dest / lab
+    tests = folder / "tests"
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    for relative, data in bundle.course_files(lab):
+        path = tests / "course" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    runner = tests / "run_grader"
+    runner.write_text(RUN_GRADER.format(lab=lab))
+    runner.chmod(runner.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    (tests / "Dockerfile").write_text(DOCKERFILE.format(image=IMAGE))
+    stable = uuid.uuid5(uuid.NAMESPACE_URL, f"paged-kv-course/{lab}")
+    info = {"uuid": str(stable), "title": f"paged-kv-course {lab}", "topic": "KV cache paging",
+            "tags": ["paged-kv-course", lab], "type": "v3", "singleVariant": True, "gradingMethod": "External",
+            "externalGradingOptions": {"enabled": True, "image": IMAGE, "entrypoint": "/grade/tests/run_grader",
+                                       "timeout": 600}}
+    (folder / "info.json").write_text(json.dumps(info, indent=2))
+    notebook = LABS[lab]
+    (folder / "question.html").write_text(
+        f"<pl-question-panel>\n<p>Upload your notebook for {lab}: <code>{notebook}</code> (File &gt; Download in "
+        "JupyterLab or Colab).</p>\n</pl-question-panel>\n\n"
+        f'<pl-file-upload file-names="{notebook}"></pl-file-upload>\n\n'
+        "<pl-submission-panel>\n<pl-external-grader-results></pl-external-grader-results>\n"
+        "<pl-file-preview></pl-file-preview>\n</pl-submission-panel>\n")
+    return folder
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from autograder.pipeline.labs import LABS, ROOT
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="write dist/prairielearn/<LAB>/")
+    build.add_argument("labs", nargs="*", help="labs (default: every graded lab)")
+    build.add_argument("--dest", type=Path, default=ROOT / "dist" / "prairielearn")
+    grade = sub.add_parser("run", help="grade one upload (what run_grader calls)")
+    grade.add_argument("lab", choices=sorted(LABS))
+    grade.add_argument("--student", type=Path, default=Path("/grade/student"))
+    grade.add_argument("--results", type=Path, default=Path("/grade/results/results.json"))
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run(args.lab, args.student, args.results)
+        return 0
+    for lab in args.labs or bundle.graded_labs():
+        if lab not in LABS:
+            parser.error(f"unknown lab {lab!r}")
+        print(build_question(lab, args.dest).resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
