@@ -135,6 +135,21 @@ def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(t
     assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
 
 
+def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
+    """make hub-grade runs in the repository but grades the instructor's course folder: a path relative to
+    that folder, printed there, named a file that is not there."""
+    from autograder.pipeline.grade import table
+
+    monkeypatch.chdir(tmp_path)
+    course = tmp_path / "home" / "paged-kv-course"
+    summary = {"lab": "02-atomic-prefill", "seconds": 3.0, "workers": 1, "cpu_seconds": 2.0,
+               "work": str(course / "autograder" / "work"),
+               "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}]}
+    last = table(summary).splitlines()[-1]
+    assert f"grades: {course}/autograder/work/reports/grades.csv," in last
+    assert f"log: {course}/autograder/work/reports/02-atomic-prefill/log.csv" in last
+
+
 def test_open_to_all_needs_every_folder_above_searchable(tmp_path):
     inner = tmp_path / "a" / "b"
     inner.mkdir(parents=True)
