@@ -89,9 +89,18 @@ def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for
     assert "load_subconfig" in instructor and str(tmp_path / "course") in instructor and "load_subconfig" not in student
     server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
     assert server["ServerApp"]["jpserver_extensions"] == {**{name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS},
-                                                          roles.POLICY_EXTENSION: True}
+                                                          roles.POLICY_EXTENSION: True, "pkv_first_screen": True}
     instructor_server = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
-    assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True}}
+    assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True,
+                                                                      "pkv_formgrader_steps": True}}
+    for role, folder in folders.items():
+        for module, source in roles.EXTENSIONS[role].items():
+            assert (folder / f"{module}.py").read_text() == (ROOT / "hub" / source).read_text()
+        overrides = json.loads((folder / "labconfig" / "default_setting_overrides.json").read_text())
+        assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
+                                                                            "checkForUpdates": False}
+        culling = json.loads((folder / "jupyter_server_config.json").read_text())["MappingKernelManager"]
+        assert culling["cull_idle_timeout"] == 1800 and culling["cull_connected"] is False
 
 
 def _settings(tmp_path, **changes):
