@@ -142,6 +142,57 @@ def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(t
         assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(settings.layout.role_config(role)))
         assert spawner.environment["PYTHONPATH"] == ("/hub/private/repo" if role == "instructor" else "/hub/shared/src")
     assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
+    culler, = c.JupyterHub.services
+    assert culler["command"] == [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600", "--cull-every=600",
+                                 f"--config={ROOT / 'hub' / 'idle_culler_config.py'}"]
+    role, = c.JupyterHub.load_roles
+    assert role["services"] == [culler["name"]] and set(role["scopes"]) == {
+        "list:users", "read:users:activity", "read:servers", "delete:servers"}  # never admin: it deletes no user
+
+
+def test_the_idle_culler_is_installed_and_takes_the_flags_the_hub_gives_it(tmp_path):
+    import subprocess
+
+    from hub.settings import culler_command
+
+    command = culler_command(120)
+    assert command[3:5] == ["--timeout=120", "--cull-every=60"]
+    shown = subprocess.run([*command[:3], "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    for flag in command[3:]:
+        assert flag.split("=")[0] + "=" in shown.stdout, flag
+
+
+def test_the_culler_config_drops_only_its_pycurl_advice():
+    import logging
+    import runpy
+
+    from jupyterhub_idle_culler import IdleCuller
+
+    runpy.run_path(str(ROOT / "hub" / "idle_culler_config.py"), init_globals={"c": None})
+    log = IdleCuller().log
+    assert log.name == "IdleCuller"  # the logger the config file filters (traitlets names it after the class)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log.addHandler(handler)
+    try:
+        log.warning("Could not load pycurl: No module named 'pycurl'\npycurl is recommended ...")
+        log.warning("Culling server pkv-student1 (inactive for 01:00:00)")
+    finally:
+        log.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["Culling server pkv-student1 (inactive for 01:00:00)"]
+
+
+def test_the_idle_timeout_is_zero_for_never_or_a_minute_at_least(tmp_path):
+    from traitlets.config import Config
+
+    for bad in (-1, 30, 59, 1.5, True, "3600"):
+        with pytest.raises(ValueError, match="idle timeout"):
+            _settings(tmp_path, idle_timeout=bad)
+    c = Config()
+    configure(c, _settings(tmp_path, idle_timeout=0))
+    assert "services" not in c.JupyterHub and "load_roles" not in c.JupyterHub
 
 
 def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
