@@ -195,6 +195,44 @@ def test_the_idle_timeout_is_zero_for_never_or_a_minute_at_least(tmp_path):
     assert "services" not in c.JupyterHub and "load_roles" not in c.JupyterHub
 
 
+def test_jupyterhub_config_silences_only_jupyterhubs_own_schema_version_warning(tmp_path, monkeypatch):
+    """JupyterHub 5.5.0's server-action schema has an integer version: jupyter-events warns at every start."""
+    import runpy
+    import warnings
+
+    from jupyter_events.utils import JupyterEventsVersionWarning
+    from traitlets.config import Config
+
+    _settings(tmp_path).save(tmp_path / "hub.json")
+    monkeypatch.setenv("PAGED_KV_HUB_SETTINGS", str(tmp_path / "hub.json"))
+    message = ("The `version` property of an event schema must be a string. It has been type coerced, but in a "
+               "future version of this library, it will fail to validate. Please update schema: {}")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        runpy.run_path(str(ROOT / "hub" / "jupyterhub_config.py"), init_globals={"get_config": Config})
+        for schema in ("https://schema.jupyter.org/jupyterhub/events/server-action",
+                       "https://events.jupyter.org/some_extension/v1"):
+            warnings.warn(JupyterEventsVersionWarning(message.format(schema)))
+        warnings.warn(UserWarning(message.format("https://schema.jupyter.org/jupyterhub/events/server-action")))
+    shown = [(w.category, str(w.message).rsplit(" ", 1)[-1]) for w in seen]
+    assert shown == [(JupyterEventsVersionWarning, "https://events.jupyter.org/some_extension/v1"),
+                     (UserWarning, "https://schema.jupyter.org/jupyterhub/events/server-action")], shown
+
+
+def test_jupyterhubs_own_schema_is_the_one_that_warns():
+    """When a JupyterHub release fixes its schema, the filter in hub/jupyterhub_config.py can go."""
+    from pathlib import Path as _Path
+
+    import jupyterhub
+    import yaml
+
+    schema = yaml.safe_load((_Path(jupyterhub.__file__).parent / "event-schemas" / "server-actions" / "v1.yaml").read_text())
+    assert schema["$id"] == "https://schema.jupyter.org/jupyterhub/events/server-action"
+    if isinstance(schema["version"], str):
+        pytest.fail("JupyterHub's server-action schema now has a string version: remove the warning filter "
+                    "in hub/jupyterhub_config.py")
+
+
 def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
     """make hub-grade runs in the repository but grades the instructor's course folder: a path relative to
     that folder, printed there, named a file that is not there."""
