@@ -34,12 +34,16 @@ MARKER = ".paged-kv-hub"
 CONFIG_FILE = Path(__file__).resolve().parent / "jupyterhub_config.py"
 
 
-def free_port() -> int:
+def free_port(avoid=()) -> int:
+    """A loopback port nothing listens on now, and not one of ``avoid`` (ports chosen but not bound yet)."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_TIMEOUT_S) -> HubSettings:
@@ -62,8 +66,9 @@ def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_T
     paths = build_runtime(layout, layout.instructor)
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
     proxy = find_or_install_proxy(Path(sys.prefix) / "node")
+    hub_port = free_port(avoid={port})
     settings = HubSettings(hub_dir=str(layout.root), prefix=layout.prefix, instructor=layout.instructor,
-                           students=names, port=port, hub_port=free_port(), proxy_api_port=free_port(),
+                           students=names, port=port, hub_port=hub_port, proxy_api_port=free_port({port, hub_port}),
                            proxy=str(proxy), extra={"paths": paths}, idle_timeout=idle_timeout)
     settings.save(layout.state / "hub.json")
     return settings

@@ -248,6 +248,35 @@ def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, m
     assert f"log: {course}/autograder/work/reports/02-atomic-prefill/log.csv" in last
 
 
+def test_the_hubs_own_ports_are_never_the_public_one(monkeypatch):
+    """The public port is chosen before it is bound (a test picks a free one and passes it): the hub's API and
+    proxy ports, picked the same way, must not be that one (it happened: "three different ports ... needed")."""
+    import socket
+
+    from hub.__main__ import free_port
+
+    offered = iter([8123, 8123, 8124])
+
+    class FakeSocket:
+        def __init__(self, *args):
+            self.port = next(offered)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return False
+
+        def bind(self, address):
+            pass
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(socket, "socket", FakeSocket)
+    assert free_port(avoid={8123}) == 8124
+
+
 def test_open_to_all_needs_every_folder_above_searchable(tmp_path):
     inner = tmp_path / "a" / "b"
     inner.mkdir(parents=True)
