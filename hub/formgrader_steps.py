@@ -41,13 +41,13 @@ def refusal(button: str, command: str, lab: str = "<lab>") -> dict:
     command = command.replace("<lab>", lab if lab and "/" not in lab else "<lab>")
     return {"success": False, "log": "",
             "error": "\n".join([
-                f"Formgrader's {button} is switched off on this course hub. Instead, run as root:",
+                f"Formgrader's {button} is switched off on this course hub. Run, as root:",
                 "",
                 f"    {command}",
                 "",
-                "It releases or collects through the exchange's checks and grades with the course's",
-                "hardened autograde (each grading kernel a uid and cgroup of its own), which a button",
-                "in the instructor's server, running as the instructor, cannot do.",
+                "It releases or collects through the exchange's checks, and grades with the",
+                "course's hardened autograde (each grading kernel a uid and cgroup of its own),",
+                "which a button in the instructor's server, run as the instructor, cannot do.",
                 "On Kubernetes: python -m autograder.pipeline.exchange (deploy/README.md)."])}
 
 
