@@ -18,6 +18,8 @@ ROLE ?= student
 HUB_DIR ?= /srv/paged-kv-hub
 STUDENTS ?= 3
 HUB_PORT ?= 8000
+# A user's server idle this many seconds is stopped (JupyterHub's idle culler); 0: never.
+HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
 .PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
@@ -45,7 +47,7 @@ help:
 	@echo "make insight LAB=02-atomic-prefill - what the class got wrong (reports/LAB/insight.html; make grade writes it too)"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
-	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub] - JupyterHub with the course (root:"
+	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub HUB_IDLE_TIMEOUT=3600] - JupyterHub with the course (root:"
 	@echo "               makes local accounts: an instructor and N students, demo password printed)"
 	@echo "make hub-release LAB=02-atomic-prefill - release the labs up to LAB; students get LAB's package edition"
 	@echo "               (no answers to LAB or later labs); no LAB: every lab and the whole package (self-study)"
@@ -151,7 +153,7 @@ grader-bench: env
 	$(PY) -m autograder.pipeline.report --bench $(or $(N),30)
 
 hub: env
-	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT)
+	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT) --idle-timeout $(HUB_IDLE_TIMEOUT)
 
 hub-release: env
 	$(HUB) release $(LAB)

@@ -1,7 +1,8 @@
 """``python -m hub COMMAND --dir HUB_DIR``: the course hub's commands (the Makefile's ``hub*`` targets).
 
-- ``up --students N [--port 8000]``: accounts, course folder, settings, runtime, proxy, then JupyterHub
-  in the foreground (Ctrl-C stops it and every user's server);
+- ``up --students N [--port 8000] [--idle-timeout 3600]``: accounts, course folder, settings, runtime, proxy,
+  then JupyterHub in the foreground (Ctrl-C stops it and every user's server); a server idle for
+  ``--idle-timeout`` seconds is stopped by JupyterHub's idle culler (0: never);
 - ``release [LAB]``: the labs up to LAB to the exchange, and LAB's edition of the package for the students
   (``hub.package``: no implementation of LAB's TODOs or of any later lab's); no LAB: every lab, with the
   whole package (a self-study hub: every answer is in what students import);
@@ -25,25 +26,31 @@ from hub.course import give_to_instructor, prepare_course_folder
 from hub.layout import COURSE_ID, DEMO_PASSWORD, REPO, Layout
 from hub.mounts import MountError, unmount_all
 from hub.proxy import ProxyMissing, find_or_install_proxy
-from hub.roles import write_role_configs
+from hub.roles import KERNEL_CULLING, write_role_configs
 from hub.runtime import RuntimeSetupError, build_runtime
-from hub.settings import HubSettings
+from hub.settings import IDLE_TIMEOUT_S, HubSettings, check_idle_timeout
 
 MARKER = ".paged-kv-hub"
 CONFIG_FILE = Path(__file__).resolve().parent / "jupyterhub_config.py"
 
 
-def free_port() -> int:
+def free_port(avoid=()) -> int:
+    """A loopback port nothing listens on now, and not one of ``avoid`` (ports chosen but not bound yet)."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
-def prepare(layout: Layout, students: int, port: int) -> HubSettings:
+def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_TIMEOUT_S) -> HubSettings:
     """Everything ``up`` does before it starts JupyterHub; the settings it will start with."""
     require_root("make hub")
+    if check_idle_timeout(idle_timeout):
+        require_culler()
     if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
         raise AccountError(f"{layout.root} exists and is not a course hub's folder: choose another HUB_DIR")
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -59,11 +66,22 @@ def prepare(layout: Layout, students: int, port: int) -> HubSettings:
     paths = build_runtime(layout, layout.instructor)
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
     proxy = find_or_install_proxy(Path(sys.prefix) / "node")
+    hub_port = free_port(avoid={port})
     settings = HubSettings(hub_dir=str(layout.root), prefix=layout.prefix, instructor=layout.instructor,
-                           students=names, port=port, hub_port=free_port(), proxy_api_port=free_port(),
-                           proxy=str(proxy), extra={"paths": paths})
+                           students=names, port=port, hub_port=hub_port, proxy_api_port=free_port({port, hub_port}),
+                           proxy=str(proxy), extra={"paths": paths}, idle_timeout=idle_timeout)
     settings.save(layout.state / "hub.json")
     return settings
+
+
+def require_culler() -> None:
+    """RuntimeSetupError, saying what to install, when JupyterHub's idle culler is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("jupyterhub_idle_culler") is None:
+        raise RuntimeSetupError("jupyterhub-idle-culler is not installed in this environment (it is in the lock and "
+                                "in pyproject.toml's hub extra: `make env`, or pip install jupyterhub-idle-culler); "
+                                "or start the hub with --idle-timeout 0 (idle servers then run until stopped)")
 
 
 def hub_command(layout: Layout) -> List[str]:
@@ -80,6 +98,9 @@ def banner(settings: HubSettings) -> str:
         f"{settings.layout.exchange})",
         f"  instructor: {settings.instructor} (Formgrader; `make hub-release`, `make hub-grade LAB=...`)",
         f"  students:   {', '.join(settings.students)} (Assignments tab, Validate)",
+        (f"  a server idle for {settings.idle_timeout} s is stopped (JupyterHub's idle culler; --idle-timeout)"
+         if settings.idle_timeout else "  idle servers are never stopped (--idle-timeout 0)")
+        + f", a kernel idle for {KERNEL_CULLING['cull_idle_timeout']} s with no browser on it is shut down",
         f"  DEMO PASSWORD of every account above, for this local demo only: {DEMO_PASSWORD}",
         "  (a real course authenticates its people itself: README, 'Grading on JupyterHub')",
     ])
@@ -172,6 +193,8 @@ def main(argv=None) -> int:
     up = commands.add_parser("up")
     up.add_argument("--students", type=int, default=3)
     up.add_argument("--port", type=int, default=8000)
+    up.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT_S,
+                    help="seconds a user's server may sit idle before it is stopped (0: never)")
     commands.add_parser("release").add_argument("lab", nargs="?")
     commands.add_parser("grade").add_argument("lab")
     commands.add_parser("clean")
@@ -179,7 +202,7 @@ def main(argv=None) -> int:
     try:
         layout = Layout(args.dir, args.prefix)
         if args.command == "up":
-            settings = prepare(layout, args.students, args.port)
+            settings = prepare(layout, args.students, args.port, args.idle_timeout)
             print(banner(settings), flush=True)
             os.chdir(layout.state)
             os.execve(sys.executable, hub_command(layout), hub_environment(layout))

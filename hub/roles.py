@@ -8,12 +8,18 @@ Each role gets a folder (``Layout.role_config``) put first on its server's ``JUP
 - ``labconfig/page_config.json`` (student only): what ``student-lab/`` hides (Formgrader, Create
   Assignment, the course list), except the Assignments tab and the Nbgrader menu that opens it (then
   listing Assignment List alone): on a hub students fetch, submit and get feedback there. Validate stays.
-- ``jupyter_server_config.json``: no news or update checks (the hub may have no internet); for a
-  student, nbgrader's Formgrader and course-list server extensions are off too, so their URLs answer 404.
-- ``pkv_feedback_policy.py`` (a copy of ``hub/feedback_policy.py``, which students cannot read where the
-  repository is private) and ``jupyter_server_config.py``, which puts this folder on the server's path: the
-  extension that serves feedback files and Formgrader's submission views with a restrictive
-  Content-Security-Policy, on in both roles.
+- ``labconfig/default_setting_overrides.json``: JupyterLab's defaults for this role (``LAB_SETTINGS``): no
+  "notified about official Jupyter news?" question and no update check. The question is asked whenever
+  the ``fetchNews`` setting is ``"none"`` (its default), whatever ``LabApp.news_url`` says.
+- ``jupyter_server_config.json``: no news or update checks on the server side (the hub may have no
+  internet); idle kernels culled (``KERNEL_CULLING``); for a student, nbgrader's Formgrader and course-list
+  server extensions are off too, so their URLs answer 404.
+- the server extensions of the role (``EXTENSIONS``), each a copy of a file of ``hub/`` (students cannot read
+  the repository where it is private), and ``jupyter_server_config.py``, which puts this folder on the
+  server's path: ``pkv_feedback_policy`` (both roles: feedback files and Formgrader's submission views served
+  with a restrictive Content-Security-Policy), ``pkv_first_screen`` (students: a new student's JupyterLab
+  opens on the Assignments tab) and ``pkv_formgrader_steps`` (instructor: Formgrader's release, collect,
+  autograde and feedback buttons answer with ``make hub-release`` / ``make hub-grade``).
 """
 from __future__ import annotations
 
@@ -29,7 +35,17 @@ STUDENT_LAB_PAGE_CONFIG = REPO / "student-lab" / "labconfig" / "page_config.json
 STUDENT_HUB_TOOLS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 POLICY_EXTENSION = "pkv_feedback_policy"  # hub/feedback_policy.py, copied into each role's folder
+# {role: {extension module written into the role's folder: the file of hub/ it is a copy of}}
+EXTENSIONS = {
+    "student": {POLICY_EXTENSION: "feedback_policy.py", "pkv_first_screen": "first_screen.py"},
+    "instructor": {POLICY_EXTENSION: "feedback_policy.py", "pkv_formgrader_steps": "formgrader_steps.py"},
+}
 _OFFLINE_LAB = {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}
+# JupyterLab's settings defaults for both roles (labconfig/default_setting_overrides.json).
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+# A kernel idle this long (no execution, no message) with no browser connected is shut down, checked every
+# cull_interval seconds; the hub's idle culler (hub.settings) stops a whole server idle for an hour.
+KERNEL_CULLING = {"cull_idle_timeout": 1800, "cull_interval": 300, "cull_connected": False, "cull_busy": False}
 
 
 def student_page_config() -> Dict[str, dict]:
@@ -60,6 +76,8 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
         folder = layout.role_config(role)
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)
         server = json.loads(json.dumps(_OFFLINE_LAB))
+        server["MappingKernelManager"] = dict(KERNEL_CULLING)
+        (folder / "labconfig" / "default_setting_overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=1))
         if role == "student":
             nbgrader = "c = get_config()  # noqa: F821\n" + exchange_settings(layout)
             (folder / "labconfig" / "page_config.json").write_text(json.dumps(student_page_config(), indent=1))
@@ -70,10 +88,12 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
                         f"load_subconfig({str(course_config)!r})  # noqa: F821  (the course's own config)\n"
                         + exchange_settings(layout))
         (folder / "nbgrader_config.py").write_text(nbgrader)
-        server.setdefault("ServerApp", {}).setdefault("jpserver_extensions", {})[POLICY_EXTENSION] = True
-        (folder / f"{POLICY_EXTENSION}.py").write_text((Path(__file__).parent / "feedback_policy.py").read_text())
+        enabled = server.setdefault("ServerApp", {}).setdefault("jpserver_extensions", {})
+        for module, source in EXTENSIONS[role].items():
+            enabled[module] = True
+            (folder / f"{module}.py").write_text((Path(__file__).parent / source).read_text())
         (folder / "jupyter_server_config.py").write_text(
-            f"import sys\n\nsys.path.insert(0, {str(folder)!r})  # {POLICY_EXTENSION}.py, written here by hub.roles\n")
+            f"import sys\n\nsys.path.insert(0, {str(folder)!r})  # {', '.join(EXTENSIONS[role])}: written here by hub.roles\n")
         (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1))
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)

@@ -7,16 +7,26 @@ options from it (``hub/jupyterhub_config.py`` calls it):
   the course's accounts allowed, the instructor an admin;
 - ``LocalProcessSpawner``: each user's server runs as that user, in that user's home;
 - each server's environment from ``hub.runtime.server_environment`` for its role (student/instructor);
-- the proxy (``configurable-http-proxy``) and the hub's API on loopback ports, state under ``state/``.
+- the proxy (``configurable-http-proxy``) and the hub's API on loopback ports, state under ``state/``;
+- JupyterHub's idle culler (``jupyterhub-idle-culler``) as a service: a server idle for ``idle_timeout``
+  seconds (an hour by default, as the Zero to JupyterHub chart's ``cull.timeout``; 0: never) is stopped,
+  with its kernels; a lone idle kernel goes sooner (``hub.roles.KERNEL_CULLING``).
 """
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List
 
 from hub.layout import Layout, check_account_name
+
+IDLE_TIMEOUT_S = 3600
+CULLER = "idle-culler"
+CULLER_CONFIG = Path(__file__).resolve().parent / "idle_culler_config.py"
+# What jupyterhub-idle-culler needs of the hub's API (its README, "Permissions"); it deletes no user.
+CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
 
 
 @dataclass
@@ -31,6 +41,7 @@ class HubSettings:
     proxy: str
     ip: str = "127.0.0.1"
     extra: dict = field(default_factory=dict)  # "paths": what hub.runtime.build_runtime returned
+    idle_timeout: int = IDLE_TIMEOUT_S  # seconds a server may sit idle before the culler stops it; 0: never
 
     def __post_init__(self):
         check_account_name(self.instructor)
@@ -41,6 +52,7 @@ class HubSettings:
         ports = [self.port, self.hub_port, self.proxy_api_port]
         if len(set(ports)) != 3 or not all(isinstance(p, int) and 1024 <= p <= 65535 for p in ports):
             raise ValueError(f"three different ports from 1024 to 65535 are needed, got {ports}")
+        check_idle_timeout(self.idle_timeout)
 
     @property
     def layout(self) -> Layout:
@@ -53,6 +65,13 @@ class HubSettings:
     @classmethod
     def load(cls, path: Path) -> "HubSettings":
         return cls(**json.loads(Path(path).read_text()))
+
+
+def check_idle_timeout(seconds) -> int:
+    """``seconds`` if it is 0 (never cull) or a whole number of seconds from 60 on; else ValueError."""
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not (seconds == 0 or seconds >= 60):
+        raise ValueError(f"the idle timeout is 0 (never stop idle servers) or at least 60 seconds, got {seconds!r}")
+    return seconds
 
 
 def configure(c, settings: HubSettings) -> None:
@@ -89,3 +108,14 @@ def configure(c, settings: HubSettings) -> None:
         spawner.environment["PAGED_KV_HUB_ROLE"] = role
 
     c.Spawner.pre_spawn_hook = role_environment
+    if settings.idle_timeout:
+        c.JupyterHub.services = [{"name": CULLER, "command": culler_command(settings.idle_timeout)}]
+        c.JupyterHub.load_roles = [{"name": CULLER, "description": "stops servers idle for too long",
+                                    "scopes": list(CULLER_SCOPES), "services": [CULLER]}]
+
+
+def culler_command(timeout: int) -> list:
+    """``jupyterhub_idle_culler`` stopping servers idle for ``timeout`` seconds, looking every 10 minutes at
+    most (the chart's ``cull.every``); it reaches the hub through the ``JUPYTERHUB_API_URL`` JupyterHub gives it."""
+    return [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={timeout}",
+            f"--cull-every={min(600, max(30, timeout // 2))}", f"--config={CULLER_CONFIG}"]

@@ -343,7 +343,7 @@ def main(argv=None) -> int:
         return 1
     repaired = sum(1 for r in records if any(k not in ("added-cells",) for k, _ in r["repairs"]))
     print(f"{args.lab}: {len(records)} students collected, {repaired} with repairs "
-          f"(see autograder/work/reports/{args.lab}/repairs.csv)")
+          f"(see {Path(ROOT).resolve() / 'autograder' / 'work' / 'reports' / args.lab / 'repairs.csv'})")
     for record in records:
         kinds = sorted({k for k, _ in record["repairs"]} - {"added-cells"})
         if kinds:

@@ -140,9 +140,11 @@ def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
     summary = grade(lab, [r["student"] for r in records])
     unsigned = without_secret(lab, [r["student"] for r in records])
     if unsigned:
+        from autograder.pipeline.labs import ROOT
+
         print(f"WARNING: feedback not released to {', '.join(unsigned)}: their submission has no "
               "submission_secret.txt (refused or deleted), which names the feedback file; give them "
-              f"autograder/work/feedback/<student>/{lab}/ another way", file=sys.stderr)
+              f"{ROOT.resolve() / 'autograder' / 'work' / 'feedback'}/<student>/{lab}/ another way", file=sys.stderr)
     _nbgrader("release_feedback", lab, *([f"--CourseDirectory.student_id_exclude={','.join(unsigned)}"]
                                          if unsigned else []), exchange=exchange, course_id=course_id)
     return summary

@@ -279,9 +279,10 @@ def table(summary: dict) -> str:
         notes = ", ".join(row["repairs"] + row["events"]) + ("" if row["ok"] else " (autograde failed)")
         lines.append(f"{row['student']:>18}  {score:>5}  {row['seconds']:5.1f}  {notes}")
     count = len(summary["students"])
+    reports = Path(summary["work"]).resolve() / "reports"  # absolute: make hub-grade's course folder is not its cwd
     lines.append(f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
-                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); grades: autograder/work/reports/grades.csv, "
-                 f"log: autograder/work/reports/{summary['lab']}/log.csv")
+                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); grades: "
+                 f"{reports / 'grades.csv'}, log: {reports / summary['lab'] / 'log.csv'}")
     return "\n".join(lines)
 
 

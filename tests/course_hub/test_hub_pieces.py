@@ -89,9 +89,18 @@ def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for
     assert "load_subconfig" in instructor and str(tmp_path / "course") in instructor and "load_subconfig" not in student
     server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
     assert server["ServerApp"]["jpserver_extensions"] == {**{name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS},
-                                                          roles.POLICY_EXTENSION: True}
+                                                          roles.POLICY_EXTENSION: True, "pkv_first_screen": True}
     instructor_server = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
-    assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True}}
+    assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True,
+                                                                      "pkv_formgrader_steps": True}}
+    for role, folder in folders.items():
+        for module, source in roles.EXTENSIONS[role].items():
+            assert (folder / f"{module}.py").read_text() == (ROOT / "hub" / source).read_text()
+        overrides = json.loads((folder / "labconfig" / "default_setting_overrides.json").read_text())
+        assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
+                                                                            "checkForUpdates": False}
+        culling = json.loads((folder / "jupyter_server_config.json").read_text())["MappingKernelManager"]
+        assert culling["cull_idle_timeout"] == 1800 and culling["cull_connected"] is False
 
 
 def _settings(tmp_path, **changes):
@@ -133,6 +142,139 @@ def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(t
         assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(settings.layout.role_config(role)))
         assert spawner.environment["PYTHONPATH"] == ("/hub/private/repo" if role == "instructor" else "/hub/shared/src")
     assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
+    culler, = c.JupyterHub.services
+    assert culler["command"] == [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600", "--cull-every=600",
+                                 f"--config={ROOT / 'hub' / 'idle_culler_config.py'}"]
+    role, = c.JupyterHub.load_roles
+    assert role["services"] == [culler["name"]] and set(role["scopes"]) == {
+        "list:users", "read:users:activity", "read:servers", "delete:servers"}  # never admin: it deletes no user
+
+
+def test_the_idle_culler_is_installed_and_takes_the_flags_the_hub_gives_it(tmp_path):
+    import subprocess
+
+    from hub.settings import culler_command
+
+    command = culler_command(120)
+    assert command[3:5] == ["--timeout=120", "--cull-every=60"]
+    shown = subprocess.run([*command[:3], "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    for flag in command[3:]:
+        assert flag.split("=")[0] + "=" in shown.stdout, flag
+
+
+def test_the_culler_config_drops_only_its_pycurl_advice():
+    import logging
+    import runpy
+
+    from jupyterhub_idle_culler import IdleCuller
+
+    runpy.run_path(str(ROOT / "hub" / "idle_culler_config.py"), init_globals={"c": None})
+    log = IdleCuller().log
+    assert log.name == "IdleCuller"  # the logger the config file filters (traitlets names it after the class)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log.addHandler(handler)
+    try:
+        log.warning("Could not load pycurl: No module named 'pycurl'\npycurl is recommended ...")
+        log.warning("Culling server pkv-student1 (inactive for 01:00:00)")
+    finally:
+        log.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["Culling server pkv-student1 (inactive for 01:00:00)"]
+
+
+def test_the_idle_timeout_is_zero_for_never_or_a_minute_at_least(tmp_path):
+    from traitlets.config import Config
+
+    for bad in (-1, 30, 59, 1.5, True, "3600"):
+        with pytest.raises(ValueError, match="idle timeout"):
+            _settings(tmp_path, idle_timeout=bad)
+    c = Config()
+    configure(c, _settings(tmp_path, idle_timeout=0))
+    assert "services" not in c.JupyterHub and "load_roles" not in c.JupyterHub
+
+
+def test_jupyterhub_config_silences_only_jupyterhubs_own_schema_version_warning(tmp_path, monkeypatch):
+    """JupyterHub 5.5.0's server-action schema has an integer version: jupyter-events warns at every start."""
+    import runpy
+    import warnings
+
+    from jupyter_events.utils import JupyterEventsVersionWarning
+    from traitlets.config import Config
+
+    _settings(tmp_path).save(tmp_path / "hub.json")
+    monkeypatch.setenv("PAGED_KV_HUB_SETTINGS", str(tmp_path / "hub.json"))
+    message = ("The `version` property of an event schema must be a string. It has been type coerced, but in a "
+               "future version of this library, it will fail to validate. Please update schema: {}")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        runpy.run_path(str(ROOT / "hub" / "jupyterhub_config.py"), init_globals={"get_config": Config})
+        for schema in ("https://schema.jupyter.org/jupyterhub/events/server-action",
+                       "https://events.jupyter.org/some_extension/v1"):
+            warnings.warn(JupyterEventsVersionWarning(message.format(schema)))
+        warnings.warn(UserWarning(message.format("https://schema.jupyter.org/jupyterhub/events/server-action")))
+    shown = [(w.category, str(w.message).rsplit(" ", 1)[-1]) for w in seen]
+    assert shown == [(JupyterEventsVersionWarning, "https://events.jupyter.org/some_extension/v1"),
+                     (UserWarning, "https://schema.jupyter.org/jupyterhub/events/server-action")], shown
+
+
+def test_jupyterhubs_own_schema_is_the_one_that_warns():
+    """When a JupyterHub release fixes its schema, the filter in hub/jupyterhub_config.py can go."""
+    from pathlib import Path as _Path
+
+    import jupyterhub
+    import yaml
+
+    schema = yaml.safe_load((_Path(jupyterhub.__file__).parent / "event-schemas" / "server-actions" / "v1.yaml").read_text())
+    assert schema["$id"] == "https://schema.jupyter.org/jupyterhub/events/server-action"
+    if isinstance(schema["version"], str):
+        pytest.fail("JupyterHub's server-action schema now has a string version: remove the warning filter "
+                    "in hub/jupyterhub_config.py")
+
+
+def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
+    """make hub-grade runs in the repository but grades the instructor's course folder: a path relative to
+    that folder, printed there, named a file that is not there."""
+    from autograder.pipeline.grade import table
+
+    monkeypatch.chdir(tmp_path)
+    course = tmp_path / "home" / "paged-kv-course"
+    summary = {"lab": "02-atomic-prefill", "seconds": 3.0, "workers": 1, "cpu_seconds": 2.0,
+               "work": str(course / "autograder" / "work"),
+               "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}]}
+    last = table(summary).splitlines()[-1]
+    assert f"grades: {course}/autograder/work/reports/grades.csv," in last
+    assert f"log: {course}/autograder/work/reports/02-atomic-prefill/log.csv" in last
+
+
+def test_the_hubs_own_ports_are_never_the_public_one(monkeypatch):
+    """The public port is chosen before it is bound (a test picks a free one and passes it): the hub's API and
+    proxy ports, picked the same way, must not be that one (it happened: "three different ports ... needed")."""
+    import socket
+
+    from hub.__main__ import free_port
+
+    offered = iter([8123, 8123, 8124])
+
+    class FakeSocket:
+        def __init__(self, *args):
+            self.port = next(offered)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return False
+
+        def bind(self, address):
+            pass
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(socket, "socket", FakeSocket)
+    assert free_port(avoid={8123}) == 8124
 
 
 def test_open_to_all_needs_every_folder_above_searchable(tmp_path):

@@ -2,16 +2,22 @@
 
 One run (the ``class_run`` fixture) starts the hub with two students, releases lab 02, and then:
 
-1. each student logs in, opens Nbgrader > Assignment List, fetches lab 02, types an answer (student 1
-   the solution, student 2 the solution with the floor bug), saves, validates and submits;
+1. each student logs in for the first time and sees what a new student sees (the Assignments tab, lab 02
+   in it, no question about Jupyter news), opens Nbgrader > Assignment List, fetches lab 02, types an
+   answer (student 1 the solution, student 2 the solution with the floor bug), saves, validates and submits;
 2. the instructor's grading runs (``python -m hub grade``: the exchange, the repair, hardened grading);
 3. each student fetches feedback in the Assignments tab and opens it;
-4. the instructor opens Formgrader.
+4. the instructor opens Formgrader, and its Autograde button answers with `make hub-grade`.
 
-The tests then check the scores (gradebook and feedback), that feedback shows no hidden test, that no
-student reaches another's files or the instructor's course folder (through the hub, and as that user
-on the machine), and that cleaning up leaves no account, home, process or folder. Screenshots go to
-``test-artifacts/hub/``. Root only (it makes local accounts).
+The tests then check the first screen, the scores (gradebook and feedback), that feedback shows no hidden
+test, that no student reaches another's files or the instructor's course folder (through the hub, and as
+that user on the machine), that the idle culler runs and the hub's log has no JupyterEventsVersionWarning,
+and that cleaning up leaves no account, home, process or folder. Screenshots go to ``test-artifacts/hub/``.
+Root only (it makes local accounts).
+
+Every user gets the roles' own JupyterLab settings (``hub.roles``: no news question, no update check); the
+test adds only what its own mechanics need (``HUB_TEST_SETTINGS``: no autosave, every cell in the page, no
+extension manager), so what it sees of news is what users see.
 """
 from __future__ import annotations
 
@@ -43,6 +49,11 @@ MAX_SCORE = 10.0
 CEIL, FLOOR = "needed = -(-req.seq_len // self.block_size)", "needed = req.seq_len // self.block_size"
 HIDDEN_CODE = ("check_block_count", "lab02_prefill", "BEGIN HIDDEN TESTS")
 ARTIFACTS = ROOT / "test-artifacts" / "hub"
+NEWS = "official Jupyter news"  # JupyterLab's question: "Would you like to get notified about official Jupyter news?"
+NEWS_WAIT_S = 5  # JupyterLab asks it right after it restores its layout and loads the settings
+# The browser test's own user settings, less the notification settings: those are the roles' (hub.roles).
+HUB_TEST_SETTINGS = {plugin: values for plugin, values in TEST_SETTINGS.items()
+                     if not plugin.startswith("@jupyterlab/apputils-extension/notification")}
 
 
 def answers() -> Dict[str, str]:
@@ -61,6 +72,12 @@ class ClassRun:
     feedback_html: Dict[str, str] = field(default_factory=dict)
     feedback_policy: Dict[str, str] = field(default_factory=dict)
     menu_items: List[str] = field(default_factory=list)
+    first_screen: Dict[str, dict] = field(default_factory=dict)
+    news: Dict[str, List[str]] = field(default_factory=dict)  # per user: toasts and text that ask about news
+    formgrader_autograde: str = ""
+    gradebook_after_formgrader: Dict[str, float] = field(default_factory=dict)
+    culler: List[str] = field(default_factory=list)
+    hub_log: str = ""
     grade_output: str = ""
     gradebook: Dict[str, float] = field(default_factory=dict)
     cross_requests: Dict[str, int] = field(default_factory=dict)
@@ -89,9 +106,30 @@ def _assignments(page):
     page.wait_for_selector("#released_assignments_list", timeout=30_000)
 
 
+def _news_asked(page) -> List[str]:
+    """After JupyterLab has had time to ask: every toast, and the page's text, that mention Jupyter news."""
+    time.sleep(NEWS_WAIT_S)
+    toasts = [t for t in page.locator(".Toastify__toast").all_inner_texts() if NEWS in t]
+    return toasts + ([f"page text: ...{NEWS}..."] if NEWS in page.inner_text("body") and not toasts else [])
+
+
+def _first_screen(page, user: str, run: ClassRun) -> None:
+    """What a student sees on first login, before touching anything."""
+    page.locator("#released_assignments_list .list_item", has_text=LAB).first.wait_for(timeout=60_000)
+    run.news[user] = _news_asked(page)
+    run.first_screen[user] = {
+        "tabs": [t.strip() for t in page.locator("#jp-main-dock-panel .lm-TabBar-tab").all_inner_texts()],
+        "current": [t.strip() for t in page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").all_inner_texts()],
+        "released": page.locator("#released_assignments_list .list_item").all_inner_texts(),
+        "fetch_buttons": page.locator("#released_assignments_list button", has_text="Fetch").count(),
+    }
+    page.screenshot(path=str(ARTIFACTS / f"{user}-first-screen.png"))
+
+
 def _student_submits(browser, hub: Hub, user: str, answer: str, run: ClassRun) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = login(context, hub, user)
+    _first_screen(page, user, run)
     page.click(".lm-MenuBar-item >> text=Nbgrader")
     run.menu_items = [t.strip() for t in page.locator(".lm-Menu-item:visible").all_inner_texts() if t.strip()]
     page.keyboard.press("Escape")
@@ -147,11 +185,33 @@ def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: Class
 def _instructor_opens_formgrader(browser, hub: Hub, run: ClassRun) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = login(context, hub, hub.instructor)
+    run.news[hub.instructor] = _news_asked(page)
     page.goto(f"{hub.url}/user/{hub.instructor}/formgrader/manage_assignments")
     page.wait_for_selector("text=" + LAB, timeout=60_000)
     run.formgrader_text = page.inner_text("body")
     page.screenshot(path=str(ARTIFACTS / "instructor-formgrader.png"))
+    # Formgrader's own Autograde button, on the first student's submission: refused, naming make hub-grade.
+    page.goto(f"{hub.url}/user/{hub.instructor}/formgrader/manage_submissions/{LAB}")
+    page.locator("tr", has_text=hub.students[0]).locator(".autograde a").first.click(timeout=60_000)
+    dialog = page.locator("#error-modal")
+    dialog.wait_for(state="visible", timeout=60_000)
+    run.formgrader_autograde = dialog.inner_text()
+    page.wait_for_timeout(1000)  # Bootstrap's fade-in, for the screenshot
+    page.screenshot(path=str(ARTIFACTS / "instructor-formgrader-autograde.png"))
     context.close()
+
+
+def _culler_processes() -> List[str]:
+    """The command lines of running jupyterhub_idle_culler processes (the hub's service)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue
+        if b"jupyterhub_idle_culler" in words:
+            found.append(" ".join(w.decode(errors="replace") for w in words if w))
+    return found
 
 
 def _read_as(user: str, path: Path) -> str:
@@ -185,7 +245,7 @@ def class_run(tmp_path_factory) -> ClassRun:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     run, started = ClassRun(), time.monotonic()
     log = ARTIFACTS / "jupyterhub.log"
-    with running_hub(2, log, settings=TEST_SETTINGS) as hub:
+    with running_hub(2, log, settings=HUB_TEST_SETTINGS) as hub:
         run.hub = hub
         run.seconds["hub up"] = time.monotonic() - started
         released = hub.step("release", LAB)
@@ -206,8 +266,10 @@ def class_run(tmp_path_factory) -> ClassRun:
                 for user, other in ((first, second), (second, first)):
                     _student_reads_feedback(browser, hub, user, other, run)
                 _instructor_opens_formgrader(browser, hub, run)
+                run.gradebook_after_formgrader = _gradebook_scores(hub)
             finally:
                 browser.close()
+        run.culler = _culler_processes()
         run.as_user_reads = {
             "student1 -> student2's notebook": _read_as(first, hub.home(second) / LAB / NOTEBOOK),
             "student1 -> instructor's course folder": _read_as(first, hub.home(hub.instructor) / "paged-kv-course"),
@@ -216,6 +278,7 @@ def class_run(tmp_path_factory) -> ClassRun:
         run.student_package = _package_of(first, hub.folder)
         names = [hub.instructor, *hub.students]
     run.left_after_cleanup = leftovers(hub.folder, names)
+    run.hub_log = log.read_text(errors="replace")
     run.seconds["total"] = time.monotonic() - started
     (ARTIFACTS / "timings.json").write_text(json.dumps(run.seconds, indent=1))
     return run
@@ -281,3 +344,40 @@ def test_cleanup_leaves_no_account_home_process_or_folder(class_run):
 def test_students_import_the_released_labs_edition_of_the_package(class_run):
     """`make hub-release LAB=02-...` gives the students lab 02's edition: no implementation of its TODOs."""
     assert class_run.student_package == LAB
+
+
+def test_a_students_first_screen_is_the_assignments_tab_with_the_released_lab(class_run):
+    """A new student's JupyterLab opens on Nbgrader's Assignments tab (hub/first_screen.py), not an empty
+    Launcher: lab 02 is there with its Fetch button."""
+    assert set(class_run.first_screen) == set(class_run.hub.students)
+    for user, screen in class_run.first_screen.items():
+        assert screen["tabs"] == ["Assignments"] and screen["current"] == ["Assignments"], (user, screen)
+        assert any(LAB in item for item in screen["released"]) and screen["fetch_buttons"] >= 1, (user, screen)
+
+
+def test_no_one_is_asked_about_jupyter_news(class_run):
+    """The roles' settings answer JupyterLab's news question for every user (hub.roles.LAB_SETTINGS)."""
+    assert set(class_run.news) == {*class_run.hub.students, class_run.hub.instructor}
+    assert all(asked == [] for asked in class_run.news.values()), class_run.news
+
+
+def test_formgraders_autograde_is_refused_naming_make_hub_grade_and_changes_nothing(class_run):
+    assert "make hub-grade LAB=02-atomic-prefill" in class_run.formgrader_autograde, class_run.formgrader_autograde
+    assert class_run.gradebook_after_formgrader == class_run.gradebook
+
+
+def test_hub_grade_names_its_reports_by_their_absolute_paths(class_run):
+    reports = f"/{class_run.hub.instructor}/paged-kv-course/autograder/work/reports"
+    assert f"{reports}/grades.csv," in class_run.grade_output, class_run.grade_output[-1500:]
+    assert f"{reports}/{LAB}/log.csv" in class_run.grade_output
+    assert "grades: autograder/work" not in class_run.grade_output
+
+
+def test_the_idle_culler_runs_and_kernels_are_culled_when_idle(class_run):
+    assert len(class_run.culler) == 1 and "--timeout=3600" in class_run.culler[0], class_run.culler
+    assert "Culling kernels with idle durations > 1800 seconds" in class_run.hub_log
+
+
+def test_the_hubs_log_has_no_jupyter_events_version_warning_and_no_pycurl_advice(class_run):
+    assert "JupyterEventsVersionWarning" not in class_run.hub_log
+    assert "Could not load pycurl" not in class_run.hub_log  # hub/idle_culler_config.py
