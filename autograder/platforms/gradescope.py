@@ -79,7 +79,7 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
         lines += ["Grading notes:"] + [f"- {note}" for note in outcome.notes]
     tests = [{"name": t.name, "number": str(n + 1), "score": t.score, "max_score": t.max_score,
               "status": "passed" if t.score >= t.max_score - 1e-9 else "failed", "output": t.output,
-              "visibility": hidden_visibility if t.hidden else "visible"}
+              "visibility": hidden_visibility if t.hidden else "visible", "tags": [t.grade_id]}
              for n, t in enumerate(outcome.tests)]
     return {"score": outcome.score, "execution_time": int(round(outcome.seconds)),
             "output": "\n".join(lines) or "Graded: see each test below.", "stdout_visibility": "hidden",

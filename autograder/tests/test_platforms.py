@@ -20,6 +20,7 @@ import jsonschema
 import nbformat
 import pytest
 
+from autograder.pipeline import classroom
 from autograder.platforms import gradescope, prairielearn
 from autograder.platforms.one_upload import Outcome, CellResult
 
@@ -104,7 +105,8 @@ def _in_platform(root: Path, mount_at: str, script: str, env: dict, timeout: int
 
 
 def _uploads(tmp_path: Path) -> dict:
-    """``{label: (folder, expected total or None for 'not graded')}`` of the uploads the harness grades."""
+    """``{label: (folder, expected)}`` of the uploads the harness grades: the total, the hidden cells a catalogued
+    bug loses (a set), or None for 'not graded'."""
     solution = nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4)
     release = nbformat.read(REPO / "course" / LAB / "atomic_prefill.ipynb", as_version=4)
     out = {}
@@ -119,6 +121,10 @@ def _uploads(tmp_path: Path) -> dict:
     out["the solution, renamed 'Copy of'"] = (folder("copy", {"Copy of atomic_prefill.ipynb":
                                                             nbformat.writes(solution).encode()}), 10.0)
     out["the untouched release"] = (folder("release", {"atomic_prefill.ipynb": nbformat.writes(release).encode()}), 0.0)
+    lab = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
+    label, bug, failing = next(entry for entry in classroom.catalogue_students(lab) if entry[2])
+    out[f"a catalogued bug ({label})"] = (folder("bug", {"atomic_prefill.ipynb": nbformat.writes(
+        nbformat.from_dict(bug)).encode()}), set(failing))
     out["a broken JSON file"] = (folder("broken", {"atomic_prefill.ipynb": b'{"cells": [ oops'}), None)
     out["two unrelated notebooks"] = (folder("two", {"notes.ipynb": nbformat.writes(release).encode(),
                                                      "scratch.ipynb": nbformat.writes(release).encode()}), None)
@@ -140,8 +146,9 @@ def _hidden_text() -> list:
 @pytest.mark.skipif(bool(_can_mount()), reason=_can_mount() or "ok")
 def test_gradescope_runs_its_zip_at_autograder_and_grades_as_make_grade(tmp_path):
     """setup.sh then run_autograder, at /autograder, for each upload: the solution full marks in every test, the
-    untouched release 0 in every test (as make grade gives them: the class simulation), a broken file and two
-    unrelated notebooks 0 with what to upload; every results.json valid, none with hidden-test text."""
+    untouched release 0 in every test (as make grade gives them: the class simulation), a catalogued bug exactly
+    the hidden checks it breaks (as the graders' own tests say), a broken file and two unrelated notebooks 0
+    with what to upload; every results.json valid, none with hidden-test text."""
     zip_path = gradescope.build_zip(LAB, tmp_path / "dist")
     hidden = _hidden_text()
     env = dict(os.environ, PAGED_KV_REUSE_PYTHON=sys.executable)
@@ -167,6 +174,10 @@ def test_gradescope_runs_its_zip_at_autograder_and_grades_as_make_grade(tmp_path
         scores = [t["score"] for t in data["tests"]]
         if expected is None:
             assert data["score"] == 0 and set(scores) == {0.0} and "upload" in data["output"].lower(), (label, data)
+        elif isinstance(expected, set):  # a catalogued bug: exactly the hidden checks it breaks are lost
+            hidden_tests = {t["tags"][0]: t for t in data["tests"] if "hidden" in t["tags"][0]}
+            assert {g for g, t in hidden_tests.items() if t["score"] == 0} == expected, (label, data)
+            assert all(t["score"] == t["max_score"] for g, t in hidden_tests.items() if g not in expected), label
         elif expected:
             assert scores == [t["max_score"] for t in data["tests"]] and data["score"] == expected, (label, data)
         else:
