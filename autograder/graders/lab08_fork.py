@@ -7,8 +7,11 @@ block copies. A check of TODO 1 or 2 runs the student's class with paged_kv's ve
 
 Every check replays seeded or scripted traces on the student's side and on the reference side by side
 and compares, after every operation, what sharing looks like (``paged_kv.lab.fork_lab.shape_of_state``:
-blocks named by first appearance, so any free-queue order is accepted), the tokens, the copies
-recorded, and the pool's invariants (ref count = tables holding the block, free xor used).
+blocks named by first appearance, a copy's source just before its destination, so any free-queue order is
+accepted), the tokens, the copies recorded, and the pool's invariants (ref count = tables holding the
+block, free xor used); after every fork, every field of the child against the reference's child
+(``fork_fields``). ``copy_blocks`` gets new lists of the caches' tensors, as the runner hands them, and
+the tensors are read back from lists it never saw.
 """
 from __future__ import annotations
 
