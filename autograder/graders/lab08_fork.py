@@ -7,8 +7,11 @@ block copies. A check of TODO 1 or 2 runs the student's class with paged_kv's ve
 
 Every check replays seeded or scripted traces on the student's side and on the reference side by side
 and compares, after every operation, what sharing looks like (``paged_kv.lab.fork_lab.shape_of_state``:
-blocks named by first appearance, so any free-queue order is accepted), the tokens, the copies
-recorded, and the pool's invariants (ref count = tables holding the block, free xor used).
+blocks named by first appearance, a copy's source just before its destination, so any free-queue order is
+accepted), the tokens, the copies recorded, and the pool's invariants (ref count = tables holding the
+block, free xor used); after every fork, every field of the child against the reference's child
+(``fork_fields``). ``copy_blocks`` gets new lists of the caches' tensors, as the runner hands them, and
+the tensors are read back from lists it never saw.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from paged_kv.cache.prefix_cache import Sequence as LocalSequence
 from paged_kv.cache.steps import compute as local_compute, prefill as local_prefill
 from paged_kv.engine import cache_ops
 from paged_kv.engine.forking import advance_beams as reference_advance
-from paged_kv.lab.fork_lab import make_caches as local_caches, shape_of_state, step_computed as local_step
+from paged_kv.lab.fork_lab import (SEQUENCE_FIELDS, fork_fields, make_caches as local_caches, shape_of_state,
+                                   step_computed as local_step)
 
 from ._common import (CheckFailed, call, check, expect_equal, grades, materialize, plain_int, plain_ints,
                       student_side, with_reference_todos)
@@ -81,6 +85,30 @@ def expect_same(case: str, mine: Side, theirs: Side, hint: str) -> None:
         raise CheckFailed(case, f"the pool is inconsistent: {failure}", hint=hint) from None
 
 
+CHILD_HINT = ("a fork is a new Sequence that is its parent's twin in every field (the same tokens, prompt length "
+              "and computed tokens), with lists of its own")
+
+
+def expect_same_child(case: str, mine: Side, theirs: Side, parent: int) -> None:
+    """Every field of the fork just made against the reference's fork (``fork_fields``): the counters the
+    engine reads (prompt length, cached and scheduled tokens), the tokens, and lists of its own."""
+    want = fork_fields(theirs.seqs[-1], theirs.seqs[parent])
+    read = mine.box("paged_kv.lab.fork_lab.fork_fields")
+    got = materialize(call(case, read, mine.seqs[-1], mine.seqs[parent]))
+    check(type(got) is dict and set(got) == set(want), case, "the child's fields could not be read", CHILD_HINT,
+          got=got)
+    check(got["a Sequence"] is True, case, "fork returned something that is not a Sequence", CHILD_HINT)
+    check(got["its own seq_id"] is True, case, "the child has the parent's seq_id: it is the parent itself, or a "
+          "shallow copy of it", CHILD_HINT)
+    for name in SEQUENCE_FIELDS:
+        expect_equal(f"{case}: the child's {name} (the reference's child has the parent's)", got[name], want[name],
+                     CHILD_HINT)
+    check(got["its own token_ids list"] is True, case, "the child's token_ids is the parent's list object: a token "
+          "appended to one would appear in the other", CHILD_HINT)
+    check(got["its own block_table list"] is True, case, "the child's block_table is the parent's list object: a "
+          "copy on write in one would change the other's table", CHILD_HINT)
+
+
 def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
     """One trace operation on both sides; an OOM of the reference must be an unchanged OOM of the student's."""
     kind = op[0]
@@ -92,6 +120,7 @@ def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
     elif kind == "fork":
         for side in (theirs, mine):
             side.seqs.append(call(case, side.manager.fork, side.seqs[op[1]]))
+        expect_same_child(case, mine, theirs, op[1])
     elif kind == "free":
         for side in (theirs, mine):
             call(case, side.manager.deallocate, side.seqs.pop(op[1]))
@@ -369,9 +398,12 @@ def _copy_case(fn, case: str, num_layers: int, num_blocks: int, block_size: int,
                copies: List[Tuple[int, int]]) -> None:
     k, v = call(f"{case}: making the caches", student_side(fn, "paged_kv.lab.fork_lab.make_caches"), num_layers,
                 num_blocks, block_size, heads, dim)
-    call(case, fn, k, v, list(copies))
+    # The function gets new lists of the same tensors, as the model runner hands it its caches; the tensors are
+    # then read from the lists it never saw: a copy put into its lists instead of into the tensors is not seen.
+    call(case, fn, [k[i] for i in range(num_layers)], [v[i] for i in range(num_layers)], list(copies))
     got_k, got_v = materialize([k[i] for i in range(num_layers)]), materialize([v[i] for i in range(num_layers)])
     want_k, want_v = local_caches(num_layers, num_blocks, block_size, heads, dim)
+    untouched_k, untouched_v = local_caches(num_layers, num_blocks, block_size, heads, dim)
     cache_ops.copy_blocks(want_k, want_v, copies)
     for name, got, want in (("K", got_k, want_k), ("V", got_v, want_v)):
         for layer in range(num_layers):
@@ -382,6 +414,10 @@ def _copy_case(fn, case: str, num_layers: int, num_blocks: int, block_size: int,
                   COPY_HINT, expected=(tuple(want[layer].shape), str(want[layer].dtype)),
                   got=(tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", type(tensor).__name__))))
             wrong = [b for b in range(num_blocks) if not torch.equal(tensor[b], want[layer][b])]
+            untouched = torch.equal(tensor, untouched_k[layer] if name == "K" else untouched_v[layer])
+            check(not (wrong and untouched), case, f"layer {layer}'s {name} cache tensor did not change at all "
+                  f"with the copies {copies}", "the model reads the cache tensors it holds: write into those "
+                  "tensors (in place), not into new tensors or new lists", expected="the copies made", got="unchanged")
             check(not wrong, case, f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after "
                   f"the copies {copies}", COPY_HINT)
 
@@ -389,7 +425,8 @@ def _copy_case(fn, case: str, num_layers: int, num_blocks: int, block_size: int,
 @grades(cache_ops.copy_blocks)
 def check_copy_blocks(fn) -> None:
     """One and several copies, every layer's K and V, destinations below and above their sources, block
-    size 1, several heads, no copies at all; every other block untouched."""
+    size 1, several heads, no copies at all; every other block untouched; the copies land in the tensors
+    themselves (read from lists the function never saw, as the runner holds its caches)."""
     _copy_case(fn, "one copy, one layer", 1, 4, 2, 1, 2, [(1, 3)])
     _copy_case(fn, "three copies in each of 4 layers", 4, 10, 4, 2, 3, [(0, 7), (5, 2), (9, 4)])
     _copy_case(fn, "block_size=1, 2 heads of 8", 2, 6, 1, 2, 8, [(2, 0), (3, 5)])

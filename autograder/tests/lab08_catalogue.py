@@ -91,6 +91,45 @@ class ForkForgetsCachedTokens(Correct):
         return child
 
 
+class ForkForgetsThePromptLength(Correct):
+    """The child keeps ``Sequence``'s own ``num_prompt_tokens`` (every token it was made with): a fork after
+    decode steps counts the parent's generated tokens as prompt. The old grader compared only the tokens, the
+    cached tokens and the blocks, and gave this full marks."""
+
+    def fork(self, parent):
+        self._check_allocated(parent)
+        child = Sequence(parent.token_ids, self.block_size)
+        child.num_cached_tokens = parent.num_cached_tokens
+        for block_id in parent.block_table:
+            self.blocks[block_id].ref_count += 1
+        child.block_table = list(parent.block_table)
+        return child
+
+
+class ForkSharesTheTokenList(Correct):
+    """``child.token_ids = parent.token_ids``: a token appended to one appears in the other."""
+
+    def fork(self, parent):
+        child = Correct.fork(self, parent)
+        child.token_ids = parent.token_ids
+        return child
+
+
+class ForkIsAShallowCopy(Correct):
+    """``copy.copy(parent)`` with its own lists: the child keeps the parent's ``seq_id``."""
+
+    def fork(self, parent):
+        import copy
+
+        self._check_allocated(parent)
+        child = copy.copy(parent)
+        child.token_ids = list(parent.token_ids)
+        child.block_table = list(parent.block_table)
+        for block_id in parent.block_table:
+            self.blocks[block_id].ref_count += 1
+        return child
+
+
 # ---- TODO 2: may_append with copy-on-write -----------------------------------------------------------
 class CopiesOnEveryAppend(Correct):
     def may_append(self, seq):
@@ -276,6 +315,24 @@ def never_frees_pruned_beams(manager, beams, choices):
     return new_beams
 
 
+def returns_beams_sorted_by_parent(manager, beams, choices):
+    """Right forks, frees and appends, but the new beams come back ordered by parent, not as ``choices``."""
+    order = sorted(range(len(choices)), key=lambda i: choices[i][0])
+    continued = set()
+    new_beams = {}
+    for i in order:
+        b = choices[i][0]
+        new_beams[i] = beams[b] if b not in continued else manager.fork(beams[b])
+        continued.add(b)
+    for b, seq in enumerate(beams):
+        if b not in continued:
+            manager.deallocate(seq)
+    for i, (_, token) in enumerate(choices):
+        new_beams[i].append_token(token)
+        manager.may_append(new_beams[i])
+    return [new_beams[i] for i in order]
+
+
 # ---- TODO 4: copy_blocks -----------------------------------------------------------------------------
 def copies_only_k(k_caches, v_caches, copies):
     if not copies:
@@ -312,6 +369,19 @@ def copies_into_a_new_tensor(k_caches, v_caches, copies):
     dst = torch.tensor([d for _, d in copies])
     for cache in list(k_caches) + list(v_caches):
         cache = cache.index_copy(0, dst, cache[src])
+
+
+def puts_new_tensors_in_the_list(k_caches, v_caches, copies):
+    """``k_caches[layer] = k_caches[layer].index_copy(...)``: the list holds copied tensors, the tensors the
+    runner's model reads are unchanged. The old grader read the tensors back from that same list, and gave
+    this full marks."""
+    if not copies:
+        return
+    src = torch.tensor([s for s, _ in copies])
+    dst = torch.tensor([d for _, d in copies])
+    for caches in (k_caches, v_caches):
+        for layer in range(len(caches)):
+            caches[layer] = caches[layer].index_copy(0, dst, caches[layer][src])
 
 
 def copies_the_first_pair_only(k_caches, v_caches, copies):
@@ -398,11 +468,14 @@ def copies_with_index_copy(k_caches, v_caches, copies):
 
 # TODO number -> bugs of that TODO
 BUGS = {ForkSharesTheList: 1, ForkWithoutRefCounts: 1, ForkCopiesEveryBlock: 1, ForkForgetsCachedTokens: 1,
+        ForkForgetsThePromptLength: 1, ForkSharesTheTokenList: 1, ForkIsAShallowCopy: 1,
         CopiesOnEveryAppend: 2, NeverCopies: 2, CopyKeepsTheOldReference: 2, CopiesOnlyWhenThreeShare: 2,
         DropsTheReferenceBeforeTheOomCheck: 2, ForgetsToRecordTheCopy: 2, CopiesASharedFullBlock: 2,
         appends_before_forking: 3, frees_after_appending: 3, frees_pruned_blocks_directly: 3,
-        never_frees_pruned_beams: 3,
+        never_frees_pruned_beams: 3, returns_beams_sorted_by_parent: 3,
         copies_only_k: 4, copies_only_layer_0: 4, copies_the_wrong_way: 4, copies_into_a_new_tensor: 4,
-        copies_the_first_pair_only: 4}
+        copies_the_first_pair_only: 4, puts_new_tensors_in_the_list: 4}
+# Bugs the grader of issue 27 catches and the one before it gave full marks (test_lab08_grader proves both).
+MISSED_BEFORE_ISSUE_27 = (ForkForgetsThePromptLength, ForkIsAShallowCopy, puts_new_tensors_in_the_list)
 VARIANTS = {ReadsTheGivenHelper: (1, 2), forks_every_choice_then_frees_all: (3,), counts_choices_first: (3,),
             copies_pair_by_pair: (4,), copies_with_index_copy: (4,)}

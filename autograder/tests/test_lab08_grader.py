@@ -105,3 +105,15 @@ def test_a_fork_returning_a_table_that_claims_equality_does_not_pass():
             return child
 
     assert checks_of(1) <= set(failures(Agreeable, (1,)))
+
+
+@pytest.mark.parametrize("bug", bugs.MISSED_BEFORE_ISSUE_27, ids=lambda b: b.__name__)
+def test_what_the_grader_before_issue_27_missed_now_fails_on_the_field_or_tensor_it_gets_wrong(bug):
+    """A fork that leaves a counter or the seq_id as Sequence made them, and copies put into new tensors:
+    every field of the child is compared with the reference's child, and the caches are read from lists the
+    function never saw."""
+    failed = failures(bug, todos_taking(bug))
+    assert failed and set(failed) <= checks_of(bugs.BUGS[bug]), failed
+    named = {"ForkForgetsThePromptLength": "num_prompt_tokens", "ForkIsAShallowCopy": "seq_id",
+             "puts_new_tensors_in_the_list": "did not change"}[bug.__name__]
+    assert all(named in message for message in failed.values()), failed

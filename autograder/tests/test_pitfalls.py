@@ -107,6 +107,8 @@ PITFALLS: Dict[str, Dict[str, Union[Edits, List[Edits]]]] = {
     "08-fork-and-share": {
         "Copying the parent's block list object": [("child.block_table = list(parent.block_table)",
                                                     "child.block_table = parent.block_table")],
+        "Sharing the parent's token list": [("        return child\n",
+                                             "        child.token_ids = parent.token_ids\n        return child\n")],
         "Forgetting `ref_count += 1` on fork": [
             ("        for block_id in parent.block_table:\n            self.blocks[block_id].ref_count += 1\n", "")],
         "Copying on every append": [
@@ -127,6 +129,8 @@ PITFALLS: Dict[str, Dict[str, Union[Edits, List[Edits]]]] = {
              "        new_beams.append(seq)\n"),
             ("    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
              "        manager.may_append(seq)\n", "")],
+        "Returning the beams in another order": [("    return new_beams\n",
+                                                  "    return sorted(new_beams, key=lambda seq: seq.seq_id)\n")],
         "Freeing pruned beams after appending": [(
             "    for b, seq in enumerate(beams):\n        if b not in continued:\n            manager.deallocate(seq)\n"
             "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
@@ -142,6 +146,10 @@ PITFALLS: Dict[str, Dict[str, Union[Edits, List[Edits]]]] = {
         "Copying only K, or only layer 0": [
             [("    for cache in list(k_caches) + list(v_caches):", "    for cache in k_caches:")],
             [("    for cache in list(k_caches) + list(v_caches):", "    for cache in (k_caches[0], v_caches[0]):")]],
+        "Putting new tensors in the list": [(
+            "    for cache in list(k_caches) + list(v_caches):\n        cache[dst] = cache[src]\n",
+            "    for caches in (k_caches, v_caches):\n        for i in range(len(caches)):\n"
+            "            caches[i] = caches[i].index_copy(0, dst, caches[i][src])\n")],
     },
     "07-serve-it": {
         "Skipping ahead of the head": [(

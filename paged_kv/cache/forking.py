@@ -4,8 +4,9 @@ A fork is a second block table that lists the parent's physical blocks: every bl
 goes up by one and nothing is copied. Blocks are immutable while shared, so a write goes through
 ``may_append``: when the block that will hold a sequence's newest token is listed by another table
 too (``ref_count > 1``), the sequence gets a fresh block, the copy ``(source, destination)`` is
-recorded for the runner (which must copy the KV before the step's attention writes), and the old
-block loses one reference. A full block is never written again (the next token starts a new block),
+recorded for the runner, and the old block loses one reference. The runner must make the copy before
+the step writes any new key or value: in that same step the last holder of the old block writes its
+own new token into it in place, and the copy must take the old block as it was before that write. A full block is never written again (the next token starts a new block),
 so only a partial last block is ever copied. Freeing a branch is ``deallocate``: a block goes back to
 the pool when its last reference goes.
 

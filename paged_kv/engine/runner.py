@@ -82,7 +82,9 @@ class ModelRunner:
     def run(self, seqs: List[Sequence], is_prefill: bool, copies: SequenceType[Tuple[int, int]] = ()) -> torch.Tensor:
         """Compute the scheduled tokens of ``seqs``, write their K/V, return last-position logits ``[S, vocab]``.
 
-        ``copies``: copy-on-write's ``(src, dst)`` block copies of this step, done first (every layer).
+        ``copies``: copy-on-write's ``(src, dst)`` block copies of this step, done first (every layer), before
+        the step writes any new key or value (the last holder of a source block writes into it this step).
+        They are done on the runner's own cache tensors, in place: ``copy_blocks`` gets new lists of them.
         """
         if not seqs:
             raise ValueError("run() needs at least one scheduled sequence")
@@ -90,7 +92,7 @@ class ModelRunner:
             check_instance("seq", seq, Sequence)
         ids, positions, slots, tables, seq_lens, query_lens = self._layout(seqs, is_prefill)
         if copies:
-            self.copy_blocks(self.k_caches, self.v_caches, list(copies))
+            self.copy_blocks(list(self.k_caches), list(self.v_caches), list(copies))
         context = PagedKV(self.k_caches, self.v_caches, slots, tables, seq_lens,
                           query_lens if is_prefill else None, self.decode_attention)
         hidden = self.model(ids, positions, context)

@@ -20,7 +20,7 @@ PAPER_FIG15 = {
 PAPER_LABEL = "vLLM paper, Fig. 15 (OPT-13B, Alpaca trace)"
 
 
-def measure_savings(model, prompt_ids: SequenceType[int], sizes: Iterable[int] = (2, 4, 8), *,
+def measure_savings(model, prompt_ids: SequenceType[int], sizes: Iterable[int] = (2, 4, 6), *,
                     max_tokens: int = 48, block_size: int = 16, temperature: float = 0.8, seed: int = 0,
                     manager_class: type = ForkingBlockManager, copy_blocks: Callable = _copy_blocks,
                     advance: Callable = advance_beams) -> Dict[str, Dict[int, ForkStats]]:

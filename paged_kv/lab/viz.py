@@ -20,6 +20,7 @@ from paged_kv.cache.prefix_cache import NO_HASH
 FREE_COLOR = "#e6e6e6"
 CACHED_FREE_COLOR = "#c9e4f2"
 SHARED_EDGE = "#000000"
+TAIL_HATCH = "////"  # the unfilled tail of a last block
 PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
            "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
 
@@ -102,7 +103,11 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         holders = owners.get(block_id, [])
         color = _color(holders[0]) if holders else (CACHED_FREE_COLOR if block_id in cached_free else FREE_COLOR)
         shared = counts[block_id] > 1
-        ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, alpha=0.35 if holders else 1.0,
+        if holders:  # a tail not yet filled: hatched in the holder's colour (no pale fill, which "free,
+            # hash still cached" uses)
+            ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=color, hatch=TAIL_HATCH,
+                                        linewidth=0))
+        ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, fill=not holders,
                                     edgecolor=SHARED_EDGE if shared else "#777777", linewidth=2.5 if shared else 0.8))
         if len(holders) > 1:  # one stripe per holder's colour: whose block it is shows at a glance
             stripe = 0.92 / len(holders)
@@ -127,7 +132,8 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     if any(c > 1 for c in counts):
         legend.append(Patch(facecolor="#ffffff", edgecolor=SHARED_EDGE, linewidth=2.5, label="shared (xN = ref count)"))
     if any(f < 1.0 for f in fill.values()):
-        legend.append(Patch(facecolor=_color(0), alpha=0.35, label="tail: reserved, not yet filled"))
+        legend.append(Patch(facecolor="#ffffff", edgecolor="#555555", hatch=TAIL_HATCH,
+                            label="tail (hatched): reserved, not yet filled"))
     ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
     for r, name in enumerate(names):
@@ -138,7 +144,9 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
             shared = counts[block_id] > 1
-            ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor=_color(r), alpha=0.35, edgecolor="#777777"))
+            ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=_color(r), hatch=TAIL_HATCH,
+                                       linewidth=0))
+            ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
             if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
                 ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))

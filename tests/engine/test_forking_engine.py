@@ -108,7 +108,8 @@ def test_advance_beams_forks_frees_and_appends_without_leaking():
     beams = advance_beams(manager, beams, [(1, 7), (1, 8), (1, 9)])  # beam 0 pruned, beam 1 chosen three times
     assert [b.token_ids[-1] for b in beams] == [7, 8, 9]
     check_block_manager(manager, beams)
-    assert pool_shape(manager, beams)["copies"] == [("b3", "b1"), ("b3", "b2")]  # two copies, the last writes in place
+    # two copies of one source (b1) into fresh blocks b2 and b3; the last writer, holding b1 alone, writes in place
+    assert pool_shape(manager, beams)["copies"] == [("b1", "b2"), ("b1", "b3")]
     for beam in beams:
         manager.deallocate(beam)
     assert manager.num_free_blocks == 8

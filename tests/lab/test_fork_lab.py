@@ -7,7 +7,11 @@ from paged_kv.cache.prefix_cache import BlockManager, Sequence
 from paged_kv.cache.steps import prefill
 from paged_kv.engine.forking import parallel_sample
 from paged_kv.engine.model import load_tiny_model
-from paged_kv.lab.fork_lab import canonical_names, make_caches, pool_shape, step_computed
+from paged_kv.engine.forking import beam_search
+from paged_kv.engine.tokenizer import encode
+from paged_kv.lab.feedback import CheckFailed
+from paged_kv.lab.fork_lab import (BEAMS_RECORDED, canonical_names, expect_reference_beams, fork_fields, make_caches,
+                                   pool_shape, recorded_beam_search, step_computed)
 from paged_kv.lab.fork_viz import draw_fork_tables, draw_forks, plot_beam_tree, plot_fork_memory, plot_fork_savings
 from paged_kv.lab.fork_workload import PAPER_FIG15, expected_parallel_saving
 
@@ -38,6 +42,69 @@ def test_blocks_are_named_by_first_appearance_whatever_their_ids():
         shapes.append(pool_shape(manager, [seq, child]))
     assert shapes[0] == shapes[1] == {"tables": [["b0", "b1"], ["b0", "b2"]], "ref counts": {"b0": 2, "b1": 1, "b2": 1},
                                       "free blocks": 3, "copies": [("b1", "b2")]}
+
+
+def test_a_copy_reads_source_then_destination_whoever_comes_first_in_the_tables():
+    manager = ForkingBlockManager(6, 4)
+    a = Sequence([1, 2, 3, 4, 5, 6], 4)
+    prefill(manager, a)
+    b = manager.fork(a)
+    a.append_token(7)
+    manager.may_append(a)  # a, listed first, holds the fresh block: its source is still b's
+    assert pool_shape(manager, [a, b]) == {"tables": [["b0", "b2"], ["b0", "b1"]],
+                                           "ref counts": {"b0": 2, "b1": 1, "b2": 1}, "free blocks": 3,
+                                           "copies": [("b1", "b2")]}
+    assert canonical_names([[0, 5]], [(1, 5)]) == {0: "b0", 5: "b1"}  # a source in no table is not named
+    manager.deallocate(b)
+    assert pool_shape(manager, [a])["copies"] == [("block 1, in no table", "b1")]
+
+
+def test_fork_fields_name_what_the_child_shares_with_its_parent():
+    manager = ForkingBlockManager(6, 2)
+    parent = Sequence([1, 2, 3], 2)
+    prefill(manager, parent)
+    parent.append_token(4)
+    child = manager.fork(parent)
+    fields = fork_fields(child, parent)
+    assert fields == {"block_size": 2, "token_ids": [1, 2, 3, 4], "num_prompt_tokens": 3, "num_cached_tokens": 3,
+                      "num_scheduled_tokens": 0, "a Sequence": True, "its own seq_id": True,
+                      "its own token_ids list": True, "its own block_table list": True}
+    child.token_ids = parent.token_ids
+    child.num_prompt_tokens = "3"
+    shared = fork_fields(child, parent)
+    assert not shared["its own token_ids list"] and shared["num_prompt_tokens"] == "<str>"
+    assert not fork_fields(parent, parent)["its own seq_id"]
+    with pytest.raises(TypeError):
+        fork_fields(child, [1, 2])
+
+
+def test_the_beam_search_recording_is_what_the_reference_searches_now():
+    from tools.record_beam_search import SEARCHES, recording, render
+
+    assert BEAMS_RECORDED.read_text() == render(recording()), "run: python -m tools.record_beam_search"
+    text, width, max_tokens, block_size = SEARCHES[0]
+    prompt = encode(text)
+    results, stats = beam_search(load_tiny_model(), prompt, width, max_tokens, block_size=block_size)
+    expect_reference_beams(results, stats.choices, prompt, width, max_tokens, block_size)
+    assert len(recorded_beam_search(prompt, width, max_tokens, block_size)["choices"]) == max_tokens
+
+
+def test_a_beam_step_that_returns_its_beams_out_of_order_leaves_the_recorded_search():
+    from paged_kv.engine.forking import advance_beams
+    from tools.record_beam_search import SEARCHES
+
+    def sorted_by_parent(manager, beams, choices):
+        new = advance_beams(manager, beams, choices)
+        return [seq for _, seq in sorted(zip(choices, new), key=lambda pair: pair[0][0])]
+
+    text, width, max_tokens, block_size = SEARCHES[0]
+    prompt = encode(text)
+    results, stats = beam_search(load_tiny_model(), prompt, width, max_tokens, block_size=block_size,
+                                 advance=sorted_by_parent)
+    with pytest.raises(CheckFailed, match="differ from the reference"):
+        expect_reference_beams(results, stats.choices, prompt, width, max_tokens, block_size)
+    with pytest.raises(KeyError):
+        recorded_beam_search(prompt, width + 1, max_tokens, block_size)
 
 
 def test_pool_shape_refuses_what_is_not_a_manager_or_a_sequence():
