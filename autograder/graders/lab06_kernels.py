@@ -360,7 +360,8 @@ def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_ke
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step5_fast_build(kernel) -> None:
     """The sm_90 build of a Llama-3.1-8B layer's decode (fp16, TILE 64) at block sizes 16, 32 and 256: both
-    dot products on ``tl.dot`` accumulating in fp32, the same tiles at every block size, no register spilled.
+    dot products on ``tl.dot`` taking 16-bit tiles and accumulating in fp32, the same tiles at every block size,
+    no register spilled.
     (A kernel whose tiles follow the block size fails at 32, before the slow build at 256.)"""
     _launcher(kernel, "check_kernel")(kernel, "fast_decode_kernel")
     expect_fast_builds(kernel, (16, 32, 256))

@@ -413,6 +413,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
     heads = kv_head * GROUP + rows
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None], other=0.0)
+    if BUG == 10:  # everything in fp32, as in step 4: tl.dot on fp32 tiles
+        q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
@@ -432,6 +434,9 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
         offsets = block[:, None] * stride_kb + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
         k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0)
         v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        if BUG == 10:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
         if BUG == 4:  # broadcast products and tl.sum: right numbers, no tensor cores
             s = tl.sum(q.to(tl.float32)[:, None, :] * k.to(tl.float32)[None, :, :], axis=2)
         elif BUG == 5:  # tl.dot accumulating in fp16
@@ -447,6 +452,10 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
         elif BUG == 5:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, out_dtype=tl.float16).to(tl.float32)
+        elif BUG == 9:  # p . V on fp32 tiles: V converted to match p, instead of p to V's dtype
+            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
+        elif BUG == 10:
+            acc = acc * alpha[:, None] + tl.dot(p, v)
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
@@ -478,6 +487,8 @@ fast_slot_from_tile = _fast_kernel_with(3, "fast_slot_from_tile")
 fast_broadcast_sums = _fast_kernel_with(4, "fast_broadcast_sums")
 fast_fp16_accumulation = _fast_kernel_with(5, "fast_fp16_accumulation")
 fast_padding_rows_stored = _fast_kernel_with(6, "fast_padding_rows_stored")
+fast_fp32_tiles_into_second_dot = _fast_kernel_with(9, "fast_fp32_tiles_into_second_dot")
+fast_fp32_tiles_throughout = _fast_kernel_with(10, "fast_fp32_tiles_throughout")
 fast_helper_correct = _fast_kernel_with(0, "fast_helper_correct")
 
 
@@ -549,7 +560,9 @@ STEP_BUGS = {
               (fast_slot_from_tile, None, {"check_step5_correct"}),
               (fast_broadcast_sums, None, {"check_step5_fast_build"}),
               (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
-              (fast_padding_rows_stored, None, {"check_step5_correct"})],
+              (fast_padding_rows_stored, None, {"check_step5_correct"}),
+              (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
+              (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"})],
 }
 STEP_VARIANTS = {
     "step1": [(gather_one_program_per_token, token_grid)],
