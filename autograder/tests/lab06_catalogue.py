@@ -186,10 +186,12 @@ def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_h
 def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
             stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
     """Step 3 with one mistake switched on by ``BUG``: 1 no max subtraction, 2 unmasked tail, 3 no rescaling,
-    4 int32 offsets, 5 q . k in fp16."""
+    4 int32 offsets, 5 q . k in fp16, 6 running max started at 0."""
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + dims).to(tl.float32)
     m = float("-inf")
+    if BUG == 6:  # "scores are usually positive": exp(s - 0) underflows to 0 once every score is below about -88
+        m = 0.0
     l = 0.0
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
@@ -251,6 +253,7 @@ attend_unmasked_tail = _attend_kernel_with(2, "attend_unmasked_tail")
 attend_forgets_to_rescale = _attend_kernel_with(3, "attend_forgets_to_rescale")
 attend_int32_offsets = _attend_kernel_with(4, "attend_int32_offsets")
 attend_fp16_dot = _attend_kernel_with(5, "attend_fp16_dot")
+attend_max_starts_at_zero = _attend_kernel_with(6, "attend_max_starts_at_zero")
 
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
@@ -272,6 +275,8 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
     if BUG != 10:  # 10: q, K and V kept in the cache's dtype (fp16 products and sums for fp16 inputs)
         q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    if BUG == 9:  # running max started at 0: exp(s - 0) underflows once a row's scores are all below about -88
+        m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
@@ -343,6 +348,7 @@ decode_no_max_subtraction = _decode_kernel_with(5, "decode_no_max_subtraction")
 decode_unmasked_loads = _decode_kernel_with(6, "decode_unmasked_loads")
 decode_unmasked_tail_scores = _decode_kernel_with(7, "decode_unmasked_tail_scores")
 decode_fp16_dot = _decode_kernel_with(8, "decode_fp16_dot")
+decode_max_starts_at_zero = _decode_kernel_with(9, "decode_max_starts_at_zero")
 decode_fp16_products = _decode_kernel_with(10, "decode_fp16_products")
 decode_helper_correct = _decode_kernel_with(0, "decode_helper_correct")
 
@@ -422,6 +428,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
     if BUG == 10:  # everything in fp32, as in step 4: tl.dot on fp32 tiles
         q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    if BUG == 8:  # running max started at 0: p = exp(s - 0) underflows (in fp16, for tl.dot) for very negative scores
+        m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
@@ -493,6 +501,7 @@ fast_slot_from_tile = _fast_kernel_with(3, "fast_slot_from_tile")
 fast_broadcast_sums = _fast_kernel_with(4, "fast_broadcast_sums")
 fast_fp16_accumulation = _fast_kernel_with(5, "fast_fp16_accumulation")
 fast_padding_rows_stored = _fast_kernel_with(6, "fast_padding_rows_stored")
+fast_max_starts_at_zero = _fast_kernel_with(8, "fast_max_starts_at_zero")
 fast_fp32_tiles_into_second_dot = _fast_kernel_with(9, "fast_fp32_tiles_into_second_dot")
 fast_fp32_tiles_throughout = _fast_kernel_with(10, "fast_fp32_tiles_throughout")
 fast_helper_correct = _fast_kernel_with(0, "fast_helper_correct")
@@ -550,7 +559,8 @@ STEP_BUGS = {
               (attend_unmasked_tail, None, {"check_step3_online_softmax"}),
               (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
               (attend_int32_offsets, None, {"check_step3_online_softmax"}),
-              (attend_fp16_dot, None, {"check_step3_online_softmax"})],
+              (attend_fp16_dot, None, {"check_step3_online_softmax"}),
+              (attend_max_starts_at_zero, None, {"check_step3_online_softmax"})],
     "step4": [(decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
               (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
@@ -560,6 +570,7 @@ STEP_BUGS = {
               (decode_unmasked_tail_scores, decode_grid, {"check_step4_batch", "check_step4_poisoned_memory"}),
               (decode_fp16_dot, decode_grid, {"check_step4_batch"}),
               (decode_fp16_products, decode_grid, {"check_step4_batch"}),
+              (decode_max_starts_at_zero, decode_grid, {"check_step4_batch"}),
               (decode_helper_correct, per_query_head_grid,
                {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"})],
     "step5": [(fast_tiles_follow_block_size, None, {"check_step5_fast_build"}),
@@ -568,6 +579,7 @@ STEP_BUGS = {
               (fast_broadcast_sums, None, {"check_step5_fast_build"}),
               (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
               (fast_padding_rows_stored, None, {"check_step5_correct"}),
+              (fast_max_starts_at_zero, None, {"check_step5_correct"}),
               (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
               (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"})],
 }
@@ -584,4 +596,6 @@ STEP_VARIANTS = {
 HIDDEN_ONLY = {
     decode_fp16_products: "the visible fp16 case has GROUP 2 and small logits, where an fp16 q . k stays within "
                           "the tolerance; the hidden GROUP 8 case with large logits catches it",
+    attend_max_starts_at_zero: "needs a row whose every score is below about -88: the hidden large negative logits",
+    fast_max_starts_at_zero: "needs a row whose every score is very negative: the hidden large negative logits",
 }
