@@ -431,6 +431,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
     if BUG == 8:  # running max started at 0: p = exp(s - 0) underflows (in fp16, for tl.dot) for very negative scores
         m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
+    if BUG == 7:  # the running sum kept in the inputs' dtype: fp16's largest value is 65504
+        l = tl.zeros([GROUP_PAD], dtype=q.dtype)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
     STEP: tl.constexpr = BLOCK_SIZE if BUG == 1 else TILE  # 1: the tile is a block (step 4's shape, with tl.dot)
@@ -461,7 +463,10 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
         m_new = tl.maximum(m, tl.max(s, axis=1))
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        if BUG == 7:
+            l = (l * alpha + tl.sum(p, axis=1)).to(l.dtype)
+        else:
+            l = l * alpha + tl.sum(p, axis=1)
         if BUG == 4:
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
         elif BUG == 5:
@@ -501,6 +506,7 @@ fast_slot_from_tile = _fast_kernel_with(3, "fast_slot_from_tile")
 fast_broadcast_sums = _fast_kernel_with(4, "fast_broadcast_sums")
 fast_fp16_accumulation = _fast_kernel_with(5, "fast_fp16_accumulation")
 fast_padding_rows_stored = _fast_kernel_with(6, "fast_padding_rows_stored")
+fast_fp16_running_sum = _fast_kernel_with(7, "fast_fp16_running_sum")
 fast_max_starts_at_zero = _fast_kernel_with(8, "fast_max_starts_at_zero")
 fast_fp32_tiles_into_second_dot = _fast_kernel_with(9, "fast_fp32_tiles_into_second_dot")
 fast_fp32_tiles_throughout = _fast_kernel_with(10, "fast_fp32_tiles_throughout")
@@ -579,6 +585,7 @@ STEP_BUGS = {
               (fast_broadcast_sums, None, {"check_step5_fast_build"}),
               (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
               (fast_padding_rows_stored, None, {"check_step5_correct"}),
+              (fast_fp16_running_sum, None, {"check_step5_correct"}),
               (fast_max_starts_at_zero, None, {"check_step5_correct"}),
               (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
               (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"})],
@@ -596,6 +603,7 @@ STEP_VARIANTS = {
 HIDDEN_ONLY = {
     decode_fp16_products: "the visible fp16 case has GROUP 2 and small logits, where an fp16 q . k stays within "
                           "the tolerance; the hidden GROUP 8 case with large logits catches it",
+    fast_fp16_running_sum: "l passes fp16's 65504 only past about 80k tokens: the hidden 128k-token case",
     attend_max_starts_at_zero: "needs a row whose every score is below about -88: the hidden large negative logits",
     fast_max_starts_at_zero: "needs a row whose every score is very negative: the hidden large negative logits",
 }
