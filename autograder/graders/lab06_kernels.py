@@ -265,10 +265,15 @@ def check_step3_online_softmax(kernel) -> None:
     negative = _negative_logits(kernel)
     _attend_case(kernel, negative, 0, 3, NEGATIVE_HINT)
     _attend_case(kernel, negative, 1, 1)
-    # A Llama-sized head in fp16 with realistic logits: q . k summed in fp16 is off by about twice the tolerance.
+    # Llama-sized heads in fp16. With logits of a few units q . k summed in fp16 stays within the tolerance on most
+    # heads (0.4x on this one); with larger logits it is off by 3 to 4 times the tolerance on heads 0 and 2.
     realistic = _case(kernel, [48], block_size=16, head_dim=128, dtype=torch.float16, logit_scale=4.0, seed=12,
                       label="fp16, head dim 128")
     _attend_case(kernel, realistic, 0, 1)
+    larger = _case(kernel, [48], block_size=16, num_q_heads=8, head_dim=128, dtype=torch.float16, logit_scale=8.0,
+                   seed=25, label="fp16, head dim 128, large logits")
+    _attend_case(kernel, larger, 0, 0)
+    _attend_case(kernel, larger, 0, 2)
     _attend_case(kernel, _far_pool(kernel, block_size=8), 0, 1)
 
 

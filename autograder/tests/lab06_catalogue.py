@@ -256,6 +256,32 @@ attend_fp16_dot = _attend_kernel_with(5, "attend_fp16_dot")
 attend_max_starts_at_zero = _attend_kernel_with(6, "attend_max_starts_at_zero")
 
 
+@triton.jit
+def attend_fp16_products(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
+                         stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Step 3 with q and K kept in the cache's dtype: right in fp32, q . k multiplied and summed in fp16 for fp16."""
+    slots = tl.arange(0, BLOCK_SIZE)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + dims)
+    m = float("-inf")
+    l = 0.0
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
+        block = tl.load(block_table_ptr + i).to(tl.int64)
+        live = i * BLOCK_SIZE + slots < seq_len
+        offsets = block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
+        k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        s = tl.where(live, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=0))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(s - m_new)
+        l = l * alpha + tl.sum(p, axis=0)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        m = m_new
+    tl.store(out_ptr + dims, (acc / l).to(out_ptr.dtype.element_ty))
+
+
 # ----------------------------------------------------------------------------- step 4: the decode kernel
 
 @triton.jit
@@ -566,7 +592,8 @@ STEP_BUGS = {
               (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
               (attend_int32_offsets, None, {"check_step3_online_softmax"}),
               (attend_fp16_dot, None, {"check_step3_online_softmax"}),
-              (attend_max_starts_at_zero, None, {"check_step3_online_softmax"})],
+              (attend_max_starts_at_zero, None, {"check_step3_online_softmax"}),
+              (attend_fp16_products, None, {"check_step3_online_softmax"})],
     "step4": [(decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
               (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
