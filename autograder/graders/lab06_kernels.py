@@ -152,6 +152,17 @@ def _case(kernel, *args, **kwargs) -> PagedCase:
     return (paged_case if is_remote(kernel) else kernel_cases.paged_case)(*args, **kwargs)
 
 
+NEGATIVE_HINT = ("here a query head has every score far below 0 (all under -240): start the running max at -inf, "
+                 "not 0, so that exp(s - m) is 1 at the largest score instead of underflowing to 0 for all of them")
+
+
+def _negative_logits(kernel, dtype=torch.float32) -> PagedCase:
+    """Logits in the hundreds where sequence 0's query heads 0 and 3 have every score far below 0 (at most -241 and
+    -343): a running max started at 0 makes exp(s - m) underflow to 0 there (0 / 0 = NaN)."""
+    return _case(kernel, [2, 9], block_size=4, num_q_heads=4, num_kv_heads=2, dtype=dtype, logit_scale=300.0, seed=74,
+                 label="large negative logits")
+
+
 def _far_pool(kernel, **kwargs) -> PagedCase:
     """The pool past 2**32 elements. Where it cannot be made (a GPU without ~13 GB free) the check fails
     with that reason: a check that cannot run never passes."""
@@ -222,7 +233,7 @@ def check_step2_scores(kernel, grid: Callable) -> None:
 
 # ----------------------------------------------------------------------------- step 3: online softmax
 
-def _attend_case(kernel, case: PagedCase, seq: int, q_head: int) -> None:
+def _attend_case(kernel, case: PagedCase, seq: int, q_head: int, case_hint: str = "") -> None:
     label = f"{case.describe()}; seq {seq}, q_head {q_head}"
     got = run_attend(kernel, case, seq, q_head)
     hint = ("keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
@@ -230,13 +241,14 @@ def _attend_case(kernel, case: PagedCase, seq: int, q_head: int) -> None:
     if case.q.dtype == torch.float16 and case.q.shape[-1] >= 64:
         hint = ("fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
                 "accumulate in fp32; " + hint)
-    lab.expect_close(label, got, case.expected_head(seq, q_head), **_tolerance(case), hint=_hint(case, hint))
+    lab.expect_close(label, got, case.expected_head(seq, q_head), **_tolerance(case),
+                     hint=_hint(case, case_hint or hint))
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step3_online_softmax(kernel) -> None:
-    """One query head over many blocks: long sequences, one token, large logits (fp32 and fp16), fp16 at
-    head dim 128, poison, and a pool past 2**32 elements (int64 offsets)."""
+    """One query head over many blocks: long sequences, one token, large logits (fp32 and fp16), a head whose
+    scores are all far below 0, fp16 at head dim 128, poison, and a pool past 2**32 elements (int64 offsets)."""
     first = _case(kernel, [13], block_size=4)
     _gpu_build(kernel, lab.attend_args(first, torch.empty(16), 0, 0), "attend_kernel")
     _attend_case(kernel, first, 0, 1)
@@ -250,10 +262,18 @@ def check_step3_online_softmax(kernel) -> None:
     poisoned = _case(kernel, [6, 11], block_size=4, poison=True, seed=11)
     _attend_case(kernel, poisoned, 0, 0)
     _attend_case(kernel, poisoned, 1, 1)
-    # A Llama-sized head in fp16 with realistic logits: q . k summed in fp16 is off by about twice the tolerance.
+    negative = _negative_logits(kernel)
+    _attend_case(kernel, negative, 0, 3, NEGATIVE_HINT)
+    _attend_case(kernel, negative, 1, 1)
+    # Llama-sized heads in fp16. With logits of a few units q . k summed in fp16 stays within the tolerance on most
+    # heads (0.4x on this one); with larger logits it is off by 3 to 4 times the tolerance on heads 0 and 2.
     realistic = _case(kernel, [48], block_size=16, head_dim=128, dtype=torch.float16, logit_scale=4.0, seed=12,
                       label="fp16, head dim 128")
     _attend_case(kernel, realistic, 0, 1)
+    larger = _case(kernel, [48], block_size=16, num_q_heads=8, head_dim=128, dtype=torch.float16, logit_scale=8.0,
+                   seed=25, label="fp16, head dim 128, large logits")
+    _attend_case(kernel, larger, 0, 0)
+    _attend_case(kernel, larger, 0, 2)
     _attend_case(kernel, _far_pool(kernel, block_size=8), 0, 1)
 
 
@@ -272,7 +292,8 @@ def _decode_build(kernel) -> None:
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step4_batch(kernel, grid: Callable) -> None:
     """MHA, GQA (groups 2, 3, 4) and MQA; ragged lengths with 1-token sequences and exact multiples; fp16,
-    also at head dim 128 with realistic logits."""
+    also at head dim 128 with realistic logits, and with GROUP 8 and large logits (q . k summed in fp16 fails);
+    query heads whose scores are all far below 0."""
     _decode_build(kernel)
     hint = ("program (s, h) reads KV head h for query heads h*GROUP .. h*GROUP+GROUP-1; each sequence has its "
             "own length and table row (stride_bt)")
@@ -283,11 +304,18 @@ def check_step4_batch(kernel, grid: Callable) -> None:
         case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1], dtype=dtype,
                           logit_scale=logits, seed=seed, label="large logits" if logits > 1 else None)
         _decode_case(kernel, grid, case, hint)
-    # A Llama-sized head in fp16 with realistic logits: q . k summed in fp16 is off by about twice the tolerance.
-    case = _case(kernel, [40, 17], block_size=16, num_q_heads=4, num_kv_heads=2, head_dim=128, dtype=torch.float16,
-                 logit_scale=4.0, seed=13, label="fp16, head dim 128")
-    _decode_case(kernel, grid, case, "fp16 at head dim 128: convert q and k to fp32 before the dot product and "
-                                     "accumulate in fp32 (tl.dot(..., out_dtype=tl.float32) or .to(tl.float32))")
+    _decode_case(kernel, grid, _negative_logits(kernel), NEGATIVE_HINT)
+    # Llama-sized heads in fp16. With 4 query heads and logits of a few units, q . k summed in fp16 stays within the
+    # tolerance (about half of it); with GROUP 8 and larger logits it is off by 3 to 8 times the tolerance whatever
+    # the seed, while a correct kernel's only error is fp16 rounding of its output (a quarter of it at most).
+    hint = ("fp16 at head dim 128: a sum of 128 products in fp16 keeps about three digits; convert q and k to fp32 "
+            "before the dot product and accumulate in fp32")
+    for seed, (lens, heads, logits, label) in enumerate([
+            ([40, 17], (4, 2), 4.0, "fp16, head dim 128"),
+            ([64, 9], (16, 2), 12.0, "fp16, head dim 128, GROUP 8, large logits")]):
+        case = _case(kernel, lens, block_size=16, num_q_heads=heads[0], num_kv_heads=heads[1], head_dim=128,
+                     dtype=torch.float16, logit_scale=logits, seed=(13, 16)[seed], label=label)
+        _decode_case(kernel, grid, case, hint)
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
@@ -332,7 +360,8 @@ def _fast_buildable(kernel) -> None:
 def check_step5_correct(kernel) -> None:
     """fp16 (tl.dot's inputs) throughout: block sizes 1 to 256 with TILE smaller than, equal to and larger than
     a block; MQA, MHA and GQA groups 2 to 8 (padded to 16 rows); ragged lengths and one-token sequences;
-    poisoned memory with garbage padding ids; a Llama-sized head; a pool past 2**32 elements."""
+    poisoned memory with garbage padding ids; query heads whose scores are all far below 0; a Llama-sized head;
+    a pool past 2**32 elements; a 128k-token context whose softmax sum passes fp16's range."""
     _fast_buildable(kernel)
     for seed, (lens, heads, block_size, tile, poison) in enumerate([
             ([5, 1, 40, 16], (8, 1), 1, 16, False),     # MQA, one token per block
@@ -344,12 +373,19 @@ def check_step5_correct(kernel) -> None:
         case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1],
                      dtype=torch.float16, poison=poison, extra_columns=2 if poison else 0, seed=40 + seed)
         _fast_case(kernel, case, tile, FAST_HINT)
+    _fast_case(kernel, _negative_logits(kernel, torch.float16), 16, NEGATIVE_HINT)
     case = _case(kernel, [40, 17], block_size=16, num_q_heads=8, num_kv_heads=2, head_dim=128, dtype=torch.float16,
                  logit_scale=4.0, seed=50, label="fp16, head dim 128")
     _fast_case(kernel, case, 64, "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
                                  "acc in float32; cast p to V's dtype only for the second tl.dot")
     case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
     _fast_case(kernel, case, 16, INT64_HINT)
+    # Llama 3.1's whole window with scores close together: the softmax's running sum reaches about 105000, past
+    # fp16's largest value (65504); heads of 16 and TILE 512 keep it to 256 iterations (about 2 s in the interpreter).
+    case = _case(kernel, [131072, 5], block_size=16, num_q_heads=16, num_kv_heads=1, head_dim=16, dtype=torch.float16,
+                 logit_scale=0.05, seed=60, label="a 128k-token context, scores close together")
+    _fast_case(kernel, case, 512, "the softmax's running sum l grows to about the number of tokens when the scores are "
+                                  "close together: keep l (and m, acc) in fp32; fp16 stops at 65504")
 
 
 def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_kernel") -> dict:
@@ -360,7 +396,8 @@ def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_ke
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
 def check_step5_fast_build(kernel) -> None:
     """The sm_90 build of a Llama-3.1-8B layer's decode (fp16, TILE 64) at block sizes 16, 32 and 256: both
-    dot products on ``tl.dot`` accumulating in fp32, the same tiles at every block size, no register spilled.
+    dot products on ``tl.dot`` taking 16-bit tiles and accumulating in fp32, the same tiles at every block size,
+    no register spilled.
     (A kernel whose tiles follow the block size fails at 32, before the slow build at 256.)"""
     _launcher(kernel, "check_kernel")(kernel, "fast_decode_kernel")
     expect_fast_builds(kernel, (16, 32, 256))

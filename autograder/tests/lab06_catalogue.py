@@ -186,10 +186,12 @@ def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_h
 def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
             stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
     """Step 3 with one mistake switched on by ``BUG``: 1 no max subtraction, 2 unmasked tail, 3 no rescaling,
-    4 int32 offsets, 5 q . k in fp16."""
+    4 int32 offsets, 5 q . k in fp16, 6 running max started at 0."""
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + dims).to(tl.float32)
     m = float("-inf")
+    if BUG == 6:  # "scores are usually positive": exp(s - 0) underflows to 0 once every score is below about -88
+        m = 0.0
     l = 0.0
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
@@ -251,6 +253,33 @@ attend_unmasked_tail = _attend_kernel_with(2, "attend_unmasked_tail")
 attend_forgets_to_rescale = _attend_kernel_with(3, "attend_forgets_to_rescale")
 attend_int32_offsets = _attend_kernel_with(4, "attend_int32_offsets")
 attend_fp16_dot = _attend_kernel_with(5, "attend_fp16_dot")
+attend_max_starts_at_zero = _attend_kernel_with(6, "attend_max_starts_at_zero")
+
+
+@triton.jit
+def attend_fp16_products(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
+                         stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Step 3 with q and K kept in the cache's dtype: right in fp32, q . k multiplied and summed in fp16 for fp16."""
+    slots = tl.arange(0, BLOCK_SIZE)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + dims)
+    m = float("-inf")
+    l = 0.0
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
+        block = tl.load(block_table_ptr + i).to(tl.int64)
+        live = i * BLOCK_SIZE + slots < seq_len
+        offsets = block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
+        k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        s = tl.where(live, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=0))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(s - m_new)
+        l = l * alpha + tl.sum(p, axis=0)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        m = m_new
+    tl.store(out_ptr + dims, (acc / l).to(out_ptr.dtype.element_ty))
 
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
@@ -268,8 +297,12 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :],
-                mask=row_ok[:, None], other=0.0).to(tl.float32)
+                mask=row_ok[:, None], other=0.0)
+    if BUG != 10:  # 10: q, K and V kept in the cache's dtype (fp16 products and sums for fp16 inputs)
+        q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    if BUG == 9:  # running max started at 0: exp(s - 0) underflows once a row's scores are all below about -88
+        m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
@@ -292,6 +325,9 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
         if BUG == 2 or BUG == 6:  # loads not masked (scores still masked): 0 * NaN = NaN
             k = tl.load(k_cache_ptr + offsets).to(tl.float32)
             v = tl.load(v_cache_ptr + offsets).to(tl.float32)
+        elif BUG == 10:
+            k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0)
+            v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0)
         else:
             k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
             v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0).to(tl.float32)
@@ -338,6 +374,8 @@ decode_no_max_subtraction = _decode_kernel_with(5, "decode_no_max_subtraction")
 decode_unmasked_loads = _decode_kernel_with(6, "decode_unmasked_loads")
 decode_unmasked_tail_scores = _decode_kernel_with(7, "decode_unmasked_tail_scores")
 decode_fp16_dot = _decode_kernel_with(8, "decode_fp16_dot")
+decode_max_starts_at_zero = _decode_kernel_with(9, "decode_max_starts_at_zero")
+decode_fp16_products = _decode_kernel_with(10, "decode_fp16_products")
 decode_helper_correct = _decode_kernel_with(0, "decode_helper_correct")
 
 
@@ -413,8 +451,14 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
     heads = kv_head * GROUP + rows
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None], other=0.0)
+    if BUG == 10:  # everything in fp32, as in step 4: tl.dot on fp32 tiles
+        q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    if BUG == 8:  # running max started at 0: p = exp(s - 0) underflows (in fp16, for tl.dot) for very negative scores
+        m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
+    if BUG == 7:  # the running sum kept in the inputs' dtype: fp16's largest value is 65504
+        l = tl.zeros([GROUP_PAD], dtype=q.dtype)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
     STEP: tl.constexpr = BLOCK_SIZE if BUG == 1 else TILE  # 1: the tile is a block (step 4's shape, with tl.dot)
@@ -432,6 +476,9 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
         offsets = block[:, None] * stride_kb + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
         k = tl.load(k_cache_ptr + offsets, mask=live[:, None], other=0.0)
         v = tl.load(v_cache_ptr + offsets, mask=live[:, None], other=0.0)
+        if BUG == 10:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
         if BUG == 4:  # broadcast products and tl.sum: right numbers, no tensor cores
             s = tl.sum(q.to(tl.float32)[:, None, :] * k.to(tl.float32)[None, :, :], axis=2)
         elif BUG == 5:  # tl.dot accumulating in fp16
@@ -442,11 +489,18 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
         m_new = tl.maximum(m, tl.max(s, axis=1))
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        if BUG == 7:
+            l = (l * alpha + tl.sum(p, axis=1)).to(l.dtype)
+        else:
+            l = l * alpha + tl.sum(p, axis=1)
         if BUG == 4:
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
         elif BUG == 5:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, out_dtype=tl.float16).to(tl.float32)
+        elif BUG == 9:  # p . V on fp32 tiles: V converted to match p, instead of p to V's dtype
+            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
+        elif BUG == 10:
+            acc = acc * alpha[:, None] + tl.dot(p, v)
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
@@ -478,6 +532,10 @@ fast_slot_from_tile = _fast_kernel_with(3, "fast_slot_from_tile")
 fast_broadcast_sums = _fast_kernel_with(4, "fast_broadcast_sums")
 fast_fp16_accumulation = _fast_kernel_with(5, "fast_fp16_accumulation")
 fast_padding_rows_stored = _fast_kernel_with(6, "fast_padding_rows_stored")
+fast_fp16_running_sum = _fast_kernel_with(7, "fast_fp16_running_sum")
+fast_max_starts_at_zero = _fast_kernel_with(8, "fast_max_starts_at_zero")
+fast_fp32_tiles_into_second_dot = _fast_kernel_with(9, "fast_fp32_tiles_into_second_dot")
+fast_fp32_tiles_throughout = _fast_kernel_with(10, "fast_fp32_tiles_throughout")
 fast_helper_correct = _fast_kernel_with(0, "fast_helper_correct")
 
 
@@ -533,7 +591,9 @@ STEP_BUGS = {
               (attend_unmasked_tail, None, {"check_step3_online_softmax"}),
               (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
               (attend_int32_offsets, None, {"check_step3_online_softmax"}),
-              (attend_fp16_dot, None, {"check_step3_online_softmax"})],
+              (attend_fp16_dot, None, {"check_step3_online_softmax"}),
+              (attend_max_starts_at_zero, None, {"check_step3_online_softmax"}),
+              (attend_fp16_products, None, {"check_step3_online_softmax"})],
     "step4": [(decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
               (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
@@ -542,6 +602,8 @@ STEP_BUGS = {
               (decode_unmasked_loads, decode_grid, {"check_step4_poisoned_memory"}),
               (decode_unmasked_tail_scores, decode_grid, {"check_step4_batch", "check_step4_poisoned_memory"}),
               (decode_fp16_dot, decode_grid, {"check_step4_batch"}),
+              (decode_fp16_products, decode_grid, {"check_step4_batch"}),
+              (decode_max_starts_at_zero, decode_grid, {"check_step4_batch"}),
               (decode_helper_correct, per_query_head_grid,
                {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"})],
     "step5": [(fast_tiles_follow_block_size, None, {"check_step5_fast_build"}),
@@ -549,7 +611,11 @@ STEP_BUGS = {
               (fast_slot_from_tile, None, {"check_step5_correct"}),
               (fast_broadcast_sums, None, {"check_step5_fast_build"}),
               (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
-              (fast_padding_rows_stored, None, {"check_step5_correct"})],
+              (fast_padding_rows_stored, None, {"check_step5_correct"}),
+              (fast_fp16_running_sum, None, {"check_step5_correct"}),
+              (fast_max_starts_at_zero, None, {"check_step5_correct"}),
+              (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
+              (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"})],
 }
 STEP_VARIANTS = {
     "step1": [(gather_one_program_per_token, token_grid)],
@@ -557,4 +623,14 @@ STEP_VARIANTS = {
     "step3": [(attend_reverse_order_base2, None)],
     "step4": [(decode_swapped_grid_one_head_at_a_time, swapped_grid), (decode_helper_correct, decode_grid)],
     "step5": [(fast_last_tile_first_base2, None), (fast_helper_correct, None)],
+}
+
+# Pitfalls that only the hidden checks catch: the visible cells stay short and cheap, and these need a case they
+# do not run (why, for each). test_the_visible_tests_catch_every_pitfall leaves them out.
+HIDDEN_ONLY = {
+    decode_fp16_products: "the visible fp16 case has GROUP 2 and small logits, where an fp16 q . k stays within "
+                          "the tolerance; the hidden GROUP 8 case with large logits catches it",
+    fast_fp16_running_sum: "l passes fp16's 65504 only past about 80k tokens: the hidden 128k-token case",
+    attend_max_starts_at_zero: "needs a row whose every score is below about -88: the hidden large negative logits",
+    fast_max_starts_at_zero: "needs a row whose every score is very negative: the hidden large negative logits",
 }

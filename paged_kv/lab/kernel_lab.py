@@ -454,8 +454,18 @@ def fast_build_args(block_size: int, tile: int = 64) -> list:
     return fast_decode_args(case, case.q.clone(), tile)
 
 
+def dot_input_types(dot: str) -> Tuple[str, str]:
+    """The element types of a ``tl.dot``'s two inputs, from its ``dot_shapes`` text (``"16x128xf16 * ..."``)."""
+    inputs = dot.split("->")[0].split("*")
+    return tuple(operand.strip().rsplit("x", 1)[-1] for operand in inputs[:2])
+
+
+SIXTEEN_BIT_INPUTS = ("f16", "bf16")
+
+
 def judge_fast_build(build, block_size: int) -> None:
-    """A ``CheckFailed`` unless the sm_90 build has two ``tl.dot`` accumulating in fp32 and spills nothing."""
+    """A ``CheckFailed`` unless the sm_90 build has two ``tl.dot`` on 16-bit tiles accumulating in fp32 and spills
+    nothing."""
     label = f"sm_{build.arch}, Llama-3.1-8B layer, block size {block_size}"
     if len(build.dots) < 2:
         raise CheckFailed(label, f"{len(build.dots)} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
@@ -464,6 +474,15 @@ def judge_fast_build(build, block_size: int) -> None:
     if narrow:
         raise CheckFailed(label, f"tl.dot accumulates in 16 bits ({narrow[0]})", hint="leave tl.dot's out_dtype at "
                           "its default, float32: a 16-bit running sum of 128 products loses about three digits")
+    wide = [(i, d) for i, d in enumerate(build.dots) if any(t not in SIXTEEN_BIT_INPUTS for t in dot_input_types(d))]
+    if wide:
+        which, dot = wide[0]
+        product = ("q . K", "p . V")[which] if which < 2 else f"tl.dot number {which + 1}"
+        types = " and ".join(dict.fromkeys(dot_input_types(dot)))
+        raise CheckFailed(label, f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones",
+                          hint="tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
+                               "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
+                               "cache's dtype and cast p to V's dtype for the second one, tl.dot(p.to(v.dtype), v)")
     if build.spill_bytes is None:
         raise CheckFailed(label, "ptxas is not available here, so spills cannot be counted and this check fails",
                           hint="Triton's wheel ships ptxas; reinstall triton, or grade where it is present")

@@ -112,3 +112,30 @@ def test_fast_decode_args_pad_the_group_to_sixteen_rows_and_pass_the_tile_last()
     case = paged_case([5], block_size=4, num_q_heads=6, num_kv_heads=2)
     step4, step5 = decode_args(case, case.q.clone()), fast_decode_args(case, case.q.clone(), 32)
     assert step4[-3] == 4 and step5[-5:] == [3, 16, 4, 16, 32]
+
+
+@pytest.mark.parametrize("dots, says", [
+    (("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf16 * 64x128xf16 -> 16x128xf32"), None),
+    (("16x128xbf16 * 128x64xbf16 -> 16x64xf32", "16x64xbf16 * 64x128xbf16 -> 16x128xf32"), None),
+    (("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"), "the p . V tl.dot takes f32"),
+    (("16x128xf32 * 128x64xf32 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"), "the q . K tl.dot takes f32"),
+    (("16x128xf16 * 128x64xf16 -> 16x64xf16", "16x64xf16 * 64x128xf16 -> 16x128xf32"), "accumulates in 16 bits"),
+    (("16x128xf16 * 128x64xf16 -> 16x64xf32",), "1 tl.dot in the compiled kernel"),
+])
+def test_the_fast_build_is_judged_on_its_dots_inputs_and_accumulators(dots, says):
+    """Step 5's build judgement: two tl.dot, each on 16-bit tiles and accumulating in fp32 (a fake build)."""
+    from types import SimpleNamespace
+
+    from paged_kv.lab.feedback import CheckFailed
+    from paged_kv.lab.kernel_lab import judge_fast_build
+
+    build = SimpleNamespace(arch=90, dots=dots, spill_bytes=0, registers=128)
+    if says is None:
+        judge_fast_build(build, 16)
+        return
+    with pytest.raises(CheckFailed) as caught:
+        judge_fast_build(build, 16)
+    lines = ANSI.sub("", str(caught.value)).splitlines()
+    assert says in lines[0] and len(lines) <= 4, lines
+    if "takes f32" in says:
+        assert "p.to(v.dtype)" in str(caught.value) and "fp16/bf16" in str(caught.value)
