@@ -33,11 +33,15 @@ from chromium import LAUNCH_ARGS, chromium_or_reason
 from course_notebooks import answers, is_answer, is_read_only, is_test, nbgrader_meta, release_path
 from jupyterlab_driver import NotebookPage, Reaction
 from lab_server import STUDENT_CONFIG, TEST_SETTINGS, running_jupyterlab
+from test_pitfalls import PITFALLS
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing: run `make env`")
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+# Pitfalls a student types in the browser (test_pitfalls.PITFALLS' edits): a word the visible test's message must show.
+BROWSER_PITFALLS = {"08-fork-and-share": {"Sharing the parent's token list": "token_ids",
+                                          "Returning the beams in another order": "order of choices"}}
 RUN_ALL_TIMEOUT_S = 600          # a whole notebook on a 2-core CPU machine (Triton's interpreter included)
 LONGEST_READABLE_FAILURE = 6     # lines: a block a student reads at a glance (paged_kv.lab.feedback's hook)
 BADGE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"><rect width="117" height="20" '
@@ -67,6 +71,7 @@ class LabRun:
     js_errors: List[str] = field(default_factory=list)
     external_requests: List[str] = field(default_factory=list)
     screenshots: List[Path] = field(default_factory=list)
+    pitfall_texts: Dict[str, str] = field(default_factory=dict)  # a pitfall typed in: its visible test's output
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +198,10 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
             old.unlink()
         run.screenshots += nb.screenshot_whole_notebook(ARTIFACTS / f"{lab}.png")
         run.reactions, run.unknown_widgets = nb.exercise_widgets()
+
+        # 3. Then types a pitfall into one answer, runs it and the visible test below it, and puts it right.
+        for title in BROWSER_PITFALLS.get(lab, {}):
+            run.pitfall_texts[title] = _type_a_pitfall(nb, cells, typed, PITFALLS[lab][title])
     except Exception:
         for page in context.pages:  # what the page showed when the session broke off
             page.screenshot(path=str(ARTIFACTS / f"{lab}-failure.png"))
@@ -201,6 +210,32 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
         _shut_down_kernels(server)
         context.close()
     return run
+
+
+def _run_cell(nb: NotebookPage, index: int, timeout_s: float = 180) -> None:
+    nb.select(index)
+    nb.page.keyboard.press("Shift+Enter")
+    nb.wait_until_idle(timeout_s)
+
+
+def _type_a_pitfall(nb: NotebookPage, cells, typed: Dict[str, str], edits) -> str:
+    """Type ``edits`` (test_pitfalls' (old, new) pairs) into the answer cell holding them, run it and the visible
+    test cell below it; return that test's output as shown, after typing the right answer back and running it."""
+    answer_cells = [i for i, c in enumerate(cells) if is_answer(c)]
+    sources = {i: typed[nbgrader_meta(cells[i])["grade_id"]].rstrip("\n") + "\n" for i in answer_cells}
+    index = next(i for i in answer_cells if edits[0][0] in sources[i])
+    buggy = sources[index]
+    for old, new in edits:
+        buggy = buggy.replace(old, new)
+    buggy = buggy.rstrip("\n")
+    visible = next(j for j in range(index + 1, len(cells)) if is_test(cells[j]))
+    nb.type_into(index, buggy)
+    _run_cell(nb, index)
+    _run_cell(nb, visible)
+    shown = nb.output_texts().get(str(visible), "")  # the page's keys are strings
+    nb.type_into(index, sources[index])
+    _run_cell(nb, index)
+    return shown
 
 
 def _errors(notebook: dict) -> Dict[int, List[dict]]:
@@ -291,6 +326,18 @@ def test_every_widget_renders_and_reacts(lab_run):
 def test_page_logs_no_javascript_error_and_stays_offline(lab_run):
     assert not lab_run.js_errors, f"{lab_run.lab}: " + "\n".join(lab_run.js_errors)
     assert not lab_run.external_requests, f"{lab_run.lab}: the page asked the internet for {lab_run.external_requests}"
+
+
+def test_a_pitfall_typed_in_fails_its_visible_test_readably(lab_run):
+    """As a student sees it: the listed pitfall typed into its answer, that cell and its visible test run, the
+    test shows one short block naming what is wrong (not a long traceback), not 'Visible tests passed.'"""
+    expected = BROWSER_PITFALLS.get(lab_run.lab)
+    if not expected:
+        pytest.skip(f"{lab_run.lab}: no pitfall is typed in the browser")
+    for title, word in expected.items():
+        shown = lab_run.pitfall_texts[title]
+        assert word in shown and "Visible tests passed" not in shown, (title, shown)
+        assert len(shown.strip().splitlines()) <= 12 and "Traceback" not in shown, (title, shown)
 
 
 def test_screenshots_are_saved(lab_run):
