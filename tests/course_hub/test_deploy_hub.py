@@ -48,12 +48,40 @@ def test_the_values_admit_people_and_find_nativeauthenticators_pages():
     assert VALUES.read_text().count("INSTRUCTOR") == 2, "the instructor's name: one setting (and the header's note)"
 
 
-def test_the_hook_gives_each_role_its_settings():
-    assert _spawned(INSTRUCTOR, 1).environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/instructor",
-                                                   "PAGED_KV_HUB_ROLE": "instructor"}
+def test_the_hook_gives_each_user_their_own_uid_and_their_roles_settings():
+    teacher = _spawned(INSTRUCTOR, 1)
+    assert (teacher.uid, teacher.gid, teacher.fs_gid) == (1000, 100, 100)
+    assert teacher.environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/instructor",
+                                   "PAGED_KV_HUB_ROLE": "instructor"}
     assert _spawned(INSTRUCTOR.upper(), 1).environment["PAGED_KV_HUB_ROLE"] == "instructor"
-    assert _spawned(STUDENTS[0], 2).environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/student",
-                                                    "PAGED_KV_HUB_ROLE": "student"}
+    uids = set()
+    for user_id, name in enumerate(STUDENTS, start=2):
+        student = _spawned(name, user_id)
+        assert (student.uid, student.gid, student.fs_gid) == (20000 + user_id,) * 3
+        assert student.environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/student",
+                                       "PAGED_KV_HUB_ROLE": "student"}
+        uids.add(student.uid)
+    assert len(uids) == len(STUDENTS)
+    assert _spawned("pkv-ada", 7).uid == _spawned("pkv-ada", 7).uid == 20007, "stable: from the hub's user id"
+    assert _spawned("pkv-last", 1000).uid == 21000
+    with pytest.raises(ValueError, match="has no uid"):
+        _spawned("pkv-too-many", 1001)
+
+
+def test_the_image_names_every_student_uid_jovyan(tmp_path):
+    """The Dockerfile's loop, run here on a copy of /etc/passwd: one "jovyan" line per student uid the hook
+    can give, so nbgrader's get_username (pwd.getpwuid, then JUPYTERHUB_USER for jovyan) names the student."""
+    import re
+
+    text = (VALUES.parent / "Dockerfile").read_text()
+    uids = re.search(r'^ARG STUDENT_UIDS="(\d+) (\d+)"$', text, re.M).groups()
+    loop = re.search(r"(for uid in .*?; done)", text).group(1).replace("/etc/passwd", str(tmp_path / "passwd"))
+    subprocess.run(["sh", "-c", loop], check=True, env={"NB_USER": "jovyan", "STUDENT_UIDS": " ".join(uids),
+                                                        "PATH": os.environ["PATH"]})
+    lines = (tmp_path / "passwd").read_text().splitlines()
+    named = {int(line.split(":")[2]) for line in lines if line.split(":")[0] == "jovyan"}
+    assert named == {_spawned(f"s{n}", n).uid for n in range(1, 1001)} and len(lines) == 1000
+    assert lines[0] == "jovyan:x:20001:20001::/home/jovyan:/bin/bash"
 
 
 # --- the hub in Chromium ------------------------------------------------------------------------------
