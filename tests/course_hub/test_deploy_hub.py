@@ -86,8 +86,6 @@ def test_the_image_names_every_student_uid_jovyan(tmp_path):
 
 # --- the hub in Chromium ------------------------------------------------------------------------------
 
-sync_api = pytest.importorskip("playwright.sync_api")
-
 HUB_CONFIG = """
 import sys
 sys.path.insert(0, {tests!r})
@@ -153,6 +151,8 @@ def _login(page, hub, name: str, password: str) -> str:
 
 def test_signup_authorization_and_login_in_chromium(deploy_hub):
     from chromium import LAUNCH_ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")  # only this test needs it
 
     hub = deploy_hub
     with sync_api.sync_playwright() as p:
