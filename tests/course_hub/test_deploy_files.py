@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.layout import Layout
+from hub.layout import COURSE_ID, Layout
 
 yaml = pytest.importorskip("yaml")
 
@@ -21,10 +21,10 @@ CHART_KEYS = {
     "singleuser.image.name", "singleuser.image.tag", "singleuser.defaultUrl", "singleuser.cmd",
     "singleuser.memory.guarantee", "singleuser.memory.limit", "singleuser.cpu.guarantee", "singleuser.cpu.limit",
     "singleuser.profileList", "singleuser.storage.capacity", "singleuser.storage.extraVolumes",
-    "singleuser.storage.extraVolumeMounts", "cull.enabled", "cull.timeout",
+    "singleuser.storage.extraVolumeMounts", "singleuser.initContainers", "cull.enabled", "cull.timeout",
 }
 FREE = {"hub.config", "hub.extraConfig", "singleuser.profileList", "singleuser.storage.extraVolumes",
-        "singleuser.storage.extraVolumeMounts"}
+        "singleuser.storage.extraVolumeMounts", "singleuser.initContainers"}
 
 
 def values():
@@ -118,3 +118,46 @@ def test_memory_limits_cover_the_measured_peak_of_each_lab():
     for lab, peak in sizing["kernel_peak_mib"].items():
         limit = big if lab.startswith("06") else default_limit
         assert server + peak * 2**20 < limit, f"{lab}: {peak} MiB kernel + server over the limit {limit / 2**20:.0f} MiB"
+
+
+def test_an_init_container_sets_the_exchanges_modes_as_root_on_the_volume():
+    """nbgrader 0.9.6's modes (its exchange/default/release_assignment.py and release_feedback.py), set on
+    the mounted volume (the image's folder is hidden by the mount) by every server's init container."""
+    single = values()["singleuser"]
+    (init,) = single["initContainers"]
+    image = single["image"]
+    assert init["image"] == f"{image['name']}:{image['tag']}"
+    assert init["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+    exchange = str(Layout(IMAGE_ROOT).exchange)
+    assert init["volumeMounts"] == [{"name": "nbgrader-exchange", "mountPath": exchange}]
+    assert init["command"][:2] == ["sh", "-c"]
+    script = init["command"][2]
+    assert script.startswith("set -e;") and f"X={exchange}; C=$X/{COURSE_ID};" in script
+    steps = [step.strip() for step in script.split(";")]
+    for step in ("mkdir -p $C/inbound $C/outbound $C/feedback", "chown 0:0 $X", "chmod 1777 $X",
+                 "chown 1000:100 $C $C/inbound $C/outbound $C/feedback", "chmod 0755 $C $C/outbound",
+                 "chmod 2733 $C/inbound", "chmod 0711 $C/feedback"):
+        assert step in steps, step
+    assert not [s for s in steps if "-R" in s.split()], "only the folders nbgrader makes, never what is in them"
+    assert "chmod 0777" not in (DEPLOY / "Dockerfile").read_text(), "the mount hides the image's folder"
+
+
+def test_the_init_containers_script_gives_nbgraders_modes_and_can_run_twice(tmp_path):
+    """The script itself, on a folder here (chown left out unless root): the modes, twice in a row."""
+    import os
+    import stat
+    import subprocess
+
+    script = values()["singleuser"]["initContainers"][0]["command"][2]
+    exchange = str(Layout(IMAGE_ROOT).exchange)
+    local = script.replace(exchange, str(tmp_path / "exchange"))
+    if os.geteuid() != 0:
+        local = re.sub(r"chown [^;]+;", "", local)
+    for _ in range(2):
+        subprocess.run(["sh", "-c", local], check=True)
+        modes = {name: stat.S_IMODE((tmp_path / "exchange" / name).stat().st_mode)
+                 for name in ("", "paged-kv", "paged-kv/inbound", "paged-kv/outbound", "paged-kv/feedback")}
+        assert modes == {"": 0o1777, "paged-kv": 0o755, "paged-kv/inbound": 0o2733,
+                         "paged-kv/outbound": 0o755, "paged-kv/feedback": 0o711}
+    if os.geteuid() == 0:
+        assert (tmp_path / "exchange" / "paged-kv" / "inbound").stat().st_uid == 1000
