@@ -244,6 +244,7 @@ SYNTAX_FAMILIES = ("builtins as values: functools.reduce(getattr, ...)", "attrib
                    "pattern matching through __globals__ to __import__")
 
 
+INHERITS = "inherits the reference outright"
 # The attacks that call the reference itself, by a route the text rules know (they also show as findings).
 REFERENCE_ROUTES = ("exec of the reference's source under the TODO's name", "the reference's bytecode renamed and rewrapped",
                     "inherits the reference outright", "a computed name finds the reference", "gc finds the reference",
@@ -428,8 +429,8 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         # reference ends at the box edition's stub, which the log shows ("reached-stub"); the classic forms
         # are also read from the text (provenance), the syntax families need not be.
         events = set() if label in SYNTAX_FAMILIES else {"integrity"}
-        if label in SYNTAX_FAMILIES or label in REFERENCE_ROUTES:
-            events.add("reached-stub")
+        if label in SYNTAX_FAMILIES or (label in REFERENCE_ROUTES and label != INHERITS):
+            events.add("reached-stub")  # (a class that inherits the reference may be refused before any call)
         out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events=events), False))
     if bug_notebook is not None:
         strongest = {"points the reference at its own code", "a fake triton whose 'kernel' computes in torch",
