@@ -18,17 +18,15 @@ students "autograder failed" with no feedback): an upload with nothing to grade 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
-import traceback
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from autograder.platforms import bundle
-from autograder.platforms.one_upload import Outcome, failure, grade_upload, grader_version
+from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, write_results
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 HIDDEN_VISIBILITY_ENV = "PAGED_KV_HIDDEN_VISIBILITY"
@@ -72,17 +70,12 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     """Gradescope's results.json for ``outcome``."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
-    lines = []
-    if outcome.problem:
-        lines.append(outcome.problem)
-    if outcome.notes:
-        lines += ["Grading notes:"] + [f"- {note}" for note in outcome.notes]
     tests = [{"name": t.name, "number": str(n + 1), "score": t.score, "max_score": t.max_score,
               "status": "passed" if t.score >= t.max_score - 1e-9 else "failed", "output": t.output,
               "visibility": hidden_visibility if t.hidden else "visible", "tags": [t.grade_id]}
              for n, t in enumerate(outcome.tests)]
     return {"score": outcome.score, "execution_time": int(round(outcome.seconds)),
-            "output": "\n".join(lines) or "Graded: see each test below.", "stdout_visibility": "hidden",
+            "output": outcome.message(), "stdout_visibility": "hidden",
             "tests": tests,
             "extra_data": {"lab": outcome.lab, "grader_version": grader_version(), "box_level": outcome.isolation,
                            "file": outcome.file}}
@@ -91,14 +84,9 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
 def run(lab: str, submission: Path, target: Path) -> dict:
     """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
     visibility = os.environ.get(HIDDEN_VISIBILITY_ENV, "after_published")
-    try:
-        outcome = grade_upload(lab, submission)
-    except Exception as error:  # noqa: BLE001 - the student must get a results.json, the instructor the trace
-        traceback.print_exc(file=sys.stdout)
-        outcome = failure(lab, error, bundle.cells_of(lab))
+    outcome = grade_or_failure(lab, submission)
     data = results(outcome, visibility if visibility in VISIBILITIES else "after_published")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(data, indent=1))
+    write_results(target, data)
     print(f"{lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
           f"'{outcome.isolation or '-'}'; results: {target}")
     return data

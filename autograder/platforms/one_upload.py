@@ -56,6 +56,13 @@ class Outcome:
     def max_score(self) -> float:
         return round(sum(t.max_score for t in self.tests), 4)
 
+    def message(self) -> str:
+        """What the student reads about the whole upload: the problem, if any, then the Grading notes."""
+        lines = [self.problem] if self.problem else []
+        if self.notes:
+            lines += ["Grading notes:"] + [f"- {note}" for note in self.notes]
+        return "\n".join(lines) or "Graded: see each test below."
+
 
 def _gather(folder: Path, scratch: Path):
     """The upload's files as one student's ``collect.Submission`` (read as ``make collect`` reads an entry)."""
@@ -147,6 +154,27 @@ def grader_version() -> str:
         version = "unknown"
     built = Path(__file__).resolve().parents[1] / "BUILT_FROM"
     return version + (f" ({built.read_text().strip()})" if built.exists() else "")
+
+
+def grade_or_failure(lab: str, folder: Path) -> Outcome:
+    """``grade_upload``, or when the grader itself fails, a 0 that says so (its traceback on stdout, which only
+    the instructor sees): a platform must always get a result to show."""
+    import sys
+    import traceback
+
+    from autograder.platforms import bundle
+
+    try:
+        return grade_upload(lab, folder)
+    except Exception as error:  # noqa: BLE001 - the student must get a result, the instructor the trace
+        traceback.print_exc(file=sys.stdout)
+        return failure(lab, error, bundle.cells_of(lab))
+
+
+def write_results(target: Path, data: dict) -> None:
+    """A platform's results.json at ``target`` (its folder made if needed)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1))
 
 
 def failure(lab: str, error: BaseException, cells: Optional[list] = None) -> Outcome:

@@ -17,13 +17,12 @@ import argparse
 import json
 import stat
 import sys
-import traceback
 import uuid
 from pathlib import Path
 from typing import List, Optional
 
 from autograder.platforms import bundle
-from autograder.platforms.one_upload import Outcome, failure, grade_upload, grader_version
+from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, write_results
 
 IMAGE = "paged-kv-course/grader:latest"
 
@@ -51,12 +50,9 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/cours
 
 def results(outcome: Outcome) -> dict:
     """PrairieLearn's results.json for ``outcome``."""
-    lines = [outcome.problem] if outcome.problem else []
-    if outcome.notes:
-        lines += ["Grading notes:"] + [f"- {note}" for note in outcome.notes]
     maximum = outcome.max_score
     return {"gradable": True, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
-            "message": "\n".join(lines) or "Graded: see each test below.",
+            "message": outcome.message(),
             "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()}, "
                       f"box level '{outcome.isolation or '-'}')",
             "tests": [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output}
@@ -65,14 +61,9 @@ def results(outcome: Outcome) -> dict:
 
 def run(lab: str, student: Path, target: Path) -> dict:
     """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
-    try:
-        outcome = grade_upload(lab, student)
-    except Exception as error:  # noqa: BLE001 - the student gets a result, the instructor the trace
-        traceback.print_exc(file=sys.stdout)
-        outcome = failure(lab, error, bundle.cells_of(lab))
+    outcome = grade_or_failure(lab, student)
     data = results(outcome)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(data, indent=1))
+    write_results(target, data)
     print(f"{lab}: {outcome.score:g} / {outcome.max_score:g}; results: {target}")
     return data
 
