@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import pwd
 import shutil
 import sys
 from pathlib import Path
@@ -72,16 +71,17 @@ def release(labs: Sequence[str], exchange: Path, course_id: str) -> List[str]:
 
 
 def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, str]:
-    """``{inbound folder: its owner}`` for every ``<student>+<lab>+...`` folder not owned by ``<student>``."""
+    """``{inbound folder: its owner}`` for every ``<student>+<lab>+...`` folder not owned by ``<student>``
+    (owners named as ``hub_uids.owners`` names them: the Kubernetes hub's registry, else /etc/passwd)."""
+    from autograder.pipeline.hub_uids import owners_of
+
     inbound = Path(exchange) / course_id / "inbound"
+    names = owners_of(exchange, course_id)
     forged = {}
     for folder in sorted(inbound.glob(f"*+{lab}+*")) if inbound.is_dir() else []:
         claimed = folder.name.split("+", 1)[0]
         uid = folder.lstat().st_uid  # a link is owned by who made it, whatever it points at
-        try:
-            owner = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            owner = f"uid {uid}"
+        owner = names.name_of(uid) or f"uid {uid}"
         if owner != claimed:
             forged[folder.name] = owner
     return forged

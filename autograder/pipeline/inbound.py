@@ -25,7 +25,6 @@ import base64
 import binascii
 import json
 import os
-import pwd
 import re
 import select
 import shutil
@@ -36,20 +35,20 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from autograder.pipeline.collect import Submission
+from autograder.pipeline.hub_uids import Owners, owners, owners_of
 from autograder.pipeline.entries import (MAX_STUDENT, Budget, Refused, kind_of, member_path, open_folder, walk,
                                          write_new)
 
 CHILD_SECONDS = 60  # to read one student's folder (a few notebooks): far more than it takes
-NOGROUP = 65534  # the group a reader gets for a uid with no account
 _READ_BACK = 2 * MAX_STUDENT  # base64 and JSON around a full budget
 
 
-def latest_submissions(inbound_fd: int, lab: str) -> Tuple[Dict[str, Tuple[str, str]],
-                                                           Dict[str, List[Tuple[str, str]]]]:
-    """``{student: (entry name, timestamp)}``: each student's latest folder of ``lab`` in the open
-    ``inbound/`` folder that the student's account owns; and ``{student: [(entry, reason)]}`` for that
-    student's newer entries refused (not a folder). Entries owned by another account are left alone
-    (``exchange.set_aside_forged`` moves them out)."""
+def latest_submissions(inbound_fd: int, lab: str, names: Owners) -> Tuple[Dict[str, Tuple[str, str, int]],
+                                                                         Dict[str, List[Tuple[str, str]]]]:
+    """``{student: (entry name, timestamp, owner uid)}``: each student's latest folder of ``lab`` in the open
+    ``inbound/`` folder that the student owns (``names`` says whose each uid is); and
+    ``{student: [(entry, reason)]}`` for that student's newer entries refused (not a folder). Entries owned
+    by someone else are left alone (``exchange.set_aside_forged`` moves them out)."""
     from nbgrader.utils import parse_utc
 
     pattern = re.compile(rf"^(?P<student>[^+]+)\+{re.escape(lab)}\+(?P<time>[^+]+)(\+[^+]*)?$")
@@ -59,18 +58,17 @@ def latest_submissions(inbound_fd: int, lab: str) -> Tuple[Dict[str, Tuple[str, 
         if not found:
             continue
         try:
-            account = pwd.getpwnam(found["student"])
             info = os.stat(name, dir_fd=inbound_fd, follow_symlinks=False)
             when = parse_utc(found["time"])
-        except (KeyError, OSError, ValueError):
+        except (OSError, ValueError):
             continue
-        if info.st_uid == account.pw_uid:
+        if names.name_of(info.st_uid) == found["student"]:
             mine.setdefault(found["student"], []).append((when, name, found["time"], info))
     latest, refused = {}, {}
     for student, entries in mine.items():
         for _, name, written, info in sorted(entries, key=lambda e: e[0], reverse=True):
             if stat.S_ISDIR(info.st_mode):
-                latest[student] = (name, written)
+                latest[student] = (name, written, info.st_uid)
                 break
             refused.setdefault(student, []).append((name, f"it is {kind_of(info.st_mode)}, not a folder"))
     return latest, refused
@@ -173,6 +171,7 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
         course = open_folder(course_id, dir_fd=top)
         try:
             inbound = open_folder("inbound", dir_fd=course)
+            names = owners(course)
         finally:
             os.close(course)
     except Refused as why:
@@ -182,7 +181,7 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
     try:
         inbox = Path(inbox)
         inbox.mkdir(parents=True)
-        latest, refused = latest_submissions(inbound, lab)
+        latest, refused = latest_submissions(inbound, lab, names)
         found: Dict[str, Submission] = {}
         for student in sorted(set(latest) | set(refused)):
             submission = found[student] = Submission(student=student, name=student)
@@ -190,12 +189,11 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
                 submission.refuse(entry, reason)
             if student not in latest:
                 continue
-            name, when = latest[student]
+            name, when, uid = latest[student]
             target = inbox / student / lab
             target.mkdir(parents=True)
-            account = pwd.getpwnam(student)
             try:
-                files, inner = read_as(account.pw_uid, account.pw_gid, inbound, name)
+                files, inner = read_as(uid, names.group_of(uid), inbound, name)
             except Refused as why:
                 files, inner = [], [(".", str(why))]
             for path, reason in inner:
@@ -224,10 +222,7 @@ def copy_as_owner(inbound_dir: Path, name: str, target: Path) -> List[Tuple[str,
     if not stat.S_ISDIR(info.st_mode):
         os.unlink(source)
         return [(".", f"it is {kind_of(info.st_mode)}, not a folder")]
-    try:
-        gid = pwd.getpwuid(info.st_uid).pw_gid
-    except KeyError:
-        gid = NOGROUP
+    gid = owners_of(Path(inbound_dir).parent.parent, Path(inbound_dir).parent.name).group_of(info.st_uid)
     folder = os.open(inbound_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         files, refused = read_as(info.st_uid, gid, folder, name)

@@ -12,6 +12,7 @@ collected, and no root-only byte lands anywhere in the course folder. A second t
 from __future__ import annotations
 
 import csv
+import json
 import os
 import pwd
 import secrets
@@ -228,3 +229,67 @@ def test_a_forged_folder_set_aside_across_file_systems_is_copied_as_its_owner_no
             assert _bytes_in_tree(quarantine, needle) == []
     finally:
         shutil.rmtree(base)
+
+
+# --- the Kubernetes hub (deploy/): students are pod uids with no account, the grader is no root -------------
+
+POD_GRADER, POD_UIDS = 41000, {"pkv-ada": 20007, "pkv-bob": 20008, "pkv-cy": 20009}  # uids no account has here
+
+COLLECT_AS_GRADER = """
+import json, os, sys
+sys.path.insert(0, {repo!r})
+from autograder.pipeline import exchange, inbound  # imported first: this interpreter may be root's alone
+import nbgrader.utils
+os.setgroups([]); os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid})
+found = inbound.collect_inbound({root!r}, {course!r}, {lab!r}, {inbox!r})
+print(json.dumps({{"forged": exchange.forged_submissions({root!r}, {course!r}, {lab!r}),
+                  "found": {{s: [[f.name for f in v.files], v.refused] for s, v in found.items()}}}}))
+"""
+
+
+def _pod_submission(inbound_dir: Path, student: str, uid: int, notebook: bytes) -> Path:
+    folder = inbound_dir / f"{student}+{LAB}+{WHEN}+{secrets.token_hex(4)}"
+    folder.mkdir()
+    for name, content in ((NOTEBOOK, notebook), ("timestamp.txt", WHEN.encode())):
+        (folder / name).write_bytes(content)
+        (folder / name).chmod(0o644)
+        os.chown(folder / name, uid, uid)
+    folder.chmod(0o755)  # as nbgrader submit leaves it for the instructor to read
+    os.chown(folder, uid, uid)
+    return folder
+
+
+def test_on_the_kubernetes_hub_the_uid_registry_names_each_pod_user_and_the_grader_needs_no_root():
+    """The hub's hook writes hub-uids/<uid> (deploy/z2jh-values.yaml); the grader runs as the course folder's
+    owner, no root. Ada's own submission is collected (the registry names uid 20007 "pkv-ada"; /etc/passwd
+    knows none of these uids). A folder Ada made under Bob's name is forged, owned by "pkv-ada". Cy wrote her
+    own registry entry (not the course owner's file): not trusted, so her submission is owned by a bare uid."""
+    base = Path(tempfile.mkdtemp(prefix="pkv-pod-exchange-"))
+    try:
+        base.chmod(0o755)
+        root = _exchange(base)
+        course = root / COURSE_ID
+        registry = course / "hub-uids"
+        registry.mkdir(mode=0o755)
+        for name, uid in POD_UIDS.items():
+            (registry / str(uid)).write_text(name + "\n")
+            os.chown(registry / str(uid), POD_GRADER if name != "pkv-cy" else uid, 100)
+        for path in (course, course / "inbound", registry):
+            os.chown(path, POD_GRADER, 100)
+        inbound_dir = course / "inbound"
+        ada = _pod_submission(inbound_dir, "pkv-ada", POD_UIDS["pkv-ada"], _marked_solution("ada"))
+        as_bob = _pod_submission(inbound_dir, "pkv-bob", POD_UIDS["pkv-ada"], b"{}")
+        cy = _pod_submission(inbound_dir, "pkv-cy", POD_UIDS["pkv-cy"], b"{}")
+        inbox = base / "grader" / "inbox"
+        inbox.parent.mkdir()
+        os.chown(inbox.parent, POD_GRADER, 100)
+        script = COLLECT_AS_GRADER.format(uid=POD_GRADER, repo=str(ROOT), root=str(root), course=COURSE_ID,
+                                          lab=LAB, inbox=str(inbox))
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.splitlines()[-1])
+        assert result["forged"] == {as_bob.name: "pkv-ada", cy.name: f"uid {POD_UIDS['pkv-cy']}"}
+        assert result["found"] == {"pkv-ada": [[NOTEBOOK, "timestamp.txt"], []]}
+        assert (inbox / "pkv-ada" / LAB / NOTEBOOK).read_bytes() == (ada / NOTEBOOK).read_bytes()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -17,13 +17,14 @@ CHART, CHART_JUPYTERHUB = "4.4.0", "5.5.0"
 # Keys of the chart 4.4.0 values.yaml that deploy/z2jh-values.yaml may set (under hub.config and
 # hub.extraConfig, in profileList entries and in volume specs the content is free).
 CHART_KEYS = {
-    "hub.config", "hub.extraConfig",
+    "hub.config", "hub.extraConfig", "hub.extraVolumes", "hub.extraVolumeMounts", "hub.initContainers",
     "singleuser.image.name", "singleuser.image.tag", "singleuser.defaultUrl", "singleuser.cmd",
     "singleuser.memory.guarantee", "singleuser.memory.limit", "singleuser.cpu.guarantee", "singleuser.cpu.limit",
     "singleuser.profileList", "singleuser.storage.capacity", "singleuser.storage.extraVolumes",
     "singleuser.storage.extraVolumeMounts", "singleuser.initContainers", "cull.enabled", "cull.timeout",
 }
-FREE = {"hub.config", "hub.extraConfig", "singleuser.profileList", "singleuser.storage.extraVolumes",
+FREE = {"hub.config", "hub.extraConfig", "hub.extraVolumes", "hub.extraVolumeMounts", "hub.initContainers",
+        "singleuser.profileList", "singleuser.storage.extraVolumes",
         "singleuser.storage.extraVolumeMounts", "singleuser.initContainers"}
 
 
@@ -122,21 +123,26 @@ def test_memory_limits_cover_the_measured_peak_of_each_lab():
 
 def test_an_init_container_sets_the_exchanges_modes_as_root_on_the_volume():
     """nbgrader 0.9.6's modes (its exchange/default/release_assignment.py and release_feedback.py), set on
-    the mounted volume (the image's folder is hidden by the mount) by every server's init container."""
-    single = values()["singleuser"]
+    the mounted volume (the image's folder is hidden by the mount) by the same init container before the hub
+    starts and before every server starts; the hub's pod mounts the exchange too (its uid registry)."""
+    single, hub = values()["singleuser"], values()["hub"]
     (init,) = single["initContainers"]
+    assert hub["initContainers"] == [init], "the hub's pod runs the same init container"
+    assert hub["extraVolumes"] == single["storage"]["extraVolumes"]
+    assert hub["extraVolumeMounts"] == single["storage"]["extraVolumeMounts"]
     image = single["image"]
     assert init["image"] == f"{image['name']}:{image['tag']}"
-    assert init["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+    # as root, also in the hub's pod, whose securityContext says runAsNonRoot
+    assert init["securityContext"] == {"runAsNonRoot": False, "runAsUser": 0, "runAsGroup": 0}
     exchange = str(Layout(IMAGE_ROOT).exchange)
     assert init["volumeMounts"] == [{"name": "nbgrader-exchange", "mountPath": exchange}]
     assert init["command"][:2] == ["sh", "-c"]
     script = init["command"][2]
     assert script.startswith("set -e;") and f"X={exchange}; C=$X/{COURSE_ID};" in script
     steps = [step.strip() for step in script.split(";")]
-    for step in ("mkdir -p $C/inbound $C/outbound $C/feedback", "chown 0:0 $X", "chmod 1777 $X",
-                 "chown 1000:100 $C $C/inbound $C/outbound $C/feedback", "chmod 0755 $C $C/outbound",
-                 "chmod 2733 $C/inbound", "chmod 0711 $C/feedback"):
+    for step in ("mkdir -p $C/inbound $C/outbound $C/feedback $C/hub-uids", "chown 0:0 $X", "chmod 1777 $X",
+                 "chown 1000:100 $C $C/inbound $C/outbound $C/feedback $C/hub-uids",
+                 "chmod 0755 $C $C/outbound $C/hub-uids", "chmod 2733 $C/inbound", "chmod 0711 $C/feedback"):
         assert step in steps, step
     assert not [s for s in steps if "-R" in s.split()], "only the folders nbgrader makes, never what is in them"
     assert "chmod 0777" not in (DEPLOY / "Dockerfile").read_text(), "the mount hides the image's folder"
@@ -157,7 +163,8 @@ def test_the_init_containers_script_gives_nbgraders_modes_and_can_run_twice(tmp_
         subprocess.run(["sh", "-c", local], check=True)
         modes = {name: stat.S_IMODE((tmp_path / "exchange" / name).stat().st_mode)
                  for name in ("", "paged-kv", "paged-kv/inbound", "paged-kv/outbound", "paged-kv/feedback")}
+        modes["paged-kv/hub-uids"] = stat.S_IMODE((tmp_path / "exchange" / "paged-kv" / "hub-uids").stat().st_mode)
         assert modes == {"": 0o1777, "paged-kv": 0o755, "paged-kv/inbound": 0o2733,
-                         "paged-kv/outbound": 0o755, "paged-kv/feedback": 0o711}
+                         "paged-kv/outbound": 0o755, "paged-kv/feedback": 0o711, "paged-kv/hub-uids": 0o755}
     if os.geteuid() == 0:
         assert (tmp_path / "exchange" / "paged-kv" / "inbound").stat().st_uid == 1000

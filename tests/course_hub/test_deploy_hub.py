@@ -25,16 +25,24 @@ from lab_server import free_port, stop, wait_until_up
 INSTRUCTOR, STUDENTS = "pkv-teacher", ("pkv-ada", "pkv-bob")
 
 
-def _hook():
+REGISTRY = Path(tempfile.mkdtemp(prefix="pkv-hub-uids-")) / "hub-uids"  # where the hook records uids here
+
+
+def _hook(registry: Path = REGISTRY):
     c = Config()
-    apply_values(c, values_text(INSTRUCTOR))
+    before = os.environ.get("PAGED_KV_UID_REGISTRY")
+    os.environ["PAGED_KV_UID_REGISTRY"] = str(registry)  # read when the values' code runs
+    try:
+        apply_values(c, values_text(INSTRUCTOR))
+    finally:
+        os.environ.pop("PAGED_KV_UID_REGISTRY") if before is None else os.environ.update(PAGED_KV_UID_REGISTRY=before)
     return c, c.KubeSpawner.pre_spawn_hook
 
 
-def _spawned(name: str, user_id: int):
+def _spawned(name: str, user_id: int, registry: Path = REGISTRY, hook=None):
     spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id), environment={},
                               uid=1000, gid=None, fs_gid=100)
-    _hook()[1](spawner)
+    (hook or _hook(registry)[1])(spawner)
     return spawner
 
 
@@ -68,6 +76,25 @@ def test_the_hook_gives_each_user_their_own_uid_and_their_roles_settings():
         _spawned("pkv-too-many", 1001)
 
 
+def test_the_hook_records_whose_each_uid_is_where_hub_grade_reads_it(tmp_path):
+    """hub-uids/<uid> names the hub user (``autograder.pipeline.hub_uids`` reads it: every student uid is
+    "jovyan" in the image); a respawn rewrites it whole; no registry to write stops the spawn with a reason."""
+    from autograder.pipeline import hub_uids
+
+    course = tmp_path / "exchange" / "paged-kv"
+    registry = course / hub_uids.REGISTRY
+    course.mkdir(parents=True)
+    _spawned(INSTRUCTOR, 1, registry)
+    _spawned("pkv-ada", 7, registry)
+    _spawned("pkv-ada", 7, registry)
+    assert sorted(p.name for p in registry.iterdir()) == ["1000", "20007"], "one file per uid, none left half-made"
+    assert (registry / "20007").read_text() == "pkv-ada\n"
+    assert hub_uids.owners_of(tmp_path / "exchange", "paged-kv").registry == {1000: INSTRUCTOR, 20007: "pkv-ada"}
+    (tmp_path / "file").write_text("")
+    with pytest.raises(RuntimeError, match=r"cannot write its uid registry .*hub\.extraVolumeMounts"):
+        _spawned("pkv-bob", 8, tmp_path / "file" / "hub-uids")
+
+
 def test_the_image_names_every_student_uid_jovyan(tmp_path):
     """The Dockerfile's loop, run here on a copy of /etc/passwd: one "jovyan" line per student uid the hook
     can give, so nbgrader's get_username (pwd.getpwuid, then JUPYTERHUB_USER for jovyan) names the student."""
@@ -80,7 +107,8 @@ def test_the_image_names_every_student_uid_jovyan(tmp_path):
                                                         "PATH": os.environ["PATH"]})
     lines = (tmp_path / "passwd").read_text().splitlines()
     named = {int(line.split(":")[2]) for line in lines if line.split(":")[0] == "jovyan"}
-    assert named == {_spawned(f"s{n}", n).uid for n in range(1, 1001)} and len(lines) == 1000
+    hook = _hook()[1]
+    assert named == {_spawned(f"s{n}", n, hook=hook).uid for n in range(1, 1001)} and len(lines) == 1000
     assert lines[0] == "jovyan:x:20001:20001::/home/jovyan:/bin/bash"
 
 
