@@ -1,11 +1,13 @@
 """The Kubernetes hub's own settings (deploy/z2jh-values.yaml), run here: the pre_spawn_hook, the pod's file
-layout in the single-user image, and sign-up and login with the real NativeAuthenticator 1.3.0 in Chromium.
+layout in the single-user image, and sign-up, login and a student's own server with the real
+NativeAuthenticator 1.3.0 in Chromium.
 
-``deploy_hub.apply_values`` applies the values' ``hub.config`` and ``hub.extraConfig`` as the chart's
-``jupyterhub_config.py`` does. ``image_tree.stage_image`` stages the image's file tree from
-deploy/Dockerfile's own commands (no Docker). The hub then runs with a local spawner instead of KubeSpawner
-and without a proxy (the browser talks to the hub's own port), so what is tested is the authenticator and
-its settings, not a cluster.
+``deploy_hub.apply_values`` applies the values' ``hub.config``, ``hub.extraConfig`` and the server's command
+and first page as the chart's ``jupyterhub_config.py`` does. ``image_tree.stage_image`` stages the image's
+file tree from deploy/Dockerfile's own commands (no Docker). The hub then runs with configurable-http-proxy
+and a local spawner instead of KubeSpawner (``deploy_hub.ImageTreeSpawner``: the hook's environment, the
+image's folders in the staged tree; the hook's uids are not applied), so what is tested is the authenticator,
+the hook and the image's settings, not a cluster.
 """
 from __future__ import annotations
 
@@ -25,13 +27,14 @@ import pytest
 import yaml
 from traitlets.config import Config, PyFileConfigLoader
 
-from deploy_hub import VALUES, apply_values, values_text
+from deploy_hub import VALUES, apply_values, run_init_containers, values_text
 from image_tree import ROOT, stage_image
 from lab_server import free_port, stop, wait_until_up
 
 from hub.layout import COURSE_ID
 
 INSTRUCTOR, STUDENTS = "pkv-teacher", ("pkv-ada", "pkv-bob")
+RELEASED = "00-start-here"  # the lab the browser test's student finds released in the exchange
 
 
 @functools.lru_cache(maxsize=None)
@@ -196,10 +199,15 @@ import sys
 sys.path.insert(0, {tests!r})
 from deploy_hub import apply_values
 apply_values(c, {values!r})
-# What is not the chart's: a local spawner, no proxy, the hub's own port, a home page after login.
-c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
-c.JupyterHub.proxy_class = "deploy_hub.NoProxy"
-c.Proxy.should_start = False
+# What is not the chart's: a local spawner for KubeSpawner (the hook's environment, the image's folders in the
+# staged tree), configurable-http-proxy on local ports, a home page after login.
+c.JupyterHub.spawner_class = "deploy_hub.ImageTreeSpawner"
+c.ImageTreeSpawner.image_root = {image!r}
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.ConfigurableHTTPProxy.command = [{proxy!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.pid_file = "{folder}/proxy.pid"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.bind_url = "http://127.0.0.1:{public_port}"
 c.JupyterHub.default_url = "/hub/home"
@@ -210,28 +218,45 @@ c.JupyterHub.pid_file = "{folder}/hub.pid"
 
 
 @pytest.fixture(scope="module")
-def deploy_hub():
+def deploy_hub(image):
     from chromium import chromium_or_reason
+
+    from hub.proxy import ProxyMissing, find_or_install_proxy
 
     folder = Path(tempfile.mkdtemp(prefix="pkv-deploy-hub-"))
     chromium, why = chromium_or_reason(folder / "apt.log")
     if chromium is None:
         pytest.skip(why)
-    port = free_port()
+    try:
+        proxy = find_or_install_proxy(Path(sys.prefix) / "node")  # where `make hub` keeps it
+    except ProxyMissing as missing:
+        pytest.skip(str(missing))
+    # The pod's exchange: the volume (a folder of the tree, at the mount's path) as the init container leaves
+    # it, and one lab in outbound/ as a release would put it there (the release itself is not tested here).
+    values = values_text(INSTRUCTOR)
+    chart_values = yaml.safe_load(values)
+    run_init_containers(chart_values, {m["name"]: image.local(m["mountPath"])
+                                       for m in chart_values["singleuser"]["storage"]["extraVolumeMounts"]})
+    exchange = image.local("/srv/paged-kv/exchange")
+    shutil.copytree(ROOT / "course" / RELEASED, exchange / COURSE_ID / "outbound" / RELEASED)
+    port, public_port = free_port(), free_port()
     (folder / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        tests=str(Path(__file__).resolve().parents[1] / "notebooks"), values=values_text(INSTRUCTOR),
-        port=port, public_port=free_port(), folder=folder))
+        tests=str(Path(__file__).resolve().parents[1] / "notebooks"), values=values, image=str(image.root),
+        proxy=str(proxy), proxy_api_port=free_port(), port=port, public_port=public_port, folder=folder))
+    # The hub's environment: the course venv's bin on PATH (for the image's /usr/local/bin, where the chart's
+    # `jupyterhub-singleuser` is), and the hook's uid registry (when it writes one) in the tree's exchange.
+    environment = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+                       PAGED_KV_UID_REGISTRY=str(exchange / COURSE_ID / "hub-uids"))
     log = folder / "hub.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
-                                   cwd=folder, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+                                   cwd=folder, env=environment, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{public_port}"  # through the proxy, as a browser reaches the chart's proxy
     try:
         wait_until_up(lambda: urllib.request.urlopen(url + "/hub/login", timeout=5), process, 60, log, "the hub")
-        yield SimpleNamespace(url=url, chromium=chromium, log=log)
+        yield SimpleNamespace(url=url, chromium=chromium, log=log, image=image)
     finally:
-        stop(process, 10)
-        import shutil
+        stop(process, 30)  # the hub stops the student's server and the proxy first
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -254,7 +279,9 @@ def _login(page, hub, name: str, password: str) -> str:
     return page.url
 
 
-def test_signup_authorization_and_login_in_chromium(deploy_hub):
+def test_signup_authorization_login_and_a_students_server_in_chromium(deploy_hub):
+    """The instructor signs up and is the admin; a student signs up, is refused until the instructor authorizes
+    them, logs in, starts their server and reaches the Assignments tab; the instructor's name cannot be taken."""
     from chromium import LAUNCH_ARGS
 
     sync_api = pytest.importorskip("playwright.sync_api")  # only this test needs it
@@ -290,6 +317,17 @@ def test_signup_authorization_and_login_in_chromium(deploy_hub):
             assert student.locator("a.nav-link[href$='/hub/authorize']").count() == 0
             response = student.goto(hub.url + "/hub/admin")
             assert response.status == 403, "a student is no admin"
+
+            # The student's own server, through the proxy: the values' hook environment in the image's staged
+            # tree; their first JupyterLab opens on the Assignments tab, which lists the lab from the exchange.
+            student.goto(hub.url + "/hub/home")
+            student.click("#start")
+            student.wait_for_selector(".jp-LabShell", timeout=120_000)
+            assert student.url.startswith(f"{hub.url}/user/{STUDENTS[0]}/lab"), student.url
+            student.locator("#released_assignments_list .list_item", has_text=RELEASED).first.wait_for(timeout=60_000)
+            current = student.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").all_inner_texts()
+            assert [tab.strip() for tab in current] == ["Assignments"]
+            assert student.request.get(f"{hub.url}/user/{STUDENTS[0]}/formgrader").status == 404, "a student's role"
 
             assert "already in use" in _signup(intruder, hub, INSTRUCTOR, "intruder-pw")
             assert "/hub/login" in _login(intruder, hub, INSTRUCTOR, "intruder-pw")
