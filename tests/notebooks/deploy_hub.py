@@ -72,6 +72,12 @@ class ImageTreeSpawner(SimpleLocalProcessSpawner):
 
     image_root = Unicode(config=True, help="the staged image tree: the image's / (image_tree.stage_image)")
 
+    @default("env_keep")
+    def _what_the_image_has(self):
+        # Of the hub's environment only these: not its PYTHONPATH (under pytest, the repository), which the
+        # image does not set.
+        return ["JUPYTERHUB_SINGLEUSER_APP", "LANG", "LC_ALL", "PATH"]
+
     @default("home_dir_template")
     def _home_in_the_tree(self):
         return str(Path(self.image_root) / "home-volumes" / "{username}")
