@@ -22,7 +22,7 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
+.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -47,6 +47,7 @@ help:
 	@echo "make insight LAB=02-atomic-prefill - what the class got wrong (reports/LAB/insight.html; make grade writes it too)"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
+	@echo "make bench-platforms [LAB=..] - Gradescope's run_autograder per upload vs make grade, one core"
 	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub HUB_IDLE_TIMEOUT=3600] - JupyterHub with the course (root:"
 	@echo "               makes local accounts: an instructor and N students, demo password printed)"
 	@echo "make hub-release LAB=02-atomic-prefill - release the labs up to LAB; students get LAB's package edition"
@@ -151,6 +152,10 @@ grader-report: env
 
 grader-bench: env
 	$(PY) -m autograder.pipeline.report --bench $(or $(N),30)
+
+# Gradescope's run_autograder per honest upload vs make grade's s/student, on one core (root: it mounts /autograder).
+bench-platforms: env
+	taskset -c 0 $(PY) bench/bench_platforms.py $(LAB)
 
 hub: env
 	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT) --idle-timeout $(HUB_IDLE_TIMEOUT)

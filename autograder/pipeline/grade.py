@@ -67,11 +67,11 @@ def _init_worker(budgets: Dict[str, str], parent: int) -> None:
     _API = _load_api()
 
 
-def _autograde(lab: str, student: str) -> dict:
-    """Runs in a worker: one student's ``nbgrader autograde`` then ``generate_feedback``."""
+def _autograde(lab: str, student: str, feedback: bool = True) -> dict:
+    """Runs in a worker: one student's ``nbgrader autograde`` then (with ``feedback``) ``generate_feedback``."""
     started = time.monotonic()
     result = _API.autograde(lab, student, force=True, create=False)
-    if result.get("success"):
+    if result.get("success") and feedback:
         feedback = _API.generate_feedback(lab, student)
         if not feedback.get("success"):
             result = {"success": False, "error": "generate_feedback failed:\n" + (feedback.get("error") or "")}
@@ -144,12 +144,17 @@ def parse_groups(text: str) -> List[Tuple[List[str], Dict[str, str]]]:
 
 
 def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int] = None,
-          quiet: bool = False, groups: Optional[List[Tuple[List[str], Dict[str, str]]]] = None) -> dict:
+          quiet: bool = False, groups: Optional[List[Tuple[List[str], Dict[str, str]]]] = None,
+          one_upload: bool = False) -> dict:
     """Grade ``students`` (default: all submitted) of ``lab``; return the summary written to reports/.
 
     ``groups`` (instead of ``students``): lists of students graded one list after the other, each with its
     own budget overrides; the next list starts when the last student of the one before is done (so the
-    class simulation grades its harm attacks beside their bystanders only), in one process and one export."""
+    class simulation grades its harm attacks beside their bystanders only), in one process and one export.
+
+    ``one_upload``: one student graded for a platform (``autograder.platforms``), which shows its own
+    results: in this process (no worker to start), without feedback HTML, grades.csv or the insight report;
+    the gradebook, events, log and summary are the same."""
     from autograder.box import sandbox
     from autograder.pipeline.labs import LABS, ROOT
 
@@ -190,7 +195,16 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     grave = undertaker.start()  # if this process dies, its workers, kernels and cgroups go with it
     told: set = set()
     try:
-        for group, budgets in groups or [(students, {})]:
+        if one_upload:
+            if len(students) != 1 or groups:
+                raise ValueError("one_upload grades exactly one student, without groups")
+            global _API
+            _API = _API or _load_api()
+            outcome = _autograde(lab, students[0], feedback=False)
+            results[outcome["student"]] = outcome
+            if not outcome["success"]:
+                (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
+        for group, budgets in [] if one_upload else groups or [(students, {})]:
             key = tuple(sorted(budgets.items()))
             if key not in pools:  # a pool per set of budgets, reused by later groups with the same
                 pools[key] = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
@@ -210,8 +224,8 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
             pool.shutdown()
         undertaker.finish(grave)
     graded_seconds = time.monotonic() - started
-    export = nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
-    if export.returncode != 0:
+    export = None if one_upload else nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
+    if export is not None and export.returncode != 0:
         say("WARNING: export failed:\n" + export.stderr[-2000:])
     summary = summarize(lab, students, results, work, reports)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -220,6 +234,8 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
                    isolation=level, work=str(work))
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
+    if one_upload:
+        return summary
     try:  # what the class got wrong: built from what grading wrote; a report that fails never fails grading
         from autograder.pipeline import insight
         from autograder.pipeline.labs import SOURCE_DIR

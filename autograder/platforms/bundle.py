@@ -7,7 +7,9 @@ Caches, checkpoints and compiled files are left out.
 """
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -69,3 +71,15 @@ def _commit(repo: Path) -> str:
         return done.stdout.strip() or "unknown commit"
     except (OSError, subprocess.SubprocessError):
         return "unknown commit"
+
+
+def prepare_gradebook(course: Path, lab: str) -> None:
+    """Load ``lab`` into the gradebook of the course copy at ``course`` (``autograder/work/gradebook.db``), as
+    the first ``make grade`` does, so that grading an upload starts at once (what Gradescope's setup.sh runs)."""
+    env = dict(os.environ, PYTHONPATH=str(course),
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env.pop("PAGED_KV_COURSE_ROOT", None)
+    done = subprocess.run([sys.executable, "-m", "autograder.platforms.gradescope", "prepare", lab], cwd=course,
+                          env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"loading {lab} into the gradebook failed:\n{(done.stdout + done.stderr)[-3000:]}")

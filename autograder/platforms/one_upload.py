@@ -111,7 +111,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
                             c["hidden"]) for c in cells]
         return Outcome(lab, tests, notes, _what_to_upload(notebook, repairs), round(time.monotonic() - started, 1),
                        file=record["file"])
-    summary = grade.grade(lab, [STUDENT], workers=1)  # its WARNINGs go to the instructor's stdout
+    summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout
     row = summary["students"][0]
     work = ROOT / "autograder" / "work"
     from autograder.box.hardened import events_path

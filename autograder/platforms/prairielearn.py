@@ -68,8 +68,14 @@ def run(lab: str, student: Path, target: Path) -> dict:
     return data
 
 
+def question_uuid(lab: str) -> str:
+    """The question's uuid: the same for a lab at every build, so PrairieLearn keeps its submissions."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"paged-kv-course/{lab}"))
+
+
 def build_question(lab: str, dest: Path) -> Path:
-    """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ and tests/Dockerfile."""
+    """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ (its gradebook holding the lab)
+    and tests/Dockerfile."""
     from autograder.pipeline.labs import LABS
 
     folder = dest / lab
@@ -82,12 +88,12 @@ def build_question(lab: str, dest: Path) -> Path:
         path = tests / "course" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+    bundle.prepare_gradebook(tests / "course", lab)  # made here once, not at every job
     runner = tests / "run_grader"
     runner.write_text(RUN_GRADER.format(lab=lab))
     runner.chmod(runner.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     (tests / "Dockerfile").write_text(DOCKERFILE.format(image=IMAGE))
-    stable = uuid.uuid5(uuid.NAMESPACE_URL, f"paged-kv-course/{lab}")
-    info = {"uuid": str(stable), "title": f"paged-kv-course {lab}", "topic": "KV cache paging",
+    info = {"uuid": question_uuid(lab), "title": f"paged-kv-course {lab}", "topic": "KV cache paging",
             "tags": ["paged-kv-course", lab], "type": "v3", "singleVariant": True, "gradingMethod": "External",
             "externalGradingOptions": {"enabled": True, "image": IMAGE, "entrypoint": "/grade/tests/run_grader",
                                        "timeout": 600}}
