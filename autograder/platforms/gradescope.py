@@ -42,6 +42,11 @@ else
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip bubblewrap
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11, 5))'; then
+  echo "ERROR: the lock needs Python 3.11.5 or newer; this image has $(python3 -V 2>&1)." >&2
+  echo "Choose Gradescope's Ubuntu 24.04 base image for this autograder (Ubuntu 22.04 has Python 3.10)." >&2
+  exit 1
+fi
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet --upgrade pip
 /autograder/venv/bin/pip install --quiet -r "$COURSE/requirements-lock.txt"
@@ -99,13 +104,19 @@ def build_zip(lab: str, dest: Path) -> Path:
     scripts: Dict[str, str] = {"setup.sh": SETUP_SH.format(lab=lab), "run_autograder": RUN_AUTOGRADER.format(lab=lab)}
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFREG | 0o755) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, text)
+            archive.writestr(_entry(name, 0o755), text)
+        # Readable by every account: the grading kernel runs as its own uid in the box (a bare name would be 0600).
         for relative, data in bundle.course_files(lab):
-            archive.writestr(f"course/{relative}", data)
+            archive.writestr(_entry(f"course/{relative}", 0o644), data)
     return target
+
+
+def _entry(name: str, mode: int) -> zipfile.ZipInfo:
+    """A zip member that unzips as a regular file with ``mode``."""
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFREG | mode) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
 
 
 def main(argv: Optional[List[str]] = None) -> int:

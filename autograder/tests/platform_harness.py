@@ -79,8 +79,11 @@ def gradescope_image(lab: str, folder: Path) -> Path:
     zip_path = gradescope.build_zip(lab, folder / "dist")
     image = folder / "image"
     (image / "source").mkdir(parents=True)
-    with zipfile.ZipFile(zip_path) as archive:
-        archive.extractall(image / "source")
+    with zipfile.ZipFile(zip_path) as archive:  # with the modes the zip stores, as unzip keeps them
+        for info in archive.infolist():
+            path = Path(archive.extract(info, image / "source"))
+            if not info.is_dir() and info.external_attr >> 16:
+                path.chmod((info.external_attr >> 16) & 0o7777)
     done = in_platform(image, "/autograder", "bash /autograder/source/setup.sh && "
                                              "cp /autograder/source/run_autograder /autograder/run_autograder && "
                                              "chmod +x /autograder/run_autograder",

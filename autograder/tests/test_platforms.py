@@ -60,6 +60,8 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         infos = {i.filename: i for i in archive.infolist()}
     for script in ("setup.sh", "run_autograder"):
         assert (infos[script].external_attr >> 16) & 0o111, f"{script} is not executable"
+    unreadable = [n for n, i in infos.items() if n.startswith("course/") and (i.external_attr >> 16) & 0o444 != 0o444]
+    assert unreadable == [], f"not readable by the box's own uid once unzipped: {unreadable[:3]}"
     names = set(infos)
     for must in ("course/autograder/nbgrader_config.py", "course/autograder/graders/lab02_prefill.py",
                  "course/paged_kv/__init__.py", "course/requirements-lock.txt", "course/pyproject.toml",
