@@ -194,16 +194,20 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     pools: Dict[tuple, ProcessPoolExecutor] = {}
     grave = undertaker.start()  # if this process dies, its workers, kernels and cgroups go with it
     told: set = set()
+
+    def keep(outcome: dict) -> None:
+        results[outcome["student"]] = outcome
+        if not outcome["success"]:
+            (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
+            say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+
     try:
         if one_upload:
             if len(students) != 1 or groups:
                 raise ValueError("one_upload grades exactly one student, without groups")
             global _API
             _API = _API or _load_api()
-            outcome = _autograde(lab, students[0], feedback=False)
-            results[outcome["student"]] = outcome
-            if not outcome["success"]:
-                (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
+            keep(_autograde(lab, students[0], feedback=False))
         for group, budgets in [] if one_upload else groups or [(students, {})]:
             key = tuple(sorted(budgets.items()))
             if key not in pools:  # a pool per set of budgets, reused by later groups with the same
@@ -214,11 +218,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
                 undertaker.tell(grave, f"worker {pid}")
                 told.add(pid)
             for future in as_completed(futures):
-                outcome = future.result()
-                results[outcome["student"]] = outcome
-                if not outcome["success"]:
-                    (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
-                    say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+                keep(future.result())
     finally:
         for pool in pools.values():
             pool.shutdown()
@@ -231,7 +231,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary.update(seconds=round(time.monotonic() - started, 1), autograde_seconds=round(graded_seconds, 1),
                    cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1), workers=workers,
-                   isolation=level, work=str(work))
+                   isolation=level, work=str(work), exported=export is not None)
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
     if one_upload:
@@ -297,8 +297,9 @@ def table(summary: dict) -> str:
     count = len(summary["students"])
     reports = Path(summary["work"]).resolve() / "reports"  # absolute: make hub-grade's course folder is not its cwd
     lines.append(f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
-                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); grades: "
-                 f"{reports / 'grades.csv'}, log: {reports / summary['lab'] / 'log.csv'}")
+                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); "
+                 + (f"grades: {reports / 'grades.csv'}, " if summary.get("exported", True) else "")
+                 + f"log: {reports / summary['lab'] / 'log.csv'}")
     return "\n".join(lines)
 
 

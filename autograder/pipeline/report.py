@@ -126,7 +126,7 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     collected_records = {r["student"]: r for r in json.loads((work / "reports" / lab / "collected.json").read_text())}
     level = summary.get("isolation")
     scores, problems, leaks = {}, {}, []
-    hidden_lines = _hidden_lines(info) + _grader_lines(info)
+    hidden_lines = secret_lines(info)
     seconds_of = {row["student"]: row["seconds"] for row in summary.get("students", [])}
     honest = sorted(seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant")
                     and not s.beside)
@@ -170,6 +170,11 @@ def bystander_limit(normal: float) -> float:
     the kernels, a contained hog has slowed a bystander 3.6x (lab 01, 11.3 s -> 41.1 s, a clean run of
     2026-12-01). A speed goal belongs in a benchmark, not in ``make test``."""
     return 3 * normal + 30
+
+
+def secret_lines(info: classroom.Lab) -> List[str]:
+    """What no student may ever see of the lab: its hidden tests' lines and its graders' code."""
+    return _hidden_lines(info) + _grader_lines(info)
 
 
 def _grader_lines(info: classroom.Lab) -> List[str]:

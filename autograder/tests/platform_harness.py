@@ -101,13 +101,8 @@ def run_gradescope(image: Path, upload: Path, scratch: Path) -> Run:
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
     (root / "results").mkdir()
-    started = time.monotonic()
-    done = in_platform(root, "/autograder", "cd /autograder && /autograder/run_autograder",
-                       _env(PAGED_KV_REUSE_PYTHON=sys.executable))
-    seconds = time.monotonic() - started
-    if done.returncode != 0:
-        raise AssertionError(f"run_autograder failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return Run(json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds)
+    return _graded(root, "/autograder", "cd /autograder && /autograder/run_autograder",
+                   _env(PAGED_KV_REUSE_PYTHON=sys.executable))
 
 
 def run_prairielearn(question: Path, upload: Path, scratch: Path) -> Run:
@@ -115,11 +110,16 @@ def run_prairielearn(question: Path, upload: Path, scratch: Path) -> Run:
     root = scratch / upload.name
     shutil.copytree(question / "tests", root / "tests", symlinks=True)
     shutil.copytree(upload, root / "student")
+    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable))
+
+
+def _graded(root: Path, mount_at: str, script: str, env: Dict[str, str]) -> Run:
+    """The platform's script run on the job laid out in ``root``: its results/results.json, stdout, seconds."""
     started = time.monotonic()
-    done = in_platform(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable))
+    done = in_platform(root, mount_at, script, env)
     seconds = time.monotonic() - started
     if done.returncode != 0:
-        raise AssertionError(f"run_grader failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return Run(json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds)
 
 

@@ -100,7 +100,7 @@ def _uploads(tmp_path: Path) -> dict:
 
 def _secret_lines() -> list:
     info = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
-    return report._hidden_lines(info) + report._grader_lines(info) + ["BEGIN HIDDEN TESTS"]
+    return report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
 
 
 @pytest.mark.skipif(bool(platform_harness.mount_problem()), reason=platform_harness.mount_problem() or "ok")
