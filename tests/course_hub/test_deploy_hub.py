@@ -11,6 +11,7 @@ the hook and the image's settings, not a cluster.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -38,17 +39,14 @@ RELEASED = "00-start-here"  # the lab the browser test's student finds released 
 
 
 REGISTRY = Path(tempfile.mkdtemp(prefix="pkv-hub-uids-")) / "hub-uids"  # where the hook records uids here
+atexit.register(shutil.rmtree, REGISTRY.parent, True)
 
 
 @functools.lru_cache(maxsize=None)
 def _hook(registry: Path = REGISTRY):
     c = Config()
-    before = os.environ.get("PAGED_KV_UID_REGISTRY")
-    os.environ["PAGED_KV_UID_REGISTRY"] = str(registry)  # read when the values' code runs
-    try:
+    with mock.patch.dict(os.environ, PAGED_KV_UID_REGISTRY=str(registry)):  # read when the values' code runs
         apply_values(c, values_text(INSTRUCTOR))
-    finally:
-        os.environ.pop("PAGED_KV_UID_REGISTRY") if before is None else os.environ.update(PAGED_KV_UID_REGISTRY=before)
     return c, c.KubeSpawner.pre_spawn_hook
 
 
