@@ -6,3 +6,9 @@
 - ``agent/``: the only grading code inside the box (answers the verdict's requests with plain data);
 - ``graders/``: one module of checks per lab; ``tests/`` proves all of it; ``nbgrader_config.py`` names the folders.
 """
+import sys
+
+# jsonschema, which nbformat imports, builds rfc3987_syntax's IRI grammar as it is imported: about a second in
+# every grading process (one Gradescope upload is one process), for the "iri" format that no notebook or
+# results schema uses. jsonschema treats the module as optional: without it, it only stops checking "iri".
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from html import unescape
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
@@ -327,8 +327,8 @@ EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer
                      "builtins as values", "attribute names as data", "pattern matching through __globals__")
 
 
-def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
-                 memory_mb: int = 4096) -> List[classroom.Student]:
+def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, memory_mb: int = 4096,
+                 share: Optional[Tuple[int, int]] = None, dealt: bool = True) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
     (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
@@ -337,7 +337,9 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
     exactly one lab; two of every four other disguises of delegation (of four labs in a row, each
     disguise meets one); one submission that is a symbolic link (to the solution, to another student's
-    folder: of two labs in a row, each meets one). ``make grader-report`` grades the whole class of every lab.
+    folder: of two labs in a row, each meets one). These last three are dealt by ``share`` (this lab's place
+    among the labs that take them, and how many do; default ``(lab_index, labs)``); with ``dealt`` false the
+    lab takes none of them. ``make grader-report`` grades the whole class of every lab.
     The student who puts live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab
     meets it."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
@@ -358,10 +360,11 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int,
             (disguises if student.kind == "attack" else pipeline).append(student)
     # The bystander is graded second: with one worker per core it runs beside the first harm attack.
     beside = harms[:1] + bystanders + harms[1:]
+    place, places = share or (lab_index, labs)
     return (kept + [s for n, s in enumerate(leaks) if n % 2 == lab_index % 2] + beside
-            + [s for n, s in enumerate(pipeline) if n % labs == lab_index % labs]
-            + [s for n, s in enumerate(disguises) if n % 4 == lab_index % 4]
-            + [s for n, s in enumerate(links) if n % 2 == lab_index % 2])
+            + ([s for n, s in enumerate(pipeline) if n % places == place % places]
+               + [s for n, s in enumerate(disguises) if n % 4 == place % 4]
+               + [s for n, s in enumerate(links) if n % 2 == place % 2] if dealt else []))
 
 
 def _honest_seconds(result: LabResult) -> Optional[float]:

@@ -18,6 +18,7 @@ budgets.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -26,7 +27,8 @@ from typing import List
 
 import pytest
 
-from attacks import LAUNCHERS_REPLACED, SYNTAX_FAMILIES
+import platform_harness
+from attacks import LAUNCHERS_REPLACED, REFERENCE_ROUTES, SYNTAX_FAMILIES
 from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -37,13 +39,74 @@ LOGGED = {("repair", "restored-test"), ("repair", "invalid-json"), ("run", "time
           ("run", "integrity"), ("run", "memory")}
 
 
+# One attack of each class goes through the Gradescope harness too, dealt out over the labs (``platform_picks``).
+ATTACK_CLASSES = (
+    ("the graders' checks replaced", lambda s: s.kind == "attack" and s.label.startswith("replaces the graders' checks")),
+    ("a syntax family of delegation", lambda s: s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)),
+    ("a route to the reference", lambda s: s.kind == "attack" and s.label.startswith(REFERENCE_ROUTES)),
+    ("a leak", lambda s: s.kind == "leak"),
+    ("live markup in its feedback", lambda s: s.kind == "xss"),
+    ("a harm attack", lambda s: s.kind == "harm"),
+    ("a hostile submission", lambda s: s.kind == "hostile"),
+    ("a broken submission", lambda s: s.kind == "broken"),
+)
+
+
 def labs_of(half: int) -> List[str]:
     return [lab for index, lab in enumerate(LABS) if index % HALVES == half]
 
 
+# The kernel lab (Triton's interpreter on a CPU) is the slowest to grade: it meets its own students and the
+# attacks every lab meets, and the hostile and broken submissions, disguises and links go to the other labs.
+DEALT_TO = [lab for lab in LABS if "triton" not in lab]
+
+
 def _class(lab: str, root: Path) -> list:
     info = classroom.load_lab(lab, root / "solutions", root / "course")
-    return report.shared_class(info, root, LABS.index(lab), len(LABS))
+    share = (DEALT_TO.index(lab), len(DEALT_TO)) if lab in DEALT_TO else None
+    return report.shared_class(info, root, LABS.index(lab), len(LABS), share=share, dealt=share is not None)
+
+
+def _gradable(students) -> list:
+    return [s for s in students if not s.link and not s.loops]
+
+
+@functools.lru_cache(maxsize=None)
+def _attack_class_of() -> dict:
+    """``{lab: attack class}``, a different class for each lab so that every class is graded somewhere: each lab
+    tries the classes its own class of students has from its place in ``ATTACK_CLASSES`` on, and takes the first
+    that leaves the later labs a class each (a search over at most 8 labs and 8 classes). The kernel lab takes
+    no harm attack: in Triton's interpreter a harm runs to its limits, the slowest upload of all to grade."""
+    options = []
+    for index, lab in enumerate(LABS):
+        students = _gradable(_class(lab, report.REPO))
+        order = [ATTACK_CLASSES[(index + step) % len(ATTACK_CLASSES)] for step in range(len(ATTACK_CLASSES))]
+        options.append([name for name, matches in order if any(matches(s) for s in students)
+                        and (lab in DEALT_TO or name != "a harm attack")])
+
+    def deal(at: int, taken: frozenset):
+        if at == len(LABS) or len(taken) == len(ATTACK_CLASSES):  # once every class is taken, any will do
+            return [options[n][0] for n in range(at, len(LABS))] if all(options[at:]) else None
+        for name in options[at]:
+            rest = deal(at + 1, taken | {name}) if name not in taken else None
+            if rest is not None:
+                return [name] + rest
+        return None
+
+    plan = deal(0, frozenset())
+    if plan is None:
+        raise AssertionError(f"no lab-by-lab deal grades every attack class on the platforms: {options}")
+    return dict(zip(LABS, plan))
+
+
+def platform_picks(lab: str, students) -> list:
+    """The students of ``lab`` the platform harness grades again: its first catalogued bug and one attack of the
+    class ``_attack_class_of`` deals to it, each with what it is."""
+    gradable = _gradable(students)
+    name = _attack_class_of()[lab]
+    matches = dict(ATTACK_CLASSES)[name]
+    return [("a catalogued bug", next(s for s in gradable if s.kind == "bug")),
+            (name, next(s for s in gradable if matches(s)))]
 
 
 def _expected_log(students) -> set:
@@ -190,13 +253,52 @@ def define_tests(namespace: dict, half: int) -> None:
         assert len(sizes) == 2 and all(done and width > 100 for done, width in sizes), sizes
         assert errors == [] and lab in title
 
+    @pytest.mark.skipif(bool(platform_harness.mount_problem()), reason=platform_harness.mount_problem() or "ok")
+    @pytest.mark.parametrize("lab", labs)
+    def test_gradescope_and_prairielearn_grade_as_make_grade(graded, lab, tmp_path):
+        """Issue 28's harness on this lab: the zip of ``make gradescope`` (setup.sh run once, run_autograder per
+        upload at /autograder) grades a catalogued bug and one attack (``platform_picks``), and in the half's
+        first lab PrairieLearn's entrypoint (at /grade) the bug too (both platforms share ``one_upload``; more
+        PrairieLearn runs would cost make test minutes, not find more), each uploaded as the student's notebook:
+        every cell's score equals what ``make grade`` gave the same notebook in this class; results valid against
+        the platforms' schemas; no hidden test or grader code in results or stdout. The seconds each upload took
+        are printed beside make grade's (a report, not a goal: ``make bench-platforms`` measures it)."""
+        import jsonschema
+
+        result = graded[lab]
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        secret = report.secret_lines(info)
+        image = platform_harness.gradescope_image(lab, tmp_path / "gradescope")
+        question = platform_harness.build_question(lab, tmp_path / "prairielearn") if lab == labs[0] else None
+        seconds = {row["student"]: row["seconds"] for row in result.summary["students"]}
+        lines = []
+        for what, student in platform_picks(lab, result.students):
+            upload = platform_harness.write_upload(tmp_path / "uploads" / student.sid,
+                                                   {student.file_name: student.content})
+            expected = result.scores[student.sid]
+            runs = {"Gradescope": platform_harness.run_gradescope(image, upload, tmp_path / "gs")}
+            if student.kind == "bug" and question is not None:
+                runs["PrairieLearn"] = platform_harness.run_prairielearn(question, upload, tmp_path / "pl")
+            cells = list(runs["Gradescope"].scores())  # PrairieLearn's tests come in the same order, untagged
+            for platform, run in runs.items():
+                jsonschema.validate(run.results, platform_harness.SCHEMAS[platform.lower()])
+                got = run.scores() if platform == "Gradescope" else dict(zip(cells, (
+                    float(t["points"]) for t in run.results["tests"])))
+                assert got == pytest.approx(expected), f"{platform}, {what} ({student.label}): {got} != {expected}"
+                assert platform_harness.leaked(run, secret) == [], f"{platform}, {what}: hidden text in its results"
+                lines.append(f"{lab} {platform:12} {what:28} {run.seconds:6.1f} s "
+                             f"(make grade: {seconds.get(result.ids[student.sid], 0):.1f} s)")
+        print("\n" + "\n".join(lines))
+
     tests = [graded, test_student_is_graded_as_described, test_feedback_never_shows_hidden_tests,
              test_every_student_is_in_the_grades_csv_and_graded_without_errors,
              test_the_instructor_log_lists_repairs_and_limits, test_the_red_team_covers_every_attack_class,
-             test_an_attack_shows_in_the_instructors_log, test_the_insight_report_shows_what_the_class_got_wrong]
+             test_an_attack_shows_in_the_instructors_log, test_the_insight_report_shows_what_the_class_got_wrong,
+             test_gradescope_and_prairielearn_grade_as_make_grade]
     if half == 0:
         tests += [test_the_insight_report_opens_in_chromium_with_its_plots,
                   test_every_student_of_the_full_class_is_graded_in_some_lab,
+                  test_every_attack_class_is_graded_on_the_platforms_in_some_lab,
                   test_the_whole_class_promises_every_kind_of_log_row]
     namespace.update({getattr(t, "__name__", "graded"): t for t in tests})
     namespace["graded"] = graded
@@ -220,6 +322,12 @@ def test_every_student_of_the_full_class_is_graded_in_some_lab():
             assert len(dealt.get((kind, label), [])) == 1, f"{label}: graded in {dealt.get((kind, label))}"
         else:
             assert dealt.get((kind, label)), f"{kind} '{label}' is graded in no lab"
+
+
+def test_every_attack_class_is_graded_on_the_platforms_in_some_lab():
+    """``platform_picks`` over the labs: every class of ``ATTACK_CLASSES`` goes through the Gradescope harness."""
+    dealt = {what for lab in LABS for what, _ in platform_picks(lab, _class(lab, report.REPO))}
+    assert {name for name, _ in ATTACK_CLASSES} <= dealt, sorted({n for n, _ in ATTACK_CLASSES} - dealt)
 
 
 def test_the_whole_class_promises_every_kind_of_log_row():
