@@ -13,7 +13,8 @@ students whose code never ends: they are graded in a second run with short budge
 notebook: with 12 s, lab 06's cells above its first test once used the whole budget in CI, so the loop
 was never reached; ``make test`` runs these files beside the others, so the budget leaves room for a
 shared CPU) so that they cost little; ``make grader-report`` grades everyone with the default
-budgets.
+budgets. Each lab's first catalogued bug and one attack (``platform_picks``) are graded again through the
+Gradescope harness (``platform_harness``), and must score as ``make grade`` scored them, cell for cell.
 """
 from __future__ import annotations
 

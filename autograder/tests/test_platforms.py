@@ -1,13 +1,14 @@
 """Gradescope and PrairieLearn graders (``autograder/platforms``): their formats against schemas written from the
 platforms' specifications, their layouts, and (root only) the real scripts run in the platforms' own paths
 (``platform_harness``) on the uploads a class does not have: the solution under another name, the untouched
-release, a broken file and two unrelated notebooks. (Branch h28-class-platforms, not yet on main, puts a
-catalogued bug and one attack per lab through both platforms in the class simulation, beside make grade.)
+release (where bubblewrap cannot run), a broken file and two unrelated notebooks. The class simulation
+(``class_simulation.py``) puts a catalogued bug and one attack per lab through them, beside make grade.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -106,13 +107,23 @@ def _secret_lines() -> list:
 @pytest.mark.skipif(bool(platform_harness.mount_problem()), reason=platform_harness.mount_problem() or "ok")
 def test_gradescope_runs_its_zip_at_autograder_on_what_a_class_does_not_upload(tmp_path):
     """setup.sh then run_autograder, at /autograder, for each upload: the solution under another name full marks
-    in every test, the untouched release 0 in every test, a broken file and two unrelated notebooks 0 with what
-    to upload; every results.json valid, none with hidden-test text."""
+    in every test, the untouched release 0 in every test (graded in a container where bubblewrap cannot run: the
+    box level falls back, and the WARNING that says so reaches the instructor's stdout, not the student's
+    results), a broken file and two unrelated notebooks 0 with what to upload; every results.json valid, none
+    with hidden-test text."""
     image = platform_harness.gradescope_image(LAB, tmp_path / "gradescope")
     secret = _secret_lines()
     for label, (upload, expected) in _uploads(tmp_path).items():
-        run = platform_harness.run_gradescope(image, upload, tmp_path / "autograder")
+        refused = label == "the untouched release"
+        run = platform_harness.run_gradescope(image, upload, tmp_path / "autograder", bwrap_refused=refused)
         data = run.results
+        level = data["extra_data"]["box_level"]
+        if refused:
+            warned = re.search(r"WARNING: .*bubblewrap", run.stdout, re.S)
+            assert level != "bwrap" and warned, (level, run.stdout[-2000:])
+            assert "WARNING" not in json.dumps(data), "the fallback's WARNING is the instructor's, not the student's"
+        elif expected is not None:
+            assert level == "bwrap", (label, level)
         jsonschema.validate(data, SCHEMAS["gradescope"])
         scores = [t["score"] for t in data["tests"]]
         if expected is None:
