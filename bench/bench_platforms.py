@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         row = rows[-1]
         mark = "" if not row["goal"] else ("  ok" if row["over_s"] <= GOAL_SECONDS else "  OVER the 10 s goal")
         print(f"{lab:28} make grade {row['make_grade_s']:6.1f} s/student   run_autograder {row['run_autograder_s']:6.1f} s"
-              f"   (+{row['over_s']:.1f} s; setup.sh {row['setup_s']:.1f} s){mark}", flush=True)
+              f"   ({row['over_s']:+.1f} s; setup.sh {row['setup_s']:.1f} s){mark}", flush=True)
     out = REPO / "bench" / "results" / "platforms.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"cores": cores, "goal_over_s": GOAL_SECONDS, "labs": rows}, indent=1))
