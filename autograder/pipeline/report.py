@@ -335,7 +335,7 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, mem
     the two leaks (of two labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
-    exactly one lab; two of every four other disguises of delegation (of four labs in a row, each
+    exactly one lab; one of every four other disguises of delegation (of four labs in a row, each
     disguise meets one); one submission that is a symbolic link (to the solution, to another student's
     folder: of two labs in a row, each meets one). These last three are dealt by ``share`` (this lab's place
     among the labs that take them, and how many do; default ``(lab_index, labs)``); with ``dealt`` false the

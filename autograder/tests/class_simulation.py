@@ -74,9 +74,10 @@ def _gradable(students) -> list:
 
 @functools.lru_cache(maxsize=None)
 def _attack_class_of() -> dict:
-    """``{lab: attack class}``, a different class for each lab so that every class is graded somewhere: each lab
-    tries the classes its own class of students has from its place in ``ATTACK_CLASSES`` on, and takes the first
-    that leaves the later labs a class each (a search over at most 8 labs and 8 classes). The kernel lab takes
+    """``{lab: attack class}`` such that every class is graded in some lab: each lab tries the classes its own
+    class of students has from its place in ``ATTACK_CLASSES`` on (one not yet taken first), and takes the first
+    that still lets the later labs take the classes left (a search: 8 labs, 8 classes). Fewer labs than classes,
+    or no such deal: an AssertionError. The kernel lab takes
     no harm attack: in Triton's interpreter a harm runs to its limits, the slowest upload of all to grade."""
     options = []
     for index, lab in enumerate(LABS):
@@ -86,10 +87,11 @@ def _attack_class_of() -> dict:
                         and (lab in DEALT_TO or name != "a harm attack")])
 
     def deal(at: int, taken: frozenset):
-        if at == len(LABS) or len(taken) == len(ATTACK_CLASSES):  # once every class is taken, any will do
-            return [options[n][0] for n in range(at, len(LABS))] if all(options[at:]) else None
-        for name in options[at]:
-            rest = deal(at + 1, taken | {name}) if name not in taken else None
+        if at == len(LABS):
+            return [] if len(taken) == len(ATTACK_CLASSES) else None
+        spare = (len(LABS) - at) - (len(ATTACK_CLASSES) - len(taken))  # labs left that may repeat a class
+        for name in sorted(options[at], key=lambda n: n in taken):  # a class not yet taken first
+            rest = deal(at + 1, taken | {name}) if name not in taken or spare > 0 else None
             if rest is not None:
                 return [name] + rest
         return None
@@ -268,7 +270,7 @@ def define_tests(namespace: dict, half: int) -> None:
 
         result = graded[lab]
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        secret = report.secret_lines(info)
+        secret = report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
         image = platform_harness.gradescope_image(lab, tmp_path / "gradescope")
         question = platform_harness.build_question(lab, tmp_path / "prairielearn") if lab == labs[0] else None
         seconds = {row["student"]: row["seconds"] for row in result.summary["students"]}
@@ -284,7 +286,7 @@ def define_tests(namespace: dict, half: int) -> None:
             for platform, run in runs.items():
                 jsonschema.validate(run.results, platform_harness.SCHEMAS[platform.lower()])
                 got = run.scores() if platform == "Gradescope" else dict(zip(cells, (
-                    float(t["points"]) for t in run.results["tests"])))
+                    float(t["points"]) for t in run.results["tests"]), strict=True))
                 assert got == pytest.approx(expected), f"{platform}, {what} ({student.label}): {got} != {expected}"
                 assert platform_harness.leaked(run, secret) == [], f"{platform}, {what}: hidden text in its results"
                 lines.append(f"{lab} {platform:12} {what:28} {run.seconds:6.1f} s "
@@ -299,7 +301,7 @@ def define_tests(namespace: dict, half: int) -> None:
     if half == 0:
         tests += [test_the_insight_report_opens_in_chromium_with_its_plots,
                   test_every_student_of_the_full_class_is_graded_in_some_lab,
-                  test_every_attack_class_is_graded_on_the_platforms_in_some_lab,
+                  test_the_platform_picks_deal_every_attack_class_to_some_lab,
                   test_the_whole_class_promises_every_kind_of_log_row]
     namespace.update({getattr(t, "__name__", "graded"): t for t in tests})
     namespace["graded"] = graded
@@ -325,8 +327,9 @@ def test_every_student_of_the_full_class_is_graded_in_some_lab():
             assert dealt.get((kind, label)), f"{kind} '{label}' is graded in no lab"
 
 
-def test_every_attack_class_is_graded_on_the_platforms_in_some_lab():
-    """``platform_picks`` over the labs: every class of ``ATTACK_CLASSES`` goes through the Gradescope harness."""
+def test_the_platform_picks_deal_every_attack_class_to_some_lab():
+    """The plan of ``platform_picks``: over the labs, every class of ``ATTACK_CLASSES`` is picked for the
+    Gradescope harness (``test_gradescope_and_prairielearn_grade_as_make_grade`` grades the picks)."""
     dealt = {what for lab in LABS for what, _ in platform_picks(lab, _class(lab, report.REPO))}
     assert {name for name, _ in ATTACK_CLASSES} <= dealt, sorted({n for n, _ in ATTACK_CLASSES} - dealt)
 
