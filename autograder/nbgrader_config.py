@@ -59,11 +59,20 @@ c.HardenedExecute.findings_cost_points = os.environ.get("PAGED_KV_FINDINGS_COST"
 # honest notebook takes 25-50 s alone on 2 cores, so on a busy machine it gets twice the notebook budget.
 c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {
     "memory_mb": 131072, "file_mb": 65536, "notebook_timeout": 2 * c.HardenedExecute.notebook_timeout}}
-# The box sees the channel's agent and, first on its path, the lab's EDITION of the course package (built by
-# autograder.editions: the lab's TODOs and every later lab's are stubs), nothing else of the repository: not
-# its paged_kv/ (the reference), the graders, their tests, the verdict code or the solutions.
-c.HardenedExecute.readable_paths = [str(REPO / "autograder" / "__init__.py"), str(REPO / "autograder" / "agent")]
+# The box imports only its own library, copied into its private folder (autograder/box/kernel_lib.py): the
+# lab's EDITION of the course package (built by autograder.editions: the lab's TODOs and every later lab's are
+# stubs) and the channel's agent. Nothing of the repository is on its path or bound in it (its Python
+# environment aside, when that lives in the repository): not its paged_kv/ (the reference), the graders,
+# their tests, the verdict code or the solutions.
+c.HardenedExecute.readable_paths = []
 c.HardenedExecute.private_roots = [str(REPO)]
+# What no grading kernel may read, checked before grading from inside a box started as a kernel's
+# (autograder/box/trust.py): where bubblewrap cannot run, only file permissions keep these closed, and grading
+# is refused when they do not (PAGED_KV_ALLOW_UNISOLATED=1 grades anyway, never as root).
+c.HardenedExecute.trusted_paths = [str(p) for p in dict.fromkeys([
+    ROOT / "solutions", REPO / "solutions", REPO / "paged_kv", REPO / "autograder", REPO / ".git", ROOT / ".git",
+    WORK])]
+c.HardenedExecute.allow_unisolated = os.environ.get("PAGED_KV_ALLOW_UNISOLATED", "") == "1"
 c.HardenedExecute.source_dir = str(ROOT / "solutions")
 c.HardenedExecute.events_dir = str(WORK / "events")
 # What a grading kernel must not see: solutions, their history, the gradebook and everyone's work.

@@ -49,7 +49,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
-from autograder.box import limits, sandbox
+from autograder.box import kernel_lib, limits, sandbox, trust
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
 from autograder.verdict import cells as verdicts
@@ -57,6 +57,7 @@ from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
+from autograder.verdict import secrets as secret_text
 
 NOTES_CELL_ID = "grading-notes"
 NOTES_TITLE = "## Grading notes"
@@ -111,20 +112,13 @@ def _discard_spares() -> None:
         _discard(_SPARES.popitem()[1])
 
 
-_UID_WARNED: set = set()
+_TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
 
 
 def kernel_uid(uid: Optional[int], level: str, readable: List[str], log=None) -> Optional[int]:
-    """``uid`` when a kernel at ``level`` can run as it here, else None (the grading user), said once."""
-    if uid is None:
-        return None
-    problem = sandbox.own_uid_problem(level, readable)
-    if not problem:
-        return uid
-    if problem not in _UID_WARNED and log is not None:
-        _UID_WARNED.add(problem)
-        log.warning(problem)
-    return None
+    """The uid a boxed process runs as (``trust.kernel_uid_for``): never root, which raises
+    ``trust.UnisolatedKernel`` (the isolation probe refuses such a grader before any kernel starts)."""
+    return trust.kernel_uid_for(uid, level, readable)
 
 
 class BoxedKernelManager(AsyncKernelManager):
@@ -151,6 +145,8 @@ class BoxedKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.connection_file = os.path.join(self.private_dir, "kernel.json")
         self.ip = os.path.join(self.private_dir, "ipc")
+        # The kernel's whole library (its edition and the agent), copied in: nothing of the grader's is on its path.
+        self.lib = str(kernel_lib.populate(self.pythonpath[0], self.private_dir)) if self.pythonpath else ""
 
     async def _forced_shutdown(self, now: bool = False, restart: bool = False) -> None:
         """jupyter_client's shutdown, except that a forced one (``now``) kills without interrupting first: a
@@ -172,7 +168,8 @@ class BoxedKernelManager(AsyncKernelManager):
                                private_dir=self.private_dir, readable=list(self.readable),
                                hidden=list(self.hidden),
                                uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
-                               cgroup=self.allocation.cgroup_paths, pids=self.pids, pythonpath=list(self.pythonpath))
+                               cgroup=self.allocation.cgroup_paths, pids=self.pids,
+                               pythonpath=[self.lib] if self.lib else [])
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
 
     def exit_status(self) -> Optional[int]:
@@ -222,6 +219,10 @@ class HardenedExecute(Execute):
         config=True)
     spare_kernel = Bool(True, help="Boot the next notebook's kernel while this one's feedback is written.").tag(
         config=True)
+    trusted_paths = ListTrait(Unicode(), help="What no grading kernel may read (the isolation probe checks it before "
+                                               "grading: autograder.box.trust).").tag(config=True)
+    allow_unisolated = Bool(False, help="Grade even where a kernel could read trusted files or would run as the "
+                                        "grading account (never as root); PAGED_KV_ALLOW_UNISOLATED=1.").tag(config=True)
     findings_cost_points = Bool(True, help="Provenance findings zero the tests they affect (False: they are only "
                                            "reported; the red team uses it to show that delegation earns nothing "
                                            "by construction).").tag(config=True)
@@ -267,8 +268,35 @@ class HardenedExecute(Execute):
                     memory_mb=self._limit("memory_mb"), file_mb=self._limit("file_mb"), ram_mb=self._limit("ram_mb"),
                     pids=self._limit("pids"), cpus=float(self.lab_limits.get(self._assignment(), {}).get(
                         "cpus", self.cpus)), scratch_mb=self._limit("scratch_mb"),
-                    readable=sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
-                    + [edition], hidden=list(self.hidden_paths), pythonpath=[edition])
+                    readable=self._readable(), hidden=list(self.hidden_paths), pythonpath=[edition])
+
+    def _readable(self) -> List[str]:
+        """What a box shows of the grader's file system (bubblewrap binds it; elsewhere permissions decide): the
+        Python environment and ``readable_paths``. The box's own library is a copy in its private folder."""
+        return sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
+
+    def _trusted(self) -> List[str]:
+        """What no box may read: ``trusted_paths``, the editions cache, the lab's source notebook and a canary."""
+        extra = [str(self._source_notebook() or "")]
+        if self.events_dir:
+            extra.append(str(trust.plant_canary(Path(self.events_dir))))
+        from autograder.editions.build import editions_dir
+
+        return list(dict.fromkeys(list(self.trusted_paths) + [str(editions_dir())] + [e for e in extra if e]))
+
+    def isolation_report(self) -> trust.Report:
+        """The isolation probe's report for this lab's box (run once per grading process and setting)."""
+        readable = self._readable()
+        key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(self._trusted()),
+               self.allow_unisolated)
+        if key not in _TRUST:
+            _TRUST[key] = trust.check(self._level, readable, list(self.hidden_paths), self._trusted(),
+                                      allow=self.allow_unisolated)
+            report = _TRUST[key]
+            if report.problem:  # said on stdout: make grade's terminal, run_autograder's log (the instructor's)
+                verb = "graded anyway (" + trust.ALLOW_ENV + "=1)" if report.allowed else "nothing is graded"
+                print(f"WARNING: grading kernels cannot be trusted here, {verb}: {report.problem}", flush=True)
+        return _TRUST[key]
 
     def _kernel_manager(self, part: Optional[str] = None):
         """A boxed kernel manager for the main box (``part`` None) or a part's box: the spare this worker
@@ -327,6 +355,11 @@ class HardenedExecute(Execute):
         started = monotonic()
         self._notebook_deadline = started + self._limit("notebook_timeout")
         self._read_submission()
+        report = self.isolation_report()
+        if report.refused:
+            self._refuse(report)
+            self._finish(monotonic() - started)
+            return self.nb, self.resources
         replayable: List[int] = []
         self._replayable = replayable  # cells a part's box runs too (``PartBox``)
         self._part_boxes: Dict[str, PartBox] = {}
@@ -364,9 +397,41 @@ class HardenedExecute(Execute):
             allocation.release()
         self._start_spare()
         self._apply_findings()
+        self._remove_secrets()
         self.set_widgets_metadata()
         self._finish(monotonic() - started)
         return self.nb, self.resources
+
+    def _remove_secrets(self) -> None:
+        """No line of the hidden tests or graders leaves grading (``autograder.verdict.secrets``): not in a cell's
+        outputs (the feedback, a platform's results), a verdict's message or an event (the instructor's log)."""
+        source = self._source_notebook()
+        if source is None:
+            return
+        secrets = secret_text.secret_lines(source)
+        removed = secret_text.scrub_outputs(self.nb.cells, secrets)
+        for verdict in self.verdicts.values():
+            verdict.lines = [secret_text.scrub(line, secrets) for line in verdict.lines]
+        for event in self.events:
+            event["detail"] = secret_text.scrub(str(event.get("detail", "")), secrets)
+        if removed:
+            self.events.append({"cell": "notebook", "kind": "secret-removed", "graded": False,
+                                "detail": f"{removed} line(s) of the hidden tests or graders in outputs"})
+
+    def _refuse(self, report: trust.Report) -> None:
+        """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
+        for index, cell in enumerate(self.nb.cells):
+            if cell.cell_type != "code":
+                continue
+            if is_grade(cell):
+                cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error", "GradingRefused",
+                                                           [trust.REFUSED_MESSAGE])
+            else:
+                cell.outputs = []
+        self.events.append({"cell": "notebook", "kind": "isolation", "detail": report.problem, "graded": False})
+        add_notes(self.nb, [trust.REFUSED_MESSAGE])
 
     # ---- what was submitted ----------------------------------------------------------------------------
     def _source_notebook(self) -> Optional[Path]:
@@ -416,12 +481,13 @@ class HardenedExecute(Execute):
         os.mkdir(work)
         self._compile_dirs.append(allocation)
         edition = self._edition()
-        readable = sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths) + [edition]
+        readable = self._readable()
+        lib = kernel_lib.populate(edition, folder)
         spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
                                file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
                                readable=readable, hidden=list(self.hidden_paths), quiet=False,
                                uid=kernel_uid(allocation.uid, self._level, readable, self.log),
-                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"), pythonpath=[edition])
+                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"), pythonpath=[str(lib)])
         command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
                    "autograder.agent.compile_box"]
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -459,6 +525,7 @@ class HardenedExecute(Execute):
     def _execute_in_kernel(self, cell, index: int) -> str:
         if self._budget_spent(cell, index):
             return "skipped"
+        self._close_part_boxes()  # a part's box lives only while its part is decided, never beside a running cell
         remaining = self._notebook_deadline - monotonic()
         limit = int(min(self._limit("cell_timeout"), remaining) + 0.5) or 1
         self._cell_deadline = monotonic() + limit
@@ -587,6 +654,7 @@ class HardenedExecute(Execute):
                 self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
                 return "skipped"
         box = self._box_for(grade_id, index)
+        self._close_part_boxes(but=box)  # one box of this notebook decides at a time: no other is alive to reach
         if box is None:
             verdict, dead = self._verdict(model)
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
@@ -616,6 +684,13 @@ class HardenedExecute(Execute):
             self._part_boxes[part.name] = PartBox(self, part.name)
             self._parts_used.add(part.name)
         return self._part_boxes[part.name]
+
+    def _close_part_boxes(self, but: Optional["PartBox"] = None) -> None:
+        """Shut down every part's box except ``but``: a part's box holds the reference of the other parts, so none
+        may be alive while another box's code is graded (it would be a route to that reference)."""
+        for box in self._part_boxes.values():
+            if box is not but:
+                box.close()
 
     def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
         """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
@@ -802,7 +877,7 @@ class HardenedExecute(Execute):
         if integrity:
             add_notes(self.nb, ["No points for code that is not your own (the tests it affects score 0):"] +
                       [f"- {e['detail']}" for e in integrity])
-        shown = [e for e in self.events if e["kind"] not in ("integrity", "similar-to-reference")]
+        shown = [e for e in self.events if e["kind"] not in ("integrity", "similar-to-reference", "isolation")]
         if shown:
             lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
             others = [e for e in shown if not e["graded"]]
@@ -871,7 +946,9 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
             "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
             "integrity": "no points: code that is not the student's own",
             "similar-to-reference": "nearly the reference's code (review)",
-            "reached-stub": "called an implementation the grading box leaves out (it earns nothing)"}.get(
+            "reached-stub": "called an implementation the grading box leaves out (it earns nothing)",
+            "isolation": "not graded: the grading box could not be trusted on this machine",
+            "secret-removed": "text of the hidden tests removed from an output"}.get(
         event["kind"], event["kind"])
     return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 
@@ -997,6 +1074,7 @@ class PartBox:
             pass
         _discard(self.kernel.km)
         self.kernel = None
+        self.done, self.broken = -1, ""  # a box started again for this part replays from the top
 
 
 def _soften_errors(cell, part: str) -> None:

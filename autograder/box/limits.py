@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -296,15 +297,53 @@ def take_uid() -> Optional[int]:
 
 
 def uid_busy(uid: int) -> bool:
-    """Whether any process on this machine runs as ``uid`` (its ``/proc`` entry belongs to it)."""
+    """Whether any process on this machine runs as ``uid`` (real, effective or saved uid; read from its status,
+    since a process that made itself non-dumpable shows its ``/proc`` entry as root's)."""
+    return bool(processes_of(uid))
+
+
+def processes_of(uid: int) -> List[int]:
+    """The pids of the processes whose real, effective or saved uid is ``uid``."""
+    found = []
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as handle:
+                for line in handle:
+                    if line.startswith("Uid:"):
+                        if str(uid) in line.split()[1:4]:
+                            found.append(int(entry.name))
+                        break
+        except OSError:
+            continue
+    return found
+
+
+def end_processes_of(uid: Optional[int], timeout: float = 5.0) -> bool:
+    """Kill every process running as ``uid`` (root only): where there is no cgroup, this is how a kernel's
+    detached children end with it. As the uid itself, ``kill -KILL -1`` reaches all of them at once (a
+    forking child cannot outrun it one pid at a time); repeated until none is left. True when none is left."""
+    if uid is None or os.geteuid() != 0:
+        return True
+    deadline = time.monotonic() + timeout
+    setpriv = shutil.which("setpriv")
+    while True:
+        left = processes_of(uid)
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        if setpriv:
+            subprocess.run([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "kill", "-KILL",
+                            "-1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=20)
+        for pid in left:  # and one by one, for a machine without setpriv
             try:
-                if entry.stat(follow_symlinks=False).st_uid == uid:
-                    return True
-            except OSError:
-                continue
-    return False
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
 
 
 def _stale(lock: Path) -> bool:
@@ -336,7 +375,7 @@ def give_to(path: str, uid: Optional[int]) -> None:
 
 # ---- what this machine gives ------------------------------------------------------------------------------
 def probe() -> Tuple[Dict[str, str], List[str]]:
-    """``({"cgroups": ..., "scratch": ..., "uid": ...}, warnings)``."""
+    """``({"cgroups": ..., "scratch": ...}, warnings)``; the uid a kernel really gets is ``autograder.box.trust``'s."""
     found, warnings = {}, []
     version = cgroup_version()
     found["cgroups"] = version or "none"
@@ -348,9 +387,9 @@ def probe() -> Tuple[Dict[str, str], List[str]]:
     if found["scratch"] == "disk":
         warnings.append("no tmpfs scratch folder (needs root): a notebook can fill the grader's disk, one "
                         "file of at most file_mb at a time")
-    found["uid"] = "own" if os.geteuid() == 0 else "grader's"
     if os.geteuid() != 0:
-        warnings.append("grading kernels run as the grading user (root gives each kernel a uid of its own)")
+        warnings.append("grading kernels run as the grading user (root gives each kernel a uid of its own): "
+                        "only bubblewrap's view keeps them from the grader's files")
     return found, warnings
 
 
@@ -380,6 +419,9 @@ class Allocation:
 
         if self.cgroup is not None:
             self.cgroup.destroy()
+        # With or without a cgroup, no process of the kernel's uid outlives it (a uid with live processes is
+        # never handed out again: ``take_uid``).
+        end_processes_of(self.uid)
         if self.scratch:
             unmount_scratch(self.folder)
         shutil.rmtree(self.folder, ignore_errors=True)

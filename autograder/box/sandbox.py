@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from autograder.box import seccomp
+
 LEVELS = ("bwrap", "unshare", "rlimits")
 # Environment variables a grading kernel keeps (everything else, tokens and keys included, is dropped).
 KEPT_ENV = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "MPLBACKEND", "TRITON_INTERPRET",
@@ -234,9 +236,8 @@ def _outermost(paths) -> List[str]:
 
 def kernel_env(spec: BoxSpec, parent: Dict[str, str]) -> Dict[str, str]:
     env = {k: v for k, v in parent.items() if k in KEPT_ENV or k.startswith(KEPT_ENV_PREFIXES)}
-    if spec.pythonpath:  # the box's edition of the course package comes before anything else named paged_kv
-        env["PYTHONPATH"] = os.pathsep.join(list(spec.pythonpath) + [p for p in env.get("PYTHONPATH", "").split(
-            os.pathsep) if p and p not in spec.pythonpath])
+    if spec.pythonpath:  # the box's own library (its edition and the agent), and nothing of the grader's path
+        env["PYTHONPATH"] = os.pathsep.join(spec.pythonpath)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
     env.setdefault("LANG", "C.UTF-8")
@@ -304,8 +305,11 @@ def _ancestors(path: str) -> List[str]:
 
 
 def _set_limits(spec: BoxSpec) -> None:
-    """Runs in the child between fork and exec: it dies with the launcher, within the limits, in its cgroup."""
+    """Runs in the child between fork and exec: it dies with the launcher, within the limits, in its cgroup,
+    unable to reach the kernel's key store (``autograder.box.seccomp``)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if seccomp.supported():  # raises if the kernel refuses the filter: then no box starts (fail closed)
+        seccomp.install(seccomp.BOX_RULES)
     for folder in spec.cgroup:  # everything this child starts stays in the kernel's cgroup
         with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
             handle.write(str(os.getpid()))
@@ -433,9 +437,16 @@ def main(argv: Sequence[str]) -> int:
         from autograder.box import limits
 
         found, warnings = limits.probe()
-        print(f"cgroups: {found['cgroups']} | scratch: {found['scratch']} | kernel uid: {found['uid']}")
+        print(f"cgroups: {found['cgroups']} | scratch: {found['scratch']}")
         for line in warnings:
             print(f"warning: {line}")
+        from autograder.box import trust
+        from autograder.pipeline.labs import ROOT
+
+        report = trust.check_course(level, ROOT / "autograder" / "work")  # a box started as a kernel's, probed
+        print(f"kernel uid: {report.describe_uid()} | trusted paths it can read: {len(report.read) or 'none'}")
+        if report.problem:
+            print(f"{'warning' if report.allowed else 'REFUSED'}: {report.problem}")
         return 0
     if len(argv) < 3 or argv[1] != "--":
         print("usage: python -m autograder.box.sandbox SPEC_JSON -- COMMAND... | --probe", file=sys.stderr)

@@ -7,8 +7,9 @@ its signature and docstring and raises ``TodoNotWritten`` (a Triton kernel becom
 body survives. ``paged_kv/cache/edition.py`` says which edition it is. ``lab=None`` is the whole course.
 
 Editions are cached by content (the package's files, the stubs, this builder's version) under
-``editions_dir()``: a folder owned by this user and writable by nobody else (a folder another account
-could write would let it plant a package with the answers in it).
+``editions_dir()``: a folder owned by this user that no other account may enter (a folder another account
+could write would let it plant a package with the answers in it; one it could read would show a grading kernel
+the editions of later labs, which hold the reference of its lab's TODOs). A box gets a copy of its one edition.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def editions_dir() -> Path:
     if folder.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022:
         raise EditionError(f"{folder} must be a folder of this user that nobody else may write (owner uid "
                            f"{info.st_uid}, mode {oct(info.st_mode & 0o777)}): remove it or set PAGED_KV_EDITIONS")
-    os.chmod(folder, 0o755)  # the grading kernels (other uids) read editions from here
+    os.chmod(folder, 0o700)  # a kernel gets a copy of its one edition (autograder.box.kernel_lib), never this
     return folder
 
 

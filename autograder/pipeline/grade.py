@@ -169,7 +169,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
         os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
     say(f"grading kernels: isolation '{level}'" + (f"\nWARNING: {warning}" if warning else ""))
     found, warnings = limits.probe()
-    say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}, uid {found['uid']}")
+    say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}")
     for line in warnings:
         say(f"WARNING: {line}")
     limits.sweep_stale_cgroups()

@@ -57,6 +57,9 @@ fi
 # The lab's gradebook, made once in the image, not at every upload.
 PY=$(cat "$COURSE/.python")
 cd "$COURSE" && PATH="$(dirname "$PY"):$PATH" PYTHONPATH="$COURSE" "$PY" -m autograder.platforms.gradescope prepare {lab}
+# Only root (the grader) may enter the course: a grading kernel runs as a uid of its own and imports a copy of
+# its lab's edition, nothing of this folder (graders, reference package, source notebook, gradebook).
+chmod 700 "$COURSE"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -66,6 +69,7 @@ COURSE=/autograder/source/course
 PY=$(cat "$COURSE/.python" 2>/dev/null || echo /autograder/venv/bin/python)
 export PATH="$(dirname "$PY"):$PATH"  # nbgrader calls alembic, jupyter finds the course kernel
 mkdir -p /autograder/results
+chmod 700 "$COURSE"  # closed to the grading kernels' uids (setup.sh did it too; the grader checks before grading)
 cd "$COURSE" && PYTHONPATH="$COURSE" exec "$PY" -m autograder.platforms.gradescope run {lab} \\
   --submission /autograder/submission --results /autograder/results/results.json
 """
@@ -105,9 +109,10 @@ def build_zip(lab: str, dest: Path) -> Path:
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
             archive.writestr(_entry(name, 0o755), text)
-        # Readable by every account: the grading kernel runs as its own uid in the box (a bare name would be 0600).
+        # Root's only: the grading kernels (uids of their own) import a copy of their edition, never these files;
+        # setup.sh closes the course folder as well.
         for relative, data in bundle.course_files(lab):
-            archive.writestr(_entry(f"course/{relative}", 0o644), data)
+            archive.writestr(_entry(f"course/{relative}", 0o600), data)
     return target
 
 

@@ -90,6 +90,7 @@ def _what_to_upload(notebook: str, repairs: List[list]) -> str:
 
 def grade_upload(lab: str, folder: Path) -> Outcome:
     """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
+    from autograder.box import trust
     from autograder.pipeline import collect, grade, insight
     from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
 
@@ -132,6 +133,9 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
         tests.append(CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000],
                                 cell["hidden"]))
     for event in events.get("events", []):
+        if event.get("kind") == "isolation":  # why the box could not be trusted is the instructor's (stdout)
+            notes.append(trust.REFUSED_MESSAGE)
+            continue
         notes.append(f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}")
     if not row.get("ok"):
         notes.append("grading this notebook failed; your instructor has the log")

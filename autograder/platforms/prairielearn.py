@@ -33,6 +33,9 @@ COURSE=/grade/tests/course
 PY=${{PAGED_KV_PYTHON:-/opt/venv/bin/python}}
 export PATH="$(dirname "$PY"):$PATH"
 mkdir -p /grade/results
+# Only root (the grader) may enter the course: a grading kernel runs as a uid of its own and imports a copy of
+# its lab's edition. If the folder cannot be closed, the grader's isolation check refuses to grade, saying why.
+chmod 700 "$COURSE" || echo "WARNING: could not close $COURSE to other accounts"
 cd "$COURSE" && PYTHONPATH="$COURSE" exec "$PY" -m autograder.platforms.prairielearn run {lab} \\
   --student /grade/student --results /grade/results/results.json
 """
