@@ -61,6 +61,7 @@ class Run:
     results: dict
     stdout: str
     seconds: float
+    tmpdir: str = ""  # the container's temporary folder (docker emulation): its processes' command lines name it
 
     def scores(self) -> Dict[str, float]:
         """``{grade_id: score}`` (Gradescope's tests carry the grade id as their tag)."""
@@ -101,34 +102,47 @@ def gradescope_image(lab: str, folder: Path) -> Path:
 BWRAP_REFUSED = 'mount --bind /bin/false "$(command -v bwrap)" && '
 
 
-def run_gradescope(image: Path, upload: Path, scratch: Path, bwrap_refused: bool = False) -> Run:
+def run_gradescope(image: Path, upload: Path, scratch: Path, bwrap_refused: bool = False,
+                   docker: bool = False, closed_python: bool = False) -> Run:
     """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with
-    ``bwrap_refused``, in a container where bubblewrap cannot run (``BWRAP_REFUSED``)."""
+    ``bwrap_refused``, in a container where bubblewrap cannot run (``BWRAP_REFUSED``); with ``docker``, in the
+    emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
+    seccomp profile), where the Python is out of the kernels' reach with ``closed_python``."""
     root = scratch / upload.name
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
     (root / "results").mkdir()
     prefix = BWRAP_REFUSED if bwrap_refused else ""
     return _graded(root, "/autograder", f"{prefix}cd /autograder && /autograder/run_autograder",
-                   _env(PAGED_KV_REUSE_PYTHON=sys.executable))
+                   _env(PAGED_KV_REUSE_PYTHON=sys.executable), docker, closed_python, scratch)
 
 
-def run_prairielearn(question: Path, upload: Path, scratch: Path) -> Run:
-    """The question's entrypoint on ``upload``, mounted at /grade as PrairieLearn mounts a job."""
+def run_prairielearn(question: Path, upload: Path, scratch: Path, docker: bool = False) -> Run:
+    """The question's entrypoint on ``upload``, mounted at /grade as PrairieLearn mounts a job (with ``docker``,
+    in the emulation of a default Docker container)."""
     root = scratch / upload.name
     shutil.copytree(question / "tests", root / "tests", symlinks=True)
     shutil.copytree(upload, root / "student")
-    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable))
+    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable), docker,
+                   False, scratch)
 
 
-def _graded(root: Path, mount_at: str, script: str, env: Dict[str, str]) -> Run:
+def _graded(root: Path, mount_at: str, script: str, env: Dict[str, str], docker: bool = False,
+            closed_python: bool = False, scratch: Path = Path("/tmp")) -> Run:
     """The platform's script run on the job laid out in ``root``: its results/results.json, stdout, seconds."""
     started = time.monotonic()
-    done = in_platform(root, mount_at, script, env)
+    if docker:
+        import container
+
+        done = container.in_container(script, {mount_at: root}, scratch / f"{root.name}-mounts", env,
+                                      closed_python=closed_python)
+    else:
+        done = in_platform(root, mount_at, script, env)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return Run(json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds)
+    return Run(json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds,
+               getattr(done, "tmpdir", ""))
 
 
 def leaked(run: Run, secret_lines: List[str]) -> List[str]:

@@ -16,6 +16,7 @@ from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
 
 LAB = "02-atomic-prefill"
 NOTEBOOK = "atomic_prefill.ipynb"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("entry, expected", [
@@ -201,27 +202,55 @@ def _available_levels():
     return list(sandbox.LEVELS[best:])
 
 
+LEVEL_RUN = """
+import json, sys
+import nbformat
+from autograder.box.hardened import HardenedExecute
+
+level, folder, allow = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+nb = nbformat.v4.new_notebook(cells=[
+    nbformat.v4.new_code_cell("import socket\\ntry:\\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"
+                              ".close(); print('network: open')\\nexcept OSError:\\n    print('network: blocked')"),
+    nbformat.v4.new_code_cell("hog = bytearray(3 * 1024 ** 3)"),
+    nbformat.v4.new_code_cell("print('still alive')")])
+executor = HardenedExecute(cell_timeout=20, notebook_timeout=60, memory_mb=1024, isolation=level,
+                           allow_unisolated=allow)
+out, _ = executor.preprocess(nb, {"metadata": {"path": folder}, "nbgrader": {"assignment": "lab", "student": "s"}})
+print("RESULT " + json.dumps({"cells": [c.get("outputs", []) for c in out.cells if c.cell_type == "code"],
+                              "events": [e["kind"] for e in executor.events], "notes": out.cells[0].source}))
+"""
+
+
 @pytest.mark.parametrize("level", _available_levels())
 def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
-    """Each fallback really runs: memory is capped at every level, the network is cut from unshare up."""
-    from autograder.box.hardened import HardenedExecute
+    """Each fallback really runs: memory is capped at every level, the network is cut from unshare up. As root,
+    each kernel runs as a uid of its own, in a mount namespace where this machine's Python is open to every
+    account (``container.py``; a Python under ``/root`` would make the box refuse: tested in
+    ``test_platform_containers``); otherwise as the grading account, which is allowed below bubblewrap only
+    when the instructor opts in (``PAGED_KV_ALLOW_UNISOLATED``)."""
+    import subprocess
+    import sys
 
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"
-                                  ".close(); print('network: open')\nexcept OSError:\n    print('network: blocked')"),
-        nbformat.v4.new_code_cell("hog = bytearray(3 * 1024 ** 3)"),
-        nbformat.v4.new_code_cell("print('still alive')")])
-    executor = HardenedExecute(cell_timeout=20, notebook_timeout=60, memory_mb=1024, isolation=level)
-    out, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)},
-                                      "nbgrader": {"assignment": "lab", "student": "s"}})
-    network, hog, after = [c for c in out.cells if c.cell_type == "code"]
+    import container
+
+    allow = "0" if os.geteuid() == 0 or level == "bwrap" else "1"
+    command = [sys.executable, "-c", LEVEL_RUN, level, str(tmp_path), allow]
+    if os.geteuid() == 0 and not container.problem():
+        done = container.in_container(f"cd {REPO} && " + " ".join(map(container.q, command)), {}, tmp_path / "ns",
+                                      env=dict(os.environ, PYTHONPATH=str(REPO)), docker=False)
+    else:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads(line[len("RESULT "):])
+    network, hog, after = result["cells"]
     if level != "rlimits":  # resource limits alone leave the network as the machine has it
-        assert network.outputs[0]["text"].strip() == "network: blocked"
-    assert any(o.get("ename") == "MemoryError" for o in hog.outputs)
-    assert "Memory limit" in "".join(o.get("text", "") for o in hog.outputs)
-    assert after.outputs[0]["text"].strip() == "still alive"
-    assert [e["kind"] for e in executor.events] == ["memory"]
-    assert "Grading notes" in out.cells[0].source
+        assert network[0]["text"].strip() == "network: blocked"
+    assert any(o.get("ename") == "MemoryError" for o in hog)
+    assert "Memory limit" in "".join(o.get("text", "") for o in hog)
+    assert after[0]["text"].strip() == "still alive"
+    assert result["events"] == ["memory"]
+    assert "Grading notes" in result["notes"]
 
 
 def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
@@ -385,3 +414,48 @@ def test_lab06_launches_the_submitted_kernel_in_the_compile_box_not_in_the_stude
     finally:
         for box in boxes.values():
             box.close()
+
+
+KEYRING_PROBE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+made = libc.syscall({add_key}, b"user", b"pkv-left-for-the-next-student", b"the marker", 4, -3)
+err_add = ctypes.get_errno()
+found = libc.syscall({request_key}, b"user", b"pkv-left-for-the-next-student", None, -3)
+err_find = ctypes.get_errno()
+print("KEYS", made, os.strerror(err_add), found, os.strerror(err_find))
+"""
+
+
+def test_no_box_can_leave_a_key_for_the_next_student(tmp_path):
+    """The kernel keyring is shared by every process of a uid and not namespaced: every box refuses add_key,
+    keyctl and request_key (autograder.box.seccomp), so a key cannot be left in one box and read in the next
+    box given the same uid."""
+    import subprocess
+    import sys
+
+    from autograder.box import limits, seccomp
+
+    if not seccomp.supported():
+        pytest.skip("no seccomp numbers for this architecture")
+    numbers = seccomp.ARCHES[__import__("platform").machine()].numbers
+    code = KEYRING_PROBE.format(add_key=numbers["add_key"], request_key=numbers["request_key"])
+    level = sandbox.probe()[0]
+    answers = []
+    for run in range(2):  # the same uid twice, as the next kernel usually gets it
+        allocation = limits.Allocation(limits.Budget(ram_mb=1024, pids=64, scratch_mb=16))
+        try:
+            work = Path(allocation.folder) / "work"
+            work.mkdir()
+            uid = allocation.uid if not sandbox.own_uid_problem(level, sandbox.python_paths()) else None
+            spec = sandbox.BoxSpec(level=level, memory_mb=1024, cwd=str(work), private_dir=allocation.folder,
+                                   readable=sandbox.python_paths(), quiet=False, uid=uid,
+                                   cgroup=allocation.cgroup_paths)
+            done = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c", code],
+                                  capture_output=True, text=True, timeout=120)
+        finally:
+            allocation.release()
+        answers.append(next(l for l in done.stdout.splitlines() if l.startswith("KEYS")))
+    for answer in answers:
+        assert answer.split()[1] == "-1" and "Operation not permitted" in answer, answer
+        assert " -1 Operation not permitted" in answer.split("permitted", 1)[1], answer

@@ -56,14 +56,17 @@ def test_results_follow_each_platforms_schema():
 
 def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     """setup.sh and run_autograder at the root, executable; the course under course/ with the lab's source and
-    release notebooks, the package and the grading machinery; no tests, no work folder, no caches."""
+    release notebooks, the package and the grading machinery, root's only (a kernel imports a copy of its
+    edition); no tests, no work folder, no caches."""
     target = gradescope.build_zip(LAB, tmp_path)
     with zipfile.ZipFile(target) as archive:
         infos = {i.filename: i for i in archive.infolist()}
     for script in ("setup.sh", "run_autograder"):
         assert (infos[script].external_attr >> 16) & 0o111, f"{script} is not executable"
-    unreadable = [n for n, i in infos.items() if n.startswith("course/") and (i.external_attr >> 16) & 0o444 != 0o444]
-    assert unreadable == [], f"not readable by the box's own uid once unzipped: {unreadable[:3]}"
+    shared = [n for n, i in infos.items() if n.startswith("course/") and (i.external_attr >> 16) & 0o077]
+    assert shared == [], f"open to other accounts (a grading kernel's uid) once unzipped: {shared[:3]}"
+    setup = zipfile.ZipFile(target).read("setup.sh").decode()
+    assert 'chmod 700 "$COURSE"' in setup, "setup.sh closes the course folder"
     names = set(infos)
     for must in ("course/autograder/nbgrader_config.py", "course/autograder/graders/lab02_prefill.py",
                  "course/paged_kv/__init__.py", "course/requirements-lock.txt", "course/pyproject.toml",

@@ -1,0 +1,171 @@
+"""A default Docker container, emulated faithfully enough to grade in it: where Gradescope and PrairieLearn run.
+
+``in_container(script, binds)`` runs ``script`` (bash) the way a platform's autograder runs in its container
+(``../shared/notes/containers-and-isolation.md``), as root, in a private mount namespace (``unshare -m``) set up
+like this before the script starts:
+
+- ``binds``: folders bind-mounted where the platform expects them (``/autograder``, ``/grade``);
+- the checkout this test runs from is hidden (an empty tmpfs over it, its Python environment bound back): a
+  real image holds only what the platform's zip or question put there;
+- a Python under a folder other accounts cannot enter (pyenv under ``/root``) is made reachable, as an image's
+  ``/usr`` or ``/opt/venv`` is (``open_python``: a tmpfs over the closed folder, the Python bound back into it);
+  with ``closed_python`` it is left closed, as a grader whose Python sits in a home folder;
+- ``/sys/fs/cgroup`` is an empty read-only folder: no cgroup of the grader's own;
+- then, in the script's own process: the capability bounding set is cut to Docker's default set (``0xa80425fb``:
+  no CAP_SYS_ADMIN, so no mount and no tmpfs; CAP_SETUID and CAP_SETGID are kept), and a seccomp filter
+  refuses what Docker's default profile refuses to such a container that matters here (``unshare``, ``setns``,
+  ``clone`` with namespace flags, ``clone3``, the key management calls: ``autograder.box.seccomp.DOCKER_RULES``).
+
+So bubblewrap and ``unshare`` really fail there (``probe`` in the container says so), and the box falls back to
+level ``rlimits`` with a uid per kernel, as on the platforms.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple
+
+from autograder.box import seccomp
+
+q = shlex.quote
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKER_CAPS = 0xA80425FB  # CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP NET_BIND_SERVICE NET_RAW
+#                           SYS_CHROOT MKNOD AUDIT_WRITE SETFCAP
+
+# Runs as the container's first process: cut the capabilities, install the filter, become the script.
+ENTER = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keep = int(os.environ.pop("PKV_KEEP_CAPS"), 16)
+last = int(open("/proc/sys/kernel/cap_last_cap").read())
+for cap in range(last + 1):
+    if not keep >> cap & 1 and libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+        sys.exit(f"could not drop capability {cap}")
+code = bytes.fromhex(os.environ.pop("PKV_FILTER"))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+buffer = ctypes.create_string_buffer(code, len(code))
+prog = Prog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(prog), 0, 0):  # NO_NEW_PRIVS, SECCOMP
+    sys.exit("could not install the seccomp filter")
+os.execvp("bash", ["bash", "-c", sys.argv[1]])
+"""
+
+
+def problem() -> str:
+    """Why the emulation cannot run here ("" when it can)."""
+    if os.geteuid() != 0:
+        return "needs root (a private mount namespace, bind mounts, dropping capabilities)"
+    if shutil.which("unshare") is None:
+        return "needs unshare (util-linux)"
+    if not seccomp.supported():
+        return "no seccomp numbers for this architecture"
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        return "unshare -m is not allowed here"
+    if closed_python_folder() and not open_python_plan()[0]:
+        return "the Python used here sits more than one closed folder deep"
+    return ""
+
+
+def _open_to_others(folder: str) -> bool:
+    return bool(os.stat(folder).st_mode & stat.S_IXOTH)
+
+
+def closed_python_folder() -> Optional[str]:
+    """The outermost folder above this Python that other accounts cannot enter (e.g. ``/root``), or None."""
+    for prefix in (sys.base_prefix, os.path.realpath(sys.executable)):
+        parts = os.path.realpath(prefix).strip("/").split("/")
+        for i in range(1, len(parts)):
+            folder = "/" + "/".join(parts[:i])
+            if not _open_to_others(folder):
+                return folder
+    return None
+
+
+def open_python_plan() -> Tuple[str, str]:
+    """``(closed folder, its child on the way to Python)``, or ("", "") if Python is open already."""
+    closed = closed_python_folder()
+    if closed is None:
+        return "", ""
+    real = os.path.realpath(sys.base_prefix)
+    child = closed.rstrip("/") + "/" + real[len(closed):].strip("/").split("/")[0]
+    below = real[len(child):].strip("/").split("/")
+    for i in range(len(below)):  # nothing closed below the child
+        folder = "/".join([child] + below[:i])
+        if not _open_to_others(folder):
+            return "", ""
+    return closed, child
+
+
+def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = False, docker: bool = True) -> str:
+    """The bash lines, run as root in the new mount namespace, that lay the container out (without ``docker``:
+    only the binds and an open Python, the machine's checkout and cgroups left as they are)."""
+    lines = ["set -e", "mount --make-rprivate /"]
+    for target, source in binds.items():
+        lines += [f"mkdir -p {q(target)}", f"mount --bind {q(str(source))} {q(target)}"]
+    keep = scratch / "keep"
+    keep.mkdir(parents=True, exist_ok=True)
+    venv = Path(os.path.realpath(sys.prefix))
+    checkout = str(REPO)
+    if docker and str(venv).startswith(checkout + "/"):  # hide the checkout, keep its environment
+        inside = str(venv)[len(checkout):].strip("/")
+        lines += [f"mkdir -p {q(str(keep / 'venv'))}", f"mount --bind {q(str(venv))} {q(str(keep / 'venv'))}",
+                  f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}", f"mkdir -p {q(checkout + '/' + inside)}",
+                  f"mount --move {q(str(keep / 'venv'))} {q(checkout + '/' + inside)}"]
+    elif docker:
+        lines += [f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}"]
+    closed, child = open_python_plan()
+    if closed and not closed_python:
+        lines += [f"mkdir -p {q(str(keep / 'python'))}", f"mount --bind {q(child)} {q(str(keep / 'python'))}",
+                  f"mount -t tmpfs -o mode=0755 tmpfs {q(closed)}", f"mkdir -p {q(child)}",
+                  f"mount --move {q(str(keep / 'python'))} {q(child)}"]
+    if docker:
+        lines += ["mount -t tmpfs -o ro,mode=0755 tmpfs /sys/fs/cgroup"]
+    return "\n".join(lines)
+
+
+def in_container(script: str, binds: Dict[str, Path], scratch: Path, env: Optional[Dict[str, str]] = None,
+                 closed_python: bool = False, timeout: int = 600, docker: bool = True) -> subprocess.CompletedProcess:
+    """``script`` (bash) run as a platform runs its autograder: see the module doc. Without ``docker``, only in a
+    mount namespace where Python is open to every account (the machine's own capabilities, no filter)."""
+    environment = dict(env if env is not None else os.environ)
+    environment.update(PKV_KEEP_CAPS=f"{DOCKER_CAPS:x}", PKV_FILTER=seccomp.program(seccomp.DOCKER_RULES).hex())
+    # The container's own temporary folder (kernels' private folders are made there): what its processes' command
+    # lines name, so that a test can tell this container's processes from any other grader's on the machine.
+    tmpdir = tempfile.mkdtemp(prefix="pkv-container-")
+    os.chmod(tmpdir, 0o711)
+    environment["TMPDIR"] = tmpdir
+    enter = f"exec {q(os.path.realpath(sys.executable))} -I -c {q(ENTER)} {q(script)}"
+    if not docker:
+        enter = f"exec bash -c {q(script)}"
+    wrapped = setup_lines(binds, scratch, closed_python, docker) + "\n" + enter
+    try:
+        done = subprocess.run(["unshare", "-m", "bash", "-c", wrapped], env=environment, capture_output=True,
+                              text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    done.tmpdir = tmpdir  # type: ignore[attr-defined]
+    return done
+
+
+def left_behind(*tags: str) -> list:
+    """Processes still running whose command line names one of ``tags`` (a container's ``tmpdir``, a marker)."""
+    left = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(tag and tag in command for tag in tags):
+            left.append(f"{entry.name}: {command[:160]}")
+    return left
+

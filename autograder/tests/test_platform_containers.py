@@ -1,0 +1,208 @@
+"""Gradescope and PrairieLearn as they really run: in a default Docker container, where neither bubblewrap nor
+``unshare`` works (``container.py`` emulates one: Docker's capabilities and seccomp profile, no cgroup).
+
+There the box falls back to level ``rlimits`` and trust comes from file permissions and a uid per kernel
+(``autograder.box.trust``): the course folder is closed to every account but root's, a kernel imports only a
+copy of its edition, and before grading a box started as a kernel's proves it can read nothing trusted. Graded
+there, as dishonest students would try it (findings costing nothing, ``PAGED_KV_FINDINGS_COST=0``, so that no
+score depends on the provenance report): an upload that opens the source notebook and runs its solution, one
+whose error message carries the hidden tests' text, one that reports the kernel's uid and what it can read
+and write and leaves a process behind; the honest upload; and a grader whose Python no kernel uid can reach.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import container
+import platform_harness
+from autograder.box import limits, trust
+from autograder.pipeline import classroom, report
+from autograder.verdict.secrets import REMOVED
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+LAB = "02-atomic-prefill"
+NOTEBOOK = "atomic_prefill.ipynb"
+TODO = "lab02-prefill"
+COURSES = ("/autograder/source/course", "/grade/tests/course")
+TRUSTED = [f"{c}/{p}" for c in COURSES for p in (f"solutions/{LAB}/{NOTEBOOK}", "paged_kv/__init__.py",
+                                                  "autograder/graders/lab02_prefill.py",
+                                                  "autograder/work/gradebook.db", "solutions")] + \
+          ["/var/cache/paged-kv-editions"]
+MARKER = "pkv-left-behind-7f3a"
+
+pytestmark = pytest.mark.skipif(bool(container.problem() or platform_harness.mount_problem()),
+                                reason=container.problem() or platform_harness.mount_problem() or "ok")
+
+DELEGATE = f'''
+import json
+for _course in {COURSES!r}:
+    try:
+        _cells = json.load(open(_course + "/solutions/{LAB}/{NOTEBOOK}"))["cells"]
+        break
+    except OSError as _error:
+        _why = _error
+else:
+    raise _why
+exec("".join(next(c["source"] for c in _cells if c["metadata"].get("nbgrader", {{}}).get("grade_id") == "{TODO}")))
+'''
+
+LEAK = f'''
+class KVCacheManager(KVCacheManagerWithoutPrefill):
+    def allocate_for_prefill(self, req):
+        text = ["grader.check_oom_is_atomic(KVCacheManager)"]
+        for course in {COURSES!r}:
+            try:
+                text.append(open(course + "/autograder/graders/lab02_prefill.py").read())
+            except OSError as error:
+                text.append(str(error))
+        raise RuntimeError("\\n".join(text))
+'''
+
+PROBE = f'''
+import json, os, subprocess, sys
+class KVCacheManager(KVCacheManagerWithoutPrefill):
+    def allocate_for_prefill(self, req):
+        def readable(path):
+            try:
+                if os.path.isdir(path):
+                    return bool(os.listdir(path))
+                with open(path, "rb") as handle:
+                    return bool(handle.read(1))
+            except OSError:
+                return False
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)  # {MARKER}"],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        info = {{"uid": os.getuid(), "euid": os.geteuid(),
+                 "read": [p for p in {TRUSTED!r} if readable(p)],
+                 "write": [p for p in ("/autograder/results", "/grade/results", "/autograder/source/course",
+                                       "/grade/tests/course") if os.path.isdir(p) and os.access(p, os.W_OK)]}}
+        raise RuntimeError("PROBE " + json.dumps(info))
+'''
+
+
+def _upload(tmp_path: Path, label: str, answer: str = "") -> Path:
+    nb = nbformat.read(REPO / "solutions" / LAB / NOTEBOOK, as_version=4)
+    if answer:
+        cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == TODO)
+        cell.source = answer
+    return platform_harness.write_upload(tmp_path / "uploads" / label, {NOTEBOOK: nbformat.writes(nb).encode()})
+
+
+def _secret() -> list:
+    info = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
+    return report.secret_lines(info) + ["BEGIN HIDDEN TESTS", "grader.check_oom_is_atomic(KVCacheManager)"]
+
+
+def test_the_emulated_container_refuses_what_docker_refuses(tmp_path):
+    """Inside: Docker's capability set, a seccomp filter; unshare, bubblewrap, mount and add_key fail; no cgroup;
+    the checkout this test runs from is not there. The box's own probe falls back to rlimits."""
+    script = ("grep -E '^(CapBnd|Seccomp):' /proc/self/status; "
+              "unshare -n true 2>/dev/null && echo 'unshare: ran' || echo 'unshare: refused'; "
+              "bwrap --ro-bind / / --unshare-net true 2>/dev/null && echo 'bwrap: ran' || echo 'bwrap: refused'; "
+              "mount -t tmpfs tmpfs /mnt 2>/dev/null && echo 'mount: ran' || echo 'mount: refused'; "
+              f"ls {REPO}/solutions >/dev/null 2>&1 && echo 'checkout: seen' || echo 'checkout: hidden'; "
+              f"ls /sys/fs/cgroup | wc -l; {os.path.realpath(container.sys.executable)} -I -c "
+              "'import ctypes; print(\"add_key:\", ctypes.CDLL(None).syscall(248, b\"user\", b\"k\", b\"v\", 1, -3))'")
+    done = container.in_container(script, {}, tmp_path)
+    out = done.stdout
+    assert "CapBnd:\t00000000a80425fb" in out and "Seccomp:\t2" in out, out + done.stderr
+    for line in ("unshare: refused", "bwrap: refused", "mount: refused", "checkout: hidden", "add_key: -1"):
+        assert line in out, (line, out, done.stderr)
+    assert out.splitlines()[-2].strip() == "0", "the cgroup folder must be empty"
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    return platform_harness.gradescope_image(LAB, tmp_path_factory.mktemp("gradescope"))
+
+
+def _gradescope(image: Path, upload: Path, tmp_path: Path, **options) -> platform_harness.Run:
+    return platform_harness.run_gradescope(image, upload, tmp_path / "autograder", docker=True, **options)
+
+
+def test_gradescope_in_a_docker_container_grades_by_permission(image, tmp_path, monkeypatch):
+    """The honest upload earns full marks at level rlimits; reading the source notebook from the grader's disk
+    earns 0; an error carrying hidden-test text reaches results.json without it; the kernel runs as a uid of its
+    own, reads no trusted path, can write no result, and leaves no process behind once grading returns."""
+    monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")  # delegation must fail by construction, not by the report
+    secret = _secret()
+    honest = _gradescope(image, _upload(tmp_path, "honest"), tmp_path)
+    assert honest.results["extra_data"]["box_level"] == "rlimits", honest.stdout[-2000:]
+    assert honest.results["score"] == 10.0, honest.results
+    assert "cannot be trusted" not in honest.stdout
+
+    delegate = _gradescope(image, _upload(tmp_path, "delegate", DELEGATE), tmp_path)
+    assert delegate.results["score"] == 0.0, delegate.results
+
+    leak = _gradescope(image, _upload(tmp_path, "leak", LEAK), tmp_path)
+    assert leak.results["score"] == 0.0
+    assert platform_harness.leaked(leak, secret) == []
+    assert REMOVED in json.dumps(leak.results), "the typed-in hidden-test line is replaced, not passed on"
+    assert "Permission denied" in json.dumps(leak.results), "the grader files are closed to the kernel"
+
+    probe = _gradescope(image, _upload(tmp_path, "probe", PROBE), tmp_path)
+    finished = time.monotonic()
+    found = re.search(r"PROBE (\{.*?\})", json.dumps(probe.results).replace('\\"', '"'))
+    assert found, probe.results
+    seen = json.loads(found.group(1))
+    assert seen["uid"] != 0 and seen["euid"] != 0 and limits.FIRST_UID <= seen["uid"], seen
+    assert seen["read"] == [] and seen["write"] == [], seen
+    assert container.left_behind(probe.tmpdir, MARKER) == [], "a kernel's process outlived grading"
+    assert time.monotonic() - finished < 20
+
+
+def test_gradescope_refuses_where_a_kernel_uid_cannot_reach_python(image, tmp_path):
+    """A Python under a folder other accounts cannot enter: a kernel would have to run as root, so nothing is
+    graded; the student reads to tell the instructor, the instructor reads why (run_autograder's stdout)."""
+    run = _gradescope(image, _upload(tmp_path, "honest"), tmp_path, closed_python=True)
+    assert run.results["score"] == 0.0 and {t["score"] for t in run.results["tests"]} == {0.0}
+    text = json.dumps(run.results)
+    assert "could not be isolated" in text and "tell your instructor" in text, text[:2000]
+    assert "never runs as root" not in text, "why is the instructor's"
+    assert "WARNING: grading kernels cannot be trusted here" in run.stdout and "never runs as root" in run.stdout
+
+
+def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monkeypatch):
+    """PrairieLearn's entrypoint at /grade, in the same container: the honest upload 1.0, delegation 0."""
+    monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
+    question = platform_harness.build_question(LAB, tmp_path)
+    honest = platform_harness.run_prairielearn(question, _upload(tmp_path, "honest"), tmp_path / "grade", docker=True)
+    assert honest.results["score"] == 1.0, honest.results
+    delegate = platform_harness.run_prairielearn(question, _upload(tmp_path, "delegate", DELEGATE),
+                                                 tmp_path / "grade", docker=True)
+    assert delegate.results["score"] == 0.0, delegate.results
+    assert container.left_behind(honest.tmpdir, delegate.tmpdir) == []
+
+
+def test_the_isolation_judgement_never_allows_root_and_says_why():
+    """Each rule alone: root is refused even when the instructor opts in; the grading account is refused below
+    bubblewrap unless opted in; a readable trusted path is refused and named."""
+    assert trust.judge("rlimits", 0, [], 0, allow=True).refused
+    as_grader = trust.judge("rlimits", 1000, [], 1000, allow=False)
+    assert as_grader.refused and "grading account" in as_grader.problem
+    assert not trust.judge("rlimits", 1000, [], 1000, allow=True).refused
+    assert not trust.judge("bwrap", 1000, [], 1000, allow=False).refused
+    seen = trust.judge("rlimits", 61000, ["/srv/course/solutions"], 0, allow=False)
+    assert seen.refused and "/srv/course/solutions" in seen.problem
+    assert not trust.judge("rlimits", 61000, [], 0, allow=False).problem
+
+
+def test_a_kernel_never_runs_as_root_when_its_uid_cannot_reach_python(tmp_path):
+    """As root, a readable path closed to other accounts means no own uid: refused, never root."""
+    if os.geteuid() != 0:
+        pytest.skip("only root gives kernels uids of their own")
+    closed = tmp_path / "closed"
+    (closed / "env").mkdir(parents=True)
+    closed.chmod(0o700)
+    with pytest.raises(trust.UnisolatedKernel, match="never runs as root"):
+        trust.kernel_uid_for(61000, "rlimits", [str(closed / "env")])
+    assert trust.kernel_uid_for(61000, "bwrap", [str(closed / "env")]) == 61000
