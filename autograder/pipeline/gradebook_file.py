@@ -30,9 +30,9 @@ def problem(db: Path, error: BaseException, lab: str = "") -> str:
                 f"still writing to it; sqlite: {reason}): let it finish or stop it, then run make grade again; do "
                 "not move the file while it is being written")
     return (f"the gradebook {db} is not a valid database (sqlite: {reason}): move it aside (mv {db} {db}.broken) "
-            f"and run make grade LAB={lab or '<lab>'} again, which makes a new gradebook and grades every submitted student "
-            "of that lab again; the other labs' scores and any grading done by hand are only in the old file: "
-            "run make grade for each of those labs to get their scores back")
+            f"and run make grade LAB={lab or '<lab>'} again, which makes a new gradebook and grades every "
+            "submitted student of that lab again; the other labs' scores and any grading done by hand are only "
+            "in the old file: run make grade for each of those labs to get their scores back")
 
 
 def check(db: Path, lab: str = "", wait: float = WAIT_SECONDS) -> Optional[str]:

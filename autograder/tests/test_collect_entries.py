@@ -379,7 +379,8 @@ def test_one_students_entries_share_an_id_and_two_students_entries_collide():
     read = entry_names.read_entry
     one_student = [read("Bob Ray_8_assignsubmission_file", True), read("Bob Ray_8_assignsubmission_onlinetext", True),
                    read(f"doejane_12345_1_{NOTEBOOK}", False), read("doejane_late_12345_2_notes.txt", False),
-                   read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False), read("Jo Li_5_assignsubmission_file_a.py", False)]
+                   read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False),
+                   read("Jo Li_5_assignsubmission_file_a.py", False)]
     assert entry_names.collisions(one_student) == {}
     clashing = [read("42", True), read("Alice Smith_42_assignsubmission_file", True), read("bob smith", True),
                 read("bob_smith.zip", False), read("bob_smith", True)]
