@@ -5,7 +5,13 @@
 - a folder or a zip with one entry per student: a sub-folder, a zip, or a notebook;
 - Canvas's "Download Submissions" zip: ``<name>[_late]_<user id>_<attachment id>_<file name>``;
 - Moodle's "Download all submissions" zip, with or without a folder per student:
-  ``<Full Name>_<participant id>_assignsubmission_file_[/]<file name>``.
+  ``<Full Name>_<participant id>_assignsubmission_file[_][/]<file name>``.
+
+Whose each entry is, is read by ``autograder.pipeline.entry_names``: two entries that give the same
+student id and are not one student's (``alice/`` and ``@alice/``; two Moodle folders of participant 42
+with different names) are both refused, never merged: neither is graded, the student's Grading notes say
+so, and the instructor sees both named (``id-collision`` in the repairs and log.csv, a WARNING on the
+terminal). An entry whose name holds two LMS ids is refused alone.
 
 For every student it picks the lab's notebook (the expected name, then "Copy of …", "… (1)" and
 other renamed copies, then the only notebook there is), repairs it (``autograder.pipeline.repair``), writes it to
@@ -21,6 +27,7 @@ student's Grading notes and on the terminal.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import os
@@ -38,23 +45,24 @@ import nbformat
 
 from autograder.pipeline.entries import (MAX_ENTRY, MAX_STUDENT, SKIPPED, Budget, Entry, Refused,
                                          open_folder, read_file, walk, write_new, zip_entries)
-from autograder.pipeline.repair import add_note, repair
+from autograder.pipeline.entry_names import MOODLE_FOLDER, Reading, collisions, read_entry, safe_id
+from autograder.pipeline.repair import Repaired, add_note, repair
 
-CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?:_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
-MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)$")
 MAX_NOTED = 20  # refused entries listed per student (then only how many more)
 
 
 @dataclass
 class Submission:
     """One student's files to grade, and the entries refused: ``(entry, reason)``, the first ``MAX_NOTED``
-    listed, how many more in ``unlisted``."""
+    listed, how many more in ``unlisted``. ``collided``: the top-level entries that all gave this student's
+    id (``entry_names.collisions``); when there are any, none of them is graded."""
 
     student: str
     name: str = ""
     files: List[Path] = field(default_factory=list)
     refused: List[Tuple[str, str]] = field(default_factory=list)
     unlisted: int = 0
+    collided: List[str] = field(default_factory=list)
 
     def refuse(self, entry: str, reason: str) -> None:
         """Note that ``entry`` was not collected, and why."""
@@ -62,21 +70,6 @@ class Submission:
             self.refused.append((entry, reason))
         else:
             self.unlisted += 1
-
-
-def student_key(entry: str) -> Tuple[str, str, str]:
-    """``(student id, display name, file name inside)`` from an LMS entry name."""
-    for pattern in (MOODLE, CANVAS):
-        found = pattern.match(entry)
-        if found:
-            return found["id"], found["name"], found["file"]
-    stem = entry[:-len(Path(entry).suffix)] if Path(entry).suffix in (".zip", ".ipynb") else entry
-    return safe_id(stem), stem, entry
-
-
-def safe_id(text: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._")
-    return cleaned or "student"
 
 
 def _listing(dir_fd: int) -> List[str]:
@@ -93,7 +86,7 @@ def _wrapper(infos: List[zipfile.ZipInfo]) -> Optional[str]:
             tops.add(parts[0])
             deep = deep or (len(parts) > 1 and not info.is_dir())
     top = next(iter(tops)) if len(tops) == 1 else None
-    return top if top is not None and deep and not MOODLE.match(top) else None
+    return top if top is not None and deep and not MOODLE_FOLDER.match(top) else None
 
 
 def _relative(name: str) -> List[str]:
@@ -101,23 +94,35 @@ def _relative(name: str) -> List[str]:
     return [p for p in name.split("/") if p not in ("", ".", "..")]
 
 
-def _owner(path: str, wrapper: Optional[str]) -> Tuple[str, str, str]:
-    """``student_key`` of the student an entry of the class's zip belongs to (by ``_relative``)."""
-    parts = _relative(path) or [""]
+def _top(path: str, wrapper: Optional[str]) -> Tuple[str, bool]:
+    """The top-level entry an entry of the class's zip belongs to (by ``_relative``, below the zip's one
+    folder), and whether that top-level entry is a folder."""
+    parts = _relative(path) or ["."]
     if wrapper is not None and parts[0] == wrapper and len(parts) > 1:
         parts = parts[1:]
-    return student_key(parts[0])
+    return parts[0], len(parts) > 1
 
 
-def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> Optional[str]:
+def _owner(path: str, wrapper: Optional[str]) -> Reading:
+    """``read_entry`` of the top-level entry an entry of the class's zip belongs to (``_top``)."""
+    top, folder = _top(path, wrapper)
+    return read_entry(top, folder) if top not in (".", "..") else read_entry("student", False)
+
+
+def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> Tuple[Optional[str], Dict[str, bool]]:
     """Unpack the class's zip into ``target``, each student's entries within that student's budget; note
-    each refused entry for the student it belongs to; return the zip's one folder (``_wrapper``)."""
+    each refused entry for the student it belongs to; return the zip's one folder (``_wrapper``) and
+    ``{top-level entry: whether it is a folder}`` as the zip's directory lists them (refused or not)."""
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
     wrapper = _wrapper(infos)
+    tops: Dict[str, bool] = {}
     declared: Dict[str, int] = {}
     for info in infos:
-        sid = _owner(info.filename, wrapper)[0]
+        top, folder = _top(info.filename, wrapper)
+        if top not in (".", "..") and not top.startswith(".") and top not in SKIPPED:
+            tops[top] = tops.get(top, False) or folder or info.is_dir()
+        sid = _owner(info.filename, wrapper).student
         declared[sid] = declared.get(sid, 0) + min(info.file_size, MAX_ENTRY)
     needed = 2 * sum(min(size, MAX_STUDENT) for size in declared.values())  # unpacked, then each student's copy
     free = shutil.disk_usage(target.parent).free
@@ -126,16 +131,17 @@ def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> 
                          f"{target.parent} has {free / 2**30:.1f} GB free: free some space, or point TMPDIR "
                          "at a larger disk")
     budgets: Dict[str, Budget] = {}
-    for path, data, reason in zip_entries(archive, lambda p: budgets.setdefault(_owner(p, wrapper)[0], Budget())):
+    for path, data, reason in zip_entries(archive, lambda p: budgets.setdefault(_owner(p, wrapper).student,
+                                                                               Budget())):
         if reason is None:
             try:
                 write_new(target, path, data)
                 continue
             except Refused as why:
                 reason = str(why)
-        sid, name, _ = _owner(path, wrapper)
-        found.setdefault(sid, Submission(student=sid, name=name)).refuse(path, reason)
-    return wrapper
+        owner = _owner(path, wrapper)
+        found.setdefault(owner.student, Submission(student=owner.student, name=owner.name)).refuse(path, reason)
+    return wrapper, tops
 
 
 def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
@@ -143,14 +149,16 @@ def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
     zips too). ``source`` is the instructor's (it may be a link); every name below it is a student's and
     is read with ``autograder.pipeline.entries``: an entry that is not a regular file (a symbolic link, a
     FIFO, a device), that leaves its folder or passes a size limit (per entry, per student) is refused
-    alone, in its student's ``Submission.refused``, and the others are collected."""
+    alone, in its student's ``Submission.refused``, and the others are collected. Entries that give one
+    id and are not one student's (``entry_names.collisions``) are all refused, in ``Submission.collided``;
+    an entry whose name holds two LMS ids is refused alone (``Reading.ambiguous``)."""
     found: Dict[str, Submission] = {}
-    source, from_zip, wrapper = Path(source), False, None
+    source, from_zip, wrapper, tops = Path(source), False, None, {}
     if source.is_file() and source.suffix == ".zip":
         unpacked, from_zip = scratch / "export", True
         unpacked.mkdir(parents=True)
         try:
-            wrapper = _unpack_class(source, unpacked, found)
+            wrapper, tops = _unpack_class(source, unpacked, found)
         except zipfile.BadZipFile as error:
             raise ValueError(f"{source} is not a zip that can be read ({error})") from None
         source = unpacked
@@ -162,19 +170,37 @@ def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
         if from_zip:  # decided from the zip's directory, as the students' budgets were
             unwrap = wrapper is not None and names == [wrapper]
         else:
-            unwrap = len(names) == 1 and _is_folder(names[0], top) and not MOODLE.match(names[0])
+            unwrap = len(names) == 1 and _is_folder(names[0], top) and not MOODLE_FOLDER.match(names[0])
         if unwrap:
             inner = open_folder(names[0], dir_fd=top)  # a zip of one folder
             os.close(top)
             top, names = inner, _listing(inner)
+        readings = {name: read_entry(name, folder) for name, folder in tops.items()}  # refused ones too
+        readings.update((name, read_entry(name, _is_folder(name, top))) for name in names if name not in readings)
+        clashes = _refuse_collisions(readings, found)
         budgets: Dict[str, Budget] = {}
         for number, name in enumerate(names):
-            sid, display, inner_name = student_key(name)
-            submission = found.setdefault(sid, Submission(student=sid, name=display))
-            _gather_entry(top, name, inner_name, scratch, number, submission, budgets.setdefault(sid, Budget()))
+            reading = readings[name]
+            submission = found.setdefault(reading.student, Submission(student=reading.student, name=reading.name))
+            if reading.ambiguous:
+                submission.refuse(name, reading.ambiguous)
+            elif reading.student not in clashes:
+                _gather_entry(top, name, reading.file, scratch, number, submission,
+                              budgets.setdefault(reading.student, Budget()))
     finally:
         os.close(top)
     return found
+
+
+def _refuse_collisions(readings: Dict[str, Reading], found: Dict[str, Submission]) -> Dict[str, List[str]]:
+    """Mark every id that entries of more than one owner give (``entry_names.collisions``) as collided in
+    ``found``, with its entries; return them."""
+    clashes = collisions(readings.values())
+    for sid, entries in clashes.items():
+        names = sorted({readings[e].name for e in entries})
+        submission = found.setdefault(sid, Submission(student=sid))
+        submission.name, submission.collided = " / ".join(names), entries
+    return clashes
 
 
 def _is_folder(name: str, dir_fd: int) -> bool:
@@ -253,7 +279,10 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
     exchange puts ``timestamp.txt`` and ``submission_secret.txt`` there: feedback is released with them).
     Files are read with ``entries.read_file`` (never through a link); every entry refused, in
     ``Submission.refused`` or here, is a ``refused-entry`` line of the student's repairs and a note in
-    their Grading notes. Bad arguments are refused before anything is written."""
+    their Grading notes. A collided submission (``Submission.collided``) is written as the release with
+    an ``id-collision`` line naming its entries and a note that says none was graded (its refused entries
+    are the instructor's only: whose they are is not known). Bad arguments are refused before anything is
+    written."""
     bad = [name for name in keep if not name or "/" in name or name.endswith(".ipynb")]
     if bad:
         raise ValueError(f"keep names plain non-notebook files, got {bad}")
@@ -264,7 +293,8 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
     work = course_root / "autograder" / "work"
     records = []
     for sid, submission in sorted(submissions.items()):
-        chosen, skipped = pick_notebook(submission.files, notebook)
+        collided = bool(submission.collided)
+        chosen, skipped = (None, []) if collided else pick_notebook(submission.files, notebook)
         raw, refused = b"", list(submission.refused)
         if chosen is not None:
             try:
@@ -273,17 +303,24 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
                 refused.append((chosen.name, str(why)))
                 chosen = None
         name = chosen.name if chosen is not None else "(none)"
-        repaired = repair(raw, release, file_name=chosen.name if chosen is not None else "", expected_name=notebook)
-        if chosen is None:
-            repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
-        elif skipped:
-            repaired.log.append(("skipped-files", ", ".join(skipped)))
+        if collided:
+            repaired = _collision(sid, submission.collided, release)
+        else:
+            repaired = repair(raw, release, file_name=chosen.name if chosen is not None else "",
+                              expected_name=notebook)
+            if chosen is None:
+                repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
+            elif skipped:
+                repaired.log.append(("skipped-files", ", ".join(skipped)))
         for entry, reason in refused:
+            if collided:
+                repaired.log.append(("refused-entry", f"{entry}: {reason}"))
+                continue
             add_note(repaired, "refused-entry", f"{entry}: {reason}",
                      f"Your file `{_shown(entry)}` was not collected: {reason}. Only plain files are collected (not "
                      f"links to files elsewhere, pipes or devices), each of at most {MAX_ENTRY >> 20} MB: submit "
                      "the notebook file itself.")
-        if submission.unlisted:
+        if submission.unlisted and not collided:
             add_note(repaired, "refused-entry", f"{submission.unlisted} more entries refused",
                      f"{submission.unlisted} more of your files were not collected.")
         target = work / "submitted" / sid / lab
@@ -305,6 +342,20 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
     write_reports(work / "reports" / lab, records)
     return records
+
+
+def _collision(sid: str, entries: List[str], release) -> Repaired:
+    """The release, to grade in place of a student whose id several entries gave, with the instructor's
+    ``id-collision`` line (every entry named) and the student's note (no other entry named: another
+    student's name is not theirs to read)."""
+    result = Repaired(notebook=copy.deepcopy(release))
+    add_note(result, "id-collision",
+             f"{len(entries)} entries give the student id {sid}: {', '.join(repr(_shown(e)) for e in entries)}; "
+             "none was graded: rename them in the export so that each names its own student, and collect again",
+             f"Nothing was graded for you: {len(entries)} entries of the class's submissions were all read as "
+             f"your student id, {sid}, and the autograder cannot tell which one is yours, so it graded none of "
+             "them. Your instructor has their names and will sort it out.")
+    return result
 
 
 def _shown(name: str) -> str:
@@ -353,11 +404,14 @@ def main(argv=None) -> int:
 
 
 def print_refused(records: List[dict]) -> None:
-    """A warning line on stderr for every entry refused, with its student and the reason."""
+    """A warning line on stderr for every entry refused, with its student and the reason, and for every id
+    that several entries gave (``id-collision``), with every entry."""
     for record in records:
         for kind, detail in record["repairs"]:
             if kind == "refused-entry":
                 print(f"WARNING: refused for {record['student']}: {detail}", file=sys.stderr)
+            elif kind == "id-collision":
+                print(f"WARNING: id collision: {detail}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """Grade a lab for a whole class, headless: ``python -m autograder.pipeline.grade LAB`` (``make grade LAB=...``).
 
+0. checks the gradebook file (``autograder.pipeline.gradebook_file``): one that is not a database, or that
+   another program holds locked, stops it with one line that names the file and what to do;
 1. says which isolation the grading kernels get here (``autograder.box.sandbox``), loudly when it is weak;
 2. makes sure the gradebook knows the lab (``nbgrader generate_assignment`` into the work folder);
 3. adds every student of ``submitted/*/LAB`` to the gradebook, one at a time;
@@ -29,7 +31,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from autograder.pipeline import undertaker
+from autograder.pipeline import gradebook_file, undertaker
 from autograder.pipeline.labs import CONFIG_FILE
 
 _API = None
@@ -163,6 +165,9 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     say = (lambda *a: None) if quiet else print
     work = ROOT / "autograder" / "work"
     notebook = LABS[lab]
+    problem = gradebook_file.check(work / "gradebook.db", lab)
+    if problem:
+        raise SystemExit(f"error: {problem}")
     if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto":
         sandbox.ensure_bubblewrap(say)
     level, warning = sandbox.probe() if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto" else (
@@ -186,8 +191,9 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     started = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_before = before.ru_utime + before.ru_stime
-    ensure_assignment(lab, ROOT, work)
-    add_students(students, read_roster(reports), work / "gradebook.db")
+    with gradebook_file.errors(work / "gradebook.db", lab):
+        ensure_assignment(lab, ROOT, work)
+        add_students(students, read_roster(reports), work / "gradebook.db")
     workers = max(1, min(workers or os.cpu_count() or 1, len(students)))
     say(f"{lab}: grading {len(students)} students with {workers} worker(s)")
     results: Dict[str, dict] = {}
@@ -256,7 +262,7 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
     if (reports / "collected.json").exists():
         collected = {r["student"]: r for r in json.loads((reports / "collected.json").read_text())}
     rows, log_rows = [], []
-    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+    with gradebook_file.errors(work / "gradebook.db", lab), Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         for student in students:
             try:
                 nb = gb.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)

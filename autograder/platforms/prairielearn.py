@@ -9,7 +9,8 @@ bubblewrap; PrairieLearn's graders run without network by default, so nothing is
 time). PrairieLearn mounts the job at ``/grade``: the upload in ``/grade/student``, the question's
 ``tests/`` in ``/grade/tests``; the entrypoint writes ``/grade/results/results.json``:
 ``gradable``, ``score`` in 0..1, ``message`` (the Grading notes), ``output`` and ``tests[]`` (``name``,
-``points``, ``max_points``, ``output``; hidden tests show their message, never their code).
+``points``, ``max_points``, ``output``; hidden tests show their message, never their code). The student sees
+all of it; what only the instructor should read (the box level) goes to stdout, the grading job's log.
 """
 from __future__ import annotations
 
@@ -52,22 +53,27 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/cours
 
 
 def results(outcome: Outcome) -> dict:
-    """PrairieLearn's results.json for ``outcome``."""
+    """PrairieLearn's results.json for ``outcome``. Every field of it is shown to the student (PrairieLearn
+    has no field for the instructor alone, as Gradescope's ``extra_data``), so it names no box level: ``run``
+    prints that on stdout, the job's log, which only the course's staff read."""
+    if not isinstance(outcome, Outcome):
+        raise ValueError(f"results takes an Outcome, got {type(outcome).__name__}")
     maximum = outcome.max_score
     return {"gradable": True, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
             "message": outcome.message(),
-            "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()}, "
-                      f"box level '{outcome.isolation or '-'}')",
+            "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()})",
             "tests": [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output}
                       for t in outcome.tests]}
 
 
 def run(lab: str, student: Path, target: Path) -> dict:
-    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
+    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading. The
+    box level goes to stdout (the instructor's), never into results.json (the student's)."""
     outcome = grade_or_failure(lab, student)
     data = results(outcome)
     write_results(target, data)
-    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g}; results: {target}")
+    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
+          f"'{outcome.isolation or '-'}'; results: {target}")
     return data
 
 

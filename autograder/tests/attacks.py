@@ -21,6 +21,11 @@ from the lab's own notebooks (so a new lab gets every attack with no new code):
   output); each is graded beside an honest *bystander*, who must keep full marks in a normal time;
 - **link** attacks are submissions that are symbolic links in the class's export, to the lab's solution
   and to another student's folder: collection must refuse them, and the student linked to keeps their own.
+
+The **collision** attacks, two entries of an export that give one student id (``alice/`` and ``@alice/``;
+Moodle participant 42's folder under another name; a flat Moodle file named with another participant's id),
+are not notebooks and need no grading: ``test_collect_entries.py`` tries them on the folder and the Moodle
+paths (both entries refused and named).
 """
 from __future__ import annotations
 

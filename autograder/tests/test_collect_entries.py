@@ -1,5 +1,6 @@
-"""The LMS path's collection never follows a link, refuses one bad entry alone, and limits sizes per entry
-and per student, never per class (``autograder.pipeline.collect``, ``autograder.pipeline.entries``)."""
+"""The LMS path's collection never follows a link, refuses one bad entry alone, limits sizes per entry
+and per student, never per class, and gives one student id to one student's entries only: entries that
+give the same id are all refused, never merged (``autograder.pipeline.collect``, ``entries``, ``entry_names``)."""
 from __future__ import annotations
 
 import csv
@@ -15,11 +16,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import collect, entries, grade
-from autograder.pipeline.labs import RELEASE_DIR
+from autograder.pipeline import collect, entries, entry_names, grade
+from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
 
 LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"
 HONEST = (RELEASE_DIR / LAB / NOTEBOOK).read_bytes()
+SOLVED = (SOURCE_DIR / LAB / NOTEBOOK).read_bytes()  # its answers must never be graded as someone else's
 SECRET = b"NOT-FOR-STUDENTS-" + os.urandom(8).hex().encode()
 THREE_GIB = 3 << 30
 CRC_OF_THREE_GIB_OF_ZEROS = 1208729143  # zlib.crc32(bytes(3 << 30)): 2.4 s to compute, so written down
@@ -269,3 +271,120 @@ def test_a_students_file_name_cannot_break_out_of_the_notes_code_span():
 def test_zip_names_that_are_not_plain_paths_inside_their_folder_are_refused(name, reason):
     with pytest.raises(entries.Refused, match=reason):
         entries.member_path(name)
+
+
+# ---- one id, one student: colliding entries (the red team's collection attacks; attacks.py holds notebooks) ----
+def _collected(source: Path, root: Path, capsys, students: list):
+    """Collect ``source`` as ``make collect`` does, write log.csv as ``make grade`` does; return the records by
+    student, the ``id-collision`` rows of repairs.csv and log.csv, and what went to the terminal's stderr."""
+    records = collect.collect(LAB, source, root, root / "course", NOTEBOOK)
+    collect.print_refused(records)
+    work = root / "autograder" / "work"
+    grade.summarize(LAB, students, {}, work, work / "reports" / LAB)
+    rows = {}
+    for name in ("repairs.csv", "log.csv"):
+        with open(work / "reports" / LAB / name, newline="") as handle:
+            rows[name] = [(r["student_id"], r["detail"]) for r in csv.DictReader(handle) if r["kind"] == "id-collision"]
+    return {r["student"]: r for r in records}, rows, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", ["folder", "moodle"])
+def test_colliding_collect_entries_are_refused_and_both_named(tmp_path, capsys, path):
+    """Two entries that give one student id, on the class folder's path (``alice/`` and ``@alice/``) and on
+    Moodle's (participant 42's folder under two names, in the zip): neither is graded (the release is, with a
+    note that says why and names no other entry), both are named in repairs.csv, log.csv and a WARNING, and
+    the student beside them is collected as ever (a Moodle student's two plugins are one student)."""
+    if path == "folder":
+        source = tmp_path / "export"
+        for entry, content in (("alice", HONEST), ("@alice", SOLVED), ("bob", SOLVED)):
+            (source / entry).mkdir(parents=True)
+            (source / entry / NOTEBOOK).write_bytes(content)
+        sid, clashing, other = "alice", ["@alice", "alice"], "bob"
+    else:
+        source = tmp_path / "class.zip"
+        clashing = ["Alice Smith_42_assignsubmission_file", "Mallory Jones_42_assignsubmission_file"]
+        with zipfile.ZipFile(source, "w") as zf:
+            zf.writestr(f"{clashing[0]}/{NOTEBOOK}", HONEST)
+            zf.writestr(f"{clashing[1]}/{NOTEBOOK}", SOLVED)
+            _link_entry(zf, f"{clashing[1]}/notes.txt", "/etc/passwd")
+            zf.writestr(f"Bob Ray_8_assignsubmission_file/{NOTEBOOK}", SOLVED)
+            zf.writestr("Bob Ray_8_assignsubmission_onlinetext/onlinetext.html", "<p>mine</p>")
+        sid, other = "42", "8"
+    root = _write_class(tmp_path / "course-root")
+
+    records, rows, err = _collected(source, root, capsys, [sid, other])
+
+    work = root / "autograder" / "work"
+    graded = nbformat.read(work / "submitted" / sid / LAB / NOTEBOOK, as_version=4)
+    notes = html.unescape(graded.cells[0].source)
+    assert records[sid]["file"] == "(none)" and "BEGIN SOLUTION" not in nbformat.writes(graded)
+    assert "Nothing was graded for you" in notes and not any(e in notes for e in clashing if e != sid), notes
+    assert "was not collected" not in notes  # a refused file of either entry is the instructor's to read
+    assert list((work / "originals" / LAB / sid).iterdir()) == []
+    for where in (rows["repairs.csv"], rows["log.csv"], [(sid, line) for line in err.splitlines()
+                                                          if line.startswith("WARNING: id collision")]):
+        assert len(where) == 1 and where[0][0] == sid and all(repr(e) in where[0][1] for e in clashing), where
+    assert records[other]["file"] == NOTEBOOK and "id-collision" not in {k for k, _ in records[other]["repairs"]}
+    if path == "moodle":
+        assert ("refused-entry", f"{clashing[1]}/notes.txt: it is a symbolic link") in records[sid]["repairs"]
+
+
+def test_an_entry_refused_whole_still_collides_with_the_entry_that_gives_its_id(tmp_path):
+    """The zip's directory names every top-level entry: one whose every file is refused still gives its id."""
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"alice/{NOTEBOOK}", HONEST)
+        _link_entry(zf, f"@alice/{NOTEBOOK}", "/etc/shadow")
+        zf.writestr(f"bob/{NOTEBOOK}", HONEST)
+    found = collect.gather(archive, tmp_path / "scratch")
+    assert found["alice"].collided == ["@alice", "alice"] and found["alice"].files == []
+    assert found["bob"].collided == [] and [f.read_bytes() for f in found["bob"].files] == [HONEST]
+
+
+def test_a_moodle_display_name_that_carries_another_participants_id_takes_nothing_of_theirs(tmp_path):
+    """A folder's participant id is the group that ends its name: Mallory's display name that carries
+    ``_42_assignsubmission_file_`` is participant 7's, and participant 42 keeps their own notebook."""
+    export = tmp_path / "export"
+    for folder, content in (("Alice Smith_42_assignsubmission_file", HONEST),
+                            ("Mallory_42_assignsubmission_file__7_assignsubmission_file", SOLVED)):
+        (export / folder).mkdir(parents=True)
+        (export / folder / NOTEBOOK).write_bytes(content)
+    found = collect.gather(export, tmp_path / "scratch")
+    assert sorted(found) == ["42", "7"] and not any(s.collided or s.refused for s in found.values())
+    assert [f.read_bytes() for f in found["42"].files] == [HONEST]
+    assert [f.read_bytes() for f in found["7"].files] == [SOLVED]
+
+
+def test_a_flat_moodle_file_named_with_another_participants_id_is_refused_alone(tmp_path):
+    """In Moodle's flat layout the file name after its prefix is the student's: one that carries another
+    participant's group (42's, who submitted; 99's, who did not) is refused, noted for its uploader, and
+    gives nobody else anything."""
+    export = tmp_path / "export"
+    export.mkdir()
+    files = {f"Alice Smith_42_assignsubmission_file_{NOTEBOOK}": HONEST,
+             f"Mallory_7_assignsubmission_file_{NOTEBOOK}": HONEST,
+             f"Mallory_7_assignsubmission_file_x_42_assignsubmission_file_{NOTEBOOK}": SOLVED,
+             f"Mallory_7_assignsubmission_file_x_99_assignsubmission_file_{NOTEBOOK}": SOLVED}
+    for name, content in files.items():
+        (export / name).write_bytes(content)
+    found = collect.gather(export, tmp_path / "scratch")
+    assert sorted(found) == ["42", "7"] and not any(s.collided for s in found.values())
+    assert [f.read_bytes() for f in found["42"].files] == [HONEST] and found["42"].refused == []
+    assert [f.read_bytes() for f in found["7"].files] == [HONEST]
+    assert [(e, r.split(" (")[0]) for e, r in found["7"].refused] == [
+        (name, "its name holds more than one LMS student id") for name in sorted(files)[2:]]
+
+
+def test_one_students_entries_share_an_id_and_two_students_entries_collide():
+    read = entry_names.read_entry
+    one_student = [read("Bob Ray_8_assignsubmission_file", True), read("Bob Ray_8_assignsubmission_onlinetext", True),
+                   read(f"doejane_12345_1_{NOTEBOOK}", False), read("doejane_late_12345_2_notes.txt", False),
+                   read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False),
+                   read("Jo Li_5_assignsubmission_file_a.py", False)]
+    assert entry_names.collisions(one_student) == {}
+    clashing = [read("42", True), read("Alice Smith_42_assignsubmission_file", True), read("bob smith", True),
+                read("bob_smith.zip", False), read("bob_smith", True)]
+    assert entry_names.collisions(clashing) == {"42": ["42", "Alice Smith_42_assignsubmission_file"],
+                                                "bob_smith": ["bob smith", "bob_smith", "bob_smith.zip"]}
+    with pytest.raises(ValueError, match="Readings"):
+        entry_names.collisions(["alice", "@alice"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import collect, handout, hide_hidden, repair
+from autograder.pipeline import collect, entry_names, handout, hide_hidden, repair
 from autograder.box import sandbox
 from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
 
@@ -19,17 +19,39 @@ NOTEBOOK = "atomic_prefill.ipynb"
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("entry, expected", [
-    ("doejane_12345_987654_atomic_prefill.ipynb", ("12345", "doejane", "atomic_prefill.ipynb")),
-    ("doejane_late_12345_987654_atomic_prefill-1.ipynb", ("12345", "doejane", "atomic_prefill-1.ipynb")),
-    ("Jane Doe_4242_assignsubmission_file_", ("4242", "Jane Doe", "")),
-    ("Jane Doe_4242_assignsubmission_file_Copy of atomic_prefill.ipynb",
+@pytest.mark.parametrize("entry, folder, expected", [
+    ("doejane_12345_987654_atomic_prefill.ipynb", False, ("12345", "doejane", "atomic_prefill.ipynb")),
+    ("doejane_late_12345_987654_atomic_prefill-1.ipynb", False, ("12345", "doejane", "atomic_prefill-1.ipynb")),
+    ("doejane_12345_987654_lab_1_2_x.ipynb", False, ("12345", "doejane", "lab_1_2_x.ipynb")),  # before the attachment
+    ("Jane Doe_4242_assignsubmission_file_", True, ("4242", "Jane Doe", "")),
+    ("Jane Doe_4242_assignsubmission_file", True, ("4242", "Jane Doe", "")),  # Moodle 4's folders end so
+    ("Jane Doe_4242_assignsubmission_file_Copy of atomic_prefill.ipynb", False,
      ("4242", "Jane Doe", "Copy of atomic_prefill.ipynb")),
-    ("alice.zip", ("alice", "alice", "alice.zip")),
-    ("bob smith", ("bob_smith", "bob smith", "bob smith")),
+    ("Mallory_42_assignsubmission_file__7_assignsubmission_file_", True,  # a folder is read from the right
+     ("7", "Mallory_42_assignsubmission_file_", "")),
+    ("alice.zip", False, ("alice", "alice", "alice.zip")),
+    ("bob smith", True, ("bob_smith", "bob smith", "bob smith")),
 ])
-def test_lms_entry_names_give_the_student(entry, expected):
-    assert collect.student_key(entry) == expected
+def test_lms_entry_names_give_the_student(entry, folder, expected):
+    reading = entry_names.read_entry(entry, folder)
+    assert (reading.student, reading.name, reading.file) == expected and reading.ambiguous == ""
+
+
+@pytest.mark.parametrize("entry", [
+    "Mallory_7_assignsubmission_file_x_42_assignsubmission_file_atomic_prefill.ipynb",  # a file name with a group
+    "Mallory_42_assignsubmission_file__7_assignsubmission_file_atomic_prefill.ipynb",  # a display name with one
+    "mallory_7_99_x_42_assignsubmission_file_atomic_prefill.ipynb",  # Canvas's and Moodle's at once
+])
+def test_a_file_whose_name_holds_two_lms_ids_is_read_as_nobodys(entry):
+    reading = entry_names.read_entry(entry, folder=False)
+    assert "more than one LMS student id (7, 42)" in reading.ambiguous
+    assert reading.student == entry.split("_")[1]  # noted for the id the LMS wrote first
+
+
+@pytest.mark.parametrize("entry, folder", [("", False), ("a/b", True), ("..", True), ("alice", None), (7, False)])
+def test_reading_an_entry_refuses_what_is_not_one_entry_name(entry, folder):
+    with pytest.raises(ValueError):
+        entry_names.read_entry(entry, folder)
 
 
 @pytest.mark.parametrize("names, chosen", [

@@ -54,6 +54,23 @@ def test_results_follow_each_platforms_schema():
         jsonschema.validate({"tests": [{"name": "x", "score": 1}]}, SCHEMAS["gradescope"])
 
 
+def test_the_box_level_reaches_the_instructors_stdout_and_nothing_a_student_sees(tmp_path, monkeypatch, capsys):
+    """PrairieLearn shows the student all of results.json; Gradescope all of it but ``extra_data`` (stdout is
+    hidden): the level of the box the notebook ran in is named only where the instructor reads."""
+    outcome = _outcome()
+    outcome.isolation = "level-only-the-instructor-sees"
+    for platform in (prairielearn, gradescope):
+        monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: outcome)
+        data = platform.run(LAB, tmp_path, tmp_path / platform.__name__ / "results.json")
+        shown = {k: v for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
+                 if k != "extra_data"}
+        assert shown and "level-only" not in json.dumps(shown) and "box level" not in json.dumps(shown), platform
+        assert "box level 'level-only-the-instructor-sees'" in capsys.readouterr().out, platform
+        assert data.get("extra_data", {}).get("box_level") in (None, outcome.isolation)
+    with pytest.raises(ValueError, match="Outcome"):
+        prairielearn.results({"score": 1})
+
+
 def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     """setup.sh and run_autograder at the root, executable; the course under course/ with the lab's source and
     release notebooks, the package and the grading machinery, root's only (a kernel imports a copy of its

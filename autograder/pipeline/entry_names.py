@@ -1,0 +1,122 @@
+"""Whose each entry of a class's export is: one student id per entry, and never one id for two students.
+
+``read_entry(name, folder)`` reads the student of one top-level entry of an export (a folder, a zip, a file):
+
+- Canvas's "Download Submissions": ``<name>[_late]_<user id>_<attachment id>_<file name>``. Canvas writes
+  the name with letters only, so the user id is the group right before the attachment id, the first
+  ``_<digits>_<digits>_`` after a name without ``_``; the file name after it is the student's, and can hold
+  anything;
+- Moodle's "Download all submissions": a folder ``<Full Name>_<participant id>_assignsubmission_<plugin>[_]``
+  per student (and plugin), or, in its older flat layout, one file ``<Full Name>_<participant id>
+  _assignsubmission_<plugin>_<file name>`` per file. Moodle writes every ``_`` of the full name as a space,
+  so the group it writes is the only one before the file name. A folder's participant id is read from the
+  right: the group that ends its name (a display name that carries ``_42_assignsubmission_file_`` does not
+  make it participant 42's). A file's name ends with the student's own file name, which may carry such a
+  group too: a file whose name holds groups of different ids is *ambiguous*;
+- anything else is one entry per student, named after the student (``alice/``, ``alice.zip``,
+  ``alice.ipynb``): its id is ``safe_id`` of the name without ``.zip`` or ``.ipynb``.
+
+A name read both as Canvas's and as Moodle's, with different ids, is ambiguous as well. An ambiguous entry
+is refused whole (``Reading.ambiguous`` says why), and is noted for the id that comes first in its name:
+the LMS writes its own part first, the student's file name after it.
+
+``collisions(readings)`` finds the ids that entries of more than one student yield: two plain entries
+(``alice/`` and ``@alice/`` are both ``alice``), two LMS entries with the same id and different names, a
+plain entry and an LMS one. Collection refuses every entry of such an id (never merges them): it cannot
+tell whose the id is. The entries of one student share an id and an owner (``Reading.owner``): a Moodle
+student's folders for two plugins, a Canvas student's attachments, a flat Moodle student's files.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Dict, Iterable, List, Tuple
+
+CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?:_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_[a-z]+_?$")  # greedy: the last group
+MOODLE_GROUP = re.compile(r"_(?P<id>\d+)_assignsubmission_[a-z]+_")  # in a file's name: each one found
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Whose the top-level entry ``entry`` is: ``student`` (the id), ``name`` (the display name), ``file``
+    (the file name inside a flat LMS entry, else the entry), ``source`` ("canvas", "moodle" or "entry") and
+    ``ambiguous`` (why it cannot be told whose it is, the entry being refused; empty when it can)."""
+
+    entry: str
+    student: str
+    name: str
+    file: str
+    source: str
+    ambiguous: str = ""
+
+    @property
+    def owner(self) -> Tuple[str, str]:
+        """What the entries of one student share besides the id: an LMS's display name, else the entry."""
+        return (self.source, self.name) if self.source in ("canvas", "moodle") else (self.source, self.entry)
+
+
+def safe_id(text: str) -> str:
+    """``text`` as a student id: letters, digits, ``_``, ``.`` and ``-`` only ("student" when none is left)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._")
+    return cleaned or "student"
+
+
+def _check(entry: str) -> None:
+    if not isinstance(entry, str) or not entry or "/" in entry or entry in (".", ".."):
+        raise ValueError(f"a top-level entry's name is one non-empty path component, got {entry!r}")
+
+
+def _lms_readings(entry: str, folder: bool) -> List[Tuple[int, Reading]]:
+    """Every way ``entry`` reads as an LMS's, with where its id starts in the name."""
+    found = []
+    canvas = CANVAS.match(entry)
+    if canvas:
+        found.append((canvas.start("id"), Reading(entry, canvas["id"], canvas["name"], canvas["file"], "canvas")))
+    if folder:
+        moodle = MOODLE_FOLDER.match(entry)
+        if moodle:
+            found.append((moodle.start("id"), Reading(entry, moodle["id"], moodle["name"], "", "moodle")))
+    else:
+        for group in MOODLE_GROUP.finditer(entry):
+            if group.start() > 0:  # a display name before it
+                found.append((group.start("id"), Reading(entry, group["id"], entry[:group.start()],
+                                                         entry[group.end():], "moodle")))
+    return found
+
+
+def read_entry(entry: str, folder: bool) -> Reading:
+    """Whose the top-level entry named ``entry`` is (see the module doc); ``folder``: whether it is a folder
+    (a Moodle folder's id is the group that ends its name, a file's may be ambiguous). ValueError for a
+    name that is not one path component."""
+    _check(entry)
+    if not isinstance(folder, bool):
+        raise ValueError(f"folder says whether {entry!r} is a folder: True or False, got {folder!r}")
+    readings = [r for _, r in sorted(_lms_readings(entry, folder), key=lambda found: found[0])]
+    ids = {r.student for r in readings}
+    if len(ids) > 1:
+        first = readings[0]
+        return Reading(entry, first.student, first.name, first.file, first.source,
+                       f"its name holds more than one LMS student id ({', '.join(sorted(ids, key=int))}), so "
+                       "whose it is cannot be told: rename it")
+    if readings:
+        return readings[0]
+    suffix = PurePosixPath(entry).suffix
+    stem = entry[:-len(suffix)] if suffix in (".zip", ".ipynb") and len(entry) > len(suffix) else entry
+    return Reading(entry, safe_id(stem), stem, entry, "entry")
+
+
+def collisions(readings: Iterable[Reading]) -> Dict[str, List[str]]:
+    """``{student id: its entries, sorted}`` for every id that the entries of more than one owner yield
+    (``Reading.owner``); ambiguous readings, refused already, take no part."""
+    owners: Dict[str, set] = {}
+    entries: Dict[str, List[str]] = {}
+    for reading in readings:
+        if not isinstance(reading, Reading):
+            raise ValueError(f"collisions takes Readings, got {type(reading).__name__}")
+        if reading.ambiguous:
+            continue
+        owners.setdefault(reading.student, set()).add(reading.owner)
+        entries.setdefault(reading.student, []).append(reading.entry)
+    return {sid: sorted(entries[sid]) for sid, seen in owners.items() if len(seen) > 1}
