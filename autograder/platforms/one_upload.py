@@ -170,7 +170,8 @@ def grade_or_failure(lab: str, folder: Path) -> Outcome:
 
     try:
         return grade_upload(lab, folder)
-    except Exception as error:  # noqa: BLE001 - the student must get a result, the instructor the trace
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the student gets a result, the instructor the trace
+        # (grade() stops with SystemExit for what the instructor must fix: a damaged gradebook, no assignment)
         traceback.print_exc(file=sys.stdout)
         return failure(lab, error, bundle.cells_of(lab))
 
@@ -184,5 +185,8 @@ def write_results(target: Path, data: dict) -> None:
 def failure(lab: str, error: BaseException, cells: Optional[list] = None) -> Outcome:
     """An ``Outcome`` for an upload the autograder could not grade at all (its own fault): 0, and why."""
     tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded", c["hidden"]) for c in cells or []]
-    return Outcome(lab, tests, [], f"The autograder could not grade this upload ({type(error).__name__}: "
-                                   f"{str(error)[:300]}). Tell your instructor; they have the log.")
+    # A SystemExit is the grader's own stop for the instructor (a damaged gradebook): its text is theirs (stdout).
+    why = "its setup needs your instructor's attention" if isinstance(error, SystemExit) else \
+        f"{type(error).__name__}: {str(error)[:300]}"
+    return Outcome(lab, tests, [], f"The autograder could not grade this upload ({why}). Tell your instructor; "
+                                   "they have the log.")

@@ -172,3 +172,17 @@ def test_prairielearn_runs_its_entrypoint_at_grade(tmp_path):
         jsonschema.validate(run.results, SCHEMAS["prairielearn"])
         assert run.results["gradable"] is True and run.results["score"] == (1.0 if expected else 0.0), (label, run)
         assert platform_harness.leaked(run, secret) == [], label
+
+
+def test_a_grader_that_stops_for_the_instructor_still_gives_the_student_a_result(monkeypatch, capsys):
+    """grade() stops with SystemExit for what only the instructor can fix (a damaged gradebook): the platform
+    still writes a 0 that says to tell the instructor, without the instructor's detail (that is on stdout)."""
+    from autograder.platforms import one_upload
+
+    def stops(lab, folder):
+        raise SystemExit("error: the gradebook /autograder/source/course/autograder/work/gradebook.db is damaged")
+
+    monkeypatch.setattr(one_upload, "grade_upload", stops)
+    outcome = one_upload.grade_or_failure(LAB, Path("/nowhere"))
+    assert outcome.score == 0 and outcome.tests and "instructor" in outcome.problem
+    assert "gradebook.db" not in outcome.problem and "gradebook.db" in capsys.readouterr().out
