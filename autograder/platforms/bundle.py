@@ -1,7 +1,8 @@
 """What a platform's grader carries of the course: the files grading one lab needs, read from this checkout.
 
 The package (``paged_kv``, editions are built from it), the graders and the grading machinery
-(``autograder/`` without its tests and work folder), the lab's source notebook and its release, the lock
+(``autograder/`` without its tests and work folder), the lab's source notebook without its solutions (the
+tests' text, hidden tests included, is what grading needs) and its release, the lock
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
 """
@@ -60,8 +61,34 @@ def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
     for folder in (repo / "paged_kv", repo / "autograder"):
         yield from _entries(folder, repo)
     for folder in (SOURCE_DIR / lab, RELEASE_DIR / lab):
-        yield from _entries(folder, folder.parents[1])
+        for relative, data in _entries(folder, folder.parents[1]):
+            yield relative, (without_solutions(data) if folder.parent == SOURCE_DIR and
+                             relative.endswith(".ipynb") else data)
     yield "autograder/BUILT_FROM", _commit(repo).encode()
+
+
+def without_solutions(notebook: bytes) -> bytes:
+    """The source notebook with every ``### BEGIN SOLUTION`` region's lines replaced by one
+    ``raise NotImplementedError()`` (the markers kept, so that nbgrader makes the same release from it): the
+    grader needs the tests' text (hidden tests included), never the solutions."""
+    import nbformat
+
+    nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "### BEGIN SOLUTION" not in cell.source:
+            continue
+        kept, inside = [], False
+        for line in cell.source.split("\n"):
+            if line.strip() == "### BEGIN SOLUTION":
+                inside = True
+                kept += [line, line[:len(line) - len(line.lstrip())] + "raise NotImplementedError()"]
+            elif line.strip() == "### END SOLUTION":
+                inside = False
+                kept.append(line)
+            elif not inside:
+                kept.append(line)
+        cell.source = "\n".join(kept)
+    return nbformat.writes(nb).encode("utf-8")
 
 
 def _commit(repo: Path) -> str:

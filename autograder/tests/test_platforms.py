@@ -74,7 +74,7 @@ def test_the_box_level_reaches_the_instructors_stdout_and_nothing_a_student_sees
 def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     """setup.sh and run_autograder at the root, executable; the course under course/ with the lab's source and
     release notebooks, the package and the grading machinery, root's only (a kernel imports a copy of its
-    edition); no tests, no work folder, no caches."""
+    edition); the source notebook without a line of its solutions; no tests, no work folder, no caches."""
     target = gradescope.build_zip(LAB, tmp_path)
     with zipfile.ZipFile(target) as archive:
         infos = {i.filename: i for i in archive.infolist()}
@@ -91,6 +91,15 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         assert must in names, must
     assert not any("/autograder/tests/" in n or "/autograder/work/" in n or "__pycache__" in n for n in names)
     assert not any(n.startswith("course/solutions/") and LAB not in n for n in names)
+    with zipfile.ZipFile(target) as archive:
+        shipped = archive.read(f"course/solutions/{LAB}/atomic_prefill.ipynb").decode()
+    solution = nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4)
+    release = (REPO / "course" / LAB / "atomic_prefill.ipynb").read_text()
+    answers = [line.strip() for c in solution.cells if "### BEGIN SOLUTION" in c.source
+               for line in c.source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0].splitlines()
+               if len(line.strip()) > 12 and json.dumps(line.strip())[1:-1] not in release]
+    assert answers and not [line for line in answers if json.dumps(line)[1:-1] in shipped], "a solution line shipped"
+    assert "BEGIN HIDDEN TESTS" in shipped, "the hidden tests' text is what the grader needs"
 
 
 def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
