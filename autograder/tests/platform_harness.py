@@ -97,23 +97,16 @@ def gradescope_image(lab: str, folder: Path) -> Path:
     return image
 
 
-# A container that refuses user namespaces: bubblewrap is installed but fails to start (here /bin/false is
-# bind-mounted over it in the job's own mount namespace), so the grader must fall back and say so.
-BWRAP_REFUSED = 'mount --bind /bin/false "$(command -v bwrap)" && '
-
-
-def run_gradescope(image: Path, upload: Path, scratch: Path, bwrap_refused: bool = False,
-                   docker: bool = False, closed_python: bool = False) -> Run:
-    """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with
-    ``bwrap_refused``, in a container where bubblewrap cannot run (``BWRAP_REFUSED``); with ``docker``, in the
-    emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
+def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = False,
+                   closed_python: bool = False) -> Run:
+    """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with ``docker``, in
+    the emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
     seccomp profile), where the Python is out of the kernels' reach with ``closed_python``."""
     root = scratch / upload.name
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
     (root / "results").mkdir()
-    prefix = BWRAP_REFUSED if bwrap_refused else ""
-    return _graded(root, "/autograder", f"{prefix}cd /autograder && /autograder/run_autograder",
+    return _graded(root, "/autograder", "cd /autograder && /autograder/run_autograder",
                    _env(PAGED_KV_REUSE_PYTHON=sys.executable), docker, closed_python, scratch)
 
 

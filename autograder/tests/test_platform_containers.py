@@ -17,11 +17,13 @@ import re
 import time
 from pathlib import Path
 
+import jsonschema
 import nbformat
 import pytest
 
 import container
 import platform_harness
+import test_platforms
 from autograder.box import limits, trust
 from autograder.pipeline import classroom, report
 from autograder.verdict.secrets import REMOVED
@@ -172,15 +174,23 @@ def test_gradescope_refuses_where_a_kernel_uid_cannot_reach_python(image, tmp_pa
 
 
 def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monkeypatch):
-    """PrairieLearn's entrypoint at /grade, in the same container: the honest upload 1.0, delegation 0."""
+    """PrairieLearn's entrypoint at /grade, in the same container: the solution under another name 1.0,
+    delegation to the source notebook 0, a broken file 0 and gradable with what to upload; every result valid and
+    without hidden-test text; no process left."""
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
     question = platform_harness.build_question(LAB, tmp_path)
-    honest = platform_harness.run_prairielearn(question, _upload(tmp_path, "honest"), tmp_path / "grade", docker=True)
-    assert honest.results["score"] == 1.0, honest.results
-    delegate = platform_harness.run_prairielearn(question, _upload(tmp_path, "delegate", DELEGATE),
-                                                 tmp_path / "grade", docker=True)
-    assert delegate.results["score"] == 0.0, delegate.results
-    assert container.left_behind(honest.tmpdir, delegate.tmpdir) == []
+    uploads = test_platforms._uploads(tmp_path)
+    runs = {label: platform_harness.run_prairielearn(question, upload, tmp_path / "grade", docker=True)
+            for label, upload in (("honest", uploads["the solution, renamed 'Copy of'"][0]),
+                                  ("broken", uploads["a broken JSON file"][0]),
+                                  ("delegate", _upload(tmp_path, "delegate", DELEGATE)))}
+    expected = {"honest": 1.0, "broken": 0.0, "delegate": 0.0}
+    for label, run in runs.items():
+        jsonschema.validate(run.results, platform_harness.SCHEMAS["prairielearn"])
+        assert run.results["gradable"] is True and run.results["score"] == expected[label], (label, run.results)
+        assert platform_harness.leaked(run, _secret()) == [], label
+    assert "upload" in runs["broken"].results["message"].lower()
+    assert container.left_behind(*(run.tmpdir for run in runs.values())) == []
 
 
 def test_the_isolation_judgement_never_allows_root_and_says_why():
