@@ -183,27 +183,27 @@ def kernel_uid_for(uid: Optional[int], level: str, readable: Sequence[str]) -> O
     return None
 
 
-def course_trusted(extra: Sequence[str] = ()) -> List[str]:
-    """The trusted paths of this course (nbgrader_config.py's ``HardenedExecute.trusted_paths``), the editions
-    cache and ``extra``, without duplicates."""
+def _course_config():
+    """``HardenedExecute``'s settings in ``nbgrader_config.py`` (the course's one config file)."""
     from traitlets.config.loader import PyFileConfigLoader
 
     from autograder.pipeline.labs import CONFIG_FILE
 
-    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
-    paths = list(config.HardenedExecute.get("trusted_paths", []))
+    return PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
+
+
+def course_trusted(extra: Sequence[str] = ()) -> List[str]:
+    """The trusted paths of this course (nbgrader_config.py's ``HardenedExecute.trusted_paths``), the editions
+    cache and ``extra``, without duplicates."""
+    paths = list(_course_config().get("trusted_paths", []))
     return list(dict.fromkeys(paths + [str(editions_folder())] + list(extra)))
 
 
 def course_box() -> Dict[str, List[str]]:
     """``readable`` and ``hidden`` of a grading kernel of this course, as the config sets them."""
-    from traitlets.config.loader import PyFileConfigLoader
-
     from autograder.box import sandbox
-    from autograder.pipeline.labs import CONFIG_FILE
 
-    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
-    execute = config.HardenedExecute
+    execute = _course_config()
     private = list(execute.get("private_roots", []))
     return {"readable": sandbox.python_paths(private=private) + list(execute.get("readable_paths", [])),
             "hidden": list(execute.get("hidden_paths", []))}
