@@ -286,11 +286,10 @@ class HardenedExecute(Execute):
 
     def isolation_report(self) -> trust.Report:
         """The isolation probe's report for this lab's box (run once per grading process and setting)."""
-        readable = self._readable()
-        key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(self._trusted()),
-               self.allow_unisolated)
+        readable, trusted = self._readable(), self._trusted()
+        key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(trusted), self.allow_unisolated)
         if key not in _TRUST:
-            _TRUST[key] = trust.check(self._level, readable, list(self.hidden_paths), self._trusted(),
+            _TRUST[key] = trust.check(self._level, readable, list(self.hidden_paths), trusted,
                                       allow=self.allow_unisolated)
             report = _TRUST[key]
             if report.problem:  # said on stdout: make grade's terminal, run_autograder's log (the instructor's)
