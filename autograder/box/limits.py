@@ -23,6 +23,7 @@ import functools
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 import uuid
@@ -361,6 +362,48 @@ def release_uid(uid: Optional[int]) -> None:
             pass
 
 
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")  # where any uid may leave a file
+
+
+def remove_files_of(uid: Optional[int]) -> List[str]:
+    """Remove what ``uid`` left in the folders every account may write (``SHARED_WRITABLE`` and the world-writable
+    folders right inside them), so that nothing a kernel wrote reaches the next box or the next student given
+    that uid (root only; its processes must be gone: ``end_processes_of``). Returns what was removed."""
+    if uid is None or os.geteuid() != 0:
+        return []
+    folders = [f for f in SHARED_WRITABLE if os.path.isdir(f) and not os.path.islink(f)]
+    for folder in list(folders):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid:
+                folders.append(entry.path)  # a shared folder inside (e.g. /tmp/.X11-unix)
+    removed = []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                continue
+    return removed
+
+
 def give_to(path: str, uid: Optional[int]) -> None:
     """Make ``path`` (and what is in it) belong to ``uid``."""
     if uid is None:
@@ -422,6 +465,7 @@ class Allocation:
         # With or without a cgroup, no process of the kernel's uid outlives it (a uid with live processes is
         # never handed out again: ``take_uid``).
         end_processes_of(self.uid)
+        remove_files_of(self.uid)  # nor any file it left where another box or the next student could read it
         if self.scratch:
             unmount_scratch(self.folder)
         shutil.rmtree(self.folder, ignore_errors=True)

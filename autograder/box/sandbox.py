@@ -309,7 +309,7 @@ def _set_limits(spec: BoxSpec) -> None:
     unable to reach the kernel's key store (``autograder.box.seccomp``)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if seccomp.supported():  # raises if the kernel refuses the filter: then no box starts (fail closed)
-        seccomp.install(seccomp.BOX_RULES)
+        seccomp.install(seccomp.rules_for(spec.level))
     for folder in spec.cgroup:  # everything this child starts stays in the kernel's cgroup
         with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
             handle.write(str(os.getpid()))

@@ -6,7 +6,8 @@ system calls ``rules`` name. Two rule sets are used:
 - ``BOX_RULES``, in every grading box at every level: Linux's key management (``add_key``, ``keyctl``,
   ``request_key``). The kernel keyring is shared by every process of a uid and is not namespaced: a key
   left by one notebook would be read by the next kernel given the same uid, or by any uid when made
-  readable to all (``/proc/keys``). Refusing the calls closes that channel between boxes.
+  readable to all (``/proc/keys``). Refusing the calls closes that channel between boxes. Also System V IPC
+  and POSIX message queues (shared by every uid and outliving their process).
 - ``DOCKER_RULES``, for the tests' emulation of a default Docker container (Gradescope, PrairieLearn):
   what Docker's default profile refuses to a container without CAP_SYS_ADMIN that matters to the box:
   ``unshare``, ``setns``, ``clone`` with a namespace flag, ``clone3`` (``ENOSYS``, so that the C library
@@ -51,9 +52,11 @@ class Arch:
 
 ARCHES = {
     "x86_64": Arch(0xC000003E, {"add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272,
-                                "setns": 308, "clone": 56, "clone3": 435}),
+                                "setns": 308, "clone": 56, "clone3": 435, "shmget": 29,
+                                "msgget": 68, "semget": 64, "mq_open": 240}),
     "aarch64": Arch(0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97,
-                                 "setns": 268, "clone": 220, "clone3": 435}),
+                                 "setns": 268, "clone": 220, "clone3": 435, "shmget": 194,
+                                 "msgget": 186, "semget": 190, "mq_open": 180}),
 }
 
 
@@ -66,9 +69,18 @@ class Rule:
     flags: int = 0
 
 
-BOX_RULES = (Rule("add_key"), Rule("keyctl"), Rule("request_key"))
-DOCKER_RULES = BOX_RULES + (Rule("unshare"), Rule("setns"), Rule("clone", flags=CLONE_NAMESPACES),
-                            Rule("clone3", error=errno.ENOSYS))
+KEYRING = (Rule("add_key"), Rule("keyctl"), Rule("request_key"))
+# Every box: no key store; no System V IPC or POSIX message queue (they outlive the process, shared by every uid).
+BOX_RULES = KEYRING + (Rule("shmget"), Rule("msgget"), Rule("semget"), Rule("mq_open"))
+def rules_for(level: str) -> Sequence[Rule]:
+    """What a box at isolation ``level`` refuses (``autograder.box.sandbox.LEVELS``): ``BOX_RULES`` at every level.
+
+    Not sockets: without a network namespace (level rlimits) refusing every socket but a Unix one would keep a
+    kernel off the network, but ipykernel binds a TCP pipe on 127.0.0.1 for its children's output and ZeroMQ
+    aborts the kernel when that socket cannot be made."""
+    return BOX_RULES
+DOCKER_RULES = KEYRING + (Rule("unshare"), Rule("setns"), Rule("clone", flags=CLONE_NAMESPACES),
+                          Rule("clone3", error=errno.ENOSYS))
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:

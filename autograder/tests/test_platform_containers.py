@@ -83,6 +83,10 @@ class KVCacheManager(KVCacheManagerWithoutPrefill):
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)  # {MARKER}"],
                          start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
+        for folder in ("/tmp", "/dev/shm"):  # left for the next box or student
+            with open(os.path.join(folder, "{MARKER}"), "w") as handle:
+                handle.write("the answers")
+            os.chmod(os.path.join(folder, "{MARKER}"), 0o644)
         info = {{"uid": os.getuid(), "euid": os.geteuid(),
                  "read": [p for p in {TRUSTED!r} if readable(p)],
                  "write": [p for p in ("/autograder/results", "/grade/results", "/autograder/source/course",
@@ -134,7 +138,8 @@ def _gradescope(image: Path, upload: Path, tmp_path: Path, **options) -> platfor
 def test_gradescope_in_a_docker_container_grades_by_permission(image, tmp_path, monkeypatch):
     """The honest upload earns full marks at level rlimits; reading the source notebook from the grader's disk
     earns 0; an error carrying hidden-test text reaches results.json without it; the kernel runs as a uid of its
-    own, reads no trusted path, can write no result, and leaves no process behind once grading returns."""
+    own, reads no trusted path, can write no result, and leaves no process and no file in the shared folders
+    behind once grading returns."""
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")  # delegation must fail by construction, not by the report
     secret = _secret()
     honest = _gradescope(image, _upload(tmp_path, "honest"), tmp_path)
@@ -159,6 +164,7 @@ def test_gradescope_in_a_docker_container_grades_by_permission(image, tmp_path, 
     assert seen["uid"] != 0 and seen["euid"] != 0 and limits.FIRST_UID <= seen["uid"], seen
     assert seen["read"] == [] and seen["write"] == [], seen
     assert container.left_behind(probe.tmpdir, MARKER) == [], "a kernel's process outlived grading"
+    assert not [f for f in ("/tmp", "/dev/shm") if os.path.exists(os.path.join(f, MARKER))], "a file outlived it"
     assert time.monotonic() - finished < 20
 
 
