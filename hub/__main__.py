@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from hub import checkout
 from hub.accounts import AccountError, ensure_accounts, home_of, remove_accounts, require_root
 from hub.course import give_to_instructor, prepare_course_folder
 from hub.layout import COURSE_ID, DEMO_PASSWORD, REPO, Layout
@@ -63,6 +64,9 @@ def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_T
     names = layout.students(students)
     ensure_accounts(layout, [layout.instructor, *names], DEMO_PASSWORD)
     course_root = prepare_course_folder(layout.course_root(home_of(layout.instructor)), layout.instructor)
+    for folder in checkout.close(layout.instructor):  # no student reads the answers in the checkout (hub.checkout)
+        print(f"make hub: {folder} closed to students (mode 0750, group {layout.instructor})")
+    checkout.require_closed()
     paths = build_runtime(layout, layout.instructor)
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
     proxy = find_or_install_proxy(Path(sys.prefix) / "node")
@@ -180,6 +184,7 @@ def clean(layout: Layout) -> List[str]:
         raise AccountError(f"{layout.root} is not a course hub's folder (no {MARKER}): not removing it")
     stop_hub(layout)
     unmount_all(layout)  # before any delete: rmtree must never reach through a mount into the course
+    checkout.keep_closed()  # the instructor's group goes with the accounts: its id must not open the checkout
     removed = remove_accounts(layout)
     shutil.rmtree(layout.root)
     return removed

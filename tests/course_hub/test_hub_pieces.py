@@ -441,3 +441,28 @@ def test_the_hub_gives_students_one_edition_of_the_package_at_a_time(tmp_path):
         assert path.stat().st_mode & (stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)), path
     with pytest.raises(ValueError, match="not a graded lab"):
         install_edition(layout, "99-nothing")
+
+
+def test_make_hub_closes_the_checkouts_answers_to_students_and_clean_keeps_them_closed(tmp_path):
+    """hub.checkout: solutions, the package, the graders, their tests and git history get mode 0750 and the
+    instructor's group (no student may enter them); the course environment and the rest stay as they are;
+    hub-clean gives them back to the owner's group, still closed."""
+    import grp
+    import stat
+
+    from hub import checkout
+
+    for name in checkout.CLOSED + (".venv", "course"):
+        (tmp_path / name).mkdir()
+        os.chmod(tmp_path / name, 0o755)
+    with pytest.raises(checkout.CheckoutOpen, match="solutions"):
+        checkout.require_closed(tmp_path)
+    group = grp.getgrgid(os.getegid()).gr_name
+    changed = checkout.close(group, tmp_path)
+    assert sorted(changed) == sorted(str(tmp_path / n) for n in checkout.CLOSED)
+    checkout.require_closed(tmp_path)
+    assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o750 for n in checkout.CLOSED)
+    assert stat.S_IMODE((tmp_path / ".venv").stat().st_mode) == 0o755, "students' servers run the course environment"
+    assert checkout.close(group, tmp_path) == [], "closing twice changes nothing"
+    checkout.keep_closed(tmp_path)
+    checkout.require_closed(tmp_path)

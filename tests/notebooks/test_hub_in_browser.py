@@ -84,6 +84,7 @@ class ClassRun:
     own_formgrader: Dict[str, int] = field(default_factory=dict)
     as_user_reads: Dict[str, str] = field(default_factory=dict)
     student_package: str = ""
+    full_package: str = ""
     formgrader_text: str = ""
     left_after_cleanup: List[str] = field(default_factory=list)
 
@@ -229,6 +230,30 @@ def _package_of(user: str, folder: Path) -> str:
     return done.stdout.strip() or done.stderr.strip()
 
 
+# A student's cell that takes the edition off its path and imports the course package through the course
+# environment (its editable install points at the checkout): the reference of the open lab's TODO, if it gets one.
+FULL_PACKAGE = """
+import sys
+sys.path[:] = [p for p in sys.path if "package" not in p]
+for name in [m for m in sys.modules if m.startswith("paged_kv")]:
+    del sys.modules[name]
+try:
+    from paged_kv.cache.manager import KVCacheManager
+    import inspect
+    print("reference:", "TodoNotWritten" not in inspect.getsource(KVCacheManager.allocate_for_prefill))
+except Exception as error:
+    print("refused:", type(error).__name__)
+"""
+
+
+def _full_package_of(user: str, folder: Path) -> str:
+    """What ``user``'s kernel gets when it reaches past its edition for the whole package."""
+    done = subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={folder / 'package'}",
+                           str(folder / "runtime" / "bin" / "python"), "-c", FULL_PACKAGE],
+                          capture_output=True, text=True, cwd="/")
+    return done.stdout.strip() or done.stderr.strip()[-300:]
+
+
 def _gradebook_scores(hub: Hub) -> Dict[str, float]:
     from nbgrader.api import Gradebook
 
@@ -274,7 +299,11 @@ def class_run(tmp_path_factory) -> ClassRun:
             "student1 -> student2's notebook": _read_as(first, hub.home(second) / LAB / NOTEBOOK),
             "student1 -> instructor's course folder": _read_as(first, hub.home(hub.instructor) / "paged-kv-course"),
             "student1 -> own notebook": _read_as(first, hub.home(first) / LAB / NOTEBOOK),
+            "student1 -> the checkout's solutions": _read_as(first, ROOT / "solutions" / LAB / NOTEBOOK),
+            "student1 -> the checkout's package": _read_as(first, ROOT / "paged_kv" / "cache" / "manager.py"),
+            "student1 -> the checkout's graders": _read_as(first, ROOT / "autograder" / "graders" / "lab02_prefill.py"),
         }
+        run.full_package = _full_package_of(first, hub.folder)
         run.student_package = _package_of(first, hub.folder)
         names = [hub.instructor, *hub.students]
     run.left_after_cleanup = leftovers(hub.folder, names)
@@ -331,6 +360,15 @@ def test_no_student_reads_another_students_or_the_instructors_files_on_the_machi
     assert reads["student1 -> own notebook"] == "read", reads
     assert reads["student1 -> student2's notebook"] == "denied", reads
     assert reads["student1 -> instructor's course folder"] == "denied", reads
+    for what in ("solutions", "package", "graders"):
+        assert reads[f"student1 -> the checkout's {what}"] == "denied", reads
+
+
+def test_no_student_imports_the_whole_package_past_their_edition(class_run):
+    """Taking the edition off sys.path and importing paged_kv through the course environment reaches no
+    reference: the checkout is closed to students (hub.checkout)."""
+    assert class_run.full_package.startswith("refused") or class_run.full_package == "reference: False", \
+        class_run.full_package
 
 
 def test_the_instructor_sees_the_lab_in_formgrader(class_run):
