@@ -363,7 +363,11 @@ class HardenedExecute(Execute):
         self._replayable = replayable  # cells a part's box runs too (``PartBox``)
         self._part_boxes: Dict[str, PartBox] = {}
         self._parts_used: set = set()
-        index, restarts = 0, 0
+        index, restarts, handed_over = 0, 0, 0
+        # Without bubblewrap's namespaces nothing keeps a part's box from the notebook's kernel (a Unix or
+        # loopback socket): there the kernel is shut down while a part's box decides, then started again.
+        self._parts_apart = self._level != "bwrap"
+        self._pending: Optional[tuple] = None
         cells = self.nb.cells
         while index < len(cells):
             with self.setup_kernel():
@@ -372,7 +376,7 @@ class HardenedExecute(Execute):
                 try:
                     self._copy_assignment_files()
                     self._silent(PREAMBLE)
-                    if restarts:
+                    if restarts or handed_over:
                         self._replay(replayable)
                     while index < len(cells):
                         outcome = self._run_cell(cells[index], index)
@@ -384,8 +388,13 @@ class HardenedExecute(Execute):
                         if outcome == "dead":
                             restarts += 1
                             break
+                        if outcome == "apart":
+                            break
                 finally:
                     self._channel.close()
+            if self._pending is not None:  # the notebook's kernel is down: its parts' boxes decide alone
+                handed_over += 1
+                index = self._decide_apart(index)
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
@@ -653,6 +662,41 @@ class HardenedExecute(Execute):
                 self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
                 return "skipped"
         box = self._box_for(grade_id, index)
+        if box is not None and self._parts_apart and not getattr(self, "_apart", False):
+            self._pending = (cell, index, model, grade_id, visible, kernel_error)
+            return "apart"  # decided once the notebook's kernel is down (``_decide_apart``)
+        return self._decide(cell, index, model, grade_id, visible, kernel_error, box)
+
+    def _decide_apart(self, index: int) -> int:
+        """With the notebook's kernel shut down, decide the pending cell in its part's box, then every hidden test
+        of a part's own box right below it (they need no kernel of the notebook's); no other box is alive. Returns
+        where the notebook's next kernel goes on."""
+        cell, at, model, grade_id, visible, kernel_error = self._pending
+        self._pending = None
+        self._apart = True
+        try:
+            self._decide(cell, at, model, grade_id, visible, kernel_error, self._box_for(grade_id, at))
+            cells = self.nb.cells
+            while index < len(cells):
+                cell = cells[index]
+                if cell.cell_type != "code" or not cell.source.strip():
+                    index += 1
+                    continue
+                view = self._view[index] if self._view is not None and index < len(self._view) else None
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+                if not (is_grade(cell) and view is not None and view.kind == nbview.GRADED
+                        and "### BEGIN HIDDEN TESTS" in view.source and self._box_for(grade_id, index) is not None):
+                    break
+                self._run_graded(cell, index)
+                index += 1
+        finally:
+            self._apart = False
+            self._close_part_boxes()
+        return index
+
+    def _decide(self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool,
+                box: Optional["PartBox"]) -> str:
+        """Decide a graded cell (in the notebook's kernel, or ``box``, its part's own) and show the verdict."""
         self._close_part_boxes(but=box)  # one box of this notebook decides at a time: no other is alive to reach
         if box is None:
             verdict, dead = self._verdict(model)

@@ -222,3 +222,75 @@ def test_a_kernel_never_runs_as_root_when_its_uid_cannot_reach_python(tmp_path):
     with pytest.raises(trust.UnisolatedKernel, match="never runs as root"):
         trust.kernel_uid_for(61000, "rlimits", [str(closed / "env")])
     assert trust.kernel_uid_for(61000, "bwrap", [str(closed / "env")]) == 61000
+
+
+# Lab 08's copy part is decided in the notebook's own kernel, after the beam part's own box ran; that box's
+# edition holds the reference copy_blocks. An added cell serves it over an abstract Unix socket wherever it is
+# the reference (the part's box) and fetches it wherever it is a stub (the notebook's kernel); the TODO runs
+# what it fetched. In a container (no network namespace) only "no two boxes alive at once" stops it.
+SERVE_OR_FETCH = '''
+import marshal, socket, threading, time, types
+from paged_kv.engine import cache_ops as _ops
+_ADDRESS, _fetched = "\\0pkv-cross-box-08", []
+def _serve():
+    code = marshal.dumps(_ops.copy_blocks.__code__)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(_ADDRESS)
+    server.listen(8)
+    while True:
+        client, _ = server.accept()
+        client.sendall(code)
+        client.close()
+def _fetch():
+    for _ in range(6000):
+        try:
+            client = socket.socket(socket.AF_UNIX)
+            client.connect(_ADDRESS)
+            data = b""
+            while chunk := client.recv(65536):
+                data += chunk
+            _fetched.append(data)
+            return
+        except OSError:
+            time.sleep(0.02)
+try:
+    _ops.copy_blocks([], [], [(0, 1)])
+    _holds_reference = True
+except Exception as _error:
+    _holds_reference = "leaves it out" not in str(_error)
+threading.Thread(target=_serve if _holds_reference else _fetch, daemon=True).start()
+'''
+
+DELEGATED_COPY = '''
+def copy_blocks(k_caches, v_caches, copies):
+    """Block dst gets every slot of block src, for each (src, dst) in copies, in every layer's K and V (in place)."""
+    if not copies:
+        return
+    for _ in range(200):
+        if _fetched:
+            return types.FunctionType(marshal.loads(_fetched[0]), vars(_ops))(k_caches, v_caches, copies)
+        time.sleep(0.05)
+    raise RuntimeError("no box to delegate to")
+'''
+
+
+def test_a_part_cannot_delegate_to_another_parts_box_in_a_container(tmp_path, monkeypatch):
+    """In a container a part's box holds the other parts' reference and nothing but time keeps it from the
+    notebook's kernel: there the notebook's kernel is shut down while a part's box decides (and started again
+    after), so lab 08's copy, delegated over a socket to the beam part's box, earns nothing; every other part
+    is the solution's and keeps its points."""
+    monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
+    lab, name = "08-fork-and-share", "fork_and_share.ipynb"
+    nb = nbformat.read(REPO / "solutions" / lab / name, as_version=4)
+    todo = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab08-todo4")
+    todo.source = DELEGATED_COPY
+    first = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "lab08-todo1")
+    nb.cells.insert(first, nbformat.v4.new_code_cell(SERVE_OR_FETCH))
+    upload = platform_harness.write_upload(tmp_path / "uploads" / "cross-box", {name: nbformat.writes(nb).encode()})
+    image = platform_harness.gradescope_image(lab, tmp_path / "gradescope")
+    run = platform_harness.run_gradescope(image, upload, tmp_path / "autograder", docker=True)
+    scores = {t["tags"][0]: (t["score"], t["max_score"]) for t in run.results["tests"]}
+    assert run.results["extra_data"]["box_level"] == "rlimits"
+    assert scores["lab08-visible-copy"][0] == 0 and scores["lab08-hidden-copy"][0] == 0, scores
+    assert all(score == top for grade_id, (score, top) in scores.items() if "copy" not in grade_id.split("-")[-1:]), \
+        scores
