@@ -88,11 +88,15 @@ def plant_canary(folder: Path) -> Path:
     """A file only the grading account may read, in ``folder`` (the work folder): the probe must not read it."""
     folder.mkdir(parents=True, exist_ok=True)
     canary = folder / CANARY_NAME
-    if not canary.exists():
-        fd = os.open(canary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(canary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # planted already (by this grader or another worker of it)
+        pass
+    else:
         with os.fdopen(fd, "w") as handle:
             handle.write("only the grader may read this file\n")
-    os.chmod(canary, 0o600)
+    if not canary.is_symlink():
+        os.chmod(canary, 0o600)
     return canary
 
 

@@ -294,3 +294,13 @@ def test_a_part_cannot_delegate_to_another_parts_box_in_a_container(tmp_path, mo
     assert scores["lab08-visible-copy"][0] == 0 and scores["lab08-hidden-copy"][0] == 0, scores
     assert all(score == top for grade_id, (score, top) in scores.items() if "copy" not in grade_id.split("-")[-1:]), \
         scores
+
+
+def test_the_canary_is_planted_once_whoever_comes_first(tmp_path):
+    """Two grading workers plant the work folder's canary at once: neither fails, the file is the grader's own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        planted = set(pool.map(lambda _: trust.plant_canary(tmp_path), range(32)))
+    assert planted == {tmp_path / trust.CANARY_NAME}
+    assert (tmp_path / trust.CANARY_NAME).stat().st_mode & 0o777 == 0o600
