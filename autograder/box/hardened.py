@@ -949,7 +949,8 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
             "reached-stub": "called an implementation the grading box leaves out (it earns nothing)",
             "isolation": "not graded: the grading box could not be trusted on this machine",
             "secret-removed": "text of the hidden tests removed from an output",
-            "not-triton": "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)"}.get(
+            "not-triton": "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)",
+            "launch-not-built": "a graded launch of this kernel does not compile for the GPU, though another does"}.get(
         event["kind"], event["kind"])
     return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 

@@ -12,6 +12,11 @@ Lab 06's hidden checks also *launch* the kernels there (``KernelBuilder.launch``
 trusted launcher on the kernel it defined from the text, on a case rebuilt from its recipe, and sends the
 output back as data. The grading kernel's own launchers (which the student's code can replace) only
 serve the notebook's visible run.
+
+The compiler and the interpreter read a kernel differently (issue 35): the compiler resolves an ``if`` whose
+condition is not a tensor when it builds and never visits the other branch, the interpreter runs the text as
+Python. So every kernel's whole text must be Triton (``triton_text``), and the box builds each launch's own
+specialisation before it runs it (``compile_box``); the keys that built are kept per text, for the next notebook.
 """
 from __future__ import annotations
 
@@ -34,6 +39,11 @@ LAUNCH_TIMEOUT_S = 150  # the launcher's own child stops a kernel after 90 s (ke
 # depend on load are kept: a build, or the compiler's refusal; never a timeout or a box that failed.
 _BUILT: Dict[str, dict] = {}
 _BUILT_MOST = 512
+# The specialisations each kernel text's launches built (Triton's keys: constexprs, ints equal to 1, divisibility
+# by 16), by hash of (the kernels' text, the kernel's name): a later notebook's compile box with the same text
+# builds only those it has not seen build. Only builds are kept, never a failure.
+_LAUNCH_BUILT: Dict[str, set] = {}
+_LAUNCH_BUILT_MOST = 4096
 BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
               "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
               "of values")
@@ -203,7 +213,8 @@ class KernelBuilder:
         self._process: Optional[subprocess.Popen] = None
         self._results: Dict[str, Any] = {}
         # For the instructor's log (``autograder.box.hardened``): {(kind, kernel name): detail}, once each.
-        # not-triton: a kernel refused for a line that is not Triton.
+        # not-triton: a kernel refused for a line that is not Triton; launch-not-built: a graded launch whose own
+        # specialisation does not compile for sm_90 while another of the same kernel does.
         self.events: Dict[Tuple[str, str], str] = {}
 
     def _refusal(self, name: str) -> Exception:
@@ -249,15 +260,18 @@ class KernelBuilder:
             raise self._refusal(name)
         path, args, kwargs = case._pkv_recipe
         buffers: List[bytes] = []
+        seen = _LAUNCH_BUILT.get(self._text_key(name), set())
         request = {"op": "launch", "name": name, "launcher": launcher, "params": dict(params),
                    "grid": None if grid is None else [int(g) for g in grid],
-                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects)}
+                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects),
+                   "built": sorted(seen)}
         try:
             reply, answer = self._exchange(request, buffers, LAUNCH_TIMEOUT_S)
         except wire.WireError as error:
             raise CheckFailed(name, f"the compile box that runs your kernel failed ({error})",
                               hint="a kernel that runs for minutes or crashes its process ends here: check "
                                    "your loop bounds and the offsets you add to pointers") from None
+        self._remember_builds(name, reply.get("builds"))
         if "ok" in reply:
             tree = reply["ok"]
             if not (isinstance(tree, dict) and set(tree) == {"$T"}):
@@ -267,6 +281,8 @@ class KernelBuilder:
             raise TodoNotWritten(str(reply["todo"]))
         if "check" in reply:
             kind, case_label, problem, hint, shown = reply["check"]
+            if reply.get("unbuilt"):
+                self.events.setdefault(("launch-not-built", name), str(problem)[:600])
             cls = KernelFailed if kind == "KernelFailed" else CheckFailed
             return _raise(cls(str(case_label), str(problem), hint=str(hint), **dict(shown)))
         if "memory" in reply:
@@ -294,6 +310,8 @@ class KernelBuilder:
                 _BUILT[key] = reply
         reply = self._results[key]
         if "ok" in reply:
+            if arch == 90:  # the arch every launch is built for
+                self._remember_builds(name, [reply.get("key")])
             info = reply["ok"]
             return GpuBuild(int(info["arch"]), int(info["num_warps"]), int(info["num_stages"]),
                             int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {},
@@ -302,6 +320,17 @@ class KernelBuilder:
         if reply.get("compiler"):
             raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {message}", hint=BUILD_HINT)
         raise CheckFailed(name, message, hint=str(reply.get("hint", "")) or BUILD_HINT)
+
+    def _text_key(self, name: str) -> str:
+        return hashlib.sha256(repr((self.sources, name)).encode()).hexdigest()
+
+    def _remember_builds(self, name: str, keys: Any) -> None:
+        """Keep the specialisation keys a compile box built for ``name`` (for the next notebook with this text)."""
+        if not isinstance(keys, list):
+            return
+        keys = [k for k in keys if type(k) is str]
+        if keys and sum(len(v) for v in _LAUNCH_BUILT.values()) + len(keys) <= _LAUNCH_BUILT_MOST:
+            _LAUNCH_BUILT.setdefault(self._text_key(name), set()).update(keys)
 
     def close(self) -> None:
         if self._process is not None:
