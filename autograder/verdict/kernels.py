@@ -139,6 +139,7 @@ def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]
     kernels = set(nodes) | set(refused)
     for name, node in nodes.items():
         reason = triton_text.why_not_triton(node, kernels, constants, python_of(lines[name]).splitlines())
+        reason = reason or triton_text.why_not_one_def(latest[name][1])  # the text the box defines, and reads back
         if reason:
             refused[name] = reason
     while True:  # a kernel that calls a refused one cannot be built either

@@ -21,6 +21,9 @@ and ``... if ... else ...``, must be Triton code:
   ``triton.next_power_of_2``; on any other value the public API of ``tl.tensor`` and of Triton's dtypes
   (``.dtype``, ``.shape``, ``.T``, ``.to``, ``.element_ty``, ...), never ``.handle``, ``.data``,
   ``.item``, ``.tolist``, ``.numpy`` or a name that starts with ``_``;
+- no string (a docstring included) with a line that starts with ``def``: the compiler reads a kernel's source
+  from its first ``def`` line, the interpreter from its last, so a docstring can hold a whole other function
+  that only the interpreter runs;
 - operators the compiler lowers: arithmetic, comparisons (one at a time; ``is`` only against ``None``:
   the compiler compares a specialised ``1`` with ``is``, the interpreter a tensor), ``and``/``or``/
   ``not``, subscripts; f-strings only as a message (``print``, ``tl.static_assert``, ``assert``).
@@ -231,6 +234,14 @@ class _Checker:
 
     def expr(self, e: ast.expr) -> None:
         if isinstance(e, ast.Constant):
+            lines = e.value.split("\n") if isinstance(e.value, str) else []
+            at = next((i for i, line in enumerate(lines) if i and line.lstrip().startswith("def ")), 0)
+            if at:
+                where = ast.Constant(value="def")
+                where.lineno = getattr(e, "lineno", 0) + at  # that line of a triple-quoted string
+                raise _Refused(where, "a line of a string in a kernel starts with `def`: Triton's compiler reads a "
+                                      "kernel from its first `def` line, the interpreter from its last, so the two "
+                                      "would run different code")
             return
         if isinstance(e, ast.Name):
             return self.name(e)
@@ -365,6 +376,15 @@ class _Checker:
                               "ignores its `if`, the interpreter does not)")
         self.expr(e.generators[0].iter)
         self.expr(e.elt)
+
+
+def why_not_one_def(text: str) -> str:
+    """Why a kernel's source as the compile box defines it does not have exactly one line that starts with ``def``
+    (Triton's compiler reads a kernel from its first such line, the interpreter from its last), or ``''``."""
+    if sum(line.lstrip().startswith("def ") for line in text.splitlines()) == 1:
+        return ""
+    return ("its text has more than one line that starts with `def`: Triton's compiler reads a kernel from its first, "
+            "the interpreter from its last")
 
 
 def _module_chain(e: ast.Attribute, bound: Set[str]) -> Optional[list]:
