@@ -92,7 +92,7 @@ ALLOWED = {
     "a static assert with an f-string": 'tl.static_assert(B >= 1, f"B is {B}")',
     "is None": "x = 1 if p is None else 2",
     "float('-inf') and shapes": 'x = tl.full([B], float("-inf"), dtype=tl.float32)\n    y = x.shape[0]\n    z = x.T',
-    "a global made with tl.constexpr": "x = tl.arange(0, WIDTH)",
+    "a global made with tl.constexpr": "x = tl.arange(0, WIDTH) * SCALE",
     "another kernel of the cells": "helper(p, B)",
     "a variable named like a builtin": "id = tl.program_id(0)\n    max = id + 1",
     "the stub": "raise NotImplementedError()",
@@ -135,7 +135,7 @@ REFUSED = {
     "matmul": ("x = p @ p", "the operator MatMult is not Triton"),
     "a ternary whose dead side is Python": ("x = tl.load(p) if B == 4 else torch.ones(1)", "`torch` is neither"),
 }
-HEAD = ("WIDTH = tl.constexpr(16)\nPLAIN = 16\n\n\n@triton.jit\ndef helper(p, B: tl.constexpr):\n    pass\n\n\n"
+HEAD = ("WIDTH = tl.constexpr(16)\nSCALE = triton.language.constexpr(2.0)\nPLAIN = 16\n\n\n@triton.jit\ndef helper(p, B: tl.constexpr):\n    pass\n\n\n"
         "@triton.jit\ndef k(p, seq_len, B: tl.constexpr):\n    ")
 
 
@@ -161,7 +161,7 @@ def test_a_kernel_that_calls_a_refused_one_is_refused_with_it():
                         "    if hasattr(p, 'handle'):\n        pass") + "helper(p, B)\n"
     sources, refused = kernels.submitted_kernels(cells_of_text(text))
     assert set(refused) == {"helper", "k"}
-    assert refused["k"].startswith("it calls helper, which cannot be built: line 7 of its cell")
+    assert refused["k"].startswith("it calls helper, which cannot be built: line 8 of its cell")
     assert not any("hasattr" in s for s in sources)
 
 

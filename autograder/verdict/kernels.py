@@ -65,13 +65,6 @@ def _literal(node: Optional[ast.AST]) -> bool:
         return False
 
 
-def _constexpr_annotation(node: Optional[ast.AST]) -> bool:
-    if node is None or isinstance(node, ast.Constant):
-        return True
-    return (isinstance(node, ast.Attribute) and node.attr == "constexpr"
-            and isinstance(node.value, ast.Name) and node.value.id in ("tl", "triton"))
-
-
 # why_not_buildable's answers (the kernel's shape), as against triton_text's (its body's language)
 SHAPE_RULES = ("a kernel must be", "@triton.jit(...)", "a kernel's default", "a kernel's parameters", "a kernel has no")
 
@@ -126,8 +119,8 @@ def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 value = node.value
-                constant = (isinstance(value, ast.Call) and _constexpr_annotation(value.func) and len(value.args) == 1
-                            and not value.keywords and _scalar_literal(value.args[0]))
+                constant = (isinstance(value, ast.Call) and triton_text.is_constexpr(value.func)
+                            and len(value.args) == 1 and not value.keywords and _scalar_literal(value.args[0]))
                 if value is not None and all(isinstance(t, ast.Name) for t in targets) and (
                         _literal(value) or constant):
                     for target in targets:
