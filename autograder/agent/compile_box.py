@@ -15,6 +15,12 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
   text on a case rebuilt here from its recipe (a ``paged_kv.lab.kernel_cases`` maker, its arguments), with
   the grid the grader computed from the student's grid function and checked; the answer is the output
   tensor (a wire buffer) or the check that failed. The student's kernel process never touches the result.
+  Before the interpreter runs a launch, the launch's own specialisation (what Triton compiles a kernel for:
+  its constexprs, the ints equal to 1, which ints and pointers are divisible by 16) is built for sm_90, once per
+  key: the compiler resolves an ``if`` on a constexpr when it builds and never sees the other branch, so a
+  launch whose build fails does not run, and its check fails with the constexprs it was built for. The request's
+  ``built`` names keys the grader saw build for the same text in an earlier box; the answer's ``builds`` the
+  keys built here.
 
 Kernels run where ``paged_kv.kernels.triton_mode`` decides (natively on a supported GPU, else in Triton's
 interpreter), decided before any kernel is defined.
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 
 def _argument(spec: Any):
@@ -53,8 +59,16 @@ def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
         exec(code, namespace)  # noqa: S102 - the student's kernel text, checked by the grader, in a box
 
 
-def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
-    from paged_kv.kernels.triton_compile import compile_error_message, compile_for_gpu, kernel_parameters
+# What this box built: {(kernel name, specialisation key, arch): None when it built, else the compiler's message}.
+Built = Dict[Tuple[str, str, int], Optional[str]]
+LAUNCH_ARCH = 90
+BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
+              "operations on tensors, and check the branches your constexprs (BLOCK_SIZE, HEAD_DIM, ...) choose")
+
+
+def _build(namespace: Dict[str, Any], request: Dict[str, Any], built: Built) -> Dict[str, Any]:
+    from paged_kv.kernels.triton_compile import (compile_error_message, compile_for_gpu, kernel_parameters,
+                                                 specialisation)
 
     kernel = namespace.get(request["name"])
     if kernel is None:
@@ -64,13 +78,49 @@ def _build(namespace: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]
     if len(params) != len(args):
         return {"error": f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
                 "hint": "keep the stub's parameter list as it is"}
+    arch = int(request.get("arch", 90))
+    key, _ = specialisation(kernel, dict(zip(params, args)))
     try:
-        build = compile_for_gpu(kernel, dict(zip(params, args)), arch=int(request.get("arch", 90)))
+        build = compile_for_gpu(kernel, dict(zip(params, args)), arch=arch)
     except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
+        built[(request["name"], key, arch)] = compile_error_message(error)
         return {"error": compile_error_message(error), "compiler": True}
+    built[(request["name"], key, arch)] = None
     return {"ok": {"arch": build.arch, "num_warps": build.num_warps, "num_stages": build.num_stages,
                    "shared_bytes": build.shared_bytes, "registers": build.registers,
-                   "spill_bytes": build.spill_bytes, "dots": list(build.dots)}}
+                   "spill_bytes": build.spill_bytes, "dots": list(build.dots)}, "key": key}
+
+
+def _built_first(kernel, name: str, built: Built, made: Dict[str, Any]):
+    """``before_launch`` for the lab's launchers: the launch's own specialisation is built for sm_90 (once per
+    key) before the interpreter runs it; a launch whose build fails does not run (its check fails). ``made``
+    gathers the keys built here (``builds``) and whether a failed one's kernel built at another key (``unbuilt``)."""
+    from paged_kv.kernels.triton_compile import (compile_error_message, compile_for_gpu, kernel_parameters,
+                                                 specialisation)
+    from paged_kv.lab.feedback import CheckFailed
+
+    def before_launch(args) -> None:
+        params = kernel_parameters(kernel)
+        if len(params) != len(args):
+            raise CheckFailed(name, f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
+                              hint="keep the stub's parameter list as it is")
+        mapping = dict(zip(params, args))
+        key, described = specialisation(kernel, mapping)
+        slot = (name, key, LAUNCH_ARCH)
+        if slot not in built:
+            try:
+                compile_for_gpu(kernel, mapping, arch=LAUNCH_ARCH, resources=False)
+                built[slot] = None
+                made["builds"].append(key)
+            except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
+                built[slot] = compile_error_message(error)
+        if built[slot] is not None:
+            if any(result is None for (other, _, _), result in built.items() if other == name):
+                made["unbuilt"] = True  # another launch of this kernel built: this one's constexprs choose other code
+            raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{LAUNCH_ARCH}) as this case launches "
+                                    f"it ({described or 'no constexpr'}): {built[slot][:600]}", hint=BUILD_HINT)
+
+    return before_launch
 
 
 # The lab's launchers a grader may ask for, and the keyword parameters each takes besides the case.
@@ -85,8 +135,22 @@ def _refuse_tags(tag: str, _payload: Any) -> Any:
     raise wire.WireError(f"{tag} cannot be sent to the compile box")
 
 
-def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes]) -> Tuple[dict, List[bytes]]:
-    """Run one of lab 06's launchers on the kernel defined here; ``({"ok": tensor tree}, buffers)`` or a failure."""
+def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes],
+            built: Optional[Built] = None) -> Tuple[dict, List[bytes]]:
+    """Run one of lab 06's launchers on the kernel defined here; ``({"ok": tensor tree}, buffers)`` or a failure.
+    The launch's own specialisation is built for sm_90 first (``_built_first``); the reply's ``builds`` lists
+    the keys built for it here, and the request's ``built`` those the grader saw build for the same text."""
+    built = {} if built is None else built
+    made: Dict[str, Any] = {"builds": [], "unbuilt": False}
+    reply, out = _launch_built(namespace, request, buffers, built, made)
+    if made["unbuilt"] and "check" in reply:
+        reply["unbuilt"] = True
+    reply["builds"] = made["builds"]
+    return reply, out
+
+
+def _launch_built(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Built,
+                  made: Dict[str, Any]) -> Tuple[dict, List[bytes]]:
     from autograder.agent import wire
     from paged_kv.lab import kernel_cases, kernel_lab
     from paged_kv.lab.feedback import CheckFailed
@@ -104,13 +168,19 @@ def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[by
     if set(params) - set(LAUNCHERS[launcher]) or not all(type(v) is int for v in params.values()):
         return {"error": f"{launcher} takes int parameters {LAUNCHERS[launcher]}"}, []
     grid = request.get("grid")
+    known = request.get("built") or []
+    if not (isinstance(known, list) and all(type(k) is str for k in known)):
+        return {"error": "built must be a list of keys"}, []
+    for key in known:  # what the grader saw build, for this very text, in an earlier notebook's box
+        built.setdefault((name, key, LAUNCH_ARCH), None)
+    before_launch = _built_first(kernel, name, built, made)
     try:
         case = getattr(kernel_cases, path.rpartition(".")[2])(*args, **kwargs)
         call = getattr(kernel_lab, launcher)
         if launcher in ("run_attend", "run_fast_decode"):
-            out = call(kernel, case, **params, name=name)
+            out = call(kernel, case, **params, name=name, before_launch=before_launch)
         else:
-            out = call(kernel, lambda *_: tuple(grid or ()), case, **params, name=name)
+            out = call(kernel, lambda *_: tuple(grid or ()), case, **params, name=name, before_launch=before_launch)
     except NotImplementedError as error:
         return {"todo": str(error)[:2000]}, []
     except CheckFailed as error:
@@ -137,6 +207,7 @@ def main() -> int:
     import triton.language as tl
 
     namespace: Dict[str, Any] = {"triton": triton, "tl": tl, "__name__": "student_kernels"}
+    built: Built = {}
     pipe = _Pipe(reader, writer)
     while True:
         try:
@@ -149,9 +220,9 @@ def main() -> int:
                 _define(namespace, list(request["sources"]))
                 reply: Dict[str, Any] = {"ok": True}
             elif request.get("op") == "build":
-                reply = _build(namespace, request)
+                reply = _build(namespace, request, built)
             elif request.get("op") == "launch":
-                reply, out = _launch(namespace, request, buffers)
+                reply, out = _launch(namespace, request, buffers, built)
             else:
                 return 0
         except Exception as error:  # noqa: BLE001 - a kernel whose definition fails, a case that cannot be made

@@ -398,6 +398,7 @@ class HardenedExecute(Execute):
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
+        self.events += verdicts.CONTEXT.kernel_events()
         verdicts.CONTEXT.reset()
         for box in self._part_boxes.values():
             box.close()
@@ -991,7 +992,9 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
             "similar-to-reference": "nearly the reference's code (review)",
             "reached-stub": "called an implementation the grading box leaves out (it earns nothing)",
             "isolation": "not graded: the grading box could not be trusted on this machine",
-            "secret-removed": "text of the hidden tests removed from an output"}.get(
+            "secret-removed": "text of the hidden tests removed from an output",
+            "not-triton": "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)",
+            "launch-not-built": "a graded launch of this kernel does not compile for the GPU, though another does"}.get(
         event["kind"], event["kind"])
     return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 

@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub")
+FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub", "not-triton", "launch-not-built")
 LIMIT_KINDS = ("timeout", "memory", "output", "kernel-died", "notebook-timeout")
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
 

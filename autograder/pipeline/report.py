@@ -324,6 +324,8 @@ EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer
                      "points the reference at its own code", "exec of the reference's source",
                      "the reference's bytecode", "a fake triton", "the kernel hands its work",
                      "the lab's launchers replaced",
+                     # issue #35: kernels the GPU compiler and the interpreter read differently (lab 06)
+                     "interpreter-only kernels", "a kernel whose constexpr the build fixes", "kernels whose docstring",
                      "builtins as values", "attribute names as data", "pattern matching through __globals__")
 
 

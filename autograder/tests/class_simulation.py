@@ -29,7 +29,7 @@ from typing import List
 import pytest
 
 import platform_harness
-from attacks import LAUNCHERS_REPLACED, REFERENCE_ROUTES, SYNTAX_FAMILIES
+from attacks import CONSTEXPR_VARIES, DOCSTRING_DEF, INTERPRETER_ONLY, LAUNCHERS_REPLACED, REFERENCE_ROUTES, SYNTAX_FAMILIES
 from autograder.pipeline import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -182,8 +182,10 @@ def define_tests(namespace: dict, half: int) -> None:
         attacks = " | ".join(kinds.get("attack", []))
         for must in ("graders' checks", "AST transformer", "replies ok"):
             assert must in attacks, f"{lab}: no attack '{must}'"
-        if "triton" in lab:  # the kernel lab: its launchers in the student's kernel are replaced too (#25)
-            assert LAUNCHERS_REPLACED in attacks, f"{lab}: no attack '{LAUNCHERS_REPLACED}'"
+        if "triton" in lab:  # the kernel lab: its launchers in the student's kernel are replaced too (#25), and
+            # kernels the GPU compiler and the interpreter read differently are submitted (#35)
+            for must in (LAUNCHERS_REPLACED, INTERPRETER_ONLY, CONSTEXPR_VARIES, DOCSTRING_DEF):
+                assert must in attacks, f"{lab}: no attack '{must}'"
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
         families = {s.label for s in classroom.build_class(info, report.REPO)
                     if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)}
@@ -191,10 +193,12 @@ def define_tests(namespace: dict, half: int) -> None:
 
     @pytest.mark.parametrize("lab", labs)
     def test_an_attack_shows_in_the_instructors_log(graded, lab):
-        """Every attacker is in the log: by what its text does (provenance, with the line) or by the stub its
-        code reached in the box (a route to the reference the text rules need not know)."""
+        """Every attacker is in the log: by what its text does (provenance, with the line), by the stub its code
+        reached in the box (a route to the reference the text rules need not know), or, in the kernel lab, by a
+        kernel that is not all Triton or a launch whose own specialisation does not build (#35)."""
         with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
-            rows = [r for r in csv.DictReader(handle) if r["kind"] in ("integrity", "reached-stub")]
+            rows = [r for r in csv.DictReader(handle) if r["kind"] in ("integrity", "reached-stub", "not-triton",
+                                                                        "launch-not-built")]
         attackers = {graded[lab].ids[s.sid] for s in graded[lab].students if s.kind == "attack"}
         assert attackers <= {r["student_id"] for r in rows}
         assert all("line" in r["detail"] for r in rows if r["kind"] == "integrity")

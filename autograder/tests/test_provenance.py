@@ -58,6 +58,12 @@ def test_every_attack_is_found(lab, student):
     if student.label.startswith(attacks.SYNTAX_FAMILIES):
         pytest.skip("the syntax families need no finding (the text rules are a report): they reach the box "
                     "edition's stub and earn nothing by construction (class_simulation, test_editions)")
+    if student.label.startswith(attacks.CONSTEXPR_VARIES):
+        pytest.skip("Triton code the compile box builds for each launch: refused by construction, logged as "
+                    "launch-not-built (test_lab06_kernel_text); the text rules have nothing to say")
+    if student.label.startswith(attacks.DOCSTRING_DEF):
+        pytest.skip("its Python is in strings (a docstring): the kernel-text rules refuse it, logged as not-triton "
+                    "(test_lab06_kernel_text); provenance reads code, not strings")
     found = _findings(lab, json.loads(student.content))
     assert found, f"{student.label}: no finding"
 

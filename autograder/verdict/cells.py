@@ -67,6 +67,13 @@ class Context:
             self._kernels = self.make_kernels()
         return self._kernels
 
+    def kernel_events(self) -> list:
+        """What the compile box's builder noted for the instructor's log, as events (``hardened``'s shape)."""
+        if self._kernels is None:
+            return []
+        return [{"cell": name, "kind": kind, "detail": detail, "graded": True}
+                for (kind, name), detail in getattr(self._kernels, "events", {}).items()]
+
     def reset(self, view=None, make_kernels=None) -> None:
         if self._kernels is not None:
             self._kernels.close()

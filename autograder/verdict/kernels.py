@@ -12,6 +12,11 @@ Lab 06's hidden checks also *launch* the kernels there (``KernelBuilder.launch``
 trusted launcher on the kernel it defined from the text, on a case rebuilt from its recipe, and sends the
 output back as data. The grading kernel's own launchers (which the student's code can replace) only
 serve the notebook's visible run.
+
+The compiler and the interpreter read a kernel differently (issue 35): the compiler resolves an ``if`` whose
+condition is not a tensor when it builds and never visits the other branch, the interpreter runs the text as
+Python. So every kernel's whole text must be Triton (``triton_text``), and the box builds each launch's own
+specialisation before it runs it (``compile_box``); the keys that built are kept per text, for the next notebook.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from autograder.agent import wire
-from autograder.verdict.notebook import Cell
+from autograder.verdict import triton_text
+from autograder.verdict.notebook import Cell, python_of
 from paged_kv.lab.feedback import CheckFailed
 
 BUILD_TIMEOUT_S = 120
@@ -33,6 +39,11 @@ LAUNCH_TIMEOUT_S = 150  # the launcher's own child stops a kernel after 90 s (ke
 # depend on load are kept: a build, or the compiler's refusal; never a timeout or a box that failed.
 _BUILT: Dict[str, dict] = {}
 _BUILT_MOST = 512
+# The specialisations each kernel text's launches built (Triton's keys: constexprs, ints equal to 1, divisibility
+# by 16), by hash of (the kernels' text, the kernel's name): a later notebook's compile box with the same text
+# builds only those it has not seen build. Only builds are kept, never a failure.
+_LAUNCH_BUILT: Dict[str, set] = {}
+_LAUNCH_BUILT_MOST = 4096
 BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
               "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
               "of values")
@@ -54,11 +65,8 @@ def _literal(node: Optional[ast.AST]) -> bool:
         return False
 
 
-def _constexpr_annotation(node: Optional[ast.AST]) -> bool:
-    if node is None or isinstance(node, ast.Constant):
-        return True
-    return (isinstance(node, ast.Attribute) and node.attr == "constexpr"
-            and isinstance(node.value, ast.Name) and node.value.id in ("tl", "triton"))
+# why_not_buildable's answers (the kernel's shape), as against triton_text's (its body's language)
+SHAPE_RULES = ("a kernel must be", "@triton.jit(...)", "a kernel's default", "a kernel's parameters", "a kernel has no")
 
 
 def why_not_buildable(node: ast.FunctionDef) -> str:
@@ -71,7 +79,8 @@ def why_not_buildable(node: ast.FunctionDef) -> str:
     args = node.args
     if not all(_literal(d) for d in [*args.defaults, *args.kw_defaults]):
         return "a kernel's default arguments must be literals"
-    if not all(_constexpr_annotation(a.annotation) for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
+    if not all(a.annotation is None or triton_text.is_constexpr(a.annotation)
+               for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
         return "a kernel's parameters may only be annotated with tl.constexpr"
     if node.returns is not None:
         return "a kernel has no return annotation"
@@ -81,9 +90,14 @@ def why_not_buildable(node: ast.FunctionDef) -> str:
 def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]:
     """``(definitions to send, {kernel name: why it cannot be built})`` from the student's cells, in order.
 
-    A later definition of a name replaces an earlier one, as it does in the notebook."""
+    A later definition of a name replaces an earlier one, as it does in the notebook. Every kernel's whole
+    text is read against the Triton language (``triton_text.why_not_triton``: both branches of every ``if``),
+    and a kernel that calls a refused one is refused with it: nothing refused reaches the compile box."""
     latest: Dict[str, Tuple[int, str]] = {}
+    nodes: Dict[str, ast.FunctionDef] = {}
     refused: Dict[str, str] = {}
+    constants: set = set()  # globals bound to tl.constexpr(<a scalar literal>): the only ones a kernel may read
+    lines: Dict[str, str] = {}  # each kernel's cell, to quote its lines
     order = 0
     for cell in cells:
         if not cell.student or cell.tree is None:
@@ -91,22 +105,73 @@ def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]
         for node in cell.tree.body:
             order += 1
             if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+                constants.discard(node.name)
                 reason = why_not_buildable(node)
                 if reason:
                     refused[node.name] = reason
                     latest.pop(node.name, None)
+                    nodes.pop(node.name, None)
                 else:
                     refused.pop(node.name, None)
                     latest[node.name] = (order, ast.unparse(node))
+                    nodes[node.name] = node
+                    lines[node.name] = cell.source
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 value = node.value
+                constant = (isinstance(value, ast.Call) and triton_text.is_constexpr(value.func)
+                            and len(value.args) == 1 and not value.keywords and _scalar_literal(value.args[0]))
                 if value is not None and all(isinstance(t, ast.Name) for t in targets) and (
-                        _literal(value) or (isinstance(value, ast.Call) and _constexpr_annotation(value.func)
-                                            and len(value.args) == 1 and _literal(value.args[0]))):
+                        _literal(value) or constant):
                     for target in targets:
+                        if target.id in triton_text.MODULES or target.id.startswith("_"):
+                            continue  # the compile box's own names (tl, triton, __builtins__) stay its own
                         latest[target.id] = (order, ast.unparse(node))
+                        nodes.pop(target.id, None)
+                        (constants.add if constant else constants.discard)(target.id)
+    kernels = set(nodes) | set(refused)
+    for name, node in nodes.items():
+        reason = triton_text.why_not_triton(node, kernels, constants, python_of(lines[name]).splitlines())
+        reason = reason or triton_text.why_not_one_def(latest[name][1])  # the text the box defines, and reads back
+        if reason:
+            refused[name] = reason
+    while True:  # a kernel that calls a refused one cannot be built either
+        spread = {}
+        for name, node in nodes.items():
+            if name in refused:
+                continue
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            calls = sorted((used - triton_text.bound_names(node)) & set(refused))
+            if calls:
+                spread[name] = f"it calls {calls[0]}, which cannot be built: {refused[calls[0]]}"
+        if not spread:
+            break
+        refused.update(spread)
+    for name in refused:
+        latest.pop(name, None)
     return [text for _, text in sorted(latest.values())], refused
+
+
+def stub_kernels(cells: Sequence[Cell]) -> set:
+    """The student's kernels whose latest text names NotImplementedError (``kernel_lab.is_stub``: never launched)."""
+    stubs: set = set()
+    for cell in cells:
+        if not cell.student or cell.tree is None:
+            continue
+        for node in cell.tree.body:
+            if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+                (stubs.add if any(isinstance(n, ast.Name) and n.id == "NotImplementedError" or isinstance(
+                    n, ast.Attribute) and n.attr == "NotImplementedError" for n in ast.walk(node))
+                 else stubs.discard)(node.name)
+    return stubs
+
+
+def _scalar_literal(node: ast.AST) -> bool:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return False
+    return value is None or type(value) in (bool, int, float, str)
 
 
 def describe_args(args: Sequence[Any]) -> List[list]:
@@ -137,9 +202,29 @@ class KernelBuilder:
 
     def __init__(self, cells: Sequence[Cell], start: Callable[[], subprocess.Popen]):
         self.sources, self.refused = submitted_kernels(cells)
+        self.stubs = stub_kernels(cells)
         self._start = start
         self._process: Optional[subprocess.Popen] = None
         self._results: Dict[str, Any] = {}
+        # For the instructor's log (``autograder.box.hardened``): {(kind, kernel name): detail}, once each.
+        # not-triton: a kernel refused for a line that is not Triton; launch-not-built: a graded launch whose own
+        # specialisation does not compile for sm_90 while another of the same kernel does.
+        self.events: Dict[Tuple[str, str], str] = {}
+
+    def _refusal(self, name: str) -> Exception:
+        """The failure of every check that builds or launches a refused kernel: the line and the rule (for a
+        kernel that still raises NotImplementedError, the launcher's 'still the stub', as where it runs)."""
+        if name in self.stubs:
+            from paged_kv.lab.kernel_lab import unwritten
+
+            return unwritten(name)
+        reason = self.refused[name]
+        shape = reason.startswith(SHAPE_RULES)
+        if not shape:
+            self.events.setdefault(("not-triton", name), reason)
+        return CheckFailed(name, f"cannot be built for a GPU: {reason}",
+                           hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is" if shape
+                           else triton_text.HINT)
 
     def _request(self, request: dict, timeout: float = BUILD_TIMEOUT_S) -> dict:
         return self._exchange(request, [], timeout)[0]
@@ -166,19 +251,21 @@ class KernelBuilder:
         from paged_kv.lab.kernel_lab import KernelFailed
 
         if name in self.refused:
-            raise CheckFailed(name, f"cannot be built for a GPU: {self.refused[name]}",
-                              hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is")
+            raise self._refusal(name)
         path, args, kwargs = case._pkv_recipe
         buffers: List[bytes] = []
+        seen = _LAUNCH_BUILT.get(self._text_key(name), set())
         request = {"op": "launch", "name": name, "launcher": launcher, "params": dict(params),
                    "grid": None if grid is None else [int(g) for g in grid],
-                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects)}
+                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects),
+                   "built": sorted(seen)}
         try:
             reply, answer = self._exchange(request, buffers, LAUNCH_TIMEOUT_S)
         except wire.WireError as error:
             raise CheckFailed(name, f"the compile box that runs your kernel failed ({error})",
                               hint="a kernel that runs for minutes or crashes its process ends here: check "
                                    "your loop bounds and the offsets you add to pointers") from None
+        self._remember_builds(name, reply.get("builds"))
         if "ok" in reply:
             tree = reply["ok"]
             if not (isinstance(tree, dict) and set(tree) == {"$T"}):
@@ -188,6 +275,8 @@ class KernelBuilder:
             raise TodoNotWritten(str(reply["todo"]))
         if "check" in reply:
             kind, case_label, problem, hint, shown = reply["check"]
+            if reply.get("unbuilt"):
+                self.events.setdefault(("launch-not-built", name), str(problem)[:600])
             cls = KernelFailed if kind == "KernelFailed" else CheckFailed
             return _raise(cls(str(case_label), str(problem), hint=str(hint), **dict(shown)))
         if "memory" in reply:
@@ -200,8 +289,7 @@ class KernelBuilder:
         from paged_kv.kernels.triton_compile import GpuBuild
 
         if name in self.refused:
-            raise CheckFailed(name, f"cannot be built for a GPU: {self.refused[name]}",
-                              hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is")
+            raise self._refusal(name)
         described = describe_args(args)
         key = hashlib.sha256(repr((self.sources, name, described, arch)).encode()).hexdigest()
         if key not in self._results and key in _BUILT:
@@ -216,6 +304,8 @@ class KernelBuilder:
                 _BUILT[key] = reply
         reply = self._results[key]
         if "ok" in reply:
+            if arch == 90:  # the arch every launch is built for
+                self._remember_builds(name, [reply.get("key")])
             info = reply["ok"]
             return GpuBuild(int(info["arch"]), int(info["num_warps"]), int(info["num_stages"]),
                             int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {},
@@ -224,6 +314,17 @@ class KernelBuilder:
         if reply.get("compiler"):
             raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {message}", hint=BUILD_HINT)
         raise CheckFailed(name, message, hint=str(reply.get("hint", "")) or BUILD_HINT)
+
+    def _text_key(self, name: str) -> str:
+        return hashlib.sha256(repr((self.sources, name)).encode()).hexdigest()
+
+    def _remember_builds(self, name: str, keys: Any) -> None:
+        """Keep the specialisation keys a compile box built for ``name`` (for the next notebook with this text)."""
+        if not isinstance(keys, list):
+            return
+        keys = [k for k in keys if type(k) is str]
+        if keys and sum(len(v) for v in _LAUNCH_BUILT.values()) + len(keys) <= _LAUNCH_BUILT_MOST:
+            _LAUNCH_BUILT.setdefault(self._text_key(name), set()).update(keys)
 
     def close(self) -> None:
         if self._process is not None:

@@ -77,8 +77,9 @@ def signature_of(kernel, args: Mapping[str, Any]):
 
 
 def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4,
-                    num_stages: int = 2) -> GpuBuild:
-    """Compile ``kernel`` for ``sm_{arch}`` as if launched with ``args``; raise Triton's error if it cannot be."""
+                    num_stages: int = 2, resources: bool = True) -> GpuBuild:
+    """Compile ``kernel`` for ``sm_{arch}`` as if launched with ``args``; raise Triton's error if it cannot be.
+    ``resources=False`` skips asking ``ptxas`` for registers and spills (``None`` in the build)."""
     require_triton()
     import triton
     from triton.backends.compiler import GPUTarget
@@ -89,12 +90,23 @@ def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warp
         source = ASTSource(fn=to_jit(kernel), signature=signature, constexprs=constexprs, attrs=attrs)
         compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
                                   options={"num_warps": num_warps, "num_stages": num_stages})
-    registers, spills = _ptxas_resources(compiled.asm.get("ptx"), arch)
+    registers, spills = _ptxas_resources(compiled.asm.get("ptx"), arch) if resources else (None, None)
     return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm,
                     dot_shapes(compiled.asm.get("ttir")))
 
 
 _DOT = re.compile(r"tt\.dot\b[^:]*:\s*tensor<([^>]+)>\s*\*\s*tensor<([^>]+)>\s*->\s*tensor<([^>]+)>")
+
+
+def specialisation(kernel, args: Mapping[str, Any]) -> Tuple[str, str]:
+    """``(key, description)`` of the build a launch with ``args`` runs: what Triton specialises a kernel on (each
+    argument's type, the constexprs' values, ints equal to 1, and which ints and pointers are divisible by 16).
+    Two launches with the same key run the same compiled code; the description names the constexprs and the
+    ints specialised to 1 (``"BLOCK_SIZE=4, HEAD_DIM=16, kv_head=1"``)."""
+    signature, constexprs, attrs = signature_of(kernel, args)
+    key = repr((sorted(signature.items()), sorted((k, repr(v)) for k, v in constexprs.items()),
+                sorted((k, repr(v)) for k, v in attrs.items())))
+    return key, ", ".join(f"{name}={value!r}" for name, value in constexprs.items())
 
 
 def dot_shapes(ttir: Optional[str]) -> Tuple[str, ...]:

@@ -5,7 +5,9 @@ launches the kernel with the lab's arguments and the grid the student's grid fun
 ints in, plain ints out), checks that nothing was written outside the output, and returns the output.
 So the work happens inside the kernel: there is no place to compute in torch around it. In the
 interpreter the launch runs in a forked child process when the OS allows it, so a wild pointer ends
-in a readable error instead of killing the notebook's kernel.
+in a readable error instead of killing the notebook's kernel. A ``before_launch(args)`` given to a ``run_*``
+sees the very arguments the kernel is then launched with (the grader builds each launch's own
+specialisation for a GPU there, before the interpreter runs it).
 """
 from __future__ import annotations
 
@@ -315,49 +317,63 @@ def decode_args(case: PagedCase, out: torch.Tensor) -> list:
 
 
 def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, device, margin: int = 64,
-                hint: str = OUTSIDE_HINT) -> Callable[[], torch.Tensor]:
+                hint: str = OUTSIDE_HINT, before_launch: Optional[Callable[[list], None]] = None
+                ) -> Callable[[], torch.Tensor]:
+    """The launch as a function to run (in a child, in the interpreter). Its output and arguments are made here,
+    first, so that ``before_launch(args)`` sees the very arguments the kernel is launched with (the grader's
+    compile box builds each launch's own specialisation for a GPU before it runs)."""
+    buffer, out = _guarded_output(shape, dtype, device, margin)
+    args = make_args(out)
+    if before_launch is not None:
+        before_launch(args)
+
     def body():
-        buffer, out = _guarded_output(shape, dtype, device, margin)
-        launch(kernel, grid, name, *make_args(out))
+        launch(kernel, grid, name, *args)
         return _finish(buffer, out, name, hint)
 
     return body
 
 
 def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0,
-               name: str = "gather_keys_kernel") -> torch.Tensor:
+               name: str = "gather_keys_kernel", before_launch: Optional[Callable] = None) -> torch.Tensor:
     """Step 1: ``[seq_len, head_dim]`` keys of one sequence and KV head, read through its block table."""
     check_kernel(kernel, name)
     grid = check_grid(grid_fn(case.seq_len(seq), case.block_size), name)
     shape = (case.seq_len(seq), case.head_dim)
     return run_isolated(_one_launch(kernel, grid, name, shape, case.k_cache.dtype,
-                                    lambda out: gather_args(case, out, seq, kv_head), case.q.device), name)
+                                    lambda out: gather_args(case, out, seq, kv_head), case.q.device,
+                                    before_launch=before_launch), name)
 
 
 def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0,
-               name: str = "scores_kernel") -> torch.Tensor:
+               name: str = "scores_kernel", before_launch: Optional[Callable] = None) -> torch.Tensor:
     """Step 2: float32 scores of one query head over its sequence's blocks, ``-inf`` in the tail."""
     check_kernel(kernel, name)
     n = case.seq_len(seq)
     grid = check_grid(grid_fn(n, case.block_size), name)
     shape = (-(-n // case.block_size) * case.block_size,)
     return run_isolated(_one_launch(kernel, grid, name, shape, torch.float32,
-                                    lambda out: scores_args(case, out, seq, q_head), case.q.device), name)
+                                    lambda out: scores_args(case, out, seq, q_head), case.q.device,
+                                    before_launch=before_launch), name)
 
 
-def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel") -> torch.Tensor:
+def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel",
+               before_launch: Optional[Callable] = None) -> torch.Tensor:
     """Step 3: attention output ``[head_dim]`` (in ``q.dtype``) of one query head, one program."""
     check_kernel(kernel, name)
     return run_isolated(_one_launch(kernel, (1,), name, (case.head_dim,), case.q.dtype,
-                                    lambda out: attend_args(case, out, seq, q_head), case.q.device), name)
+                                    lambda out: attend_args(case, out, seq, q_head), case.q.device,
+                                    before_launch=before_launch), name)
 
 
-def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel") -> torch.Tensor:
+def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel",
+               before_launch: Optional[Callable] = None) -> torch.Tensor:
     """Step 4: the whole batch, ``[num_seqs, num_q_heads, head_dim]``, one program per (sequence, KV head)."""
     check_kernel(kernel, name)
     grid = check_grid(grid_fn(case.num_seqs, case.num_kv_heads), name, programs=case.num_seqs * case.num_kv_heads)
     return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
-                                    lambda out: decode_args(case, out), case.q.device), name)
+                                    lambda out: decode_args(case, out), case.q.device,
+                                    before_launch=before_launch), name)
 
 
 def fast_decode_args(case: PagedCase, out: torch.Tensor, tile: int = 64) -> list:
@@ -369,7 +385,8 @@ def fast_decode_args(case: PagedCase, out: torch.Tensor, tile: int = 64) -> list
     return args + [tile]
 
 
-def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel") -> torch.Tensor:
+def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel",
+                    before_launch: Optional[Callable] = None) -> torch.Tensor:
     """Step 5: the whole batch like step 4, grid ``(num_seqs, num_kv_heads)``, each program walking ``TILE``
     tokens per iteration whatever the block size."""
     check_kernel(kernel, name)
@@ -380,7 +397,8 @@ def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_d
     return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
                                     lambda out: fast_decode_args(case, out, tile), case.q.device, margin,
                                     hint="mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
-                                         "belong to no query head of this program"), name)
+                                         "belong to no query head of this program", before_launch=before_launch),
+                        name)
 
 
 def split_args(case: PagedCase, part_out: torch.Tensor, part_lse: torch.Tensor, tokens_per_split: int) -> list:
