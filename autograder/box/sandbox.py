@@ -35,7 +35,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from autograder.box import seccomp
+if __name__ == "__main__" and not __package__:  # the grader runs this file as a script: its package is two up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from autograder.box import seccomp  # noqa: E402
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 # Environment variables a grading kernel keeps (everything else, tokens and keys included, is dropped).
@@ -336,6 +339,9 @@ def _prepare_private_dir(spec: BoxSpec) -> None:
 
             give_to(spec.private_dir, spec.uid)
             os.chmod(spec.private_dir, 0o711)  # traversable (bwrap enters it before it becomes the uid)
+            lib = os.path.join(spec.private_dir, "lib")  # the box's own library (kernel_lib) stays the grader's:
+            if os.path.isdir(lib):                         # readable, never rewritten by the kernel
+                give_to(lib, os.geteuid())
 
 
 def _copy_font_cache(home: Path) -> None:
