@@ -16,7 +16,7 @@ import os
 import pwd
 import stat
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 from hub.layout import REPO
 
@@ -30,34 +30,33 @@ class CheckoutOpen(RuntimeError):
 def close(instructor_group: str, repo: Path = REPO) -> List[str]:
     """Close ``CLOSED`` to every account but the owner and ``instructor_group``; returns the folders changed."""
     gid = grp.getgrnam(instructor_group).gr_gid
-    changed = []
-    for name in CLOSED:
-        path = repo / name
-        if not path.is_dir() or path.is_symlink():
-            continue
-        info = path.stat()
-        if info.st_gid != gid or stat.S_IMODE(info.st_mode) != 0o750:
-            os.chown(path, -1, gid)
-            os.chmod(path, 0o750)
-            changed.append(str(path))
-    return changed
+    return _closed_to(repo, lambda info: gid)
 
 
 def keep_closed(repo: Path = REPO) -> List[str]:
     """Give ``CLOSED`` back to its owner's own group, still 0750 (``make hub-clean``: the instructor's group is
     removed with the accounts, and its id could be handed to a later account). Returns the folders changed."""
+    return _closed_to(repo, _owners_group)
+
+
+def _owners_group(info: os.stat_result) -> int:
+    try:
+        return pwd.getpwuid(info.st_uid).pw_gid
+    except KeyError:
+        return 0
+
+
+def _closed_to(repo: Path, group_of: Callable[[os.stat_result], int]) -> List[str]:
+    """Give each folder of ``CLOSED`` the group ``group_of`` its stat names, and mode 0750; the folders changed."""
     changed = []
     for name in CLOSED:
         path = repo / name
         if not path.is_dir() or path.is_symlink():
             continue
         info = path.stat()
-        try:
-            owner_gid = pwd.getpwuid(info.st_uid).pw_gid
-        except KeyError:
-            owner_gid = 0
-        if info.st_gid != owner_gid:
-            os.chown(path, -1, owner_gid)
+        gid = group_of(info)
+        if info.st_gid != gid or stat.S_IMODE(info.st_mode) != 0o750:
+            os.chown(path, -1, gid)
             os.chmod(path, 0o750)
             changed.append(str(path))
     return changed
