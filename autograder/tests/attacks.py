@@ -459,9 +459,9 @@ def _solution_body(lab: Lab, name: str) -> str:
     raise ValueError(f"{lab.name}: no solution of {name}")
 
 
-def _docstring_def(base: dict) -> dict:
-    """Every kernel TODO of lab 06 as ``docstring_def_kernel``: the GPU build is an empty kernel, the interpreter runs
-    the docstring's function, which computes the answer in torch."""
+def _each_kernel_todo(base: dict, rewrite) -> dict:
+    """A copy of ``base`` whose kernel TODOs of lab 06 (``INTERPRETER_ONLY_BODIES``, still stubs) are each replaced by
+    ``rewrite(name, stub)``, ``stub`` being the TODO's text from ``@triton.jit`` to its ``raise NotImplementedError()``."""
     nb = copy.deepcopy(base)
     for cell in nb["cells"]:
         if not (_meta(cell).get("solution") and not _meta(cell).get("grade")):
@@ -471,31 +471,23 @@ def _docstring_def(base: dict) -> dict:
             if f"@triton.jit\ndef {name}(" in text and "raise NotImplementedError()" in text:
                 head, rest = text.split(f"@triton.jit\ndef {name}(", 1)
                 stub, after = rest.split("raise NotImplementedError()", 1)
-                text = head + docstring_def_kernel(f"@triton.jit\ndef {name}({stub}raise NotImplementedError()",
-                                                   name) + after
+                text = head + rewrite(name, f"@triton.jit\ndef {name}({stub}raise NotImplementedError()") + after
         cell["source"] = text
     return nb
+
+
+def _docstring_def(base: dict) -> dict:
+    """Every kernel TODO of lab 06 as ``docstring_def_kernel``: the GPU build is an empty kernel, the interpreter runs
+    the docstring's function, which computes the answer in torch."""
+    return _each_kernel_todo(base, lambda name, stub: docstring_def_kernel(stub, name))
 
 
 def _interpreter_only(base: dict, lab: Lab) -> dict:
     """Every kernel TODO of lab 06 computed in Python and torch behind ``if hasattr(k_cache_ptr.handle, "data")``:
     the GPU build is the ``else`` branch (empty, and step 5's honest tiles so that its build check has its tl.dot),
     the interpreter runs the torch code. Before issue 35 this scored 10/10 with no finding."""
-    nb = copy.deepcopy(base)
-    for cell in nb["cells"]:
-        if not (_meta(cell).get("solution") and not _meta(cell).get("grade")):
-            continue
-        text = _src(cell)
-        for name in INTERPRETER_ONLY_BODIES:
-            if f"def {name}(" in text and "raise NotImplementedError()" in text:
-                head, rest = text.split(f"@triton.jit\ndef {name}(", 1)
-                stub, after = rest.split("raise NotImplementedError()", 1)
-                built = _solution_body(lab, name) if name == "fast_decode_kernel" else "pass"
-                kernel = interpreter_only_kernel(f"@triton.jit\ndef {name}({stub}raise NotImplementedError()", name,
-                                                 built)
-                text = head + kernel + after
-        cell["source"] = text
-    return nb
+    return _each_kernel_todo(base, lambda name, stub: interpreter_only_kernel(
+        stub, name, _solution_body(lab, name) if name == "fast_decode_kernel" else "pass"))
 
 
 # Step 1 built at the build's block size (the first case's, 4) in honest Triton; every other block size takes a
