@@ -372,29 +372,15 @@ def remove_files_of(uid: Optional[int]) -> List[str]:
     if uid is None or os.geteuid() != 0:
         return []
     folders = [f for f in SHARED_WRITABLE if os.path.isdir(f) and not os.path.islink(f)]
-    for folder in list(folders):
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid:
-                folders.append(entry.path)  # a shared folder inside (e.g. /tmp/.X11-unix)
+    folders += [entry.path for folder in list(folders) for entry, info in _entries(folder)  # shared ones inside
+                if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid]  # (/tmp/.X11-unix)
     removed = []
     for folder in folders:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
+        for entry, info in _entries(folder):
+            if info.st_uid != uid:
+                continue
             try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(info.st_mode):
                     shutil.rmtree(entry.path, ignore_errors=True)
                 else:
                     os.unlink(entry.path)
@@ -402,6 +388,21 @@ def remove_files_of(uid: Optional[int]) -> List[str]:
             except OSError:
                 continue
     return removed
+
+
+def _entries(folder: str) -> List[tuple]:
+    """``(entry, its lstat)`` for each entry of ``folder`` that can be read ([] when the folder cannot)."""
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            found.append((entry, entry.stat(follow_symlinks=False)))
+        except OSError:
+            continue
+    return found
 
 
 def give_to(path: str, uid: Optional[int]) -> None:
