@@ -16,8 +16,9 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
   the grid the grader computed from the student's grid function and checked; the answer is the output
   tensor (a wire buffer) or the check that failed. The student's kernel process never touches the result.
   Before the interpreter runs a launch, the launch's own specialisation (what Triton compiles a kernel for:
-  its constexprs, the ints equal to 1, which ints and pointers are divisible by 16) is built for sm_90, once per
-  key: the compiler resolves an ``if`` on a constexpr when it builds and never sees the other branch, so a
+  its constexprs, the ints equal to 1, which ints and pointers are divisible by 16) is built for sm_90 through
+  Triton's GPU IR, once per key (what the program computes is fixed there; each kernel's lowering to PTX and a
+  cubin is built once, by ``_build``): the compiler resolves an ``if`` on a constexpr when it builds and never sees the other branch, so a
   launch whose build fails does not run, and its check fails with the constexprs it was built for. The request's
   ``built`` names keys the grader saw build for the same text in an earlier box; the answer's ``builds`` the
   keys built here.
@@ -95,7 +96,7 @@ def _built_first(kernel, name: str, built: Built, made: Dict[str, Any]):
     """``before_launch`` for the lab's launchers: the launch's own specialisation is built for sm_90 (once per
     key) before the interpreter runs it; a launch whose build fails does not run (its check fails). ``made``
     gathers the keys built here (``builds``) and whether a failed one's kernel built at another key (``unbuilt``)."""
-    from paged_kv.kernels.triton_compile import (compile_error_message, compile_for_gpu, kernel_parameters,
+    from paged_kv.kernels.triton_compile import (compile_error_message, compile_program_for_gpu, kernel_parameters,
                                                  specialisation)
     from paged_kv.lab.feedback import CheckFailed
 
@@ -109,7 +110,7 @@ def _built_first(kernel, name: str, built: Built, made: Dict[str, Any]):
         slot = (name, key, LAUNCH_ARCH)
         if slot not in built:
             try:
-                compile_for_gpu(kernel, mapping, arch=LAUNCH_ARCH, resources=False)
+                compile_program_for_gpu(kernel, mapping, arch=LAUNCH_ARCH)  # the program; its lowering: ``_build``
                 built[slot] = None
                 made["builds"].append(key)
             except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback

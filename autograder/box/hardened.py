@@ -363,11 +363,12 @@ class HardenedExecute(Execute):
         self._replayable = replayable  # cells a part's box runs too (``PartBox``)
         self._part_boxes: Dict[str, PartBox] = {}
         self._parts_used: set = set()
-        index, restarts, handed_over = 0, 0, 0
+        index, restarts = 0, 0
         # Without bubblewrap's namespaces nothing keeps a part's box from the notebook's kernel (a Unix or
-        # loopback socket): there the kernel is shut down while a part's box decides, then started again.
-        self._parts_apart = self._level != "bwrap"
-        self._pending: Optional[tuple] = None
+        # loopback socket): there a part's hidden tests are decided once the notebook's kernel has run every cell
+        # and is shut down, one part's box alive at a time (``_decide_deferred``).
+        self._parts_deferred = self._level != "bwrap"
+        self._deferred: List[tuple] = []
         cells = self.nb.cells
         while index < len(cells):
             with self.setup_kernel():
@@ -376,7 +377,7 @@ class HardenedExecute(Execute):
                 try:
                     self._copy_assignment_files()
                     self._silent(PREAMBLE)
-                    if restarts or handed_over:
+                    if restarts:
                         self._replay(replayable)
                     while index < len(cells):
                         outcome = self._run_cell(cells[index], index)
@@ -388,16 +389,12 @@ class HardenedExecute(Execute):
                         if outcome == "dead":
                             restarts += 1
                             break
-                        if outcome == "apart":
-                            break
                 finally:
                     self._channel.close()
-            if self._pending is not None:  # the notebook's kernel is down: its parts' boxes decide alone
-                handed_over += 1
-                index = self._decide_apart(index)
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
+        self._decide_deferred()  # the notebook's kernel is down
         self.events += verdicts.CONTEXT.kernel_events()
         verdicts.CONTEXT.reset()
         for box in self._part_boxes.values():
@@ -663,37 +660,20 @@ class HardenedExecute(Execute):
                 self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
                 return "skipped"
         box = self._box_for(grade_id, index)
-        if box is not None and self._parts_apart and not getattr(self, "_apart", False):
-            self._pending = (cell, index, model, grade_id, visible, kernel_error)
-            return "apart"  # decided once the notebook's kernel is down (``_decide_apart``)
+        if box is not None and self._parts_deferred:
+            self._deferred.append((cell, index, model, grade_id, visible, kernel_error))
+            return "deferred"  # decided once the notebook's kernel is down (``_decide_deferred``)
         return self._decide(cell, index, model, grade_id, visible, kernel_error, box)
 
-    def _decide_apart(self, index: int) -> int:
-        """With the notebook's kernel shut down, decide the pending cell in its part's box, then every hidden test
-        of a part's own box right below it (they need no kernel of the notebook's); no other box is alive. Returns
-        where the notebook's next kernel goes on."""
-        cell, at, model, grade_id, visible, kernel_error = self._pending
-        self._pending = None
-        self._apart = True
+    def _decide_deferred(self) -> None:
+        """With the notebook's kernel shut down, decide each deferred graded cell in its part's own box, in the
+        notebook's order; ``_decide`` keeps one box alive at a time, so no box's code can reach another's."""
+        deferred, self._deferred = self._deferred, []
         try:
-            self._decide(cell, at, model, grade_id, visible, kernel_error, self._box_for(grade_id, at))
-            cells = self.nb.cells
-            while index < len(cells):
-                cell = cells[index]
-                if cell.cell_type != "code" or not cell.source.strip():
-                    index += 1
-                    continue
-                view = self._view[index] if self._view is not None and index < len(self._view) else None
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-                if not (is_grade(cell) and view is not None and view.kind == nbview.GRADED
-                        and "### BEGIN HIDDEN TESTS" in view.source and self._box_for(grade_id, index) is not None):
-                    break
-                self._run_graded(cell, index)
-                index += 1
+            for cell, index, model, grade_id, visible, kernel_error in deferred:
+                self._decide(cell, index, model, grade_id, visible, kernel_error, self._box_for(grade_id, index))
         finally:
-            self._apart = False
             self._close_part_boxes()
-        return index
 
     def _decide(self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool,
                 box: Optional["PartBox"]) -> str:

@@ -334,7 +334,7 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, mem
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
     (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
-    the two leaks (of two labs in a row, each meets one); the harm attacks of one slice of three
+    the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
     exactly one lab; one of every four other disguises of delegation (of four labs in a row, each
@@ -363,7 +363,7 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, mem
     # The bystander is graded second: with one worker per core it runs beside the first harm attack.
     beside = harms[:1] + bystanders + harms[1:]
     place, places = share or (lab_index, labs)
-    return (kept + [s for n, s in enumerate(leaks) if n % 2 == lab_index % 2] + beside
+    return (kept + [s for n, s in enumerate(leaks) if n % len(leaks) == lab_index % len(leaks)] + beside
             + ([s for n, s in enumerate(pipeline) if n % places == place % places]
                + [s for n, s in enumerate(disguises) if n % 4 == place % 4]
                + [s for n, s in enumerate(links) if n % 2 == place % 2] if dealt else []))

@@ -11,8 +11,11 @@ from the lab's own notebooks (so a new lab gets every attack with no new code):
   ``__todo__``, ``ctypes``, a pickle loaded by numpy, a fake ``triton`` whose "kernel" computes in torch).
   Each is tried on the untouched release (its own code earns nothing) and the strongest also on a
   catalogued bug (its code earns that bug's points): it must earn exactly that, and show in the log;
-- **leak** attacks, after the last test, look for the graders' files and print the kernel's history:
-  the feedback must carry no grader source and no hidden test;
+- **leak** attacks, after the last test, look for the graders' files, print the kernel's history, and leave a
+  key in the kernel's keyring for the next student while searching for one left before: the feedback must
+  carry no grader source and no hidden test, the key must be refused and none seen;
+- lab 05's **cross-part delegation**: its register part runs the reference's code fetched from the release
+  part's own box (a socket, /tmp, /dev/shm), and must earn nothing for that part;
 - the **xss** student, the solution with cells after its last test that carry every way into its feedback
   page of live markup (markdown, raw HTML, rich outputs, a line the Grading notes quote): it keeps the
   solution's points, and its feedback, like every student's, must have nothing that runs or loads;
@@ -541,6 +544,121 @@ def _leak_attacks(lab: Lab) -> List[Tuple[str, dict]]:
     ]
 
 
+# A key in the kernel's keyring (add_key through ctypes) outlives the kernel unless the box refuses the call, and
+# the next kernel, usually given the same uid, can search for it (issue 35, item 6). This student leaves a key and
+# looks for one left by the students graded before it (it is one of the leaks, dealt to every other lab): the
+# call must be refused, and no key seen.
+KEY_STUDENT = """\
+import ctypes, os
+_libc = ctypes.CDLL(None, use_errno=True)
+_ADD_KEY, _KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+_USER_KEYRING, _KEYCTL_SEARCH = -4, 10
+_left = _libc.syscall(_ADD_KEY, b"user", b"pkv-key-for-the-next-student", b"the answer", 10, _USER_KEYRING)
+print("key left:", "yes" if _left > 0 else "refused")
+_seen = int(_libc.syscall(_KEYCTL, _KEYCTL_SEARCH, _USER_KEYRING, b"user", b"pkv-key-for-the-next-student", 0) > 0)
+try:
+    _seen += sum("pkv-key-for-the-next-student" in line for line in open("/proc/keys"))
+except OSError:
+    pass
+print("keys of earlier students seen:", _seen)
+"""
+
+
+def _key_attacks(lab: Lab) -> List[Tuple[str, dict]]:
+    return [("leaves a key in its uid's keyring for the next student and searches for one",
+             _with_cells(lab.source, len(lab.source["cells"]), [KEY_STUDENT], "key"))]
+
+
+# Lab 05's register part delegated to the release part's own box (issue 35, item 6). That box holds the reference
+# of every part but its own, hash_blocks among them. An added cell, run again in every box that replays the
+# student's cells, serves the reference's code wherever it is the reference, over an abstract Unix socket and as
+# files in /tmp and /dev/shm, and fetches it wherever it is a stub; the register TODO runs what was fetched (where
+# the reference is at hand, its own: so the attack earns the part wherever it reaches the reference, which
+# ``test_grading_pieces`` shows). Boxes of one notebook are never alive together and share no socket or folder,
+# so the part earns nothing.
+CROSS_PART_LAB = "05-prefix-cache"
+CROSS_PART_CELLS = ("lab05-visible-hash-blocks", "lab05-hidden-hash-blocks")
+def serve_or_fetch(module: str, reference: str, probe: str, name: str) -> str:
+    """A cell that, wherever ``reference`` (an attribute path under ``module``, imported as ``_ref_module``) is the
+    reference (``probe`` does not reach a stub), puts its code in ``_fetched`` and serves it over the abstract Unix
+    socket ``name`` and as files ``/tmp/<name>``, ``/dev/shm/<name>``; wherever it is a stub, fetches it from them."""
+    return SERVE_OR_FETCH.replace("MODULE", module).replace("REFERENCE", reference).replace("PROBE", probe) \
+        .replace("NAME", name)
+
+
+SERVE_OR_FETCH = """\
+import marshal, os, socket, threading, time, types
+import MODULE as _ref_module
+_ADDRESS, _FILES, _fetched = "\\0NAME", ("/tmp/NAME", "/dev/shm/NAME"), []
+def _serve(code):
+    for path in _FILES:
+        try:
+            with open(path, "wb") as handle:
+                handle.write(code)
+            os.chmod(path, 0o666)
+        except OSError:
+            pass
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(_ADDRESS)
+    server.listen(8)
+    while True:
+        client, _ = server.accept()
+        client.sendall(code)
+        client.close()
+def _fetch():
+    for _ in range(3000):
+        for path in _FILES:
+            try:
+                _fetched.append(open(path, "rb").read())
+                return
+            except OSError:
+                pass
+        try:
+            client = socket.socket(socket.AF_UNIX)
+            client.connect(_ADDRESS)
+            data = b""
+            while chunk := client.recv(65536):
+                data += chunk
+            _fetched.append(data)
+            return
+        except OSError:
+            time.sleep(0.02)
+_code = marshal.dumps(_ref_module.REFERENCE.__code__)
+try:
+    PROBE
+    _holds_reference = True
+except Exception as _error:
+    _holds_reference = "leaves it out" not in str(_error)
+if _holds_reference:
+    _fetched.append(_code)
+threading.Thread(target=(lambda: _serve(_code)) if _holds_reference else _fetch, daemon=True).start()
+"""
+CROSS_PART_SERVE = serve_or_fetch("paged_kv.cache.prefix_cache", "BlockManager.hash_blocks",
+                                  "_ref_module.BlockManager.hash_blocks(None, None)", "pkv-cross-part-05")
+CROSS_PART_REGISTER = '''\
+class RegisteringManager(ReleasingManager):
+    def hash_blocks(self, seq):
+        """Register the blocks this step filled: from num_cached_tokens to + num_scheduled_tokens."""
+        for _ in range(100):
+            if _fetched:
+                return types.FunctionType(marshal.loads(_fetched[0]), vars(_ref_module))(self, seq)
+            time.sleep(0.05)
+        raise RuntimeError("no box to delegate to")
+'''
+
+
+def _cross_part_attack(lab: Lab) -> List[Tuple[str, dict]]:
+    if lab.name != CROSS_PART_LAB:
+        return []
+    nb = copy.deepcopy(lab.source)
+    cells = nb["cells"]
+    todo = next(c for c in cells if _meta(c).get("grade_id") == "lab05-todo-register")
+    todo["source"] = CROSS_PART_REGISTER
+    first = next(i for i, c in enumerate(cells) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    cells.insert(first, _code_cell(CROSS_PART_SERVE, "attack-cross-part"))
+    return [("its register part delegated to the release part's own box (socket, /tmp, /dev/shm)", nb)]
+
+
 # What a student puts in a notebook so that its feedback page runs script when someone opens it (#25).
 XSS_MARKDOWN = (
     "## My notes <script>alert('markdown script')</script>\n\n"
@@ -642,6 +760,14 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
     for label, nb in _leak_attacks(lab):
         out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
                                               else ["grader files seen: 0"]), False))
+    for label, nb in _key_attacks(lab):
+        out.append(("leak", label, nb, Expect(total=total, full=all_ids,
+                                              boxed_output=["key left: refused", "keys of earlier students seen: 0"]),
+                    False))
+    for label, nb in _cross_part_attack(lab):  # graded with findings costing nothing, like every delegation
+        part = set(CROSS_PART_CELLS)
+        out.append(("delegation", label, nb, Expect(total=total - sum(cells[g] for g in part), zero=part,
+                                                    full=all_ids - part), False))
     for label, nb in _feedback_attacks(lab):
         out.append(("xss", label, nb, Expect(total=total, full=all_ids, events={"integrity"}), False))
     harms, end = _harm_attacks(lab)

@@ -5,7 +5,7 @@ earns nothing, and every broken or hostile submission is graded on what it earns
 
 Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
 students and one attack of every class; the hostile and broken submissions and the other disguises of
-delegation, the two leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
+delegation, the three leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
 that ``make test`` stays within its time. The labs are graded in two halves, one test file each
 (``test_class_simulation_a.py``, ``_b.py``: every other lab), so that ``make test``'s two workers share them;
 ``define_tests(namespace, half)`` puts one half's fixture and tests into its file. The class is graded with the default budgets, except the

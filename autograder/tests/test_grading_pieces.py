@@ -481,3 +481,27 @@ def test_no_box_can_leave_a_key_for_the_next_student(tmp_path):
     for answer in answers:
         assert answer.split()[1] == "-1" and "Operation not permitted" in answer, answer
         assert " -1 Operation not permitted" in answer.split("permitted", 1)[1], answer
+
+
+def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference():
+    """The red team's lab 05 cross-part delegation (``attacks._cross_part_attack``), run as a plain notebook where the
+    whole package is at hand: its register part passes its visible and hidden tests. So the 0 it gets when graded
+    (the class simulation) comes from the boxes, not from an attack that never worked."""
+    import sys
+
+    from nbclient import NotebookClient
+
+    from autograder.pipeline import classroom, report
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import attacks
+
+    info = classroom.load_lab(attacks.CROSS_PART_LAB, report.REPO / "solutions", report.REPO / "course")
+    [(_, nb)] = attacks._cross_part_attack(info)
+    nb = nbformat.reads(json.dumps(nb), as_version=4)
+    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(report.REPO / "solutions" / attacks.CROSS_PART_LAB)}}).execute()
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in attacks.CROSS_PART_CELLS:
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert errors == [], errors[0].get("evalue") if errors else ""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import jsonschema
 import nbformat
 import pytest
 
+import attacks
 import container
 import platform_harness
 import test_platforms
@@ -39,6 +42,7 @@ TRUSTED = [f"{c}/{p}" for c in COURSES for p in (f"solutions/{LAB}/{NOTEBOOK}", 
                                                   "autograder/work/gradebook.db", "solutions")] + \
           ["/var/cache/paged-kv-editions"]
 MARKER = "pkv-left-behind-7f3a"
+POD_UID = 1000  # the user of a Zero to JupyterHub single-user pod (jovyan)
 
 pytestmark = pytest.mark.skipif(bool(container.problem() or platform_harness.mount_problem()),
                                 reason=container.problem() or platform_harness.mount_problem() or "ok")
@@ -225,41 +229,11 @@ def test_a_kernel_never_runs_as_root_when_its_uid_cannot_reach_python(tmp_path):
 
 
 # Lab 08's copy part is decided in the notebook's own kernel, after the beam part's own box ran; that box's
-# edition holds the reference copy_blocks. An added cell serves it over an abstract Unix socket wherever it is
-# the reference (the part's box) and fetches it wherever it is a stub (the notebook's kernel); the TODO runs
-# what it fetched. In a container (no network namespace) only "no two boxes alive at once" stops it.
-SERVE_OR_FETCH = '''
-import marshal, socket, threading, time, types
-from paged_kv.engine import cache_ops as _ops
-_ADDRESS, _fetched = "\\0pkv-cross-box-08", []
-def _serve():
-    code = marshal.dumps(_ops.copy_blocks.__code__)
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(_ADDRESS)
-    server.listen(8)
-    while True:
-        client, _ = server.accept()
-        client.sendall(code)
-        client.close()
-def _fetch():
-    for _ in range(6000):
-        try:
-            client = socket.socket(socket.AF_UNIX)
-            client.connect(_ADDRESS)
-            data = b""
-            while chunk := client.recv(65536):
-                data += chunk
-            _fetched.append(data)
-            return
-        except OSError:
-            time.sleep(0.02)
-try:
-    _ops.copy_blocks([], [], [(0, 1)])
-    _holds_reference = True
-except Exception as _error:
-    _holds_reference = "leaves it out" not in str(_error)
-threading.Thread(target=_serve if _holds_reference else _fetch, daemon=True).start()
-'''
+# edition holds the reference copy_blocks. An added cell (the red team's ``attacks.serve_or_fetch``) serves it
+# over an abstract Unix socket and files in /tmp and /dev/shm wherever it is the reference (the part's box) and
+# fetches it wherever it is a stub (the notebook's kernel); the TODO runs what it fetched. In a container (no network namespace) only "no two boxes alive at once" stops it.
+SERVE_OR_FETCH = attacks.serve_or_fetch("paged_kv.engine.cache_ops", "copy_blocks",
+                                        "_ref_module.copy_blocks([], [], [(0, 1)])", "pkv-cross-box-08")
 
 DELEGATED_COPY = '''
 def copy_blocks(k_caches, v_caches, copies):
@@ -268,7 +242,7 @@ def copy_blocks(k_caches, v_caches, copies):
         return
     for _ in range(200):
         if _fetched:
-            return types.FunctionType(marshal.loads(_fetched[0]), vars(_ops))(k_caches, v_caches, copies)
+            return types.FunctionType(marshal.loads(_fetched[0]), vars(_ref_module))(k_caches, v_caches, copies)
         time.sleep(0.05)
     raise RuntimeError("no box to delegate to")
 '''
@@ -276,8 +250,8 @@ def copy_blocks(k_caches, v_caches, copies):
 
 def test_a_part_cannot_delegate_to_another_parts_box_in_a_container(tmp_path, monkeypatch):
     """In a container a part's box holds the other parts' reference and nothing but time keeps it from the
-    notebook's kernel: there the notebook's kernel is shut down while a part's box decides (and started again
-    after), so lab 08's copy, delegated over a socket to the beam part's box, earns nothing; every other part
+    notebook's kernel: there a part's box decides only after the notebook's kernel has run every cell and is
+    shut down, so lab 08's copy, delegated over a socket to the beam part's box, earns nothing; every other part
     is the solution's and keeps its points."""
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
     lab, name = "08-fork-and-share", "fork_and_share.ipynb"
@@ -304,3 +278,22 @@ def test_the_canary_is_planted_once_whoever_comes_first(tmp_path):
         planted = set(pool.map(lambda _: trust.plant_canary(tmp_path), range(32)))
     assert planted == {tmp_path / trust.CANARY_NAME}
     assert (tmp_path / trust.CANARY_NAME).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_kubernetes_pod_refuses_to_grade_and_says_why(image, tmp_path):
+    """The instructor's pod on Kubernetes (``deploy/``): a non-root user under the runtime's default seccomp
+    profile, the course cloned in its home. No kernel can get a uid of its own there, so grading is refused
+    before anything runs, and ``--probe`` says why (deploy/README: grade where bubblewrap runs)."""
+    home = tmp_path / "jovyan"
+    shutil.copytree(image / "source" / "course", home / "course", symlinks=True)
+    for folder, _, files in os.walk(home):
+        for name in [folder] + [os.path.join(folder, f) for f in files]:
+            os.lchown(name, POD_UID, POD_UID)
+    script = (f"cd /home/jovyan/course && exec setpriv --reuid={POD_UID} --regid={POD_UID} --clear-groups "
+              f"env HOME=/home/jovyan PYTHONPATH=/home/jovyan/course {sys.executable} -m autograder.box.sandbox "
+              "--probe")
+    done = container.in_container(script, {"/home/jovyan": home}, tmp_path / "mounts")
+    out = done.stdout + done.stderr
+    assert "isolation: rlimits" in out, out
+    assert f"kernel uid: {POD_UID} (the grading account)" in out, out
+    assert "REFUSED: at isolation level 'rlimits' grading kernels would run as the grading account" in out, out

@@ -95,6 +95,68 @@ def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warp
                     dot_shapes(compiled.asm.get("ttir")))
 
 
+def compile_program_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4,
+                            num_stages: int = 2) -> str:
+    """Compile ``kernel`` for ``sm_{arch}`` as launched with ``args`` through Triton's GPU IR (TTGIR) and return that
+    IR's text; raise Triton's error if it cannot be. What the program computes is fixed by then (constexprs
+    folded, dead branches dropped, types checked); LLVM IR, PTX and the cubin are left out (about three quarters
+    of a full build's time), so check each kernel once with ``compile_for_gpu`` for those. Where this Triton has
+    no stages hook (``knobs.runtime.add_stages_inspection_hook``) the build runs whole and ``""`` is returned."""
+    require_triton()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature, constexprs, attrs = signature_of(kernel, args)
+    try:
+        with _real_jit_functions() as to_jit, _stages_through_ttgir():
+            source = ASTSource(fn=to_jit(kernel), signature=signature, constexprs=constexprs, attrs=attrs)
+            triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                           options={"num_warps": num_warps, "num_stages": num_stages})
+    except _ProgramBuilt as done:
+        return done.ttgir
+    return ""
+
+
+class _ProgramBuilt(Exception):
+    """Raised in place of Triton's LLVM IR stage: the pipeline stops there, holding the TTGIR's text."""
+
+    def __init__(self, ttgir: str):
+        super().__init__("built through TTGIR")
+        self.ttgir = ttgir
+
+
+@contextmanager
+def _stages_through_ttgir() -> Iterator[None]:
+    """While open, Triton's pipeline stops where it would lower TTGIR to LLVM IR (its stages hook; a full build's
+    cache entry is never taken for one of these, nor the other way round)."""
+    try:
+        from triton import knobs
+
+        runtime = knobs.runtime
+        before = runtime.add_stages_inspection_hook
+    except (ImportError, AttributeError):  # an older Triton: the whole build runs
+        yield
+        return
+
+    def stop(src, metadata):
+        raise _ProgramBuilt(str(src))
+
+    def through_ttgir(*args):
+        if not args:  # asked for a cache key
+            return "paged-kv:stop-before-llir", "paged-kv:stop-before-llir"
+        if before is not None:
+            before(*args)
+        args[1]["llir"] = stop
+        return None
+
+    runtime.add_stages_inspection_hook = through_ttgir
+    try:
+        yield
+    finally:
+        runtime.add_stages_inspection_hook = before
+
+
 _DOT = re.compile(r"tt\.dot\b[^:]*:\s*tensor<([^>]+)>\s*\*\s*tensor<([^>]+)>\s*->\s*tensor<([^>]+)>")
 
 
@@ -136,6 +198,9 @@ def _is_constexpr(annotation) -> bool:
     return annotation is tl.constexpr
 
 
+_LIBRARY_TWINS: Dict[int, Tuple[Any, Any]] = {}  # id(InterpretedFunction of triton.language) -> (it, its twin)
+
+
 @contextmanager
 def _real_jit_functions() -> Iterator:
     """Yield ``to_jit(kernel)``; meanwhile Triton's library uses ``JITFunction`` twins of interpreted ones."""
@@ -148,12 +213,13 @@ def _real_jit_functions() -> Iterator:
     made: Dict[int, Any] = {}
     patched = []
 
-    def twin(value):
+    def twin(value):  # Triton's own functions live as long as the process: their twins are made once
         if not isinstance(value, InterpretedFunction):
             return value
-        if id(value) not in made:
-            made[id(value)] = JITFunction(value.fn, **{k: v for k, v in value.kwargs.items() if v is not None})
-        return made[id(value)]
+        if id(value) not in _LIBRARY_TWINS:
+            jit = JITFunction(value.fn, **{k: v for k, v in value.kwargs.items() if v is not None})
+            _LIBRARY_TWINS[id(value)] = (value, jit)  # the original is held, so its id is never reused
+        return _LIBRARY_TWINS[id(value)][1]
 
     def to_jit(kernel):
         return _rebind(kernel, JITFunction, made)

@@ -102,3 +102,31 @@ def test_gpu_build_after_interpreted_kernels_that_call_tl_max():
     case = paged_case([3])
     paged_decode_attention(case.q, case.k_cache, case.v_cache, case.block_tables, case.seq_lens)
     assert compile_for_gpu(kernels.paged_decode_kernel, decode_args()[0], arch=90).shared_bytes > 0
+
+
+def test_a_program_build_stops_at_gpu_ir_and_leaves_full_builds_whole():
+    """``compile_program_for_gpu`` (each graded launch's own specialisation in lab 06) returns the program's GPU IR
+    and makes no PTX; the stages hook is put back, so a full build after it still reaches a cubin."""
+    from triton import knobs
+
+    from paged_kv.kernels.triton_compile import compile_program_for_gpu
+
+    hook = knobs.runtime.add_stages_inspection_hook
+    args, _ = decode_args()
+    ttgir = compile_program_for_gpu(kernels.paged_decode_kernel, args, arch=90)
+    assert "tt.func public @paged_decode_kernel" in ttgir and "tt.dot" in ttgir and "llvm." not in ttgir
+    assert knobs.runtime.add_stages_inspection_hook is hook
+    build = compile_for_gpu(kernels.paged_decode_kernel, args, arch=90)
+    assert ".target sm_90" in build.asm["ptx"] and "cubin" in build.asm
+
+
+def test_a_program_build_refuses_what_the_compiler_refuses():
+    from triton.compiler.errors import CompilationError
+
+    from paged_kv.kernels.triton_compile import compile_program_for_gpu
+
+    args, _ = decode_args()
+    args["HEAD_DIM"] = 3  # tl.arange needs a power of two
+    args["DIM_PAD"] = 3
+    with pytest.raises(CompilationError):
+        compile_program_for_gpu(kernels.paged_decode_kernel, args, arch=90)
