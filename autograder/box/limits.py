@@ -304,7 +304,9 @@ def uid_busy(uid: int) -> bool:
 
 
 def processes_of(uid: int) -> List[int]:
-    """The pids of the processes whose real, effective or saved uid is ``uid``."""
+    """The pids of the live processes whose real, effective or saved uid is ``uid``. A zombie (killed, not yet
+    reaped by its parent) runs nothing and holds nothing but its pid: it is not counted, so that releasing a
+    kernel does not wait for its parent to reap it."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -312,6 +314,8 @@ def processes_of(uid: int) -> List[int]:
         try:
             with open(f"/proc/{entry.name}/status") as handle:
                 for line in handle:
+                    if line.startswith("State:") and line.split()[1:2] in (["Z"], ["X"]):
+                        break
                     if line.startswith("Uid:"):
                         if str(uid) in line.split()[1:4]:
                             found.append(int(entry.name))

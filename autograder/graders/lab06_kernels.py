@@ -361,7 +361,7 @@ def check_step5_correct(kernel) -> None:
     """fp16 (tl.dot's inputs) throughout: block sizes 1 to 256 with TILE smaller than, equal to and larger than
     a block; MQA, MHA and GQA groups 2 to 8 (padded to 16 rows); ragged lengths and one-token sequences;
     poisoned memory with garbage padding ids; query heads whose scores are all far below 0; a Llama-sized head;
-    a pool past 2**32 elements; a 128k-token context whose softmax sum passes fp16's range."""
+    a pool past 2**32 elements; a 128k-token context whose softmax sum and unnormalised output pass fp16's range."""
     _fast_buildable(kernel)
     for seed, (lens, heads, block_size, tile, poison) in enumerate([
             ([5, 1, 40, 16], (8, 1), 1, 16, False),     # MQA, one token per block
@@ -380,12 +380,15 @@ def check_step5_correct(kernel) -> None:
                                  "acc in float32; cast p to V's dtype only for the second tl.dot")
     case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
     _fast_case(kernel, case, 16, INT64_HINT)
-    # Llama 3.1's whole window with scores close together: the softmax's running sum reaches about 105000, past
-    # fp16's largest value (65504); heads of 16 and TILE 512 keep it to 256 iterations (about 2 s in the interpreter).
+    # Llama 3.1's whole window with scores close together and values around 1: the softmax's running sum l and the
+    # unnormalised output acc both reach about 105000, past fp16's largest value (65504), so a 16-bit l or a 16-bit
+    # accumulator (each tile's tl.dot cast back to fp16) overflows; heads of 16 and TILE 512 keep it to 256
+    # iterations (about 2 s in the interpreter).
     case = _case(kernel, [131072, 5], block_size=16, num_q_heads=16, num_kv_heads=1, head_dim=16, dtype=torch.float16,
-                 logit_scale=0.05, seed=60, label="a 128k-token context, scores close together")
-    _fast_case(kernel, case, 512, "the softmax's running sum l grows to about the number of tokens when the scores are "
-                                  "close together: keep l (and m, acc) in fp32; fp16 stops at 65504")
+                 logit_scale=0.05, seed=60, value_offset=1.0, label="a 128k-token context, scores close together")
+    _fast_case(kernel, case, 512, "when the scores are close together the running sum l grows to about the number of "
+                                  "tokens, and acc to that times the values: keep m, l and acc in fp32 (fp16 stops at "
+                                  "65504); cast only p, to V's dtype, for the second tl.dot")
 
 
 def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_kernel") -> dict:

@@ -305,6 +305,8 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
         m = tl.zeros([GROUP_PAD], dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
+    if BUG == 11:  # the accumulator kept in the inputs' dtype, each tile's fp32 tl.dot cast back into it
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=q.dtype)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
     kv = kv_head
     if BUG == 1:  # query head used as KV head
@@ -460,6 +462,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
     if BUG == 7:  # the running sum kept in the inputs' dtype: fp16's largest value is 65504
         l = tl.zeros([GROUP_PAD], dtype=q.dtype)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
+    if BUG == 11:  # the accumulator kept in the inputs' dtype, each tile's fp32 tl.dot cast back into it
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=q.dtype)
     table = block_tables_ptr + seq.to(tl.int64) * stride_bt
     STEP: tl.constexpr = BLOCK_SIZE if BUG == 1 else TILE  # 1: the tile is a block (step 4's shape, with tl.dot)
     for start in range(0, seq_len, STEP):
@@ -501,6 +505,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
             acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
         elif BUG == 10:
             acc = acc * alpha[:, None] + tl.dot(p, v)
+        elif BUG == 11:
+            acc = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)).to(acc.dtype)
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
@@ -536,6 +542,7 @@ fast_fp16_running_sum = _fast_kernel_with(7, "fast_fp16_running_sum")
 fast_max_starts_at_zero = _fast_kernel_with(8, "fast_max_starts_at_zero")
 fast_fp32_tiles_into_second_dot = _fast_kernel_with(9, "fast_fp32_tiles_into_second_dot")
 fast_fp32_tiles_throughout = _fast_kernel_with(10, "fast_fp32_tiles_throughout")
+fast_fp16_accumulator = _fast_kernel_with(11, "fast_fp16_accumulator")
 fast_helper_correct = _fast_kernel_with(0, "fast_helper_correct")
 
 
@@ -615,7 +622,8 @@ STEP_BUGS = {
               (fast_fp16_running_sum, None, {"check_step5_correct"}),
               (fast_max_starts_at_zero, None, {"check_step5_correct"}),
               (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
-              (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"})],
+              (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"}),
+              (fast_fp16_accumulator, None, {"check_step5_correct"})],
 }
 STEP_VARIANTS = {
     "step1": [(gather_one_program_per_token, token_grid)],
@@ -631,6 +639,8 @@ HIDDEN_ONLY = {
     decode_fp16_products: "the visible fp16 case has GROUP 2 and small logits, where an fp16 q . k stays within "
                           "the tolerance; the hidden GROUP 8 case with large logits catches it",
     fast_fp16_running_sum: "l passes fp16's 65504 only past about 80k tokens: the hidden 128k-token case",
+    fast_fp16_accumulator: "acc passes fp16's 65504 only with values around 1 past about 65k tokens: the hidden "
+                           "128k-token case",
     attend_max_starts_at_zero: "needs a row whose every score is below about -88: the hidden large negative logits",
     fast_max_starts_at_zero: "needs a row whose every score is very negative: the hidden large negative logits",
 }

@@ -420,6 +420,23 @@ class ReadsTheGivenHelper(ForkingManagerWithoutFork):
             self.pending_copies += [(old, new)]
 
 
+class ChecksWithCanAppend(Correct):
+    """may_append asks the given ``can_append`` whether the pool has the block (a new one or a copy) first, as the
+    lab's table of given helpers offers, then decides which of the two it is."""
+
+    def may_append(self, seq):
+        self._check_allocated(seq)
+        if not self.can_append(seq):
+            raise RuntimeError(f"OOM: sequence {seq.seq_id} needs a block and none is free")
+        if seq.num_blocks > len(seq.block_table):
+            seq.block_table.append(self._allocate_block())
+        elif self.blocks[seq.block_table[-1]].ref_count > 1:
+            shared = seq.block_table[-1]
+            seq.block_table[-1] = self._allocate_block()
+            self.blocks[shared].ref_count -= 1
+            self.pending_copies.append((shared, seq.block_table[-1]))
+
+
 def forks_every_choice_then_frees_all(manager, beams, choices):
     """Forks for every choice, then drops every old beam: the same tables and counts as continuing one."""
     new_beams = [manager.fork(beams[b]) for b, _ in choices]
@@ -477,5 +494,5 @@ BUGS = {ForkSharesTheList: 1, ForkWithoutRefCounts: 1, ForkCopiesEveryBlock: 1, 
         copies_the_first_pair_only: 4, puts_new_tensors_in_the_list: 4}
 # Bugs the grader of issue 27 catches and the one before it gave full marks (test_lab08_grader proves both).
 MISSED_BEFORE_ISSUE_27 = (ForkForgetsThePromptLength, ForkIsAShallowCopy, puts_new_tensors_in_the_list)
-VARIANTS = {ReadsTheGivenHelper: (1, 2), forks_every_choice_then_frees_all: (3,), counts_choices_first: (3,),
+VARIANTS = {ReadsTheGivenHelper: (1, 2), ChecksWithCanAppend: (2,), forks_every_choice_then_frees_all: (3,), counts_choices_first: (3,),
             copies_pair_by_pair: (4,), copies_with_index_copy: (4,)}

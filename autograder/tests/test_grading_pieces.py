@@ -505,3 +505,25 @@ def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference(
         if cell.metadata.get("nbgrader", {}).get("grade_id") in attacks.CROSS_PART_CELLS:
             errors = [o for o in cell.outputs if o.output_type == "error"]
             assert errors == [], errors[0].get("evalue") if errors else ""
+
+
+def test_a_killed_process_not_yet_reaped_is_not_a_live_process_of_its_uid():
+    """Releasing a kernel waits until no process of its uid is left; a zombie (killed, its parent has not reaped
+    it yet) runs nothing, so it does not count: the release does not wait for the reaping."""
+    import signal
+    import subprocess
+    import time
+
+    from autograder.box import limits
+
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        assert child.pid in limits.processes_of(os.getuid())
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while "\nState:\tZ" not in open(f"/proc/{child.pid}/status").read() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert child.pid not in limits.processes_of(os.getuid())
+    finally:
+        child.kill()
+        child.wait()

@@ -70,11 +70,18 @@ class KVCacheManagerBase:
         self._check_request(req)
         if not req.block_table:
             raise ValueError(f"request {req.request_id} holds no blocks; call allocate_for_prefill first")
-        if len(req.block_table) != self.blocks_needed(req.seq_len):
+        held, needed = len(req.block_table), self.blocks_needed(req.seq_len)
+        if held < needed:
             raise ValueError(
-                f"request {req.request_id} has seq_len={req.seq_len} but {len(req.block_table)} blocks; "
-                f"expected {self.blocks_needed(req.seq_len)}: did an earlier allocate_for_decode grow seq_len "
-                "without the block it needed (or was the table edited by hand)?"
+                f"request {req.request_id} has seq_len={req.seq_len} but only {held} blocks, {needed - held} too "
+                f"few (expected {needed}): did an earlier allocate_for_decode grow seq_len without the block it "
+                "needed (or was the table edited by hand)?"
+            )
+        if held > needed:
+            raise ValueError(
+                f"request {req.request_id} has seq_len={req.seq_len} but {held} blocks, {held - needed} too many "
+                f"(expected {needed}): did an earlier allocate_for_decode take a new block before the last one "
+                "was full (or was the table edited by hand)?"
             )
 
     def _check_readable(self, req: Request) -> List[int]:

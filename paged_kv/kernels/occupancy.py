@@ -13,7 +13,9 @@ partitioned caching):
   sub-partitions (``cudaOccSubPartitionsPerMultiprocessor``) holds a quarter of the register file;
 - shared memory per program is the kernel's plus 1 KiB the driver reserves per block
   (``reservedSharedMemPerBlock``), rounded up to 128 bytes (``cudaOccSMemAllocationGranularity``);
-- at most 32 resident programs per SM on compute capability 8.0 and 9.x (``cudaOccMaxBlocksPerMultiprocessor``).
+- a fixed cap on resident programs per SM by compute capability (``cudaOccMaxBlocksPerMultiprocessor``): 32 on
+  8.0 and 9.x, 24 on 8.9 (Ada), 16 on the other 8.x (8.6 and 8.7), 24 on 10.1, 11.0 and 12.x, else 32
+  (:func:`max_programs_of`).
 
 Per-SM totals are read from the device on a GPU; for offline builds :data:`SM80` and :data:`SM90`
 hold them: 65,536 registers and 64 warps per SM (the H100 figures of Modal's GPU glossary, page
@@ -83,6 +85,19 @@ class KernelResources:
         return cls(int(registers), int(shared), int(warps))
 
 
+def max_programs_of(capability) -> int:
+    """The most programs one SM of compute capability ``(major, minor)`` holds at once (``cuda_occupancy.h``'s
+    ``cudaOccMaxBlocksPerMultiprocessor``, as Triton 3.7.1 ships it); ``ValueError`` before 8.0."""
+    major, minor = (int(part) for part in capability)
+    if major < 8:
+        raise ValueError(f"compute capability {major}.{minor}: the course's kernels need 8.0 or newer")
+    if major == 8:
+        return {0: 32, 9: 24}.get(minor, 16)
+    if (major, minor) in ((10, 1), (11, 0)) or major == 12:
+        return 24
+    return 32
+
+
 def limits_of_device(props, capability) -> SmLimits:
     """The SM limits of a CUDA device from ``torch.cuda.get_device_properties`` (fields it lacks come from
     :data:`SM80`/:data:`SM90` by compute capability)."""
@@ -91,7 +106,7 @@ def limits_of_device(props, capability) -> SmLimits:
     threads = getattr(props, "max_threads_per_multi_processor", None) or base.max_warps * WARP
     shared = getattr(props, "shared_memory_per_multiprocessor", None) or base.shared_bytes
     return SmLimits(f"sm_{capability[0]}{capability[1]}", registers=int(registers), max_warps=int(threads) // WARP,
-                    max_programs=base.max_programs, shared_bytes=int(shared))
+                    max_programs=max_programs_of(capability), shared_bytes=int(shared))
 
 
 def _round_up(value: int, unit: int) -> int:

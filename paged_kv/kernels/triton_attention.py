@@ -19,7 +19,7 @@ from paged_kv.kernels.launch_table import LaunchTable, load_table
 from paged_kv.kernels.occupancy import SM90, KernelResources, SmLimits, limits_of_device, one_wave_splits, programs_per_sm
 
 MAX_HEAD_DIM = 256
-MIN_DOT = 16  # tl.dot's K must be >= 16 (Triton 3.7, NVIDIA); older releases needed M, N >= 16 too
+MIN_DOT = 16  # tl.dot's K must be >= 16 (Triton 3.5.0 to 3.7.1, NVIDIA); 3.4.0 and earlier needed M, N >= 16 too
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 

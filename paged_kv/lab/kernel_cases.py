@@ -136,17 +136,19 @@ def _garbage_ids(num_blocks: int, unlisted: Sequence[int], gen: torch.Generator,
 def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int = 2, num_kv_heads: int = 1,
                head_dim: int = 16, dtype: torch.dtype = torch.float32, seed: int = 0, poison: bool = False,
                logit_scale: float = 1.0, spare_blocks: int = 3, extra_columns: int = 1,
-               label: Optional[str] = None, device: Optional[str] = None) -> PagedCase:
+               label: Optional[str] = None, device: Optional[str] = None, value_offset: float = 0.0) -> PagedCase:
     """A ragged batch with scattered, non-monotonic block tables (a random permutation of the pool).
 
-    ``logit_scale`` multiplies q (large values make softmax overflow without max subtraction);
+    ``logit_scale`` multiplies q (large values make softmax overflow without max subtraction); ``value_offset`` is
+    added to every value (V's mean: with scores close together the unnormalised output sum grows to about the
+    number of tokens times it);
     ``spare_blocks`` blocks are listed by no table; ``extra_columns`` padding columns follow the longest row;
     ``device`` defaults to where kernels run (``paged_kv.kernels.triton_mode``).
     """
     recipe = ("paged_kv.lab.kernel_cases.paged_case", (tuple(int(n) for n in seq_lens),),
               dict(block_size=block_size, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                    dtype=dtype, seed=seed, poison=poison, logit_scale=logit_scale, spare_blocks=spare_blocks,
-                   extra_columns=extra_columns, label=label))
+                   extra_columns=extra_columns, label=label, value_offset=value_offset))
     gen = torch.Generator().manual_seed(seed)
     lens = [int(n) for n in seq_lens]
     used = [_cdiv(n, block_size) for n in lens]
@@ -158,7 +160,7 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
     k = _guarded_pool(num_blocks, block_size, num_kv_heads, head_dim, dtype)
     v = _guarded_pool(num_blocks, block_size, num_kv_heads, head_dim, dtype)
     k.copy_(torch.randn(k.shape, generator=gen).to(dtype))
-    v.copy_(torch.randn(v.shape, generator=gen).to(dtype))
+    v.copy_((torch.randn(v.shape, generator=gen) + float(value_offset)).to(dtype))
     num_seqs = len(lens)
     table_buffer = _garbage_ids(num_blocks, unlisted if poison else [], gen, (num_seqs + 1) * (max_blocks + 2))
     table_buffer = table_buffer.reshape(num_seqs + 1, max_blocks + 2)

@@ -105,6 +105,19 @@ def test_decode_before_prefill_is_rejected():
         KVCacheManager(2, 4, 2).allocate_for_decode(Request(0, 3))
 
 
+@pytest.mark.parametrize("table, says", [([0], "1 too few"), ([0, 1, 2], "1 too many")])
+def test_decode_says_which_way_a_mismatched_table_is_off(table, says):
+    """A table that does not match seq_len is refused before anything changes, saying whether it holds too few
+    blocks (a decode grew seq_len without its block) or too many (a block taken before the last one was full)."""
+    manager = KVCacheManager(4, 4, 2)
+    req = Request(0, 6)  # 6 tokens need 2 blocks of 4
+    manager.allocate_for_prefill(req)
+    req.block_table = list(table)
+    with pytest.raises(ValueError, match=says):
+        manager.allocate_for_decode(req)
+    assert (req.seq_len, req.block_table) == (6, table)
+
+
 def test_allocation_report_counts_tail_waste():
     manager = KVCacheManager(3, 4, 8)
     req = Request(0, 5)

@@ -134,6 +134,14 @@ def test_device_limits_come_from_the_device_where_it_says():
     assert limits_of_device(object(), (9, 0)) == SM90 and limits_of_device(object(), (8, 0)) == SM80
 
 
+@pytest.mark.parametrize("capability, programs", [((8, 0), 32), ((8, 6), 16), ((8, 7), 16), ((8, 9), 24),
+                                                  ((9, 0), 32), ((10, 0), 32), ((12, 0), 24)])
+def test_the_resident_program_cap_follows_the_compute_capability(capability, programs):
+    """``cudaOccMaxBlocksPerMultiprocessor`` in the ``cuda_occupancy.h`` Triton ships: an RTX 3090 (8.6) holds 16
+    programs per SM, an L4 or RTX 4090 (8.9) 24, an A100 (8.0) and an H100 (9.0) 32."""
+    assert limits_of_device(object(), capability).max_programs == programs
+
+
 @pytest.mark.skipif(not triton_available(), reason="triton is not installed")
 def test_the_offline_sm90_build_gives_the_occupancy_the_plan_uses():
     """The package kernel built for sm_90 here (no GPU) has the resources that make one wave on an H200 a
