@@ -340,7 +340,10 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         if chosen is not None:
             (originals / chosen.name).write_bytes(raw)
         records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
-    write_reports(work / "reports" / lab, records)
+    kept = write_reports(work / "reports" / lab, records)
+    if kept:
+        print(f"{lab}: {len(records)} student(s) collected now, {kept} kept from an earlier collection "
+              f"(roster.csv lists both)")
     return records
 
 
@@ -364,8 +367,14 @@ def _shown(name: str) -> str:
     return plain if len(plain) <= 120 else plain[:117] + "..."
 
 
-def write_reports(folder: Path, records: List[dict]) -> None:
+def write_reports(folder: Path, records: List[dict]) -> int:
+    """Write ``roster.csv``, ``repairs.csv`` and ``collected.json`` for a lab: ``records`` merged with what an
+    earlier collection of the lab wrote there (a student collected again is replaced, the others are kept: one
+    late resubmission collected alone does not drop the class). Returns how many earlier students were kept."""
     folder.mkdir(parents=True, exist_ok=True)
+    now = {r["student"] for r in records}
+    kept = [r for r in _earlier_records(folder / "collected.json") if r.get("student") not in now]
+    records = sorted(kept + list(records), key=lambda r: r["student"])
     with open(folder / "roster.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "name", "file"])
@@ -376,6 +385,19 @@ def write_reports(folder: Path, records: List[dict]) -> None:
         for record in records:
             writer.writerows([record["student"], kind, detail] for kind, detail in record["repairs"])
     (folder / "collected.json").write_text(json.dumps(records, indent=1))
+    return len(kept)
+
+
+def _earlier_records(path: Path) -> List[dict]:
+    """The records an earlier collection wrote (``[]`` when there is none, or it cannot be read as records)."""
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(records, list):
+        return []
+    return [r for r in records if isinstance(r, dict) and isinstance(r.get("student"), str)
+            and {"name", "file", "repairs"} <= set(r)]
 
 
 def main(argv=None) -> int:

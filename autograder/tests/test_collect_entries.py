@@ -388,3 +388,29 @@ def test_one_students_entries_share_an_id_and_two_students_entries_collide():
                                                 "bob_smith": ["bob smith", "bob_smith", "bob_smith.zip"]}
     with pytest.raises(ValueError, match="Readings"):
         entry_names.collisions(["alice", "@alice"])
+
+
+def test_collecting_one_resubmission_keeps_the_rest_of_the_class(tmp_path, capsys):
+    """A later collection of the lab (a late resubmission, a new student) replaces its students' lines in
+    roster.csv and repairs.csv and keeps every other student's, and the terminal says how many were kept."""
+    first = tmp_path / "export"
+    for sid in ("alice", "bob"):
+        (first / sid).mkdir(parents=True)
+        (first / sid / NOTEBOOK).write_bytes(HONEST)
+    (first / "bob" / "notes.txt").write_text("not a notebook")
+    root = _write_class(tmp_path / "course-root")
+    collect.collect(LAB, first, root, root / "course", NOTEBOOK)
+    late = tmp_path / "late"  # bob again, and carol for the first time
+    for sid, name in (("bob", "my lab.ipynb"), ("carol", NOTEBOOK)):
+        (late / sid).mkdir(parents=True)
+        (late / sid / name).write_bytes(HONEST)
+    records = collect.collect(LAB, late, root, root / "course", NOTEBOOK)
+    assert [r["student"] for r in records] == ["bob", "carol"]
+    assert "2 student(s) collected now, 1 kept from an earlier collection" in capsys.readouterr().out
+    reports = root / "autograder" / "work" / "reports" / LAB
+    with open(reports / "roster.csv", newline="") as handle:
+        roster = {row["student_id"]: row["file"] for row in csv.DictReader(handle)}
+    assert roster == {"alice": NOTEBOOK, "bob": "my lab.ipynb", "carol": NOTEBOOK}
+    with open(reports / "repairs.csv", newline="") as handle:
+        bob = {row["kind"] for row in csv.DictReader(handle) if row["student_id"] == "bob"}
+    assert "file-name" in bob and "skipped-files" not in bob  # the late entry's repairs, not the first one's
