@@ -36,3 +36,15 @@ def discover_labs(source_dir: Path = SOURCE_DIR) -> Dict[str, str]:
 
 
 LABS = discover_labs()
+
+
+def grading_limit(lab: str, name: str) -> int:
+    """One of the grading box's limits for ``lab`` as ``nbgrader_config.py`` sets it (``HardenedExecute.<name>``,
+    or its ``lab_limits`` entry for the lab), e.g. ``notebook_timeout`` in seconds; KeyError if it sets none."""
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
+    per_lab = dict(config.get("lab_limits", {})).get(lab, {})
+    if name in per_lab:
+        return int(per_lab[name])
+    if name not in config:
+        raise KeyError(f"nbgrader_config.py sets no HardenedExecute.{name}")
+    return int(config[name])

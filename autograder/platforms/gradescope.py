@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from autograder.platforms import bundle
-from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, write_results
+from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, print_for_instructor, write_results
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 HIDDEN_VISIBILITY_ENV = "PAGED_KV_HIDDEN_VISIBILITY"
@@ -96,8 +96,7 @@ def run(lab: str, submission: Path, target: Path) -> dict:
     outcome = grade_or_failure(lab, submission)
     data = results(outcome, visibility if visibility in VISIBILITIES else "after_published")
     write_results(target, data)
-    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
-          f"'{outcome.isolation or '-'}'; results: {target}")
+    print_for_instructor(outcome, target)
     return data
 
 

@@ -42,11 +42,13 @@ class Outcome:
 
     lab: str
     tests: List[CellResult]
-    notes: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # the Grading notes, as the student's feedback words them
     problem: str = ""
     seconds: float = 0.0
     isolation: str = ""
     file: str = ""
+    log: List[str] = field(default_factory=list)  # the instructor's lines (``kind: detail``): stdout, never results
+    gradable: bool = True  # False: the upload held nothing to grade (it should not cost the student an attempt)
 
     @property
     def score(self) -> float:
@@ -90,7 +92,6 @@ def _what_to_upload(notebook: str, repairs: List[list]) -> str:
 
 def grade_upload(lab: str, folder: Path) -> Outcome:
     """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
-    from autograder.box import trust
     from autograder.pipeline import collect, grade, insight
     from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
 
@@ -105,16 +106,18 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
         submission = _gather(Path(folder), Path(scratch))
         record = collect.write_submissions(lab, {STUDENT: submission}, ROOT, RELEASE_DIR, notebook)[0]
     repairs = [list(r) for r in record["repairs"]]
-    notes = [f"{kind}: {detail}" for kind, detail in repairs if kind != "added-cells"]
+    log = [f"{kind}: {detail}" for kind, detail in repairs if kind != "added-cells"]
     kinds = {kind for kind, _ in repairs}
+    work = ROOT / "autograder" / "work"
     if kinds & set(NOT_GRADED):
         tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above",
                             c["hidden"]) for c in cells]
+        notes = [n for n in student_notes(work / "submitted" / STUDENT / lab / notebook)
+                 if not n.startswith("No notebook")]  # (the problem says it, with what to upload)
         return Outcome(lab, tests, notes, _what_to_upload(notebook, repairs), round(time.monotonic() - started, 1),
-                       file=record["file"])
+                       file=record["file"], log=log, gradable=False)
     summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout
     row = summary["students"][0]
-    work = ROOT / "autograder" / "work"
     from autograder.box.hardened import events_path
 
     path = events_path(work / "events", lab, STUDENT)
@@ -132,15 +135,36 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
             output = str(verdict.get("message") or "failed").strip()
         tests.append(CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000],
                                 cell["hidden"]))
-    for event in events.get("events", []):
-        if event.get("kind") == "isolation":  # why the box could not be trusted is the instructor's (stdout)
-            notes.append(trust.REFUSED_MESSAGE)
-            continue
-        notes.append(f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}")
+    # The student reads what their feedback page says (the Grading notes, in sentences); the instructor's codes
+    # and flags (similar-to-reference, why the box could not be trusted) go to stdout, which only staff read.
+    notes = student_notes(work / "autograded" / STUDENT / lab / notebook) or \
+        student_notes(work / "submitted" / STUDENT / lab / notebook)
+    log += [f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}" for event in events.get("events", [])]
     if not row.get("ok"):
-        notes.append("grading this notebook failed; your instructor has the log")
+        notes.append("Grading this notebook failed; your instructor has the log.")
     return Outcome(lab, tests, notes, "", round(time.monotonic() - started, 1), summary.get("isolation", ""),
-                   record["file"])
+                   record["file"], log=log)
+
+
+def student_notes(path: Path) -> List[str]:
+    """The lines of the *Grading notes* cell of the notebook at ``path`` as plain text (the sentences the student's
+    feedback shows, markup references undone); [] when it has none or cannot be read."""
+    import html
+
+    import nbformat
+
+    from autograder.pipeline.inert_cells import NOTES_CELL_ID
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - a notebook that cannot be read has no notes to show
+        return []
+    cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
+    if cell is None:
+        return []
+    lines = [line.strip() for line in cell.source.splitlines()[1:] if line.strip()]
+    lines = [line for line in lines if not line.startswith("The autograder changed or noticed")]
+    return [html.unescape(line[2:] if line.startswith("- ") else line) for line in lines]
 
 
 def _name(cell: dict) -> str:
@@ -174,6 +198,15 @@ def grade_or_failure(lab: str, folder: Path) -> Outcome:
         # (grade() stops with SystemExit for what the instructor must fix: a damaged gradebook, no assignment)
         traceback.print_exc(file=sys.stdout)
         return failure(lab, error, bundle.cells_of(lab))
+
+
+def print_for_instructor(outcome: Outcome, target: Path) -> None:
+    """The platform job's stdout, which only the course's staff read: the score, the box level, where the results
+    went, and the instructor's log lines (repairs and grading events, flags such as ``similar-to-reference``)."""
+    print(f"{outcome.lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
+          f"'{outcome.isolation or '-'}'; results: {target}")
+    for line in outcome.log:
+        print(f"  log: {line}")
 
 
 def write_results(target: Path, data: dict) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import stat
 import sys
 import uuid
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from autograder.platforms import bundle
-from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, write_results
+from autograder.platforms.gradescope import HIDDEN_VISIBILITY_ENV, VISIBILITIES
+from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, print_for_instructor, write_results
 
 IMAGE = "paged-kv-course/grader:latest"
 
@@ -52,28 +54,48 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/cours
 """
 
 
-def results(outcome: Outcome) -> dict:
-    """PrairieLearn's results.json for ``outcome``. Every field of it is shown to the student (PrairieLearn
+JOB_OVERHEAD_S = 90  # collection, the isolation probe, the gradebook and a kernel's start, over the notebook budget
+
+
+def job_timeout_s(lab: str) -> int:
+    """PrairieLearn's ``externalGradingOptions.timeout`` for ``lab``: the lab's notebook budget (every cell and
+    every part's box share it) plus ``JOB_OVERHEAD_S``, within PrairieLearn's 600 s."""
+    from autograder.pipeline.labs import grading_limit
+
+    return min(600, grading_limit(lab, "notebook_timeout") + JOB_OVERHEAD_S)
+
+
+def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dict:
+    """PrairieLearn's results.json for ``outcome`` (hidden tests shown one by one only when ``hidden_visibility`` is
+    ``visible``, the setting Gradescope's results take too; an upload with nothing to grade is not gradable). Every field of it is shown to the student (PrairieLearn
     has no field for the instructor alone, as Gradescope's ``extra_data``), so it names no box level: ``run``
     prints that on stdout, the job's log, which only the course's staff read."""
     if not isinstance(outcome, Outcome):
         raise ValueError(f"results takes an Outcome, got {type(outcome).__name__}")
     maximum = outcome.max_score
-    return {"gradable": True, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
+    shown = [t for t in outcome.tests if hidden_visibility == "visible" or not t.hidden]
+    tests = [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output} for t in shown]
+    held = [t for t in outcome.tests if t not in shown]
+    if held:  # PrairieLearn shows every test at once: the hidden ones as one line, with no detail (as Gradescope)
+        tests.append({"name": f"hidden tests ({len(held)})", "points": round(sum(t.score for t in held), 4),
+                      "max_points": round(sum(t.max_score for t in held), 4),
+                      "output": "Each hidden test's result is shown once your instructor publishes them."})
+    return {"gradable": outcome.gradable, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
             "message": outcome.message(),
             "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()})",
-            "tests": [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output}
-                      for t in outcome.tests]}
+            "tests": tests}
 
 
 def run(lab: str, student: Path, target: Path) -> dict:
     """Grade the upload and write results.json; never raises for a bad upload or a failure of grading. The
     box level goes to stdout (the instructor's), never into results.json (the student's)."""
     outcome = grade_or_failure(lab, student)
-    data = results(outcome)
+    visibility = os.environ.get(HIDDEN_VISIBILITY_ENV, "after_published")
+    data = results(outcome, visibility if visibility in VISIBILITIES else "after_published")
     write_results(target, data)
-    print(f"{lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
-          f"'{outcome.isolation or '-'}'; results: {target}")
+    print_for_instructor(outcome, target)
     return data
 
 
@@ -105,7 +127,7 @@ def build_question(lab: str, dest: Path) -> Path:
     info = {"uuid": question_uuid(lab), "title": f"paged-kv-course {lab}", "topic": "KV cache paging",
             "tags": ["paged-kv-course", lab], "type": "v3", "singleVariant": True, "gradingMethod": "External",
             "externalGradingOptions": {"enabled": True, "image": IMAGE, "entrypoint": "/grade/tests/run_grader",
-                                       "timeout": 600}}
+                                       "timeout": job_timeout_s(lab)}}
     (folder / "info.json").write_text(json.dumps(info, indent=2))
     notebook = LABS[lab]
     (folder / "question.html").write_text(

@@ -185,8 +185,8 @@ def test_gradescope_refuses_where_a_kernel_uid_cannot_reach_python(image, tmp_pa
 
 def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monkeypatch):
     """PrairieLearn's entrypoint at /grade, in the same container: the solution under another name 1.0,
-    delegation to the source notebook 0, a broken file 0 and gradable with what to upload; every result valid and
-    without hidden-test text; no process left."""
+    delegation to the source notebook 0, a broken file 0 and not gradable (it costs no attempt), with what to
+    upload; every result valid and without hidden-test text; no process left."""
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
     question = platform_harness.build_question(LAB, tmp_path)
     uploads = test_platforms._uploads(tmp_path)
@@ -197,7 +197,8 @@ def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monke
     expected = {"honest": 1.0, "broken": 0.0, "delegate": 0.0}
     for label, run in runs.items():
         jsonschema.validate(run.results, platform_harness.SCHEMAS["prairielearn"])
-        assert run.results["gradable"] is True and run.results["score"] == expected[label], (label, run.results)
+        assert run.results["gradable"] is (label != "broken") and run.results["score"] == expected[label], \
+            (label, run.results)
         assert platform_harness.leaked(run, _secret()) == [], label
     assert "upload" in runs["broken"].results["message"].lower()
     assert container.left_behind(*(run.tmpdir for run in runs.values())) == []

@@ -27,12 +27,17 @@ LAB = "02-atomic-prefill"
 SCHEMAS = platform_harness.SCHEMAS
 
 
+INSTRUCTOR_LOG = ["file-name: Copy of atomic_prefill.ipynb graded as atomic_prefill.ipynb",
+                  "lab02-prefill: similar-to-reference: 94% like the reference's syntax tree: review it"]
+STUDENT_NOTE = "Your notebook was uploaded as 'Copy of atomic_prefill.ipynb'; it was graded as atomic_prefill.ipynb."
+
+
 def _outcome(problem: str = "") -> Outcome:
     tests = [CellResult("lab02-visible", "3. Your task: visible tests (lab02-visible)", 2.0, 2.0, "passed", False),
              CellResult("lab02-hidden-count", "3. Your task: hidden tests (lab02-hidden-count)", 0.0, 3.0,
                         "[prompt of 9 tokens] took 3 blocks\n  hint:     ceil(N / N)", True)]
-    return Outcome(LAB, tests, ["file-name: Copy of atomic_prefill.ipynb graded as atomic_prefill.ipynb"], problem,
-                   12.3, "bwrap", "Copy of atomic_prefill.ipynb")
+    return Outcome(LAB, tests, [STUDENT_NOTE], problem, 12.3, "bwrap", "Copy of atomic_prefill.ipynb",
+                   log=list(INSTRUCTOR_LOG), gradable=not problem)
 
 
 def test_results_follow_each_platforms_schema():
@@ -47,6 +52,11 @@ def test_results_follow_each_platforms_schema():
         pl = prairielearn.results(_outcome(problem))
         jsonschema.validate(pl, SCHEMAS["prairielearn"])
         assert pl["score"] == pytest.approx(2.0 / 5.0) and pl["tests"][1]["max_points"] == 3.0
+        assert pl["gradable"] is (not problem), "an upload with nothing to grade costs no attempt"
+        # hidden tests as Gradescope shows them: with any visibility but "visible", no test's detail
+        assert pl["tests"][1]["name"] == "hidden tests (1)" and "ceil" not in json.dumps(pl)
+        shown = prairielearn.results(_outcome(problem), "visible")
+        assert shown["tests"][1]["name"].endswith("(lab02-hidden-count)") and "ceil" in shown["tests"][1]["output"]
     with pytest.raises(ValueError, match="visibility"):
         gradescope.results(_outcome(), "after_lunch")
     with pytest.raises(jsonschema.ValidationError):  # the schema has teeth: a test without max_score
@@ -68,6 +78,36 @@ def test_the_box_level_reaches_the_instructors_stdout_and_nothing_a_student_sees
         assert data.get("extra_data", {}).get("box_level") in (None, outcome.isolation)
     with pytest.raises(ValueError, match="Outcome"):
         prairielearn.results({"score": 1})
+
+
+def test_students_read_sentences_and_the_instructor_reads_the_codes_and_flags(tmp_path, monkeypatch, capsys):
+    """On both platforms, what the student sees holds the Grading notes as their feedback words them, and no
+    internal code (``file-name``) or instructor's flag (``similar-to-reference``); the job's stdout, which only
+    the course's staff read, holds every one of the instructor's lines."""
+    for platform in (prairielearn, gradescope):
+        monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: _outcome())
+        platform.run(LAB, tmp_path, tmp_path / platform.__name__ / "results.json")
+        shown = {k: v for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
+                 if k != "extra_data"}
+        text = json.dumps(shown)
+        assert STUDENT_NOTE in " ".join(str(v) for v in shown.values()), platform
+        assert "similar-to-reference" not in text and "file-name" not in text, (platform, text)
+        out = capsys.readouterr().out
+        assert all(line in out for line in INSTRUCTOR_LOG), (platform, out)
+
+
+def test_the_student_notes_are_read_from_the_feedbacks_grading_notes(tmp_path):
+    """``student_notes`` gives the Grading notes cell's lines as the feedback renders them (markup undone)."""
+    from autograder.pipeline import plain_text
+    from autograder.platforms.one_upload import student_notes
+
+    quoted = "Your cell `x < 1` ran for 30 s: it was stopped."
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "## Grading notes\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
+        + plain_text.note_lines(["- " + quoted, "- " + STUDENT_NOTE]), id="grading-notes")])
+    nbformat.write(nb, tmp_path / "graded.ipynb")
+    assert student_notes(tmp_path / "graded.ipynb") == [quoted, STUDENT_NOTE]
+    assert student_notes(tmp_path / "missing.ipynb") == []
 
 
 def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
@@ -111,6 +151,9 @@ def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
     assert (folder / "tests" / "course" / "autograder" / "nbgrader_config.py").exists()
     assert info["uuid"] == prairielearn.question_uuid(LAB) != prairielearn.question_uuid("03-decode-growth")
     assert (folder / "tests" / "course" / "autograder" / "work" / "gradebook.db").exists(), "the lab's gradebook"
+    # the job's timeout fits the lab (its notebook budget and the job's start), not PrairieLearn's 600 s maximum
+    assert info["externalGradingOptions"]["timeout"] == 120 + prairielearn.JOB_OVERHEAD_S
+    assert prairielearn.job_timeout_s("06-triton-paged-attention") == 240 + prairielearn.JOB_OVERHEAD_S
 
 
 # ----------------------------------------------------------------------------- the harness (root only)
