@@ -255,6 +255,31 @@ def pick_notebook(files: List[Path], expected: str) -> Tuple[Optional[Path], Lis
     return chosen, [f.name for f in notebooks if f is not chosen]
 
 
+def notebooks_of_the_lab(files: List[Path], grade_ids: Iterable[str]) -> List[Path]:
+    """Of ``files``, the notebooks whose content is this lab's: valid JSON whose cells carry one of the lab's
+    ``grade_ids`` in their nbgrader metadata, read as collection reads (``read_file``: plain files, in limits)."""
+    wanted = set(grade_ids)
+    found = []
+    for path in files:
+        if path.suffix != ".ipynb" or ".ipynb_checkpoints" in path.parts or "__MACOSX" in path.parts:
+            continue
+        try:
+            cells = json.loads(read_file(path).decode("utf-8-sig", errors="replace")).get("cells", [])
+            ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells if isinstance(c, dict)}
+        except (Refused, ValueError, AttributeError, OSError):
+            continue
+        if ids & wanted:
+            found.append(path)
+    return found
+
+
+def _nothing_to_grade(release, kind: str, detail: str, note: str) -> Repaired:
+    """The release, graded in place of a submission that gave no one notebook of the lab, with why."""
+    result = Repaired(notebook=copy.deepcopy(release))
+    add_note(result, kind, detail, note)
+    return result
+
+
 def _rank(name: str, stem: str) -> int:
     if name == f"{stem}.ipynb":
         return 0
@@ -290,11 +315,18 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
     if unsafe:
         raise ValueError(f"unsafe student id {unsafe[0]!r}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
+    grade_ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in release.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")]
     work = course_root / "autograder" / "work"
     records = []
     for sid, submission in sorted(submissions.items()):
         collided = bool(submission.collided)
         chosen, skipped = (None, []) if collided else pick_notebook(submission.files, notebook)
+        ours: List[Path] = []
+        if chosen is None and not collided:  # no name to go by: the lab's notebooks are known by their cells
+            ours = notebooks_of_the_lab(submission.files, grade_ids)
+            if len(ours) == 1:
+                chosen, skipped = ours[0], [name for name in skipped if name != ours[0].name]
         raw, refused = b"", list(submission.refused)
         if chosen is not None:
             try:
@@ -305,12 +337,20 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         name = chosen.name if chosen is not None else "(none)"
         if collided:
             repaired = _collision(sid, submission.collided, release)
+        elif chosen is None and len(ours) > 1:
+            names = ", ".join(f"`{_shown(p.name)}`" for p in ours)
+            repaired = _nothing_to_grade(
+                release, "several-notebooks", ", ".join(p.name for p in ours),
+                f"Your submission holds {len(ours)} notebooks of this lab ({names}), so none was graded: the "
+                f"autograder cannot tell which one you want graded. Submit one notebook, `{notebook}`.")
+        elif chosen is None:
+            repaired = _nothing_to_grade(
+                release, "no-notebook", f"files: {', '.join(skipped) or 'none'}",
+                f"No notebook of this lab was found in your submission, so nothing was graded. Submit the lab's "
+                f"notebook, `{notebook}` (File > Download in JupyterLab or Colab).")
         else:
-            repaired = repair(raw, release, file_name=chosen.name if chosen is not None else "",
-                              expected_name=notebook)
-            if chosen is None:
-                repaired.log.insert(0, ("no-notebook", f"files: {', '.join(skipped) or 'none'}"))
-            elif skipped:
+            repaired = repair(raw, release, file_name=chosen.name, expected_name=notebook)
+            if skipped:
                 repaired.log.append(("skipped-files", ", ".join(skipped)))
         for entry, reason in refused:
             if collided:

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import List, Optional
 
 STUDENT = "student"
-NOT_GRADED = ("no-notebook", "invalid-json")
+NOT_GRADED = ("no-notebook", "invalid-json", "several-notebooks")
+# How the Grading notes of those kinds begin (``collect``, ``repair``): ``problem`` says it already.
+SAID_BY_THE_PROBLEM = ("No notebook of this lab", "Your submission holds", "Your file is not a valid notebook",
+                       "Your file is JSON but not a notebook")
 
 
 @dataclass
@@ -82,6 +85,9 @@ def _gather(folder: Path, scratch: Path):
 
 def _what_to_upload(notebook: str, repairs: List[list]) -> str:
     kinds = {kind: detail for kind, detail in repairs}
+    if "several-notebooks" in kinds:
+        return (f"Your upload holds several notebooks of this lab ({kinds['several-notebooks'][:300]}), so none was "
+                f"graded: upload one, the lab's notebook file `{notebook}`, alone.")
     if "no-notebook" in kinds:
         return (f"No notebook to grade was found in your upload ({kinds['no-notebook']}). Upload the lab's notebook "
                 f"file, `{notebook}`, alone (File > Download in JupyterLab or Colab), not a zip of a folder with "
@@ -113,7 +119,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
         tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above",
                             c["hidden"]) for c in cells]
         notes = [n for n in student_notes(work / "submitted" / STUDENT / lab / notebook)
-                 if not n.startswith("No notebook")]  # (the problem says it, with what to upload)
+                 if not n.startswith(SAID_BY_THE_PROBLEM)]  # (the problem says it, with what to upload)
         return Outcome(lab, tests, notes, _what_to_upload(notebook, repairs), round(time.monotonic() - started, 1),
                        file=record["file"], log=log, gradable=False)
     summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout

@@ -414,3 +414,27 @@ def test_collecting_one_resubmission_keeps_the_rest_of_the_class(tmp_path, capsy
     with open(reports / "repairs.csv", newline="") as handle:
         bob = {row["kind"] for row in csv.DictReader(handle) if row["student_id"] == "bob"}
     assert "file-name" in bob and "skipped-files" not in bob  # the late entry's repairs, not the first one's
+
+
+def test_the_labs_notebook_is_known_by_its_cells_when_its_name_says_nothing(tmp_path):
+    """Notebooks under names that say nothing: the one whose cells carry the lab's grade ids is graded, the other
+    skipped; two of the lab are both named to the student and neither is graded (no false invalid-JSON note);
+    none of the lab is "no notebook", again without an invalid-JSON note."""
+    other = (RELEASE_DIR / "03-decode-growth" / "decode_growth.ipynb").read_bytes()
+    export = tmp_path / "export"
+    for sid, files in (("one", {"final.ipynb": SOLVED, "scratch.ipynb": other}),
+                       ("two", {"final.ipynb": SOLVED, "final v2.ipynb": HONEST}),
+                       ("none", {"notes.ipynb": other, "scratch.ipynb": other})):
+        (export / sid).mkdir(parents=True)
+        for name, data in files.items():
+            (export / sid / name).write_bytes(data)
+    root = _write_class(tmp_path / "course-root")
+    records = {r["student"]: r for r in collect.collect(LAB, export, root, root / "course", NOTEBOOK)}
+    kinds = {sid: [k for k, _ in r["repairs"]] for sid, r in records.items()}
+    assert records["one"]["file"] == "final.ipynb" and "skipped-files" in kinds["one"]
+    assert "several-notebooks" in kinds["two"] and records["two"]["file"] == "(none)"
+    assert "no-notebook" in kinds["none"]
+    assert not any("invalid-json" in k for k in kinds.values()), kinds
+    notes = nbformat.read(root / "autograder" / "work" / "submitted" / "two" / LAB / NOTEBOOK, as_version=4)
+    text = html.unescape(notes.cells[0].source)
+    assert "2 notebooks of this lab" in text and "final v2.ipynb" in text and "final.ipynb" in text
