@@ -134,7 +134,7 @@ def release(layout: Layout, lab: Optional[str]) -> int:
     if lab is not None and lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
     labs = [name for name in sorted(LABS) if lab is None or name[:2] <= lab[:2]]
-    done = run_exchange_step(layout, "release", *labs)
+    done = run_exchange_step(layout, "release", *labs, *(["--open-lab", lab] if lab is not None else []))
     if done != 0:
         return done
     graded = _graded()

@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 INBOX = "autograder/work/inbox"
@@ -57,17 +57,31 @@ def _check(exchange: Path, course_id: str) -> None:
         raise ValueError(f"not a course id: {course_id!r}")
 
 
-def release(labs: Sequence[str], exchange: Path, course_id: str) -> List[str]:
-    """Release each of ``labs`` (replacing an earlier release); return them."""
+def release(labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optional[str] = None) -> List[str]:
+    """Release each of ``labs`` (replacing an earlier release); return them. ``open_lab`` (one of them: the lab
+    in front of the class) is released without its practice close to the answers (``practice``)."""
     from autograder.pipeline.labs import LABS
 
     _check(exchange, course_id)
     unknown = sorted(set(labs) - set(LABS))
     if unknown:
         raise ValueError(f"unknown labs {unknown}; the labs are {sorted(LABS)}")
+    if open_lab is not None and open_lab not in labs:
+        raise ValueError(f"the open lab {open_lab!r} is not among the labs released, {list(labs)}")
     for lab in labs:
         _nbgrader("release_assignment", lab, "--force", exchange=exchange, course_id=course_id)
+    if open_lab is not None:
+        leave_out_near_answers(Path(exchange) / course_id / "outbound" / open_lab / LABS[open_lab])
     return list(labs)
+
+
+def leave_out_near_answers(notebook: Path) -> None:
+    """Rewrite a released notebook in place without its practice close to the answers (same file mode)."""
+    from autograder.pipeline import practice
+
+    mode = notebook.stat().st_mode
+    notebook.write_bytes(practice.open_lab_notebook_bytes(notebook))
+    os.chmod(notebook, mode & 0o7777)
 
 
 def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, str]:
@@ -163,14 +177,17 @@ def main(argv=None) -> int:
     parser.add_argument("--exchange", type=Path, required=True, help="nbgrader's Exchange.root")
     parser.add_argument("--course-id", required=True)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("release", help="release labs to the exchange").add_argument("labs", nargs="*")
+    releasing = commands.add_parser("release", help="release labs to the exchange")
+    releasing.add_argument("labs", nargs="*")
+    releasing.add_argument("--open-lab", help="the lab in front of the class: released without its practice close "
+                                              "to the answers (autograder/pipeline/practice.py)")
     commands.add_parser("grade", help="collect, grade, release feedback").add_argument("lab")
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
             from autograder.pipeline.labs import LABS
 
-            done = release(args.labs or sorted(LABS), args.exchange, args.course_id)
+            done = release(args.labs or sorted(LABS), args.exchange, args.course_id, args.open_lab)
             print(f"released to {args.exchange}/{args.course_id}: {', '.join(done)}")
             return 0
         summary = grade_from_exchange(args.lab, args.exchange, args.course_id)

@@ -21,6 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
+from autograder.pipeline import practice
+
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
 FOLDERS = ["course", "paged_kv", "student-lab"]
@@ -121,15 +123,28 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
     check_clean(files, repo, generated)
     readme = STUDENT_README + (EDITION_NOTE.format(lab=lab) if lab else "")
     target.parent.mkdir(parents=True, exist_ok=True)
+    open_notebook = _open_lab_notebook(repo, lab)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
+            if path == open_notebook:  # the open lab: without its practice close to the answers
+                continue
             archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
+        if open_notebook is not None:
+            generated = {**generated, str(open_notebook.relative_to(repo)): practice.open_lab_notebook_bytes(open_notebook)}
         for name, data in [*generated.items(), ("Makefile", STUDENT_MAKEFILE.encode()), ("README.md", readme.encode())]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
     return target
+
+
+def _open_lab_notebook(repo: Path, lab: Optional[str]) -> Optional[Path]:
+    """The release notebook of the lab a class's handout is for (None for self-study)."""
+    if lab is None:
+        return None
+    notebooks = sorted((repo / "course" / lab).glob("*.ipynb"))
+    return notebooks[0] if notebooks else None
 
 
 EDITION_NOTE = """

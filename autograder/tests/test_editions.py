@@ -184,3 +184,73 @@ def test_a_class_handout_carries_the_labs_up_to_its_lab_and_its_edition(tmp_path
     assert package == edition_sources(lab)
     assert "lab 05-prefix-cache" in readme
     assert f"LAB: Optional[str] = {lab!r}" in package["cache/edition.py"].decode()
+
+
+NEAR = 0.4  # of the lines of a practice function and a left-out body (both unparsed) this share or more match
+
+
+def _near_answers(notebook: dict, lab: str) -> list:
+    """``(practice function, left-out function, share of matching lines)`` for each function defined by a code
+    cell of ``notebook`` that is not a TODO or a test and is close to the body of one of ``lab``'s left-out
+    functions (its TODOs and their equivalents): an answer minus an edit or two."""
+    references = {}
+    for stub in manifest.BY_LAB[lab].stubs:
+        node = _by_qualname(ast.parse((PACKAGE / stub.module).read_text()), stub.qualname)
+        body = next(body for _, body in _function_bodies(ast.unparse(node)))
+        references[stub.dotted] = ast.unparse(ast.Module(body=body, type_ignores=[])).splitlines()
+    found = []
+    for cell in notebook["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if cell["cell_type"] != "code" or meta.get("solution") or meta.get("grade"):
+            continue
+        try:
+            bodies = list(_function_bodies("".join(cell["source"])))
+        except SyntaxError:  # a cell of IPython magics
+            continue
+        for name, body in bodies:
+            lines = ast.unparse(ast.Module(body=body, type_ignores=[])).splitlines()
+            for dotted, reference in references.items():
+                share = difflib.SequenceMatcher(None, lines, reference, autojunk=False).ratio()
+                if len(lines) >= 3 and share >= NEAR:
+                    found.append((name, dotted, round(share, 2)))
+    return found
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_no_practice_cell_of_a_class_handout_is_an_open_todos_answer_minus_an_edit(tmp_path, lab):
+    """The open lab's notebook in its class handout (``make handout LAB=NN``; the hub's release does the same):
+    no function of a practice cell is within a few edits of one of the lab's answers (lab 05's bug hunts are
+    left out until the lab is past due: ``autograder/pipeline/practice.py``)."""
+    with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
+        notebook = json.loads(archive.read(f"paged-kv-course/course/{lab}/{discover_labs(REPO / 'course')[lab]}"))
+    assert _near_answers(notebook, lab) == []
+
+
+def test_the_bug_hunts_close_to_lab_05s_answers_are_in_self_study_and_past_due_copies_only(tmp_path):
+    """The check above has teeth: the release itself (self-study, and the copy of lab 05 once it is past due)
+    holds the bug hunts, which the check finds; the class's copy says where they went."""
+    lab = "05-prefix-cache"
+    notebook = json.loads((REPO / "course" / lab / discover_labs(REPO / "course")[lab]).read_text())
+    assert {dotted.rsplit(".", 1)[1] for _, dotted, _ in _near_answers(notebook, lab)} >= {"_allocate_block",
+                                                                                             "allocate"}
+    with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
+        text = archive.read(f"paged-kv-course/course/{lab}/prefix_cache.ipynb").decode()
+    assert "class EveryBlockFromCache" not in text and "Left out of your class's copy" in text
+    with zipfile.ZipFile(handout.build(tmp_path / "later.zip", lab="06-triton-paged-attention")) as archive:
+        assert "class EveryBlockFromCache" in archive.read(f"paged-kv-course/course/{lab}/prefix_cache.ipynb").decode()
+
+
+def test_the_exchange_releases_the_open_lab_without_its_practice_close_to_the_answers(tmp_path):
+    """``make hub-release LAB=05-...`` (the exchange's ``release --open-lab``) rewrites the released notebook of the
+    open lab as the class handout has it, keeping its file mode; an open lab that is not released is refused."""
+    from autograder.pipeline import exchange
+
+    released = tmp_path / "outbound" / "05-prefix-cache" / "prefix_cache.ipynb"
+    released.parent.mkdir(parents=True)
+    released.write_bytes((REPO / "course" / "05-prefix-cache" / "prefix_cache.ipynb").read_bytes())
+    os.chmod(released, 0o644)
+    exchange.leave_out_near_answers(released)
+    assert _near_answers(json.loads(released.read_text()), "05-prefix-cache") == []
+    assert "Left out of your class's copy" in released.read_text() and (released.stat().st_mode & 0o777) == 0o644
+    with pytest.raises(ValueError, match="open lab"):
+        exchange.release(["01-capacity-ledger"], tmp_path / "exchange", "course", open_lab="05-prefix-cache")
