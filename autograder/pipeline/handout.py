@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from autograder.pipeline import practice
+from autograder.pipeline import colab_class, practice
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
@@ -73,7 +73,8 @@ How LLM inference engines manage the KV cache with paged attention, one lab at a
   on `course/`. Work through the labs in order, starting with `00-start-here`. On a remote machine,
   run `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
   here, then open the link it prints (any JupyterLab option goes in `LAB_ARGS`).
-- In Google Colab: upload a notebook from `course/`; its first cell installs the course package.
+- In Google Colab: upload a notebook from `course/`; its first cell installs the course package (a class's
+  handout: see below).
 
 Each lab has an answer cell to fill in and a cell of visible tests to run after it; more tests run
 when your notebook is graded. Submit the notebook file itself (`.ipynb`), keeping its name and the
@@ -101,9 +102,7 @@ def _later(path: Path, repo: Path, lab: str) -> bool:
 
 def edition_files(lab: str) -> Dict[str, bytes]:
     """``{path in the handout: content}`` of lab ``lab``'s edition of the package."""
-    from autograder.editions.build import edition_sources
-
-    return {f"paged_kv/{name}": data for name, data in edition_sources(lab).items()}
+    return {f"paged_kv/{name}": data for name, data in edition_sources_of(lab).items()}
 
 
 def check_clean(files: Iterable[Path], repo: Path = REPO, generated: Optional[Dict[str, bytes]] = None) -> None:
@@ -123,20 +122,45 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
     check_clean(files, repo, generated)
     readme = STUDENT_README + (EDITION_NOTE.format(lab=lab) if lab else "")
     target.parent.mkdir(parents=True, exist_ok=True)
-    open_notebook = _open_lab_notebook(repo, lab)
+    if lab is not None:  # a class's copy: its notebooks install its edition on Colab, the open lab's practice
+        open_notebook = _open_lab_notebook(repo, lab)  # close to the answers is left out
+        notebooks = [path for path in files if path.suffix == ".ipynb"]
+        files = [path for path in files if path not in notebooks]
+        generated = {**generated, **{str(path.relative_to(repo)): _class_copy(path, path == open_notebook)
+                                     for path in notebooks}}
+        pyproject = (repo / "pyproject.toml").read_bytes()
+        generated[f"colab/{colab_class.EDITION_ZIP}"] = colab_class.edition_zip(edition_sources_of(lab), pyproject,
+                                                                                readme.encode())
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
-            if path == open_notebook:  # the open lab: without its practice close to the answers
-                continue
             archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
-        if open_notebook is not None:
-            generated = {**generated, str(open_notebook.relative_to(repo)): practice.open_lab_notebook_bytes(open_notebook)}
         for name, data in [*generated.items(), ("Makefile", STUDENT_MAKEFILE.encode()), ("README.md", readme.encode())]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
     return target
+
+
+def _class_copy(path: Path, is_open: bool) -> bytes:
+    """A release notebook as a class's handout holds it: its setup cell installs the class's edition on Colab
+    (``colab_class``), and, for the open lab, its practice close to the answers is left out (``practice``)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    if is_open:
+        nb = practice.for_open_lab(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = colab_class.class_setup_source(cell.source)
+    return nbformat.writes(nb).encode()
+
+
+def edition_sources_of(lab: str) -> Dict[str, bytes]:
+    """Lab ``lab``'s edition of the package, ``{path in the package: content}``."""
+    from autograder.editions.build import edition_sources
+
+    return edition_sources(lab)
 
 
 def _open_lab_notebook(repo: Path, lab: Optional[str]) -> Optional[Path]:
@@ -150,6 +174,9 @@ def _open_lab_notebook(repo: Path, lab: Optional[str]) -> Optional[Path]:
 EDITION_NOTE = """
 This handout is for lab {lab}: it holds the labs up to that one, and its copy of the course package leaves
 out the code that answers lab {lab} and every later lab (calling it says so). Your own code answers them.
+
+In Google Colab, upload the lab's notebook and `colab/paged-kv-class-edition.zip` (the Files panel, the
+folder icon on the left): the notebook's first cell installs that copy of the package (not the public one).
 """
 
 

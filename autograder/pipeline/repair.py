@@ -151,8 +151,9 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
             take(r, s)
     for r, cell in enumerate(release):  # by identical text
         if r not in matched:
+            texts = _as_handed_out(cell.source)
             s = next((i for i, c in enumerate(cells) if i not in used and c["type"] == cell.cell_type
-                      and normalized(c["source"]) == normalized(cell.source) and cell.source.strip()), None)
+                      and normalized(c["source"]) in texts and cell.source.strip()), None)
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # answer cells: the cell that defines what the answer must define
@@ -241,10 +242,18 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
         return new
     if submitted is None:
         result.record(f"restored-{kind}", _label(cell), f"The {what} was missing; the original was put back.")
-    elif normalized(submitted["source"]) != normalized(cell.source) and (meta.get("locked") or meta.get("grade")):
+    elif normalized(submitted["source"]) not in _as_handed_out(cell.source) and (meta.get("locked") or meta.get("grade")):
         result.record(f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally "
                       "written.")
     return new
+
+
+def _as_handed_out(source: str) -> Set[str]:
+    """The normalised texts a given cell may have without being edited: the release's, and a class handout's copy
+    of it (its setup cell installs the class's edition on Colab: ``autograder.pipeline.colab_class``)."""
+    from autograder.pipeline.colab_class import class_setup_source
+
+    return {normalized(source), normalized(class_setup_source(source))}
 
 
 def _added(cell: dict, index: int, taken: Set[Optional[str]]) -> NotebookNode:

@@ -254,3 +254,54 @@ def test_the_exchange_releases_the_open_lab_without_its_practice_close_to_the_an
     assert "Left out of your class's copy" in released.read_text() and (released.stat().st_mode & 0o777) == 0o644
     with pytest.raises(ValueError, match="open lab"):
         exchange.release(["01-capacity-ledger"], tmp_path / "exchange", "course", open_lab="05-prefix-cache")
+
+
+def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
+    """``make handout LAB=05-...``: no notebook's setup cell installs the public package (every lab's reference);
+    on Colab they install ``colab/paged-kv-class-edition.zip``, which pip installs as lab 05's edition (its TODOs
+    are stubs); the self-study handout keeps the public one-click route."""
+    import subprocess
+
+    from autograder.pipeline import colab_class
+
+    lab = "05-prefix-cache"
+    with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
+        texts = {n: archive.read(n).decode() for n in archive.namelist() if n.endswith((".ipynb", ".md", "Makefile"))}
+        (tmp_path / colab_class.EDITION_ZIP).write_bytes(archive.read(f"paged-kv-course/colab/{colab_class.EDITION_ZIP}"))
+    notebooks = {n: t for n, t in texts.items() if n.endswith(".ipynb")}
+    assert notebooks and not any("git+https" in t for t in texts.values())
+    assert all(colab_class.COLAB_PATH in t for t in notebooks.values() if "google.colab" in t)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--target", str(tmp_path / "site"),
+                           f"paged-kv-course @ file://{tmp_path / colab_class.EDITION_ZIP}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    installed = (tmp_path / "site" / "paged_kv" / "cache" / "prefix_cache.py").read_text()
+    assert installed == edition_sources(lab)["cache/prefix_cache.py"].decode() and LEFT_OUT in installed
+    assert (tmp_path / "site" / "paged_kv" / "engine" / "data").is_dir()
+    with zipfile.ZipFile(handout.build(tmp_path / "self.zip")) as archive:
+        assert "git+https" in archive.read(f"paged-kv-course/course/{lab}/prefix_cache.ipynb").decode()
+
+
+def test_a_notebook_from_a_class_handout_is_graded_without_an_edited_cell_note():
+    """Its setup cell is the class's rewrite (``colab_class.class_setup_source``), not an edit: collection repairs
+    nothing in it, with or without cell ids (a notebook saved by Colab has none)."""
+    import nbformat
+
+    from autograder.pipeline import colab_class, repair
+
+    release = nbformat.read(REPO / "course" / "02-atomic-prefill" / "atomic_prefill.ipynb", as_version=4)
+    handed = nbformat.read(REPO / "course" / "02-atomic-prefill" / "atomic_prefill.ipynb", as_version=4)
+    for cell in handed.cells:
+        cell.source = colab_class.class_setup_source(cell.source) if cell.cell_type == "code" else cell.source
+    assert nbformat.writes(handed) != nbformat.writes(release), "the setup cell was rewritten"
+    for keep_ids in (True, False):
+        nb = nbformat.reads(nbformat.writes(handed), as_version=4)
+        if not keep_ids:
+            for cell in nb.cells:
+                cell.pop("id", None)
+                cell.metadata = {}
+        result = repair.repair(nbformat.writes(nb).encode(), release, file_name="atomic_prefill.ipynb",
+                               expected_name="atomic_prefill.ipynb")
+        kinds = {kind for kind, _ in result.log}
+        assert not kinds & {"edited-cell", "restored-cell", "added-cells"}, (keep_ids, result.log)

@@ -1,0 +1,54 @@
+"""The Colab route of a class's handout: the notebooks install the class's edition, never the public package.
+
+A release notebook's setup cell installs, in Colab, the whole course package from the public repository
+(``tools/sync_colab.py`` writes that line): every lab's reference. A class's handout (``make handout LAB=NN``)
+instead carries ``colab/paged-kv-class-edition.zip`` (the package's edition of lab NN: its TODOs and every
+later lab's have no implementation) and its notebooks' setup cells install that file, uploaded to Colab's
+``/content``, and nothing else; without it they stop and say what to upload.
+
+``class_setup_source`` is the one rewrite of a setup cell, so the grader can tell it from an edit: a notebook
+from a class handout is graded without an "edited given cell" note (``autograder.pipeline.repair``).
+"""
+from __future__ import annotations
+
+import io
+import re
+import time
+import zipfile
+from pathlib import Path
+from typing import Dict
+
+EDITION_ZIP = "paged-kv-class-edition.zip"
+COLAB_PATH = f"/content/{EDITION_ZIP}"
+_PUBLIC_INSTALL = re.compile(r'^(?P<indent>[ \t]*)%pip install --quiet "(?P<name>paged-kv-course(\[[a-z]+\])?) @ '
+                             r'git\+https://[^"]+"[ \t]*$', re.M)
+
+
+def class_setup_source(source: str) -> str:
+    """``source`` (a setup cell) with its public-package install replaced by the class edition's (same extras);
+    unchanged when it has no such line."""
+    def replace(match: re.Match) -> str:
+        pad = match.group("indent")
+        return (f'{pad}import os  # a class\'s copy: the package edition in your handout\'s colab/ folder\n'
+                f'{pad}if not os.path.exists("{COLAB_PATH}"):\n'
+                f'{pad}    raise FileNotFoundError("Upload colab/{EDITION_ZIP} from your class\'s handout to Colab\'s '
+                f'Files panel (the folder icon), then run this cell again.")\n'
+                f'{pad}%pip install --quiet "{match.group("name")} @ file://{COLAB_PATH}"')
+    return _PUBLIC_INSTALL.sub(replace, source)
+
+
+def edition_zip(sources: Dict[str, bytes], pyproject: bytes, readme: bytes) -> bytes:
+    """The installable zip of an edition: ``paged-kv-course/`` with ``pyproject.toml``, ``README.md`` and
+    ``paged_kv/`` (``sources``: path in the package -> content), as pip installs a source archive."""
+    buffer = io.BytesIO()
+    stamp = time.localtime()[:6]
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        files = {"pyproject.toml": pyproject, "README.md": readme,
+                 **{f"paged_kv/{name}": data for name, data in sorted(sources.items())}}
+        for name, data in files.items():
+            info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=stamp)
+            info.external_attr = 0o100644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
