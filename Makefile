@@ -173,6 +173,7 @@ hub-clean: env
 lock: env
 	{ sed -n '/^#/p' requirements-lock.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu//'; } > requirements-lock.tmp
 	mv requirements-lock.tmp requirements-lock.txt
+	$(PY) tools/student_lock.py
 
 clean:
 	rm -rf $(VENV) $(VENV36) autograder/work bench/results .hypothesis dist

@@ -2,7 +2,8 @@
 
 It holds the release notebooks (``course/``), the ``paged_kv`` package they import, the JupyterLab
 settings that hide nbgrader's instructor tools (``student-lab/``), and what installs it
-(``pyproject.toml``, ``requirements-lock.txt``, ``environment.yml``), with a student's README and a
+(``pyproject.toml``, ``environment.yml``, and as ``requirements-lock.txt`` the pins a student needs:
+``requirements-student.txt``, no hub, browser or test tools), with a student's README and a
 Makefile whose ``make lab`` sets everything up and opens the course as the repository's ``make lab``
 does for students (the student settings, the course kernel, ``PORT`` and ``LAB_ARGS``). It holds no solutions, no graders,
 no tests and no hidden test code (the release has none; this module checks).
@@ -24,7 +25,8 @@ from typing import Dict, Iterable, List, Optional
 from autograder.pipeline import colab_class, practice
 
 REPO = Path(__file__).resolve().parents[2]
-FILES = ["pyproject.toml", "requirements-lock.txt", "environment.yml"]
+FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt
+STUDENT_LOCK = "requirements-student.txt"  # the developer lock's pins a student needs (tools/student_lock.py)
 FOLDERS = ["course", "paged_kv", "student-lab"]
 FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.graders")
 
@@ -134,7 +136,9 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
-        for name, data in [*generated.items(), ("Makefile", STUDENT_MAKEFILE.encode()), ("README.md", readme.encode())]:
+        lock = [("requirements-lock.txt", (repo / STUDENT_LOCK).read_bytes())] if (repo / STUDENT_LOCK).exists() else []
+        for name, data in [*generated.items(), *lock, ("Makefile", STUDENT_MAKEFILE.encode()),
+                           ("README.md", readme.encode())]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
             info.compress_type = zipfile.ZIP_DEFLATED

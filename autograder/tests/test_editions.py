@@ -305,3 +305,20 @@ def test_a_notebook_from_a_class_handout_is_graded_without_an_edited_cell_note()
                                expected_name="atomic_prefill.ipynb")
         kinds = {kind for kind, _ in result.log}
         assert not kinds & {"edited-cell", "restored-cell", "added-cells"}, (keep_ids, result.log)
+
+
+def test_a_handout_installs_the_students_pins_only(tmp_path):
+    """The handout's requirements-lock.txt is requirements-student.txt: the developer lock's pins of the package's
+    dependencies and its course extra, with what they need, and none of the hub's, the browser tests' or
+    pytest's; the committed file is what tools/student_lock.py makes from this environment."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "student_lock.py"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(handout.build(tmp_path / "h.zip")) as archive:
+        lock = archive.read("paged-kv-course/requirements-lock.txt").decode()
+    assert lock == (REPO / "requirements-student.txt").read_text()
+    pins = {line.split("==")[0].lower() for line in lock.splitlines() if "==" in line and not line.startswith("#")}
+    developer = {line.split("==")[0].lower() for line in (REPO / "requirements-lock.txt").read_text().splitlines()
+                 if "==" in line and not line.startswith("#")}
+    assert {"torch", "triton", "nbgrader", "jupyterlab", "xxhash"} <= pins <= developer
+    assert not pins & {"jupyterhub", "playwright", "pytest", "hypothesis", "nbval", "pytest-xdist"}
