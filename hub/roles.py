@@ -34,6 +34,8 @@ STUDENT_LAB_PAGE_CONFIG = REPO / "student-lab" / "labconfig" / "page_config.json
 # the plugins left on: Assignment List).
 STUDENT_HUB_TOOLS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+NBGRADER_VALIDATE = "nbgrader.server_extensions.validate_assignment"
+VALIDATE_MESSAGE_FIRST = "paged_kv.lab.validate_message"
 POLICY_EXTENSION = "pkv_feedback_policy"  # hub/feedback_policy.py, copied into each role's folder
 # {role: {extension module written into the role's folder: the file of hub/ it is a copy of}}
 EXTENSIONS = {
@@ -82,6 +84,8 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
             nbgrader = "c = get_config()  # noqa: F821\n" + exchange_settings(layout)
             (folder / "labconfig" / "page_config.json").write_text(json.dumps(student_page_config(), indent=1))
             server["ServerApp"] = {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}}
+            # Validate's dialog with the message first (paged_kv.lab.validate_message, in the student's edition)
+            server["ServerApp"]["jpserver_extensions"].update({NBGRADER_VALIDATE: False, VALIDATE_MESSAGE_FIRST: True})
         else:
             nbgrader = ("import os\n\nc = get_config()  # noqa: F821\n"
                         f"os.environ['PAGED_KV_COURSE_ROOT'] = {str(course_root)!r}\n"

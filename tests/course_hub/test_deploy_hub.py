@@ -182,6 +182,8 @@ def test_each_roles_settings_folder_is_in_the_image_with_that_roles_settings(ima
     assert extensions["nbgrader.server_extensions.formgrader"] is False
     assert extensions["nbgrader.server_extensions.assignment_list"] is True
     assert extensions["pkv_first_screen"] is True
+    assert extensions["nbgrader.server_extensions.validate_assignment"] is False  # served with the message first:
+    assert extensions["paged_kv.lab.validate_message"] is True  # the image installs paged_kv (deploy/Dockerfile)
     assert (student / "pkv_first_screen.py").read_text() == (ROOT / "hub" / "first_screen.py").read_text()
     assert f"sys.path.insert(0, {str(student)!r})" in (student / "jupyter_server_config.py").read_text()
 

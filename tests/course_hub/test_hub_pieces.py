@@ -89,6 +89,8 @@ def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for
     assert "load_subconfig" in instructor and str(tmp_path / "course") in instructor and "load_subconfig" not in student
     server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
     assert server["ServerApp"]["jpserver_extensions"] == {**{name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS},
+                                                          roles.NBGRADER_VALIDATE: False,
+                                                          roles.VALIDATE_MESSAGE_FIRST: True,
                                                           roles.POLICY_EXTENSION: True, "pkv_first_screen": True}
     instructor_server = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
     assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True,

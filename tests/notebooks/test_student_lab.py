@@ -70,12 +70,14 @@ def test_the_students_server_has_no_formgrader_and_prints_no_nbgrader_config_war
     """Formgrader's server side is off for students (it needs a course's nbgrader_config.py: without one it
     printed "No nbgrader_config.py file found" twice at every `make lab`), and so is the course list's."""
     assert json.loads((STUDENT_CONFIG / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] == {
-        "nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.course_list": False}
+        "nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.course_list": False,
+        # Validate's routes, served with the message first (test_validate_message.py)
+        "nbgrader.server_extensions.validate_assignment": False, "paged_kv.lab.validate_message": True}
     with jupyterlab_on_course(tmp_path, JUPYTER_CONFIG_PATH=str(STUDENT_CONFIG)) as url:
         fetch_when_up(f"{url}/lab")
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(f"{url}/formgrader", timeout=10)
     log = (tmp_path / "jupyterlab.log").read_text()
     assert missing.value.code == 404
-    assert "nbgrader.server_extensions.validate_assignment | extension was successfully loaded" in log, log[-2000:]
+    assert "paged_kv.lab.validate_message | extension was successfully loaded" in log, log[-2000:]
     assert "No nbgrader_config.py" not in log, log[-2000:]
