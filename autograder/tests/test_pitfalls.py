@@ -289,3 +289,27 @@ def test_the_notebook_lists_exactly_the_pitfalls_tested_here(lab):
     assert len(listed) == len(LISTED[lab]), listed
     for title in LISTED[lab]:
         assert sum(title in shown for shown in listed) == 1, f"{lab} does not list {title!r} once: {listed}"
+
+
+# Two part-4 mistakes of lab 05 that once showed only "raised KeyError: <a 20-digit hash>" (issue 37): each must
+# fail part 4's visible test with one block that names the concept.
+LAB05_PART4_MISTAKES = {
+    "can_allocate answers True or False": ([("        if len(self.free_block_ids) < num_new_blocks:\n"
+                                             "            return -1\n        return num_cached_blocks\n",
+                                             "        return len(self.free_block_ids) >= num_new_blocks\n")],
+                                           "never True or False"),
+    "allocate does not chain the hash": ([("            h = self.compute_hash(seq.block(i), h)\n"
+                                           "            block_id = self.hash_to_block_id[h]\n",
+                                           "            h = self.compute_hash(seq.block(i))\n"
+                                           "            block_id = self.hash_to_block_id[h]\n")],
+                                         "chained hash"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(LAB05_PART4_MISTAKES))
+def test_lab05_part4_mistakes_fail_with_one_block_naming_the_concept(mistake, capsys):
+    edits, concept = LAB05_PART4_MISTAKES[mistake]
+    with pytest.raises(CheckFailed) as caught:
+        run_visible_test("05-prefix-cache", edits)
+    rendered = caught.value._render_traceback_()
+    assert 2 <= len(rendered) <= 5 and concept in " ".join(rendered), rendered

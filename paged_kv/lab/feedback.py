@@ -233,7 +233,37 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
     except AssertionError as error:
         raise CheckFailed(case, f"an assertion failed: {error}", hint=hint) from None
     except Exception as error:
+        elsewhere = _raised_in_other_code(error, func)
+        if elsewhere:  # an earlier part's method crashed under this test: the fix is there, not here
+            raise CheckFailed(case, f"raised {type(error).__name__} in {elsewhere}: {error}",
+                              hint=f"the error is in {elsewhere}, not in what this test checks: fix {elsewhere} "
+                                   "(its own tests say more), run its cell and the later parts' cells again, then "
+                                   "this one") from None
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
+
+
+def _raised_in_other_code(error: BaseException, func: Callable) -> str:
+    """``"Class.method"`` when ``error`` was raised in a function the notebook defined (not this package's code)
+    other than ``func``, the one the test called; "" otherwise."""
+    tb, where = error.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _notebook_code(code) and code.co_name != "<module>":
+            where = code
+        tb = tb.tb_next
+    called = getattr(getattr(func, "__func__", func), "__code__", None)
+    if where is None or where is called:
+        return ""
+    name = getattr(where, "co_qualname", where.co_name)
+    owner = getattr(called, "co_qualname", "").rpartition(".")[0]
+    return "" if owner and name.rpartition(".")[0] == owner else name  # (a helper of the same class: same part)
+
+
+def _notebook_code(code) -> bool:
+    """Code a notebook cell defined (IPython names a cell's file ``.../ipykernel_<pid>/<n>.py`` or
+    ``<ipython-input-...>``), not a library's or this package's."""
+    name = code.co_filename
+    return name.startswith("<ipython-input") or "ipykernel_" in name
 
 
 def practice(check: Callable, *args: Any, todo: str = "") -> None:

@@ -89,6 +89,7 @@ def with_reference_todos(cls: type, *own: str) -> type:
     base = next((k for k in getattr(cls, "__mro__", ()) if "__starter_of__" in vars(k)), None)
     if base is None:
         raise TypeError(f"{cls!r} is not built on a lab starter class (paged_kv.lab.starters)")
+    check_chain(cls)
     unknown = [name for name in own if name not in base.__todo__]
     if unknown:
         raise ValueError(f"{unknown} are not TODOs of {base.__name__}; its TODOs are {list(base.__todo__)}")
@@ -101,6 +102,39 @@ def with_reference_todos(cls: type, *own: str) -> type:
             given[name] = implementation
     label = "".join(part.title() for name in own for part in name.split("_")) or "Reference"
     return type(f"{cls.__name__}Only{label}", (cls,), {"__module__": __name__, **given})
+
+
+def stale_bases(cls: type) -> list:
+    """``(class, older class it is built on)`` for each class in ``cls``'s chain, defined in the notebook
+    (``__main__``), that is built on a class whose notebook name now means another class: that earlier part's
+    cell ran again after this one's, so this class still runs the earlier part as it was. [] when none."""
+    import sys
+
+    notebook = sys.modules.get("__main__")
+    chain = [k for k in getattr(cls, "__mro__", ()) if isinstance(k, type) and k.__module__ == "__main__"]
+    found = []
+    for k in chain:
+        for base in k.__bases__:
+            if base.__module__ == "__main__" and getattr(notebook, base.__name__, base) is not base:
+                found.append((k, base))
+    return found
+
+
+def check_chain(cls: type) -> None:
+    """Raise a short ``CheckFailed`` when ``cls`` is built on an earlier part's class that was defined again
+    since (``stale_bases``): which cells to run again, in order."""
+    stale = stale_bases(cls)
+    if not stale:
+        return
+    from paged_kv.lab.feedback import CheckFailed
+
+    later, older = stale[-1]
+    chain = [k.__name__ for k in reversed(cls.__mro__) if isinstance(k, type) and k.__module__ == "__main__"]
+    again = chain[chain.index(later.__name__):]
+    raise CheckFailed(f"{cls.__name__} is built on an older {older.__name__}",
+                      f"you ran {older.__name__}'s cell again after {later.__name__}'s, so {later.__name__} still "
+                      f"uses the {older.__name__} from before",
+                      hint=f"run the answer cells of {', '.join(again)} again, in that order, then this cell")
 
 
 def _defined(klass: type, name: str):

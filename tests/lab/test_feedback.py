@@ -210,3 +210,67 @@ def test_without_the_notebook_file_a_missing_name_still_gets_the_hint(monkeypatc
     assert len(errors[1].traceback) == 3 and "If a cell above this one defines it" in text, errors[1].traceback
     # a name misspelled inside a function: the normal traceback, which shows the line
     assert "If a cell above" not in "\n".join(errors[2].traceback) and len(errors[2].traceback) > 3
+
+
+NOTEBOOK_PARTS = '''
+from paged_kv.lab.feedback import attempt, CheckFailed
+class Part3:
+    def hash_blocks(self):
+        return {}[12345678901234567890]
+class Part4(Part3):
+    def allocate(self):
+        return self._chain() + self.hash_blocks()
+    def _chain(self):
+        return 0
+caught = []
+for method in ("allocate", "hash_blocks"):
+    try:
+        attempt(method + "()", getattr(Part4(), method))
+    except CheckFailed as failed:
+        caught.append(str(failed))
+'''
+
+
+def test_a_crash_in_an_earlier_parts_method_is_blamed_on_that_method():
+    """A test of part 4 whose code calls part 3's method, which crashes: one block naming Part3.hash_blocks (the
+    part at fault) and what to run again; the same crash in a test of part 3 itself, or in a helper of the class
+    under test, is that code's own error. (Cells' code is compiled as IPython names a cell's file.)"""
+    scope = {}
+    exec(compile(NOTEBOOK_PARTS, "/tmp/ipykernel_1/1.py", "exec"), scope)
+    in_part4, in_part3 = scope["caught"]
+    assert in_part4.startswith("[allocate()] raised KeyError in Part3.hash_blocks: 12345678901234567890")
+    assert "fix Part3.hash_blocks" in in_part4 and "later parts' cells again" in in_part4
+    assert in_part3 == "[hash_blocks()] raised KeyError: 12345678901234567890"
+
+
+def test_a_stale_chain_of_parts_says_which_cells_to_run_again():
+    """Part 1's class defined again after part 2's and 3's: with_reference_todos on part 3's class says which
+    answer cells to run again, in order; once they ran, it builds the class."""
+    from paged_kv.lab.starters import stale_bases
+
+    code = '''
+from paged_kv.lab.starters import BlockManagerWithoutPrefixCache, with_reference_todos
+class HashingManager(BlockManagerWithoutPrefixCache): pass
+class ReleasingManager(HashingManager): pass
+class RegisteringManager(ReleasingManager): pass
+fresh = with_reference_todos(RegisteringManager, "hash_blocks")
+class HashingManager(BlockManagerWithoutPrefixCache): pass
+'''
+    import sys
+    import types
+
+    notebook = types.ModuleType("__main__")
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = notebook
+    try:
+        exec(compile(code, "/tmp/ipykernel_1/2.py", "exec"), vars(notebook))
+        assert [(k.__name__, old.__name__) for k, old in stale_bases(notebook.RegisteringManager)] == \
+            [("ReleasingManager", "HashingManager")]
+        with pytest.raises(CheckFailed, match="run the answer cells of ReleasingManager, RegisteringManager again"):
+            notebook.with_reference_todos(notebook.RegisteringManager, "hash_blocks")
+        exec("class ReleasingManager(HashingManager): pass\nclass RegisteringManager(ReleasingManager): pass",
+             vars(notebook))
+        assert stale_bases(notebook.RegisteringManager) == []
+        notebook.with_reference_todos(notebook.RegisteringManager, "hash_blocks")
+    finally:
+        sys.modules["__main__"] = saved
