@@ -22,7 +22,7 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test test-package test-notebooks test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
+.PHONY: help env lab test test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -55,6 +55,14 @@ help:
 	@echo "make hub-grade LAB=02-atomic-prefill - collect from the exchange, grade as make grade does, release feedback"
 	@echo "make hub-clean - stop the hub, remove its accounts (with their homes) and HUB_DIR"
 
+# A $(VENV) that is a symbolic link is another checkout's environment: make never installs into it (that would
+# point its editable install at this clone, and every checkout using it would import this clone's paged_kv).
+# Update it with make in the checkout it belongs to.
+BORROWED_VENV := $(shell test -L $(VENV) && echo yes)
+ifeq ($(BORROWED_VENV),yes)
+$(STAMP) $(KERNEL):
+	@echo "$(VENV) links to another checkout's environment ($$(readlink $(VENV))): nothing is installed into it"
+else
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,6 +80,7 @@ $(STAMP): requirements-lock.txt pyproject.toml
 $(KERNEL): $(STAMP) paged_kv/lab/notebook_kernel.py
 	$(PY) -m paged_kv.lab.notebook_kernel install >/dev/null
 	touch $(KERNEL)
+endif
 
 env: $(STAMP) $(KERNEL)
 

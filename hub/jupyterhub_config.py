@@ -1,7 +1,8 @@
 """JupyterHub's configuration for the course hub (``jupyterhub -f hub/jupyterhub_config.py``).
 
-``hub.serve`` writes the hub's settings (``hub.settings.HubSettings``) to ``state/hub.json`` and points
-``PAGED_KV_HUB_SETTINGS`` at it; ``hub.settings.configure`` turns them into JupyterHub's options.
+``python -m hub up`` (``make hub``: ``hub.__main__.prepare``) writes the hub's settings
+(``hub.settings.HubSettings``) to ``state/hub.json`` and points ``PAGED_KV_HUB_SETTINGS`` at it;
+``hub.settings.configure`` turns them into JupyterHub's options.
 """
 import os
 import re

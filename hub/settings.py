@@ -1,7 +1,7 @@
 """What one course hub is (its folder, port, accounts, proxy), and the JupyterHub options that follow.
 
-``HubSettings`` is written by ``hub.serve`` to ``state/hub.json``; ``configure`` sets JupyterHub 5's
-options from it (``hub/jupyterhub_config.py`` calls it):
+``HubSettings`` is written by ``python -m hub up`` (``make hub``: ``hub.__main__.prepare``) to
+``state/hub.json``; ``configure`` sets JupyterHub 5's options from it (``hub/jupyterhub_config.py`` calls it):
 
 - PAM authentication (``PAMAuthenticator``, JupyterHub's default) against the machine's accounts, only
   the course's accounts allowed, the instructor an admin;

@@ -1,0 +1,53 @@
+"""The Makefile's own rules: its .PHONY line names only targets it has, and a clone whose .venv links to another
+checkout's environment never installs into it (which would repoint that environment's editable install)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKEFILE = (ROOT / "Makefile").read_text()
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def test_every_phony_name_is_a_target():
+    phony = re.search(r"^\.PHONY:(.*)$", MAKEFILE, re.M).group(1).split()
+    targets = set(re.findall(r"^([A-Za-z0-9_.-]+):", MAKEFILE, re.M))
+    assert [name for name in phony if name not in targets] == []
+
+
+def _checkout(folder: Path, env: Path, linked: bool) -> Path:
+    """A checkout with the Makefile and what its install rules depend on, its lock newer than env's stamps."""
+    for name in ("Makefile", "requirements-lock.txt", "pyproject.toml", "paged_kv/lab/notebook_kernel.py"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, folder / name)
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")
+    (env / "bin" / "python").chmod(0o755)
+    for stamp in (".installed-stamp", ".kernel-stamp"):
+        (env / stamp).touch()
+        os.utime(env / stamp, (1, 1))  # older than everything: a clone's files look newer
+    if linked:
+        (folder / ".venv").symlink_to(env)
+    else:
+        shutil.copytree(env, folder / ".venv")
+        for stamp in (".installed-stamp", ".kernel-stamp"):
+            os.utime(folder / ".venv" / stamp, (1, 1))
+    return folder
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["borrowed", "own"])
+def test_a_borrowed_environment_is_never_installed_into(tmp_path, linked):
+    """``make -n test`` (what it would run): with .venv a link to another checkout's environment, no pip
+    install; with an environment of its own whose stamp is older than the lock, the install runs (the rule
+    this guards)."""
+    folder = _checkout(tmp_path / "clone", tmp_path / "env", linked)
+    done = subprocess.run(["make", "-n", "test"], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert ("pip install" in done.stdout) is (not linked), done.stdout
