@@ -9,9 +9,12 @@ gives the cells' order, points and the section that teaches each.
 
 - **scores**: histogram, median, how many at 0, at full marks and in between;
 - **cells**: each graded cell's pass rate (full points) in lab order;
-- **misconceptions**: the hint each failed check gave (numbers in it replaced by ``N``, so one mistake made
-  on different cases counts once), with the students who got it, most common first, and the section of the
-  lab that teaches it;
+- **misconceptions**: one row per failure pattern: the hints failed checks gave, grouped across cells with
+  numbers, case and spacing ignored (one mistake met on different cases counts once) but shown as the
+  students read them, and hints that the very same students got merged into one row; with those students,
+  most common first, and the section of the lab; also ``misconceptions.csv``. Students whose file could not be
+  read are listed apart ("ask them to resubmit");
+- **every student**: a table of each graded cell's points, each student linked to their feedback page;
 - **whom to look at**: provenance findings, similarity to the reference, time, memory and output limits,
   kernels that died, repairs, each with its student ids;
 - **grading health**: seconds per student (median, max), kernels restarted, box level, failed gradings.
@@ -34,6 +37,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+# Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
+UNREADABLE_KINDS = ("invalid-json", "not-a-notebook", "no-notebook", "several-notebooks")
 FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub", "not-triton", "launch-not-built")
 LIMIT_KINDS = ("timeout", "memory", "output", "kernel-died", "notebook-timeout")
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
@@ -101,8 +106,9 @@ def _log_rows(reports: Path) -> List[Dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def hint_of(message: str, kind: str) -> str:
-    """The reusable part of a failed check's message: its hint (else its problem), numbers made ``N``."""
+def hint_as_read(message: str, kind: str) -> str:
+    """The reusable part of a failed check's message as the student read it: its hint (else its problem,
+    without the case it was found on), on one line."""
     if kind == "todo":
         return "TODO not written yet"
     if kind == "integrity":
@@ -112,9 +118,15 @@ def hint_of(message: str, kind: str) -> str:
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     hint = next((line[len("hint:"):].strip() for line in lines if line.startswith("hint:")), "")
     if not hint and lines:
-        hint = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])  # the problem, without the case it was found on
-    hint = _NUMBER.sub("N", hint or f"({kind or 'failed'}, no message)")
-    return re.sub(r"\s+", " ", hint)[:400]
+        hint = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])
+    return re.sub(r"\s+", " ", hint or f"({kind or 'failed'}, no message)")[:400]
+
+
+def hint_key(hint: str) -> str:
+    """What makes two hints one misconception: numbers made ``N``, case and spacing ignored (the same mistake met
+    on different cases, or worded with another capital, counts once)."""
+    return re.sub(r"\s+", " ", _NUMBER.sub("N", hint)).strip().lower()
+
 
 
 # ----------------------------------------------------------------------------- the report's data
@@ -136,18 +148,10 @@ def build(lab: str, work: Path, source: Path) -> dict:
         full = sum(1 for v in got if cell["points"] and v >= cell["points"] - 1e-9)
         passes.append({**cell, "students": len(got), "full": full,
                        "pass_rate": round(full / len(got), 4) if got else None})
-    groups: Dict[tuple, set] = defaultdict(set)
-    section_of = {c["grade_id"]: c["section"] for c in cells}
-    for student, record in events.items():
-        for grade_id, verdict in (record.get("verdicts") or {}).items():
-            if verdict.get("passed") or grade_id not in section_of:
-                continue
-            groups[(grade_id, hint_of(str(verdict.get("message", "")), str(verdict.get("kind", ""))))].add(student)
-    order = {c["grade_id"]: n for n, c in enumerate(cells)}
-    misconceptions = [{"grade_id": g, "section": section_of[g], "hint": h, "count": len(who),
-                       "students": sorted(who)}
-                      for (g, h), who in sorted(groups.items(), key=lambda kv: (-len(kv[1]), order[kv[0][0]], kv[0][1]))]
     rows = _log_rows(reports)
+    unreadable = sorted({r.get("student_id", "") for r in rows
+                         if r.get("stage") == "repair" and r.get("kind") in UNREADABLE_KINDS} - {""})
+    misconceptions = _misconceptions(cells, {s: r for s, r in events.items() if s not in unreadable})
     flagged: Dict[str, Dict[str, List[str]]] = {"findings": defaultdict(list), "limits": defaultdict(list),
                                                 "repairs": defaultdict(list)}
     for row in rows:
@@ -163,7 +167,9 @@ def build(lab: str, work: Path, source: Path) -> dict:
     seconds = [float(r.get("seconds", 0)) for r in events.values() if r.get("seconds") is not None]
     failed = sorted(p.stem[len("error-"):] for p in reports.glob("error-*.log")) if reports.is_dir() else []
     return {
-        "lab": lab, "students": len(students), "max_score": maximum,
+        "lab": lab, "notebook": notebook, "students": len(students), "max_score": maximum,
+        "table": {s: {c["grade_id"]: scores.get(s, {}).get(c["grade_id"]) for c in cells} for s in students},
+        "unreadable": unreadable,
         "scores": {"totals": totals, "median": statistics.median(values) if values else None,
                    "zero": sum(1 for v in values if v <= 1e-9),
                    "full": sum(1 for v in values if maximum and v >= maximum - 1e-9),
@@ -179,6 +185,47 @@ def build(lab: str, work: Path, source: Path) -> dict:
                    "failed_gradings": failed,
                    "not_graded": sorted(set(scores) - set(events))},
     }
+
+
+def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> List[Dict[str, Any]]:
+    """One row per distinct failure pattern, most students first: each failed check's hint grouped by
+    ``hint_key`` across cells (the hint shown as most students read it), then hints that the very same students
+    got merged into one row (one bug that fails several checks is one row, with each of its hints)."""
+    order = {c["grade_id"]: n for n, c in enumerate(cells)}
+    section_of = {c["grade_id"]: c["section"] for c in cells}
+    by_key: Dict[str, Dict[str, Any]] = {}
+    for student, record in events.items():
+        for grade_id, verdict in (record.get("verdicts") or {}).items():
+            if verdict.get("passed") or grade_id not in order:
+                continue
+            read = hint_as_read(str(verdict.get("message", "")), str(verdict.get("kind", "")))
+            group = by_key.setdefault(hint_key(read), {"read": Counter(), "students": set(), "cells": set()})
+            group["read"][read] += 1
+            group["students"].add(student)
+            group["cells"].add(grade_id)
+    patterns: Dict[tuple, Dict[str, Any]] = {}
+    for key, group in by_key.items():
+        who = tuple(sorted(group["students"]))
+        pattern = patterns.setdefault(who, {"hints": [], "cells": set()})
+        pattern["hints"].append(group["read"].most_common(1)[0][0])
+        pattern["cells"] |= group["cells"]
+    rows = []
+    for who, pattern in patterns.items():
+        ordered = sorted(pattern["cells"], key=order.get)
+        rows.append({"hints": sorted(pattern["hints"]), "hint": " / ".join(sorted(pattern["hints"])),
+                     "cells": ordered, "grade_id": ordered[0], "section": section_of[ordered[0]],
+                     "count": len(who), "students": list(who)})
+    return sorted(rows, key=lambda r: (-r["count"], order[r["grade_id"]], r["hint"]))
+
+
+def misconceptions_csv(data: dict) -> str:
+    """The misconceptions as CSV: ``students, hints as read, cells, student ids`` (one row per pattern)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["students", "hints", "cells", "student_ids"])
+    for row in data["misconceptions"]:
+        writer.writerow([row["count"], " | ".join(row["hints"]), " ".join(row["cells"]), " ".join(row["students"])])
+    return buffer.getvalue()
 
 
 # ----------------------------------------------------------------------------- pictures and the page
@@ -230,6 +277,21 @@ def _ids(who: List[str], most: int = 30) -> str:
     return html.escape(shown)
 
 
+def _student_table(data: dict) -> List[str]:
+    """Students x graded cells (points, or a dash), each student linked to their feedback page (a relative link
+    from ``reports/<lab>/`` to ``feedback/<student>/<lab>/``, where ``make grade`` writes it)."""
+    e = html.escape
+    cells = [c["grade_id"] for c in data["cells"]]
+    out = ["<h2>Every student</h2><table><tr><th>student</th><th>total</th>"
+           + "".join(f"<th><code>{e(c)}</code></th>" for c in cells) + "</tr>"]
+    for student, row in sorted(data.get("table", {}).items()):
+        href = f"../../feedback/{student}/{data['lab']}/{data.get('notebook', '')}.html"
+        total = data["scores"]["totals"].get(student, 0)
+        marks = "".join("<td>-</td>" if row.get(c) is None else f"<td>{row[c]:g}</td>" for c in cells)
+        out.append(f'<tr><td><a href="{e(href)}">{e(student)}</a></td><td>{total:g}</td>{marks}</tr>')
+    return out + ["</table>"]
+
+
 def page(data: dict, images: Dict[str, bytes]) -> str:
     """The report as an inert page (every value escaped; images as ``data:`` URLs; no script)."""
     e = html.escape
@@ -249,16 +311,24 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
         rate = "-" if c["pass_rate"] is None else f"{100 * c['pass_rate']:.0f}% ({c['full']}/{c['students']})"
         parts.append(f"<tr><td><code>{e(c['grade_id'])}</code></td><td>{e(c['section'])}</td>"
                      f"<td>{c['points']:g}</td><td>{rate}</td></tr>")
-    parts.append("</table><h2>Misconceptions: the hints that fired, most common first</h2>")
+    parts.append("</table><h2>Misconceptions: one row per failure pattern, most students first</h2>")
     if not data["misconceptions"]:
         parts.append("<p>No check failed.</p>")
     else:
-        parts.append("<table><tr><th>students</th><th>cell</th><th>hint the check gave</th>"
-                     "<th>taught in</th><th>who</th></tr>")
+        parts.append("<p>Each hint as the students read it; hints that the very same students got are one row. "
+                     "Also in <code>misconceptions.csv</code>.</p>"
+                     "<table><tr><th>students</th><th>hints the checks gave</th><th>cells</th><th>taught in</th>"
+                     "<th>who</th></tr>")
         for m in data["misconceptions"]:
-            parts.append(f"<tr><td>{m['count']}</td><td><code>{e(m['grade_id'])}</code></td><td>{e(m['hint'])}</td>"
+            hints = "<br>".join(e(h) for h in m["hints"])
+            cells_shown = " ".join(f"<code>{e(c)}</code>" for c in m["cells"])
+            parts.append(f"<tr><td>{m['count']}</td><td>{hints}</td><td>{cells_shown}</td>"
                          f"<td>{e(m['section'])}</td><td>{_ids(m['students'])}</td></tr>")
         parts.append("</table>")
+    if data.get("unreadable"):
+        parts.append(f"<p><b>File could not be read: ask them to resubmit</b> ({len(data['unreadable'])}): "
+                     f"{_ids(data['unreadable'])}. Graded as the untouched lab, they are left out of the rows above.</p>")
+    parts += _student_table(data)
     parts.append("<h2>Whom to look at</h2>")
     titles = {"findings": "provenance findings and similarity", "limits": "limits hit", "repairs": "repairs"}
     anything = False
@@ -297,6 +367,7 @@ def write(lab: str, work: Path, source: Path) -> Path:
     for name, png in images.items():
         (folder / name).write_bytes(png)
     (folder / "insight.json").write_text(json.dumps(data, indent=1))
+    (folder / "misconceptions.csv").write_text(misconceptions_csv(data))
     target = folder / "insight.html"
     target.write_text(page(data, images))
     return target

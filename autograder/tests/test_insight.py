@@ -1,0 +1,74 @@
+"""The insight report tells the story (issue 37): hints as students read them, one row per failure pattern,
+unreadable files apart, every student linked to their feedback, the misconceptions as CSV. Built here from
+synthetic grading output (events files and log.csv, as make grade writes them); the class simulation checks
+the report on real grading."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+from autograder.pipeline import insight
+from autograder.pipeline.labs import LABS, SOURCE_DIR
+
+LAB = "05-prefix-cache"
+SOURCE = SOURCE_DIR / LAB / LABS[LAB]
+
+
+def _verdict(message: str, kind: str = "check") -> dict:
+    return {"passed": False, "kind": kind, "message": message}
+
+
+def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
+    events = work / "events" / LAB
+    events.mkdir(parents=True)
+    for student, verdicts in verdicts_by_student.items():
+        (events / f"{student}.json").write_text(json.dumps({"verdicts": verdicts, "events": [], "seconds": 3.0}))
+    reports = work / "reports" / LAB
+    reports.mkdir(parents=True)
+    with open(reports / "log.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["student_id", "stage", "kind", "detail"])
+        writer.writeheader()
+        writer.writerows(log_rows)
+
+
+def test_the_report_groups_hints_by_pattern_and_shows_them_as_read(tmp_path):
+    block = "with block_size 16 the chain restarts: is your condition true for 16?"
+    _write(tmp_path, {
+        # one bug failing two cells with two hints, for two students who met it on different cases
+        "ann": {"lab05-visible-hash-blocks": _verdict(f"[case 1] wrong\n  hint:     {block}"),
+                "lab05-hidden-hash-blocks": _verdict("[trace 3] differs\n  hint:     Start the chain at -1")},
+        "bob": {"lab05-visible-hash-blocks": _verdict(f"[case 2] wrong\n  hint:     {block.replace('16', '4')}"),
+                "lab05-hidden-hash-blocks": _verdict("[trace 7] differs\n  hint:     start the chain at -1")},
+        # a TODO left unwritten fails every cell of its part: one row, not one per cell
+        "cat": {g: _verdict("", "todo") for g in ("lab05-visible-allocate", "lab05-hidden-hits",
+                                                   "lab05-hidden-admit-traces")},
+        # a file that could not be read: graded as the release, listed apart
+        "dan": {g: _verdict("", "todo") for g in ("lab05-visible-hash", "lab05-hidden-hash")},
+    }, [{"student_id": "dan", "stage": "repair", "kind": "invalid-json", "detail": "Expecting value"}])
+    data = insight.build(LAB, tmp_path, SOURCE)
+    rows = data["misconceptions"]
+    assert [(r["count"], r["students"]) for r in rows] == [(2, ["ann", "bob"]), (1, ["cat"])]
+    pattern = rows[0]
+    assert pattern["cells"] == ["lab05-visible-hash-blocks", "lab05-hidden-hash-blocks"]
+    assert block in pattern["hints"] or block.replace("16", "4") in pattern["hints"], pattern  # verbatim, not "N"
+    assert not any(" N" in h for h in pattern["hints"]) and len(pattern["hints"]) == 2  # capitals merged
+    assert rows[1]["hints"] == ["TODO not written yet"] and len(rows[1]["cells"]) == 3
+    assert data["unreadable"] == ["dan"] and all("dan" not in r["students"] for r in rows)
+
+    page = insight.page(data, {})
+    assert "ask them to resubmit" in page and "dan" in page
+    assert not re.search(r"<script|\son[a-z]+\s*=|javascript:", page, re.IGNORECASE)
+    for student in ("ann", "bob", "cat", "dan"):  # every student, linked to their feedback page
+        assert f'href="../../feedback/{student}/{LAB}/prefix_cache.html"' in page, student
+    table = list(csv.DictReader(io.StringIO(insight.misconceptions_csv(data))))
+    assert [(t["students"], t["student_ids"]) for t in table] == [("2", "ann bob"), ("1", "cat")]
+    assert "lab05-hidden-hash-blocks" in table[0]["cells"]
+
+
+def test_write_puts_the_csv_beside_the_page(tmp_path):
+    _write(tmp_path, {"eve": {"lab05-visible-hash": _verdict("[x] no\n  hint:     use xxh64")}}, [])
+    page = insight.write(LAB, tmp_path, SOURCE)
+    folder = page.parent
+    assert (folder / "misconceptions.csv").read_text().splitlines()[1].startswith("1,use xxh64,")
