@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
 import json
 import os
 import re
@@ -93,6 +94,29 @@ def note_output(message: str) -> NotebookNode:
 
 
 _SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
+
+
+def _timed(phase: str):
+    """Add the method's own seconds (less those of timed methods it calls) to its executor's ``phases[phase]``
+    (``_finish`` writes them to the events file: where a student's grading time went, for the insight report)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def timed(self, *args, **kwargs):
+            executor = getattr(self, "executor", self)
+            stack = executor.__dict__.setdefault("_timing", [])
+            stack.append(0.0)  # seconds of the timed calls made inside this one
+            started = monotonic()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                elapsed = monotonic() - started
+                inner = stack.pop()
+                phases = executor.__dict__.setdefault("phases", {})
+                phases[phase] = phases.get(phase, 0.0) + elapsed - inner
+                if stack:
+                    stack[-1] += elapsed
+        return timed
+    return wrap
 
 
 def _discard(km) -> None:
@@ -284,6 +308,7 @@ class HardenedExecute(Execute):
 
         return list(dict.fromkeys(list(self.trusted_paths) + [str(editions_dir())] + [e for e in extra if e]))
 
+    @_timed("isolation probe")
     def isolation_report(self) -> trust.Report:
         """The isolation probe's report for this lab's box (run once per grading process and setting)."""
         readable, trusted = self._readable(), self._trusted()
@@ -348,6 +373,7 @@ class HardenedExecute(Execute):
         self.iopub_timeout = 5
         self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
         self.events: List[Dict[str, Any]] = []
+        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``_timed``)
         self.verdicts: Dict[str, verdicts.Verdict] = {}
         self._compile_dirs: List[str] = []
         self._spares_used = 0
@@ -371,7 +397,9 @@ class HardenedExecute(Execute):
         self._deferred: List[tuple] = []
         cells = self.nb.cells
         while index < len(cells):
+            booting = monotonic()
             with self.setup_kernel():
+                self.phases["kernel start"] = self.phases.get("kernel start", 0.0) + monotonic() - booting
                 self._channel = grading_channel.Channel(self.km.private_dir)
                 self._kills_seen = 0
                 try:
@@ -448,6 +476,7 @@ class HardenedExecute(Execute):
         path = Path(self.source_dir) / assignment / f"{notebook}.ipynb"
         return path if path.exists() else None
 
+    @_timed("reading the submission")
     def _read_submission(self) -> None:
         """Classify the cells against the lab's source, read the student's text, find the lab's rules."""
         self._view: Optional[List[nbview.Cell]] = None
@@ -528,6 +557,7 @@ class HardenedExecute(Execute):
         self._event(cell, index, "not-run", "notebook time budget spent")
         return True
 
+    @_timed("notebook cells")
     def _execute_in_kernel(self, cell, index: int) -> str:
         if self._budget_spent(cell, index):
             return "skipped"
@@ -716,6 +746,7 @@ class HardenedExecute(Execute):
             if box is not but:
                 box.close()
 
+    @_timed("deciding graded cells")
     def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
         """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
         kernel, or ``kernel``)."""
@@ -889,6 +920,7 @@ class HardenedExecute(Execute):
         record = {"student": nbgrader.get("student"), "assignment": nbgrader.get("assignment"),
                   "isolation": self._level, "seconds": round(seconds, 2), "events": self.events,
                   "spare_kernels": getattr(self, "_spares_used", 0),
+                  "phases": {name: round(value, 2) for name, value in sorted(getattr(self, "phases", {}).items())},
                   "verdicts": {g: {"passed": v.passed, "kind": v.kind, "seconds": round(v.seconds, 2),
                                    "requests": v.requests, "message": _plain_message(v.lines)}
                                for g, v in self.verdicts.items()}}
@@ -1028,6 +1060,7 @@ class PartBox:
             self.broken = "the kernel that grades this part stopped while it was tested"
         return verdict
 
+    @_timed("part boxes starting")
     def _start(self) -> None:
         executor = self.executor
         km = executor._kernel_manager(self.part)
@@ -1041,6 +1074,7 @@ class PartBox:
         executor._copy_assignment_files(km.workdir)
         executor._run_silently(PREAMBLE, executor._limit("cell_timeout"), self.kernel)
 
+    @_timed("part boxes replaying")
     def _catch_up(self, index: int) -> None:
         executor = self.executor
         if self.kernel is None:

@@ -183,8 +183,28 @@ def build(lab: str, work: Path, source: Path) -> dict:
                    "spare_kernels": sum(int(r.get("spare_kernels") or 0) for r in events.values()),
                    "isolation": sorted({str(r.get("isolation")) for r in events.values() if r.get("isolation")}),
                    "failed_gradings": failed,
-                   "not_graded": sorted(set(scores) - set(events))},
+                   "not_graded": sorted(set(scores) - set(events)),
+                   **_where_time_went(events)},
     }
+
+
+def _where_time_went(events: Dict[str, dict]) -> Dict[str, Any]:
+    """Seconds by phase of grading over the class (each student's events file has them), and the outliers: a
+    student who took more than twice the median and 20 s over it, with the phase that took most of their time."""
+    seconds = {s: float(r["seconds"]) for s, r in events.items() if r.get("seconds") is not None}
+    median = statistics.median(seconds.values()) if seconds else 0.0
+    phases: Dict[str, float] = defaultdict(float)
+    for record in events.values():
+        for name, value in (record.get("phases") or {}).items():
+            phases[name] += float(value)
+    slow = []
+    for student, took in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        if took > max(2 * median, median + 20):
+            own = events[student].get("phases") or {}
+            phase, spent = max(own.items(), key=lambda kv: kv[1]) if own else ("(not recorded)", 0.0)
+            slow.append({"student": student, "seconds": round(took, 1), "phase": phase, "phase_seconds": round(spent, 1)})
+    return {"phases": {name: round(value, 1) for name, value in sorted(phases.items(), key=lambda kv: -kv[1])},
+            "slowest": slow[:10]}
 
 
 def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> List[Dict[str, Any]]:
@@ -347,7 +367,13 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
                  f"<li>kernels restarted: {h['kernels_restarted']}; spare kernels used: {h['spare_kernels']}</li>"
                  f"<li>box level: {e(', '.join(h['isolation']) or 'unknown')}</li>"
                  f"<li>gradings that failed (see error-*.log): {_ids(h['failed_gradings']) or 'none'}</li>"
-                 f"<li>in the gradebook without an events file: {_ids(h['not_graded']) or 'none'}</li></ul>")
+                 f"<li>in the gradebook without an events file: {_ids(h['not_graded']) or 'none'}</li>"
+                 f"<li>where the class's grading time went: "
+                 f"{e('; '.join(f'{k} {v:g} s' for k, v in h.get('phases', {}).items())) or 'not recorded'}</li>")
+    slow = h.get("slowest", [])
+    parts.append("<li>slow outliers (over twice the median and 20 s over it): " + (", ".join(
+        f"{e(o['student'])} {o['seconds']:g} s (most in {e(o['phase'])}: {o['phase_seconds']:g} s)" for o in slow)
+        or "none") + "</li></ul>")
     style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
              "vertical-align:top}img{max-width:100%}")

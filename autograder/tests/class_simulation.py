@@ -226,6 +226,7 @@ def define_tests(namespace: dict, half: int) -> None:
             for grade_id in (g for g in student.expect.zero if "hidden" in g):
                 shown = [r for r in rows if grade_id in r["cells"] and sid in r["students"]]
                 assert shown and "no message" not in shown[0]["hint"], (student.label, grade_id, shown)
+        assert data["health"]["phases"].get("notebook cells", 0) > 0, "each student's time by phase is recorded"
         flagged = {who for kinds in data["flagged"]["findings"].values() for who in kinds}
         assert {result.ids[s.sid] for s in result.students if s.kind == "attack"} <= flagged
         text = (folder / "insight.html").read_text()

@@ -72,3 +72,20 @@ def test_write_puts_the_csv_beside_the_page(tmp_path):
     page = insight.write(LAB, tmp_path, SOURCE)
     folder = page.parent
     assert (folder / "misconceptions.csv").read_text().splitlines()[1].startswith("1,use xxh64,")
+
+
+def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path):
+    """Each student's events file holds seconds by phase (``HardenedExecute._timed``): the report adds them up
+    and names a student who took far longer than the others, with the phase that took their time."""
+    events = tmp_path / "events" / LAB
+    events.mkdir(parents=True)
+    for student, seconds, phases in (("fast1", 8.0, {"notebook cells": 3.0, "kernel start": 1.0}),
+                                     ("fast2", 9.0, {"notebook cells": 4.0, "kernel start": 1.0}),
+                                     ("fast3", 7.0, {"notebook cells": 2.5, "kernel start": 1.0}),
+                                     ("stuck", 309.8, {"notebook cells": 5.0, "part boxes replaying": 300.1})):
+        (events / f"{student}.json").write_text(json.dumps({"verdicts": {}, "seconds": seconds, "phases": phases}))
+    health = insight.build(LAB, tmp_path, SOURCE)["health"]
+    assert health["slowest"] == [{"student": "stuck", "seconds": 309.8, "phase": "part boxes replaying",
+                                  "phase_seconds": 300.1}]
+    assert health["phases"]["notebook cells"] == 14.5 and list(health["phases"])[0] == "part boxes replaying"
+    assert "stuck 309.8 s (most in part boxes replaying: 300.1 s)" in insight.page(insight.build(LAB, tmp_path, SOURCE), {})
