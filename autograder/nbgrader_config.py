@@ -49,7 +49,11 @@ c.Autograde.autograde_preprocessors = [
 c.HardenedExecute.kernel_name = "python3"
 c.HardenedExecute.cell_timeout = int(os.environ.get("PAGED_KV_CELL_TIMEOUT", 30))
 c.HardenedExecute.notebook_timeout = int(os.environ.get("PAGED_KV_NOTEBOOK_TIMEOUT", 120))
+# Two memory limits (autograder/box/limits.py): memory_mb is the address space of each process of the kernel
+# (RLIMIT_AS, at every box level), ram_mb the memory the kernel and its children use together (a cgroup, where
+# there is one). Both can be set per lab in lab_limits below.
 c.HardenedExecute.memory_mb = int(os.environ.get("PAGED_KV_MEMORY_MB", 4096))
+c.HardenedExecute.ram_mb = int(os.environ.get("PAGED_KV_RAM_MB", 4096))
 c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
 # PAGED_KV_FINDINGS_COST=0: provenance findings are reported but cost no points (the red team's proof that
 # delegation earns nothing by construction, whatever the findings say).

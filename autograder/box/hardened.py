@@ -150,9 +150,9 @@ class BoxedKernelManager(AsyncKernelManager):
     scratch folder, uid and cgroup (``autograder.box.limits``)."""
 
     box_level = Unicode("bwrap")
-    memory_mb = Integer(4096)
+    memory_mb = Integer(limits.MEMORY_MB)
     file_mb = Integer(512)
-    ram_mb = Integer(4096)
+    ram_mb = Integer(limits.RAM_MB)
     pids = Integer(256)
     cpus = Float(1.0)
     scratch_mb = Integer(1024)
@@ -221,11 +221,12 @@ class HardenedExecute(Execute):
 
     cell_timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
     notebook_timeout = Integer(120, help="Seconds of execution for a whole notebook.").tag(config=True)
-    memory_mb = Integer(4096, help="Address-space limit of the grading kernel, in MiB.").tag(config=True)
+    memory_mb = Integer(limits.MEMORY_MB, help="Address space of the grading kernel's each process, in MiB "
+                                               "(RLIMIT_AS, at every box level).").tag(config=True)
     file_mb = Integer(512, help="Largest file the grading kernel may write, in MiB.").tag(config=True)
     max_output_bytes = Integer(200_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
-    ram_mb = Integer(4096, help="Memory of the kernel and all its children together, in MiB (cgroup).").tag(
-        config=True)
+    ram_mb = Integer(limits.RAM_MB, help="Memory of the kernel and all its children together, in MiB (a cgroup's "
+                                         "memory.max, where cgroups exist).").tag(config=True)
     pids = Integer(256, help="Processes and threads of the kernel and its children together (cgroup).").tag(
         config=True)
     cpus = Float(1.0, help="CPU cores the kernel and its children may use together (cgroup).").tag(config=True)

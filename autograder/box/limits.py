@@ -39,11 +39,18 @@ UID_LOCKS = Path(os.environ.get("PAGED_KV_UID_LOCKS", "/tmp/paged-kv-uids"))
 CPU_PERIOD_US = 100_000
 
 
+# The two memory limits of a grading kernel, one default each (HardenedExecute's settings, nbgrader_config.py):
+# MEMORY_MB: its address space (RLIMIT_AS, every level: what a single process may map, files included);
+# RAM_MB: the memory the kernel and all its children use together (a cgroup's memory.max, where cgroups exist).
+MEMORY_MB = 4096
+RAM_MB = 4096
+
+
 @dataclass(frozen=True)
 class Budget:
     """What one kernel and its children may use together."""
 
-    ram_mb: int = 4096
+    ram_mb: int = RAM_MB
     pids: int = 256
     cpus: float = 1.0
     scratch_mb: int = 1024

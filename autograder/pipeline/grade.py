@@ -121,7 +121,8 @@ def read_roster(folder: Path) -> Dict[str, str]:
         return {row["student_id"]: row["name"] for row in csv.DictReader(handle)}
 
 
-BUDGET_KEYS = ("PAGED_KV_CELL_TIMEOUT", "PAGED_KV_NOTEBOOK_TIMEOUT", "PAGED_KV_MEMORY_MB", "PAGED_KV_FINDINGS_COST")
+BUDGET_KEYS = ("PAGED_KV_CELL_TIMEOUT", "PAGED_KV_NOTEBOOK_TIMEOUT", "PAGED_KV_MEMORY_MB", "PAGED_KV_RAM_MB",
+               "PAGED_KV_FINDINGS_COST")
 
 
 def parse_groups(text: str) -> List[Tuple[List[str], Dict[str, str]]]:
