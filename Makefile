@@ -22,12 +22,13 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
+.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
+	@echo "make check    - the fast loop: lint, the package's tests, the layer rules, one lab graded end to end"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs attainable copy and HBM peak (CPU: dry run)"
@@ -95,7 +96,16 @@ lab: env
 TEST_WORKERS ?= 2
 
 test: env
+	$(PY) -m ruff check
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
+
+# The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
+# rules, and one lab graded end to end. `make test` runs everything.
+CHECK_TESTS := tests/cache tests/engine tests/lab tests/test_layers.py tests/test_makefile.py \
+	autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
+check: env
+	$(PY) -m ruff check
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(CHECK_TESTS)
 
 sync-colab: env
 	$(PY) -m tools.sync_colab

@@ -14,8 +14,8 @@ from paged_kv.kernels.triton_mode import configure  # noqa: E402
 configure()
 
 
-import pytest
-from hypothesis import settings
+import pytest  # noqa: E402 (after the Triton mode is set)
+from hypothesis import settings  # noqa: E402
 
 SEEDS_DIR = Path(os.environ.get("PAGED_KV_SEEDS", Path(ROOT).parent / "shared" / "seeds"))
 

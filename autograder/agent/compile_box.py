@@ -28,7 +28,6 @@ interpreter), decided before any kernel is defined.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 

@@ -16,14 +16,14 @@ the tensors are read back from lists it never saw.
 from __future__ import annotations
 
 import random
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
 from paged_kv.cache.forking import ForkingBlockManager as Reference
-from paged_kv.cache.invariants import block_manager_state, check_block_state
+from paged_kv.cache.invariants import check_block_state
 from paged_kv.cache.prefix_cache import Sequence as LocalSequence
-from paged_kv.cache.steps import compute as local_compute, prefill as local_prefill
+from paged_kv.cache.steps import prefill as local_prefill
 from paged_kv.engine import cache_ops
 from paged_kv.engine.forking import advance_beams as reference_advance
 from paged_kv.lab.fork_lab import (SEQUENCE_FIELDS, fork_fields, make_caches as local_caches, shape_of_state,

@@ -208,7 +208,8 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     # Code put in a @triton.jit kernel is not run as Python (the kernel is compiled or interpreted), so
     # exit calls there fail the kernel instead of exiting: only the lost points are expected.
     kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
-    python_only = (lambda events: set() if kernel else events)
+    def python_only(events):
+        return set() if kernel else events
 
     def ruined(**kwargs) -> Expect:
         """A submission that breaks the first TODO: zero everywhere when it is the lab's only TODO,

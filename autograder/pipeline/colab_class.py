@@ -15,7 +15,6 @@ import io
 import re
 import time
 import zipfile
-from pathlib import Path
 from typing import Dict
 
 EDITION_ZIP = "paged-kv-class-edition.zip"

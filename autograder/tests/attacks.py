@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import ast
 import copy
-import json
 import textwrap
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
@@ -275,7 +274,7 @@ def _syntax_families(t: dict) -> Dict[str, str]:
     if owner:
         call = f"({t['args']})" if t["classmethod"] else (f"(self, {t['args']})" if t["args"] else "(self)")
         anchor = t["starter"]  # given in the notebook: its __init__ is a function of the package
-        globals_of = f"object(__init__=object(__globals__={{'__builtins__': {{'__import__': _imp}}}}))"
+        globals_of = "object(__init__=object(__globals__={'__builtins__': {'__import__': _imp}}))"
         reach = f"case object({owner}=object({method}=_ref)):\n            return _ref{call}"
     else:
         call = f"({t['args']})"

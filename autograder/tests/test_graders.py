@@ -4,7 +4,6 @@ import inspect
 
 import pytest
 
-import paged_kv
 from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction, lab07_scheduler
 from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 from doctored import AgreeableList, AlwaysEqual

@@ -17,7 +17,6 @@ import io
 from typing import Dict, List
 
 import nbformat
-import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 import paged_kv.lab.viz as viz

@@ -6,10 +6,9 @@ import inspect
 
 import pytest
 
-import paged_kv
 from autograder.graders import lab05_prefix_cache as grader
 from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
-from paged_kv.lab.starters import BlockManagerWithoutPrefixCache, with_reference_todos
+from paged_kv.lab.starters import BlockManagerWithoutPrefixCache
 from doctored import AgreeableList, AlwaysEqual
 import lab05_bug_catalogue as bugs
 from notebook_code import namespace_after_answer

@@ -201,7 +201,7 @@ def test_an_attack_on_the_kernel_text_is_refused_on_every_step_with_its_line(lab
     for name in STEP_KERNELS:
         reason = builder.refused[name]
         assert reason.startswith("line ") and code in reason and rule in reason, reason
-        with pytest.raises(CheckFailed, match=f"cannot be built for a GPU: line [0-9]+ of its cell"):
+        with pytest.raises(CheckFailed, match="cannot be built for a GPU: line [0-9]+ of its cell"):
             builder.build(name, [])
         with pytest.raises(CheckFailed, match=rule.replace("(", r"\(")):
             builder.launch(name, "run_attend", None)

@@ -42,7 +42,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from autograder.verdict.notebook import ANSWER, GIVEN, GRADED, Cell, names_bound, python_of, statement_binds
+from autograder.verdict.notebook import ANSWER, GIVEN, GRADED, Cell, python_of, statement_binds
 
 ALLOWED_MODULES = {
     "math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "typing", "dataclasses", "enum",

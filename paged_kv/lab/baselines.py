@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from paged_kv.cache.checks import check_int, check_positive_int
+from paged_kv.cache.checks import check_positive_int
 
 Workload = Sequence[Tuple[int, int]]
 ReservationPolicy = Callable[[int, int, int], int]

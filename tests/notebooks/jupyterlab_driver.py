@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 # Widget classes (ipywidgets 7 and 8 DOM) that show things but take no input.
 PASSIVE_WIDGETS = {"widget-container", "widget-box", "widget-hbox", "widget-vbox", "widget-gridbox",

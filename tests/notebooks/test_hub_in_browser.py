@@ -92,7 +92,7 @@ class ClassRun:
 class HubNotebook(NotebookPage):
     """A notebook already open in ``page`` (the student opened it from the Assignments tab)."""
 
-    def __init__(self, page, home: Path, path: str):  # noqa: super().__init__ would navigate
+    def __init__(self, page, home: Path, path: str):  # (no super().__init__: it would navigate)
         self.page, self.root, self.path = page, home, path
         self.notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
         self.cells = self.notebook.locator(".jp-Cell")

@@ -18,7 +18,6 @@ A screenshot per notebook goes to test-artifacts/browser/ (git-ignored).
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from dataclasses import dataclass, field
