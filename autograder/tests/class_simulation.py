@@ -286,8 +286,10 @@ def define_tests(namespace: dict, half: int) -> None:
             expected = result.scores[student.sid]
             runs = {"Gradescope": platform_harness.run_gradescope(image, upload, tmp_path / "gs")}
             if student.kind == "bug" and question is not None:
-                runs["PrairieLearn"] = platform_harness.run_prairielearn(question, upload, tmp_path / "pl")
+                runs["PrairieLearn"] = platform_harness.run_prairielearn(question, upload, tmp_path / "pl",
+                                                                         hidden_visibility="visible")
             cells = list(runs["Gradescope"].scores())  # PrairieLearn's tests come in the same order, untagged
+            # (with hidden tests visible, as here; by default they are one line: test_platforms checks it)
             for platform, run in runs.items():
                 jsonschema.validate(run.results, platform_harness.SCHEMAS[platform.lower()])
                 got = run.scores() if platform == "Gradescope" else dict(zip(cells, (

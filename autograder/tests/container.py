@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from autograder.box import seccomp
 
@@ -69,7 +69,7 @@ def problem() -> str:
         return "no seccomp numbers for this architecture"
     if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
         return "unshare -m is not allowed here"
-    if closed_python_folder() and not open_python_plan()[0]:
+    if open_python_plans() is None:
         return "the Python used here sits more than one closed folder deep"
     return ""
 
@@ -78,40 +78,57 @@ def _open_to_others(folder: str) -> bool:
     return bool(os.stat(folder).st_mode & stat.S_IXOTH)
 
 
+def _python_paths() -> List[str]:
+    """What a kernel's uid must reach to run this Python: the environment (its site-packages) and the
+    interpreter it links to."""
+    return list(dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.executable)))
+
+
+def _closed_on_the_way(path: str) -> List[str]:
+    """The folders above ``path`` (not ``/``) that other accounts cannot enter, outermost first."""
+    parts = path.strip("/").split("/")
+    return [folder for folder in ("/" + "/".join(parts[:i]) for i in range(1, len(parts)))
+            if not _open_to_others(folder)]
+
+
 def closed_python_folder() -> Optional[str]:
-    """The outermost folder above this Python that other accounts cannot enter (e.g. ``/root``), or None."""
-    for prefix in (sys.base_prefix, os.path.realpath(sys.executable)):
-        parts = os.path.realpath(prefix).strip("/").split("/")
-        for i in range(1, len(parts)):
-            folder = "/" + "/".join(parts[:i])
-            if not _open_to_others(folder):
-                return folder
-    return None
+    """The outermost folder above this Python or its environment that other accounts cannot enter (``/root``, a
+    ``mktemp -d`` folder holding the checkout), or None."""
+    closed = [folder for path in _python_paths() for folder in _closed_on_the_way(path)]
+    return min(closed, key=len) if closed else None
 
 
-def open_python_plan() -> Tuple[str, str]:
-    """``(closed folder, its child on the way to Python)``, or ("", "") if Python is open already."""
-    closed = closed_python_folder()
-    if closed is None:
-        return "", ""
-    real = os.path.realpath(sys.base_prefix)
-    child = closed.rstrip("/") + "/" + real[len(closed):].strip("/").split("/")[0]
-    below = real[len(child):].strip("/").split("/")
-    for i in range(len(below)):  # nothing closed below the child
-        folder = "/".join([child] + below[:i])
-        if not _open_to_others(folder):
-            return "", ""
-    return closed, child
+def open_python_plans() -> Optional[List[Tuple[str, str]]]:
+    """``[(closed folder, its child on the way to Python)]``, one per closed folder above the Python or its
+    environment ([] when all is open); None when a path is closed at more than one level (not handled)."""
+    plans = []
+    for path in _python_paths():
+        closed = _closed_on_the_way(path)
+        if not closed:
+            continue
+        if len(closed) > 1:
+            return None
+        child = closed[0].rstrip("/") + "/" + path[len(closed[0]):].strip("/").split("/")[0]
+        if (closed[0], child) not in plans:
+            plans.append((closed[0], child))
+    return plans
 
 
 def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = False, docker: bool = True) -> str:
     """The bash lines, run as root in the new mount namespace, that lay the container out (without ``docker``:
     only the binds and an open Python, the machine's checkout and cgroups left as they are)."""
     lines = ["set -e", "mount --make-rprivate /"]
-    for target, source in binds.items():
-        lines += [f"mkdir -p {q(target)}", f"mount --bind {q(str(source))} {q(target)}"]
     keep = scratch / "keep"
     keep.mkdir(parents=True, exist_ok=True)
+    # First make the Python and its environment reachable for every account, as an image's /usr or /opt/venv is:
+    # a tmpfs over each closed folder on the way, the child on the way bound back (with what is mounted in it).
+    for number, (closed, child) in enumerate([] if closed_python else (open_python_plans() or [])):
+        held = keep / f"open-{number}"
+        lines += [f"mkdir -p {q(str(held))}", f"mount --rbind {q(child)} {q(str(held))}",
+                  f"mount -t tmpfs -o mode=0755 tmpfs {q(closed)}", f"mkdir -p {q(child)}",
+                  f"mount --move {q(str(held))} {q(child)}"]
+    for target, source in binds.items():
+        lines += [f"mkdir -p {q(target)}", f"mount --bind {q(str(source))} {q(target)}"]
     venv = Path(os.path.realpath(sys.prefix))
     checkout = str(REPO)
     if docker and str(venv).startswith(checkout + "/"):  # hide the checkout, keep its environment
@@ -121,11 +138,6 @@ def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = Fal
                   f"mount --move {q(str(keep / 'venv'))} {q(checkout + '/' + inside)}"]
     elif docker:
         lines += [f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}"]
-    closed, child = open_python_plan()
-    if closed and not closed_python:
-        lines += [f"mkdir -p {q(str(keep / 'python'))}", f"mount --bind {q(child)} {q(str(keep / 'python'))}",
-                  f"mount -t tmpfs -o mode=0755 tmpfs {q(closed)}", f"mkdir -p {q(child)}",
-                  f"mount --move {q(str(keep / 'python'))} {q(child)}"]
     if docker:
         lines += ["mount -t tmpfs -o ro,mode=0755 tmpfs /sys/fs/cgroup"]
     return "\n".join(lines)

@@ -110,13 +110,16 @@ def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = Fals
                    _env(PAGED_KV_REUSE_PYTHON=sys.executable), docker, closed_python, scratch)
 
 
-def run_prairielearn(question: Path, upload: Path, scratch: Path, docker: bool = False) -> Run:
+def run_prairielearn(question: Path, upload: Path, scratch: Path, docker: bool = False,
+                     hidden_visibility: str = "") -> Run:
     """The question's entrypoint on ``upload``, mounted at /grade as PrairieLearn mounts a job (with ``docker``,
-    in the emulation of a default Docker container)."""
+    in the emulation of a default Docker container; with ``hidden_visibility``, the course's
+    ``PAGED_KV_HIDDEN_VISIBILITY``: ``visible`` lists every hidden test on its own)."""
     root = scratch / upload.name
     shutil.copytree(question / "tests", root / "tests", symlinks=True)
     shutil.copytree(upload, root / "student")
-    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable), docker,
+    extra = {"PAGED_KV_HIDDEN_VISIBILITY": hidden_visibility} if hidden_visibility else {}
+    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable, **extra), docker,
                    False, scratch)
 
 
