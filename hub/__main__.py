@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from hub import checkout
-from hub.accounts import AccountError, ensure_accounts, home_of, remove_accounts, require_root
+from hub.accounts import AccountError, end_account_processes, ensure_accounts, home_of, remove_accounts, require_root
 from hub.course import give_to_instructor, prepare_course_folder
 from hub.layout import COURSE_ID, DEMO_PASSWORD, REPO, Layout
 from hub.mounts import MountError, unmount_all
@@ -183,6 +183,7 @@ def clean(layout: Layout) -> List[str]:
     if not (layout.root / MARKER).exists():
         raise AccountError(f"{layout.root} is not a course hub's folder (no {MARKER}): not removing it")
     stop_hub(layout)
+    end_account_processes(layout)  # kernels outlive their stopped servers for a moment, keeping mounts busy
     unmount_all(layout)  # before any delete: rmtree must never reach through a mount into the course
     checkout.keep_closed()  # the instructor's group goes with the accounts: its id must not open the checkout
     removed = remove_accounts(layout)

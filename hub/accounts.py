@@ -94,6 +94,40 @@ def remove_accounts(layout: Layout) -> List[str]:
     return removed
 
 
+def end_account_processes(layout: Layout, wait_s: float = 10.0) -> None:
+    """SIGKILL every process of this hub's accounts (their servers and kernels, which outlive a stopped hub for a
+    moment) and wait until none is alive, so that the hub's mounts can be taken down: a kernel still shutting
+    down keeps ``shared/venv`` busy."""
+    import time
+
+    uids = []
+    for name in made_accounts(layout):
+        try:
+            uids.append(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            continue
+    deadline = time.monotonic() + wait_s
+    while True:
+        for uid in uids:
+            _end_processes_of(uid)
+        if not any(_alive(uid) for uid in uids) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _alive(uid: int) -> bool:
+    """Whether a live process (not a zombie, which holds no file or mount) runs as ``uid``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid and "\nState:\tZ" not in (entry / "status").read_text():
+                return True
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return False
+
+
 def _end_processes_of(uid: int) -> None:
     """SIGKILL each process (by pid, from /proc) that runs as ``uid``, an account this hub made."""
     import signal

@@ -219,7 +219,8 @@ def _run_cell(nb: NotebookPage, index: int, timeout_s: float = 180) -> None:
 
 def _type_a_pitfall(nb: NotebookPage, cells, typed: Dict[str, str], edits) -> str:
     """Type ``edits`` (test_pitfalls' (old, new) pairs) into the answer cell holding them, run it and the visible
-    test cell below it; return that test's output as shown, after typing the right answer back and running it."""
+    test cell below it; return that test's output as shown, after typing the right answer back and running it
+    and the answer cells after it (labs 05 and 08 tell students to: each part's class is built on the one before)."""
     answer_cells = [i for i, c in enumerate(cells) if is_answer(c)]
     sources = {i: typed[nbgrader_meta(cells[i])["grade_id"]].rstrip("\n") + "\n" for i in answer_cells}
     index = next(i for i in answer_cells if edits[0][0] in sources[i])
@@ -234,6 +235,8 @@ def _type_a_pitfall(nb: NotebookPage, cells, typed: Dict[str, str], edits) -> st
     shown = nb.output_texts().get(str(visible), "")  # the page's keys are strings
     nb.type_into(index, sources[index])
     _run_cell(nb, index)
+    for later in (j for j in answer_cells if j > index):  # as the lab says: a later part's class is built on this
+        _run_cell(nb, later)                               # one as it was when its own cell ran
     return shown
 
 
