@@ -58,10 +58,12 @@ help:
 
 # A $(VENV) that is a symbolic link is another checkout's environment: make never installs into it (that would
 # point its editable install at this clone, and every checkout using it would import this clone's paged_kv).
-# Update it with make in the checkout it belongs to.
+# Update it with make in the checkout it belongs to. Where its stamps are missing, make only checks that it imports
+# the course's packages (paged_kv from this clone: PYTHONPATH) and fails, saying so, where it does not.
 BORROWED_VENV := $(shell test -L $(VENV) && echo yes)
 ifeq ($(BORROWED_VENV),yes)
 $(STAMP) $(KERNEL):
+	@$(PY) -c 'import paged_kv, nbgrader, torch, triton' || { echo "$(VENV) links to $$(readlink $(VENV)), which cannot import the course's packages: run make there"; exit 1; }
 	@echo "$(VENV) links to another checkout's environment ($$(readlink $(VENV))): nothing is installed into it"
 else
 $(STAMP): requirements-lock.txt pyproject.toml
