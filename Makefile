@@ -58,10 +58,12 @@ help:
 
 # A $(VENV) that is a symbolic link is another checkout's environment: make never installs into it (that would
 # point its editable install at this clone, and every checkout using it would import this clone's paged_kv).
-# Update it with make in the checkout it belongs to.
+# Update it with make in the checkout it belongs to. Where its stamps are missing, make only checks that it imports
+# the course's packages (paged_kv from this clone: PYTHONPATH) and fails, saying so, where it does not.
 BORROWED_VENV := $(shell test -L $(VENV) && echo yes)
 ifeq ($(BORROWED_VENV),yes)
 $(STAMP) $(KERNEL):
+	@$(PY) -c 'import paged_kv, nbgrader, torch, triton' || { echo "$(VENV) links to $$(readlink $(VENV)), which cannot import the course's packages: run make there"; exit 1; }
 	@echo "$(VENV) links to another checkout's environment ($$(readlink $(VENV))): nothing is installed into it"
 else
 $(STAMP): requirements-lock.txt pyproject.toml
@@ -100,8 +102,8 @@ test: env
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
 
 # The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
-# rules, and one lab graded end to end. `make test` runs everything.
-CHECK_TESTS := tests/cache tests/engine tests/lab tests/test_layers.py tests/test_makefile.py \
+# rules, and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
+CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layers.py tests/test_makefile.py \
 	autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
 check: env
 	$(PY) -m ruff check

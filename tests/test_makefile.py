@@ -51,3 +51,19 @@ def test_a_borrowed_environment_is_never_installed_into(tmp_path, linked):
     done = subprocess.run(["make", "-n", "test"], cwd=folder, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert ("pip install" in done.stdout) is (not linked), done.stdout
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["imports", "cannot-import"])
+def test_a_borrowed_environment_without_its_stamps_is_only_checked(tmp_path, broken):
+    """A linked .venv whose stamps are missing: ``make env`` (run for real; its python is a stub) checks that
+    the environment imports the course's packages and installs nothing; where it cannot, make fails saying so."""
+    folder = _checkout(tmp_path / "clone", tmp_path / "env", linked=True)
+    for stamp in (".installed-stamp", ".kernel-stamp"):
+        (tmp_path / "env" / stamp).unlink()
+    (tmp_path / "env" / "bin" / "python").write_text(f"#!/bin/sh\nexit {int(broken)}\n")
+    planned = subprocess.run(["make", "-n", "env"], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert "pip install" not in planned.stdout, planned.stdout
+    done = subprocess.run(["make", "env"], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert (done.returncode != 0) is broken, done.stdout + done.stderr
+    assert ("cannot import" in done.stdout) is broken, done.stdout
+    assert not (tmp_path / "env" / ".installed-stamp").exists()  # nothing written into the borrowed environment
