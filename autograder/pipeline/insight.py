@@ -36,12 +36,13 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+from urllib.parse import quote
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
 UNREADABLE_KINDS = ("invalid-json", "not-a-notebook", "no-notebook", "several-notebooks")
 FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub", "not-triton", "launch-not-built")
 LIMIT_KINDS = ("timeout", "memory", "output", "kernel-died", "notebook-timeout")
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
 
 
 # ----------------------------------------------------------------------------- reading what grading wrote
@@ -226,25 +227,30 @@ def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> Lis
     patterns: Dict[tuple, Dict[str, Any]] = {}
     for key, group in by_key.items():
         who = tuple(sorted(group["students"]))
-        pattern = patterns.setdefault(who, {"hints": [], "cells": set()})
+        pattern = patterns.setdefault(who, {"hints": [], "keys": [], "cells": set()})
         pattern["hints"].append(group["read"].most_common(1)[0][0])
+        pattern["keys"].append(key)
         pattern["cells"] |= group["cells"]
     rows = []
     for who, pattern in patterns.items():
         ordered = sorted(pattern["cells"], key=order.get)
         rows.append({"hints": sorted(pattern["hints"]), "hint": " / ".join(sorted(pattern["hints"])),
+                     "pattern": " | ".join(sorted(pattern["keys"])),
                      "cells": ordered, "grade_id": ordered[0], "section": section_of[ordered[0]],
                      "count": len(who), "students": list(who)})
     return sorted(rows, key=lambda r: (-r["count"], order[r["grade_id"]], r["hint"]))
 
 
 def misconceptions_csv(data: dict) -> str:
-    """The misconceptions as CSV: ``students, hints as read, cells, student ids`` (one row per pattern)."""
+    """The misconceptions as CSV, one row per failure pattern: ``pattern`` (its grouping keys: numbers as ``n``,
+    lower case), ``hint_as_read`` (the hints verbatim), ``cells``, ``students`` (how many) and ``student_ids``;
+    several values in one field are joined by `` | `` (hints, keys) or a space (cells, ids)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["students", "hints", "cells", "student_ids"])
+    writer.writerow(["pattern", "hint_as_read", "cells", "students", "student_ids"])
     for row in data["misconceptions"]:
-        writer.writerow([row["count"], " | ".join(row["hints"]), " ".join(row["cells"]), " ".join(row["students"])])
+        writer.writerow([row.get("pattern", ""), " | ".join(row["hints"]), " ".join(row["cells"]), row["count"],
+                         " ".join(row["students"])])
     return buffer.getvalue()
 
 
@@ -305,7 +311,8 @@ def _student_table(data: dict) -> List[str]:
     out = ["<h2>Every student</h2><table><tr><th>student</th><th>total</th>"
            + "".join(f"<th><code>{e(c)}</code></th>" for c in cells) + "</tr>"]
     for student, row in sorted(data.get("table", {}).items()):
-        href = f"../../feedback/{student}/{data['lab']}/{data.get('notebook', '')}.html"
+        href = "../../feedback/" + "/".join(quote(part, safe="") for part in
+                                            (student, data["lab"], f"{data.get('notebook', '')}.html"))
         total = data["scores"]["totals"].get(student, 0)
         marks = "".join("<td>-</td>" if row.get(c) is None else f"<td>{row[c]:g}</td>" for c in cells)
         out.append(f'<tr><td><a href="{e(href)}">{e(student)}</a></td><td>{total:g}</td>{marks}</tr>')
