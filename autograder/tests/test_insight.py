@@ -10,6 +10,7 @@ import json
 import re
 
 from autograder.pipeline import insight
+from autograder.pipeline.inert import live_markup
 from autograder.pipeline.labs import LABS, SOURCE_DIR
 
 LAB = "05-prefix-cache"
@@ -64,6 +65,8 @@ def test_the_report_groups_hints_by_pattern_and_shows_them_as_read(tmp_path):
         assert f'href="../../feedback/{student}/{LAB}/prefix_cache.html"' in page, student
     table = list(csv.DictReader(io.StringIO(insight.misconceptions_csv(data))))
     assert [(t["students"], t["student_ids"]) for t in table] == [("2", "ann bob"), ("1", "cat")]
+    assert "is your condition true for n?" in table[0]["pattern"] and " | " in table[0]["pattern"]
+    assert table[0]["hint_as_read"] == " | ".join(pattern["hints"]) and table[1]["pattern"] == "todo not written yet"
     assert "lab05-hidden-hash-blocks" in table[0]["cells"]
 
 
@@ -71,7 +74,20 @@ def test_write_puts_the_csv_beside_the_page(tmp_path):
     _write(tmp_path, {"eve": {"lab05-visible-hash": _verdict("[x] no\n  hint:     use xxh64")}}, [])
     page = insight.write(LAB, tmp_path, SOURCE)
     folder = page.parent
-    assert (folder / "misconceptions.csv").read_text().splitlines()[1].startswith("1,use xxh64,")
+    lines = (folder / "misconceptions.csv").read_text().splitlines()
+    assert lines[0] == "pattern,hint_as_read,cells,students,student_ids"
+    assert lines[1] == "use xxh64,use xxh64,lab05-visible-hash,1,eve"  # digits inside a name are not a number
+
+
+def test_a_student_id_with_markup_is_escaped_and_its_link_stays_relative(tmp_path):
+    """An id is the student's own text: in the table and the link it is quoted, never markup or a way out."""
+    odd = 'x"><b>y&z'
+    _write(tmp_path, {odd: {"lab05-visible-hash": _verdict("[x] no\n  hint:     <img src=q onerror=alert(1)>")}}, [])
+    page = insight.page(insight.build(LAB, tmp_path, SOURCE), {})
+    assert f'href="../../feedback/x%22%3E%3Cb%3Ey%26z/{LAB}/prefix_cache.html"' in page
+    assert "<b>y" not in page and "<img src=q" not in page and "&lt;img src=q onerror" in page  # shown, as text
+    assert not re.search(r"<script|<[^>]*\son[a-z]+\s*=|javascript:", page, re.IGNORECASE)  # no live markup
+    assert live_markup(page) == [], live_markup(page)
 
 
 def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path):
