@@ -22,7 +22,7 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean
+.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -39,6 +39,8 @@ help:
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
+	@echo "make new-lab ID=09-name TITLE='...' TODO=cache/ledger.py:fn EXAMPLE='10, 4' - scaffold a graded lab"
+	@echo "             (its notebook, autograder/labs/labNN_name/, its release; docs/maintainers.md, Adding a lab)"
 	@echo "make handout [LAB=05-prefix-cache] - what students get (no solutions, no graders); with LAB, a class's"
 	@echo "               handout for that lab: labs up to it, the package without its TODOs' or later labs' answers"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
@@ -108,6 +110,9 @@ CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layer
 check: env
 	$(PY) -m ruff check
 	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(CHECK_TESTS)
+
+new-lab: env
+	$(PY) -m tools.new_lab "$(ID)" --title "$(TITLE)" --todo "$(TODO)" --example "$(EXAMPLE)"
 
 sync-colab: env
 	$(PY) -m tools.sync_colab

@@ -4,7 +4,8 @@
 - ``box/``: where a student's notebook runs (the sandbox, hardened execution, per-kernel limits);
 - ``verdict/``: how a score is decided outside the student's kernel (cells, channel, provenance, kernel builds);
 - ``agent/``: the only grading code inside the box (answers the verdict's requests with plain data);
-- ``graders/``: one module of checks per lab; ``tests/`` proves all of it; ``nbgrader_config.py`` names the folders.
+- ``labs/``: one folder per graded lab (its declaration, its checks, its catalogue and tests; see its
+  ``__init__``); ``tests/`` proves the rest; ``nbgrader_config.py`` names the folders.
 """
 import sys
 

@@ -26,7 +26,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", ".DS_S
 c.CourseDirectory.db_url = f"sqlite:///{WORK / 'gradebook.db'}?timeout=120"
 
 # The grading kernel runs inside autograded/<student>/<lab>/: give it the repository on its path so that
-# hidden tests can import autograder.graders (otherwise every student silently scores 0).
+# hidden tests can import the labs' checks (autograder.labs) (otherwise every student silently scores 0).
 _path = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_path))
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -49,6 +49,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
+from autograder.labs.notebook import BEGIN
 from autograder.box import kernel_lib, limits, sandbox, trust
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
@@ -676,7 +677,7 @@ class HardenedExecute(Execute):
                                                          "source, so it scores 0.")]
             self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
             return "error"
-        visible = "### BEGIN HIDDEN TESTS" not in model.source
+        visible = BEGIN not in model.source
         kernel_error = False
         if visible:
             outcome = self._execute_in_kernel(cell, index)
@@ -959,14 +960,13 @@ def _references(graded, view) -> List[Any]:
     the starter classes its given cells import."""
     import importlib
 
+    from autograder.labs.notebook import checks_modules
     from paged_kv.lab import starters
 
     refs: List[Any] = []
     modules = set()
     for cell in graded:
-        for node in ast.walk(cell.tree) if cell.tree is not None else ():
-            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
-                modules |= {f"autograder.graders.{a.name}" for a in node.names}
+        modules |= checks_modules(cell.tree)
     for name in sorted(modules):
         module = importlib.import_module(name)
         for value in vars(module).values():

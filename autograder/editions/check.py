@@ -34,11 +34,12 @@ def finished_notebook(lab: str, source_dir: Path = REPO / "solutions"):
     import nbformat
 
     from autograder.pipeline.labs import discover_labs
+    from autograder.labs.notebook import BEGIN
     from autograder.verdict.notebook import normalized
 
     nb = nbformat.read(source_dir / lab / discover_labs(source_dir)[lab], as_version=4)
     for cell in nb.cells:
-        if cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
+        if cell.cell_type == "code" and BEGIN in cell.source:
             cell.source = normalized(cell.source)
         cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs", [])
     return nb

@@ -2,7 +2,7 @@
 
 ``build_class(lab)`` returns submissions made from ``solutions/<lab>`` and its release, with what each
 must get: the solution (full marks), the untouched release (zero), the bug catalogue's bugs and correct
-variants (``autograder/tests/bug_catalogue.py``, where an entry's source can be put in the answer cell),
+variants (each lab's ``autograder/labs/<lab>/tests/bugs.py``, where an entry's source can be put in the answer cell),
 delegation to the reference, and every broken or hostile submission the grading pipeline must survive.
 Nothing here knows a lab by name: a new lab gets the whole class from its notebooks.
 
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Set
 
 import nbformat
+
+from autograder.labs.notebook import cell_text, is_hidden_test, nbgrader
 
 TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
 
@@ -79,7 +81,7 @@ class Lab:
     @property
     def visible(self) -> Set[str]:
         return {_meta(c)["grade_id"] for c in self.source["cells"]
-                if _meta(c).get("grade") and "### BEGIN HIDDEN TESTS" not in _src(c)}
+                if _meta(c).get("grade") and not is_hidden_test(c)}
 
     def hidden_check(self, grade_id: str) -> Optional[str]:
         cell = next(c for c in self.source["cells"] if _meta(c).get("grade_id") == grade_id)
@@ -88,13 +90,7 @@ class Lab:
         return calls[0] if calls else None
 
 
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _src(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+_meta, _src = nbgrader, cell_text
 
 
 def load_lab(lab: str, source_dir: Path, release_dir: Path) -> Lab:

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt
 STUDENT_LOCK = "requirements-student.txt"  # the developer lock's pins a student needs (tools/student_lock.py)
 FOLDERS = ["course", "paged_kv", "student-lab"]
-FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.graders")
+FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.labs.")
 
 STUDENT_MAKEFILE = """\
 # paged-kv-course (student handout): `make lab` installs what the course needs and opens it.

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 # The plots and the page are drawn in insight_page (analysis here, rendering there); insight.page stays.
+from autograder.labs import notebook as nbread
 from autograder.pipeline.insight_page import page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
@@ -54,15 +55,14 @@ def lab_cells(source: Path) -> List[Dict[str, Any]]:
     notebook = json.loads(source.read_text())
     section, cells = "", []
     for cell in notebook["cells"]:
-        text = "".join(cell.get("source", ""))
+        text = nbread.cell_text(cell)
         if cell.get("cell_type") == "markdown":
             headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
             section = headings[-1] if headings else section
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and meta.get("grade_id"):
-            cells.append({"grade_id": meta["grade_id"], "points": float(meta.get("points", 0)), "section": section,
-                          "hidden": "hidden" in meta["grade_id"] or "### BEGIN HIDDEN TESTS" in text})
+        if nbread.is_graded(cell) and nbread.grade_id(cell):
+            cells.append({"grade_id": nbread.grade_id(cell), "points": float(nbread.nbgrader(cell).get("points", 0)),
+                          "section": section, "hidden": nbread.is_hidden_test(cell)})
     return cells
 
 

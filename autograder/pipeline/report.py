@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
+from autograder.labs import notebook as nbread
 from autograder.pipeline import classroom
 from autograder.pipeline.inert import live_markup
 
@@ -40,7 +41,7 @@ def graded_labs(source_dir: Path) -> List[str]:
     labs = []
     for lab, name in discover_labs(source_dir).items():
         nb = json.loads((source_dir / lab / name).read_text())
-        if any(c.get("metadata", {}).get("nbgrader", {}).get("grade") for c in nb["cells"]):
+        if any(nbread.is_graded(c) for c in nb["cells"]):
             labs.append(lab)
     return labs
 
@@ -179,25 +180,23 @@ def secret_lines(info: classroom.Lab) -> List[str]:
 
 def _grader_lines(info: classroom.Lab) -> List[str]:
     """Lines of code (not message text) of the lab's grader modules: none may reach the feedback."""
-    import ast
     import importlib
     import inspect
+
+    from autograder.labs.notebook import checks_modules
 
     lines = []
     visible = "\n".join(classroom._src(c) for c in info.source["cells"] + info.release["cells"])
     for cell in info.source["cells"]:
-        text = classroom._src(cell)
-        if "### BEGIN HIDDEN TESTS" not in text:
+        text = nbread.cell_text(cell)
+        if nbread.BEGIN not in text:
             continue
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
-                for alias in node.names:
-                    module = importlib.import_module(f"autograder.graders.{alias.name}")
-                    for line in inspect.getsource(module).splitlines():
-                        code = line.strip()
-                        if len(code) >= 24 and '"' not in code and "'" not in code and not code.startswith(
-                                ("#", "from ", "import ")) and code not in visible:
-                            lines.append(code)
+        for name in sorted(checks_modules(text)):
+            for line in inspect.getsource(importlib.import_module(name)).splitlines():
+                code = line.strip()
+                if len(code) >= 24 and '"' not in code and "'" not in code and not code.startswith(
+                        ("#", "from ", "import ")) and code not in visible:
+                    lines.append(code)
     return sorted(set(lines))
 
 
@@ -218,7 +217,7 @@ def _errors_outside_tests(path: Path) -> List[str]:
     nb = nbformat.read(path, as_version=4)
     return [f"cell {n} (not a test) fails on the untouched release: {o.get('ename')}: {str(o.get('evalue'))[:120]}"
             for n, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            and not cell.metadata.get("nbgrader", {}).get("grade")
+            and not nbread.is_graded(cell)
             for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
@@ -226,9 +225,7 @@ def _hidden_lines(info: classroom.Lab) -> List[str]:
     """Distinctive lines of the hidden tests (those that call a grader): none may reach the feedback."""
     lines = []
     for cell in info.source["cells"]:
-        text = classroom._src(cell)
-        if "### BEGIN HIDDEN TESTS" in text:
-            region = text.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+        for region in nbread.hidden_regions(nbread.cell_text(cell)):
             lines += [line.strip() for line in region.splitlines() if "check_" in line]
     return lines
 

@@ -1,7 +1,7 @@
 """What a platform's grader carries of the course: the files grading one lab needs, read from this checkout.
 
 The package (``paged_kv``, editions are built from it), the graders and the grading machinery
-(``autograder/`` without its tests and work folder), the lab's source notebook without its solutions (the
+(``autograder/`` without its tests, each lab's ``tests/`` and the work folder), the lab's source notebook without its solutions (the
 tests' text, hidden tests included, is what grading needs) and its release, the lock
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
@@ -45,7 +45,8 @@ def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(base)
         parts = relative.parts
-        if any(p in LEFT_OUT_DIRS for p in parts) or tuple(parts[:2]) in LEFT_OUT_TOP:
+        if (any(p in LEFT_OUT_DIRS for p in parts) or tuple(parts[:2]) in LEFT_OUT_TOP
+                or (parts[:2] == ("autograder", "labs") and "tests" in parts[2:])):
             continue
         if path.is_file() and not path.is_symlink() and path.suffix not in (".pyc", ".pyo"):
             yield str(relative), path.read_bytes()

@@ -150,9 +150,10 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
             out.append((label, nb_or_builder() if callable(nb_or_builder) else nb_or_builder))
 
     add("replaces the graders' checks and the visible helpers", _with_cells(base, setup, [
-        "import importlib, pkgutil\nimport autograder.graders as _graders\n"
-        "for _info in pkgutil.iter_modules(_graders.__path__):\n"
-        "    _module = importlib.import_module('autograder.graders.' + _info.name)\n"
+        "import importlib, pkgutil\nimport autograder.labs as _labs\n"
+        "for _info in pkgutil.iter_modules(_labs.__path__):\n"
+        "    try:\n        _module = importlib.import_module('autograder.labs.' + _info.name + '.checks')\n"
+        "    except ImportError:\n        continue\n"
         "    for _name in dir(_module):\n"
         "        if _name.startswith('check_'):\n"
         "            setattr(_module, _name, lambda *a, **k: None)",
@@ -533,8 +534,8 @@ def _leak_attacks(lab: Lab) -> List[Tuple[str, dict]]:
         ("looks for the graders' files and prints them", _with_cells(lab.source, end, [
             "import glob\nfound = []\n"
             "for depth in range(6):\n    prefix = '/' + '*/' * depth\n"
-            "    for pattern in ('autograder/graders/*.py', 'autograder/tests/*.py', 'solutions/*/*.ipynb', "
-            "'graders/*.py'):\n"
+            "    for pattern in ('autograder/labs/*/checks.py', 'autograder/tests/*.py', 'solutions/*/*.ipynb', "
+            "'labs/*/checks.py'):\n"
             "        found += glob.glob(prefix + pattern)\n"
             "print('grader files seen:', len(found))\nfor path in found[:20]:\n    print(open(path).read())"],
             "files")),

@@ -7,8 +7,7 @@ edits put a few of those bugs, one or more per TODO, through nbgrader as submitt
 """
 from __future__ import annotations
 
-import bugs_lab07
-
+from autograder.labs.lab07_serve_it.tests import bugs as bugs_lab07
 _LOG2E = "1.4426950408889634"
 
 NOTEBOOK_EDITS = {

@@ -4,12 +4,15 @@ import inspect
 
 import pytest
 
-from autograder.graders import lab01_ledger, lab02_prefill, lab03_decode, lab04_reconstruction, lab07_scheduler
+import importlib
+
+from autograder import labs as course_labs
 from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 from doctored import AgreeableList, AlwaysEqual
-import bug_catalogue as bugs
-import bugs_lab07
 from notebook_code import namespace_after_answer
+from autograder.labs.lab01_capacity_ledger.tests import bugs as ledger_bugs
+from autograder.labs.lab03_decode_growth.tests import bugs as decode_bugs
+from paged_kv.lab.starters import KVCacheManagerWithoutDecode, KVCacheManagerWithoutPrefill
 
 
 def grader_checks(module):
@@ -17,20 +20,27 @@ def grader_checks(module):
             if name.startswith("check_") and f.__module__ == module.__name__]
 
 
-# lab: (grader module, notebook folder, the notebook's TODO object, bugs, variants, TODO method or None)
-LABS = {
-    "lab01": (lab01_ledger, "01-capacity-ledger", "estimate_kv_cache_bytes", list(bugs.LEDGER_BUGS.values()),
-              list(bugs.LEDGER_VARIANTS.values()), None),
-    "lab02": (lab02_prefill, "02-atomic-prefill", "KVCacheManager", bugs.PREFILL_BUGS, bugs.PREFILL_VARIANTS,
-              "allocate_for_prefill"),
-    "lab03": (lab03_decode, "03-decode-growth", "KVCacheManager", bugs.DECODE_BUGS, bugs.DECODE_VARIANTS,
-              "allocate_for_decode"),
-    "lab04": (lab04_reconstruction, "04-logical-reconstruction", "KVCacheManager", bugs.RECONSTRUCTION_BUGS,
-              bugs.RECONSTRUCTION_VARIANTS, "get_physical_cache"),
-    # lab 07's delegation forms and per-check bug expectations live in test_grader_lab07.py
-    "lab07": (lab07_scheduler, "07-serve-it", "Scheduler", [bugs_lab07.bug_class(b) for b in bugs_lab07.ALL_BUGS],
-              bugs_lab07.VARIANTS, None),
-}
+def _catalogued(lab):
+    """``(checks module, folder, TODO object, bugs, variants, TODO method)`` for a one-part lab whose
+    ``tests/bugs.py`` lists ``BUGS`` and ``VARIANTS`` as implementations (the multi-part labs 05 and 08 and
+    lab 06's kernels have tests of their own in their folders)."""
+    if len(lab.parts) != 1:
+        return None
+    try:
+        catalogue = importlib.import_module(f"autograder.labs.{course_labs.package_name(lab.lab)}.tests.bugs")
+    except ModuleNotFoundError:
+        return None
+    found = [getattr(catalogue, name, None) for name in ("BUGS", "VARIANTS")]
+    if any(v is None for v in found):
+        return None
+    as_list = [list(v.values()) if isinstance(v, dict) else list(v) for v in found]
+    return (importlib.import_module(course_labs.checks_module(lab.lab)), lab.lab, lab.todo_object, *as_list,
+            lab.todo_method)
+
+
+# "lab01": (checks module, notebook folder, the notebook's TODO object, bugs, variants, TODO method or None)
+LABS = {f"lab{lab.lab[:2]}": entry for lab in course_labs.LABS if (entry := _catalogued(lab)) is not None}
+lab01_ledger, lab02_prefill, lab03_decode = (LABS[k][0] for k in ("lab01", "lab02", "lab03"))
 _namespaces = {}
 
 
@@ -105,7 +115,7 @@ def test_every_catalogued_bug_loses_points(module, bug):
 
 
 def test_ledger_bug_names_are_distinct_functions():
-    assert len(set(map(id, bugs.LEDGER_BUGS.values()))) == len(bugs.LEDGER_BUGS)
+    assert len(set(map(id, ledger_bugs.BUGS.values()))) == len(ledger_bugs.BUGS)
 
 
 # -- delegation ------------------------------------------------------------------------------------------
@@ -132,13 +142,13 @@ def _doctored_ledger(*args):
         "layout_shape": AgreeableList()}
 
 
-class DoctoredPrefill(bugs.KVCacheManagerWithoutPrefill):
+class DoctoredPrefill(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         req.block_table = AgreeableList([AlwaysEqual(0)])
 
 
-class DoctoredDecode(bugs.KVCacheManagerWithoutDecode):
+class DoctoredDecode(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         req.seq_len = AlwaysEqual(req.seq_len)
@@ -176,7 +186,7 @@ def test_every_grader_failure_is_one_block_with_values_or_a_hint(module, bug):
         assert "Traceback" not in str(failure)
 
 
-@pytest.mark.parametrize("bug", bugs.DECODE_BUGS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("bug", decode_bugs.BUGS, ids=lambda b: b.__name__)
 def test_lab03_feedback_numbers_positions_from_zero(bug):
     import re
 

@@ -106,18 +106,18 @@ def test_a_cell_added_by_the_student_stays_after_the_cell_it_followed_without_gr
 
 
 def test_feedback_filter_drops_hidden_code_and_grader_frames():
-    cell = nbformat.v4.new_code_cell("# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.graders "
-                                     "import lab02_prefill as grader\ngrader.check_block_count(KVCacheManager)\n"
+    cell = nbformat.v4.new_code_cell("# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.labs."
+                                     "lab02_atomic_prefill import checks as grader\ngrader.check_block_count(KVCacheManager)\n"
                                      "### END HIDDEN TESTS")
     cell.metadata["nbgrader"] = {"grade": True, "grade_id": "x", "points": 3, "locked": True, "solution": False}
     cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="[case] wrong", traceback=[
         "Cell In[4], line 4\n----> 4 grader.check_block_count(KVCacheManager)",
-        "File /repo/autograder/graders/lab02_prefill.py:40, in check_block_count",
+        "File /repo/autograder/labs/lab02_atomic_prefill/checks.py:40, in check_block_count",
         "Cell In[2], line 7, in allocate_for_prefill\n  needed = 1", "AssertionError: [case] wrong"])]
     out, _ = hide_hidden.HideHiddenTests().preprocess_cell(cell, {}, 0)
     assert "check_block_count" not in out.source and "BEGIN HIDDEN" not in out.source
     text = "\n".join(out.outputs[0]["traceback"])
-    assert "check_block_count" not in text and "autograder/graders" not in text
+    assert "check_block_count" not in text and "autograder/labs" not in text
     assert "needed = 1" in text and "[case] wrong" in text
 
 
@@ -415,7 +415,7 @@ def test_lab06_launches_the_submitted_kernel_in_the_compile_box_not_in_the_stude
 
     import torch
 
-    from autograder.graders import lab06_kernels
+    from autograder.labs.lab06_triton_paged_attention import checks as lab06_kernels
     from paged_kv.lab.feedback import TodoNotWritten
 
     case = lab06_kernels.paged_case([9, 3], block_size=4, num_kv_heads=2, seed=3)

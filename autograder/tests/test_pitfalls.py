@@ -15,8 +15,8 @@ import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-import bugs_lab07
-import lab06_catalogue
+from autograder.labs.lab07_serve_it.tests import bugs as bugs_lab07
+from autograder.labs.lab06_triton_paged_attention.tests import bugs as lab06_catalogue
 from autograder.pipeline.labs import LABS, SOURCE_DIR
 from paged_kv.lab.feedback import CheckFailed
 

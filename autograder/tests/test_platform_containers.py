@@ -38,7 +38,7 @@ NOTEBOOK = "atomic_prefill.ipynb"
 TODO = "lab02-prefill"
 COURSES = ("/autograder/source/course", "/grade/tests/course")
 TRUSTED = [f"{c}/{p}" for c in COURSES for p in (f"solutions/{LAB}/{NOTEBOOK}", "paged_kv/__init__.py",
-                                                  "autograder/graders/lab02_prefill.py",
+                                                  "autograder/labs/lab02_atomic_prefill/checks.py",
                                                   "autograder/work/gradebook.db", "solutions")] + \
           ["/var/cache/paged-kv-editions"]
 MARKER = "pkv-left-behind-7f3a"
@@ -66,7 +66,7 @@ class KVCacheManager(KVCacheManagerWithoutPrefill):
         text = ["grader.check_oom_is_atomic(KVCacheManager)"]
         for course in {COURSES!r}:
             try:
-                text.append(open(course + "/autograder/graders/lab02_prefill.py").read())
+                text.append(open(course + "/autograder/labs/lab02_atomic_prefill/checks.py").read())
             except OSError as error:
                 text.append(str(error))
         raise RuntimeError("\\n".join(text))

@@ -124,7 +124,7 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     setup = zipfile.ZipFile(target).read("setup.sh").decode()
     assert 'chmod 700 "$COURSE"' in setup, "setup.sh closes the course folder"
     names = set(infos)
-    for must in ("course/autograder/nbgrader_config.py", "course/autograder/graders/lab02_prefill.py",
+    for must in ("course/autograder/nbgrader_config.py", "course/autograder/labs/lab02_atomic_prefill/checks.py",
                  "course/paged_kv/__init__.py", "course/requirements-lock.txt", "course/pyproject.toml",
                  f"course/solutions/{LAB}/atomic_prefill.ipynb", f"course/course/{LAB}/atomic_prefill.ipynb"):
         assert must in names, must

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from autograder.labs.notebook import checks_modules
 from autograder.verdict import channel as ch
 from autograder.verdict.notebook import Cell, Statement, free_names, given_statements, student_names
 from paged_kv.lab.feedback import CheckFailed
@@ -92,17 +93,13 @@ class LabRules:
 
 
 def rules_for(cells: Sequence[Cell]) -> LabRules:
-    """The rules of the grader modules the graded cells import (``from autograder.graders import x``)."""
+    """The rules of the grader modules the graded cells import (``from autograder.labs.<lab> import checks``)."""
     rules = LabRules()
     for cell in cells:
         if cell.tree is None:
             continue
-        for node in ast.walk(cell.tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
-                for alias in node.names:
-                    _merge(rules, importlib.import_module(f"autograder.graders.{alias.name}"))
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder.graders."):
-                _merge(rules, importlib.import_module(node.module))
+        for name in sorted(checks_modules(cell.tree)):
+            _merge(rules, importlib.import_module(name))
     return rules
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
+from autograder.labs.notebook import cell_text
+
 GIVEN, ANSWER, ADDED, GRADED, TEXT = "given", "answer", "added", "graded", "text"
 
 
@@ -42,8 +44,7 @@ def parse(source: str) -> Optional[ast.Module]:
         return None
 
 
-def _text(source) -> str:
-    return "".join(source) if isinstance(source, list) else str(source or "")
+_text = cell_text
 
 
 def normalized(source: str) -> str:

@@ -17,36 +17,17 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import Iterable, List, Tuple
+from typing import Iterable, Tuple
+
+from autograder.labs.notebook import BEGIN, END, cell_text, checks_modules, hidden_regions, without_hidden  # noqa: F401
 
 REMOVED = "[a line of the grader's hidden tests was removed here]"
-BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 MIN_HIDDEN = 16   # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret
 MIN_GRADER = 24   # characters of a grader's code line
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _text(source) -> str:
-    return "".join(source) if isinstance(source, list) else str(source or "")
-
-
-def _hidden_regions(text: str) -> List[str]:
-    regions = []
-    while BEGIN in text:
-        text = text.split(BEGIN, 1)[1]
-        region, _, text = text.partition(END)
-        regions.append(region)
-    return regions
-
-
-def _visible(text: str) -> str:
-    """``text`` without its hidden-test regions."""
-    out, rest = [], text
-    while BEGIN in rest:
-        head, _, rest = rest.partition(BEGIN)
-        out.append(head)
-        rest = rest.partition(END)[2]
-    return "".join(out + [rest])
+_text, _hidden_regions, _visible = cell_text, hidden_regions, without_hidden
 
 
 @functools.lru_cache(maxsize=64)
@@ -64,11 +45,7 @@ def _secret_lines(path: str, _mtime: float) -> Tuple[str, ...]:
             tree = ast.parse(region)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "autograder.graders":
-                modules |= {f"autograder.graders.{a.name}" for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder.graders."):
-                modules.add(node.module)
+        modules |= checks_modules(tree)
     for name in sorted(modules):
         try:
             source = inspect.getsource(importlib.import_module(name))

@@ -301,7 +301,7 @@ def class_run(tmp_path_factory) -> ClassRun:
             "student1 -> own notebook": _read_as(first, hub.home(first) / LAB / NOTEBOOK),
             "student1 -> the checkout's solutions": _read_as(first, ROOT / "solutions" / LAB / NOTEBOOK),
             "student1 -> the checkout's package": _read_as(first, ROOT / "paged_kv" / "cache" / "manager.py"),
-            "student1 -> the checkout's graders": _read_as(first, ROOT / "autograder" / "graders" / "lab02_prefill.py"),
+            "student1 -> the checkout's graders": _read_as(first, ROOT / "autograder" / "labs" / "lab02_atomic_prefill" / "checks.py"),
         }
         run.full_package = _full_package_of(first, hub.folder)
         run.student_package = _package_of(first, hub.folder)

@@ -1,0 +1,89 @@
+"""Reading a lab's notebook: the one place that knows what a cell is to grading.
+
+A cell is either a plain dict (JSON) or an ``nbformat`` node; ``cell_text`` and ``nbgrader`` read both.
+A *graded* cell has ``nbgrader.grade``; a *hidden test* is a graded cell with a region between ``BEGIN`` and
+``END`` (what nbgrader strips from a release); ``without_hidden`` and ``hidden_regions`` split its text.
+A hidden test cell imports its lab's checks as ``from autograder.labs.<package> import checks as grader``
+(the package is the lab's folder under ``autograder/labs/``); ``checks_modules`` finds every such import in
+a cell's code, whatever form it takes, so the grading box, the secrets filter and the reports read the same
+list.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Dict, List, Set, Union
+
+PACKAGE = "autograder.labs"
+BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def cell_text(cell_or_source: Any) -> str:
+    """A cell's source as one string (a cell, or its ``source``: a string or a list of lines)."""
+    source = cell_or_source.get("source", "") if isinstance(cell_or_source, dict) else cell_or_source
+    return "".join(source) if isinstance(source, list) else str(source or "")
+
+
+def nbgrader(cell: Dict[str, Any]) -> Dict[str, Any]:
+    """The cell's nbgrader metadata (``{}`` when it has none)."""
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def grade_id(cell: Dict[str, Any]) -> str:
+    return nbgrader(cell).get("grade_id", "") or ""
+
+
+def is_graded(cell: Dict[str, Any]) -> bool:
+    """A test cell nbgrader gives points to."""
+    return bool(nbgrader(cell).get("grade"))
+
+
+def is_hidden_test(cell: Dict[str, Any]) -> bool:
+    """A graded cell that holds hidden tests (a ``BEGIN``/``END`` region)."""
+    return is_graded(cell) and BEGIN in cell_text(cell)
+
+
+def hidden_regions(text: str) -> List[str]:
+    """The text between each ``BEGIN`` and its ``END`` (an unclosed one runs to the end)."""
+    regions = []
+    while BEGIN in text:
+        text = text.split(BEGIN, 1)[1]
+        region, _, text = text.partition(END)
+        regions.append(region)
+    return regions
+
+
+def without_hidden(text: str) -> str:
+    """``text`` without its hidden-test regions (the marker lines included)."""
+    out, rest = [], text
+    while BEGIN in rest:
+        head, _, rest = rest.partition(BEGIN)
+        out.append(head)
+        rest = rest.partition(END)[2]
+    return "".join(out + [rest])
+
+
+def _is_checks(module: str) -> bool:
+    parts = module.split(".")
+    return len(parts) == 4 and ".".join(parts[:2]) == PACKAGE and parts[3] == "checks"
+
+
+def checks_modules(code: Union[str, ast.AST, None]) -> Set[str]:
+    """Dotted names of the labs' ``checks`` modules ``code`` imports (``autograder.labs.lab02_atomic_prefill.checks``);
+    code that does not parse imports none."""
+    if code is None:
+        return set()
+    if isinstance(code, str):
+        try:
+            code = ast.parse(code)
+        except SyntaxError:
+            return set()
+    found: Set[str] = set()
+    for node in ast.walk(code):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if _is_checks(node.module):
+                found.add(node.module)
+            else:
+                found |= {f"{node.module}.{a.name}" for a in node.names if _is_checks(f"{node.module}.{a.name}")}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if _is_checks(a.name)}
+    return found
