@@ -14,7 +14,7 @@ PORT ?=
 LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
-# make hub: a local JupyterHub with the course (hub/__main__.py); README, "Grading on JupyterHub".
+# make hub: a local JupyterHub with the course (hub/__main__.py); docs/instructors.md, "Grading on JupyterHub".
 HUB_DIR ?= /srv/paged-kv-hub
 STUDENTS ?= 3
 HUB_PORT ?= 8000
@@ -28,7 +28,7 @@ help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
 	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
-	@echo "make check    - the fast loop: lint, the package's tests, the layer rules, one lab graded end to end"
+	@echo "make check    - the fast loop: lint, the package's tests, the layer rules, the docs' links, one lab graded end to end"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs attainable copy and HBM peak (CPU: dry run)"
@@ -104,8 +104,8 @@ test: env
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
 
 # The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
-# rules, and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
-CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layers.py tests/test_makefile.py \
+# rules, the docs' links, and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
+CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layers.py tests/test_makefile.py tests/test_docs.py \
 	autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
 check: env
 	$(PY) -m ruff check

@@ -92,7 +92,7 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "autograder.pipeline.hide_hidden.HideHiddenTests",
 ]
-# Feedback is inert (README, threat model): what a student's markdown and outputs hold is rendered as text
+# Feedback is inert (docs/design.md, threat model): what a student's markdown and outputs hold is rendered as text
 # (InertCells, before any HTML is made; HTMLExporter's own list, so Formgrader's submission view gets it too),
 # and every feedback page is rebuilt by an allow-list sanitiser (InertHTMLExporter: no script, handler,
 # frame, form or URL but data: images and links).

@@ -106,7 +106,7 @@ def banner(settings: HubSettings) -> str:
          if settings.idle_timeout else "  idle servers are never stopped (--idle-timeout 0)")
         + f", a kernel idle for {KERNEL_CULLING['cull_idle_timeout']} s with no browser on it is shut down",
         f"  DEMO PASSWORD of every account above, for this local demo only: {DEMO_PASSWORD}",
-        "  (a real course authenticates its people itself: README, 'Grading on JupyterHub')",
+        "  (a real course authenticates its people itself: docs/instructors.md, 'Grading on JupyterHub')",
     ])
 
 

@@ -24,7 +24,7 @@ COURSE_ID = "paged-kv"
 COURSE_FOLDER = "paged-kv-course"
 DEFAULT_PREFIX = "pkv-"
 # Only for the local demo on one machine: every account `make hub` makes gets it. A real course keeps
-# its own accounts and passwords (PAM) or lets students choose theirs (NativeAuthenticator); see README.
+# its own accounts and passwords (PAM) or lets students choose theirs (NativeAuthenticator); see docs/instructors.md.
 DEMO_PASSWORD = "demo-only-not-a-real-password"
 MAX_STUDENTS = 200
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")

@@ -1,4 +1,4 @@
-"""course/ is exactly what nbgrader makes from solutions/, and nbgrader's own commands, typed as the README
+"""course/ is exactly what nbgrader makes from solutions/, and nbgrader's own commands, typed as docs/instructors.md
 says (``nbgrader autograde``, ``generate_feedback``, ``export``), grade it as promised: the solution gets
 full marks, the untouched release zero on every test cell, and a realistic bug submitted as a notebook
 loses exactly the points of the part it breaks.
@@ -138,7 +138,7 @@ def test_a_submitted_bug_loses_exactly_the_points_of_its_part(course_root, stude
     assert failed == must_fail, got
 
 
-def test_feedback_and_grade_export_work_as_the_readme_says(course_root):
+def test_feedback_and_grade_export_work_as_the_instructors_guide_says(course_root):
     import csv
 
     feedback = course_root / "autograder" / "work" / "feedback" / "solution" / "02-atomic-prefill"
