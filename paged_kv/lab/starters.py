@@ -145,20 +145,18 @@ def _defined(klass: type, name: str):
     return None
 
 
-# The labs' starters, each built on first use (PEP 562), so that importing this module imports only what the
-# starter asked for needs (lab 05's block manager never imports the tutorial manager, hence never torch).
+# The labs' starters (name: module, reference class, base class, TODO methods), each built on first use
+# (PEP 562), so that importing this module imports only what the starter asked for needs (lab 05's block manager never imports the tutorial manager, hence never torch).
 _STARTERS = {
-    "KVCacheManagerWithoutPrefill": ("manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_prefill"]),
-    "KVCacheManagerWithoutDecode": ("manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_decode"]),
-    "KVCacheManagerWithoutReconstruction": ("manager", "KVCacheManager", "KVCacheManagerBase", ["get_physical_cache"]),
-    "BlockManagerWithoutPrefixCache": ("prefix_cache", "BlockManager", "BlockManagerBase",
+    "KVCacheManagerWithoutPrefill": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_prefill"]),
+    "KVCacheManagerWithoutDecode": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_decode"]),
+    "KVCacheManagerWithoutReconstruction": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["get_physical_cache"]),
+    "BlockManagerWithoutPrefixCache": ("paged_kv.cache.prefix_cache", "BlockManager", "BlockManagerBase",
                                        ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block",
                                         "hash_blocks"]),
-    "SchedulerWithoutSchedule": ("scheduler", "Scheduler", "SchedulerBase", ["schedule", "preempt"]),
-    "ForkingManagerWithoutFork": ("forking", "ForkingBlockManager", "BlockManager", ["fork", "may_append"]),
+    "SchedulerWithoutSchedule": ("paged_kv.engine.scheduler", "Scheduler", "SchedulerBase", ["schedule", "preempt"]),
+    "ForkingManagerWithoutFork": ("paged_kv.cache.forking", "ForkingBlockManager", "BlockManager", ["fork", "may_append"]),
 }
-_MODULES = {"manager": "paged_kv.cache.manager", "prefix_cache": "paged_kv.cache.prefix_cache",
-            "scheduler": "paged_kv.engine.scheduler", "forking": "paged_kv.cache.forking"}
 
 
 def __getattr__(name: str) -> type:
@@ -166,9 +164,9 @@ def __getattr__(name: str) -> type:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    module_key, reference, base, todo = _STARTERS[name]
-    module = importlib.import_module(_MODULES[module_key])
-    base_class = getattr(module, base, None) or getattr(importlib.import_module(_MODULES["prefix_cache"]), base)
+    module_name, reference, base, todo = _STARTERS[name]
+    module = importlib.import_module(module_name)
+    base_class = getattr(module, base, None) or getattr(importlib.import_module("paged_kv.cache.prefix_cache"), base)
     made = starter(getattr(module, reference), base_class, todo, name)
     globals()[name] = made
     return made
