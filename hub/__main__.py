@@ -127,7 +127,7 @@ def run_exchange_step(layout: Layout, *args: str) -> int:
 
 def release(layout: Layout, lab: Optional[str]) -> int:
     """Release the labs up to ``lab`` (None: every lab) and give the students ``lab``'s package edition."""
-    from autograder.pipeline.labs import LABS
+    from autograder.course.layout import LABS
     from hub.package import install_edition
 
     require_root("the hub's release")

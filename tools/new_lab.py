@@ -102,7 +102,7 @@ def _free_names(source: str, function) -> set:
 def declaration(lab: str, title: str, module: str, name: str) -> str:
     prefix = __import__("autograder.labs", fromlist=["cell_prefix"]).cell_prefix(lab)
     return (f'"""Lab {lab[:2]}, {lab}: its declaration (``LAB``), its checks (``checks.py``) and, under ``tests/``, its\n'
-            f'catalogue of bugs and variants."""\nfrom autograder.labs.model import Lab, Part, Stub\n\n'
+            f'catalogue of bugs and variants."""\nfrom autograder.course.model import Lab, Part, Stub\n\n'
             f'LAB = Lab({lab!r}, {title!r}, (\n'
             f'    Part({name.split("_")[0]!r}, (Stub({module!r}, {name!r}),), ({prefix + "visible"!r}, {prefix + "hidden"!r})),\n'
             f'), todo_object={name!r})\n')

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the course's own modules (autograder.pipeline.labs) are found
+if str(ROOT) not in sys.path:  # run as a script: the course's own modules (autograder.course.layout) are found
     sys.path.insert(0, str(ROOT))
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 COLAB_TEST = 'if "google.colab" in sys.modules:'
@@ -175,7 +175,7 @@ def sync_readme(text: str, settings: ColabSettings, notebooks: Dict[str, str]) -
 def sync(root: Path = ROOT, check: bool = False) -> List[Path]:
     """Bring every generated Colab link under ``root`` up to date; returns the files that were (or,
     with ``check``, would be) rewritten."""
-    from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, discover_labs
+    from autograder.course.layout import RELEASE_DIR, SOURCE_DIR, discover_labs
 
     settings = load_settings(root / "pyproject.toml")
     source_dir, release_name = root / SOURCE_DIR.name, RELEASE_DIR.name

@@ -49,7 +49,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
-from autograder.labs.notebook import BEGIN
+from autograder.course.notebook import BEGIN
 from autograder.box import kernel_lib, limits, sandbox, trust
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
@@ -960,7 +960,7 @@ def _references(graded, view) -> List[Any]:
     the starter classes its given cells import."""
     import importlib
 
-    from autograder.labs.notebook import checks_modules
+    from autograder.course.notebook import checks_modules
     from paged_kv.lab import starters
 
     refs: List[Any] = []
@@ -1014,7 +1014,7 @@ def describe(event: Dict[str, Any], detail: bool = True) -> str:
 def add_notes(nb, lines: List[str]) -> None:
     """Append lines to the notebook's "Grading notes" markdown cell (first cell; made if missing), as text:
     whatever a line quotes (a student's code) can neither close a code span nor open a tag (``plain_text``)."""
-    from autograder.pipeline.plain_text import note_lines
+    from autograder.verdict.plain_text import note_lines
     cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
     if cell is None:
         cell = from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},

@@ -447,7 +447,7 @@ def main(argv: Sequence[str]) -> int:
         for line in warnings:
             print(f"warning: {line}")
         from autograder.box import trust
-        from autograder.pipeline.labs import ROOT
+        from autograder.course.layout import ROOT
 
         report = trust.check_course(level, ROOT / "autograder" / "work")  # a box started as a kernel's, probed
         print(f"kernel uid: {report.describe_uid()} | trusted paths it can read: {len(report.read) or 'none'}")

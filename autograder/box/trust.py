@@ -191,7 +191,7 @@ def _course_config():
     """``HardenedExecute``'s settings in ``nbgrader_config.py`` (the course's one config file)."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    from autograder.pipeline.labs import CONFIG_FILE
+    from autograder.course.layout import CONFIG_FILE
 
     return PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
 

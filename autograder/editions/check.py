@@ -33,9 +33,8 @@ def finished_notebook(lab: str, source_dir: Path = REPO / "solutions"):
     """The lab's source notebook with every hidden-test region removed (the answers stay)."""
     import nbformat
 
-    from autograder.pipeline.labs import discover_labs
-    from autograder.labs.notebook import BEGIN
-    from autograder.verdict.notebook import normalized
+    from autograder.course.layout import discover_labs
+    from autograder.course.notebook import BEGIN, normalized
 
     nb = nbformat.read(source_dir / lab / discover_labs(source_dir)[lab], as_version=4)
     for cell in nb.cells:

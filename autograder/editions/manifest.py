@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from autograder.labs import LABS as ALL_LABS
-from autograder.labs.model import FORK, PREFIX, Lab, Part, Stub  # noqa: F401 (the names editions use)
+from autograder.course.model import FORK, PREFIX, Lab, Part, Stub  # noqa: F401 (the names editions use)
 
 
 LABS: Tuple[Lab, ...] = ALL_LABS

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Dict, Tuple
 
-from autograder.labs.model import Lab, Part, Stub
+from autograder.course.model import Lab, Part, Stub
 
 __all__ = ["LABS", "BY_ID", "Lab", "Part", "Stub", "by_id", "package_name", "cell_prefix", "checks_module"]
 

@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Set
 
 import nbformat
 
-from autograder.labs.notebook import cell_text, is_hidden_test, nbgrader
+from autograder.course.notebook import cell_text, is_hidden_test, nbgrader
 
 TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
 

@@ -441,7 +441,7 @@ def _earlier_records(path: Path) -> List[dict]:
 
 
 def main(argv=None) -> int:
-    from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT
+    from autograder.course.layout import LABS, RELEASE_DIR, ROOT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lab", choices=sorted(LABS))

@@ -42,7 +42,7 @@ class ExchangeError(RuntimeError):
 
 def _nbgrader(*args: str, exchange: Path, course_id: str) -> str:
     from autograder.pipeline.grade import nbgrader_cli
-    from autograder.pipeline.labs import ROOT
+    from autograder.course.layout import ROOT
 
     done = nbgrader_cli(*args, f"--CourseDirectory.course_id={course_id}", f"--Exchange.root={exchange}", root=ROOT)
     if done.returncode != 0:
@@ -60,7 +60,7 @@ def _check(exchange: Path, course_id: str) -> None:
 def release(labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optional[str] = None) -> List[str]:
     """Release each of ``labs`` (replacing an earlier release); return them. ``open_lab`` (one of them: the lab
     in front of the class) is released without its practice close to the answers (``practice``)."""
-    from autograder.pipeline.labs import LABS
+    from autograder.course.layout import LABS
 
     _check(exchange, course_id)
     unknown = sorted(set(labs) - set(LABS))
@@ -125,7 +125,7 @@ def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict
     """Steps 1-3 of the module's docstring; the records of ``autograder.pipeline.collect``."""
     from autograder.pipeline.collect import print_refused, write_submissions
     from autograder.pipeline.inbound import collect_inbound
-    from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT
+    from autograder.course.layout import LABS, RELEASE_DIR, ROOT
 
     _check(exchange, course_id)
     if lab not in LABS:
@@ -154,7 +154,7 @@ def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
     summary = grade(lab, [r["student"] for r in records])
     unsigned = without_secret(lab, [r["student"] for r in records])
     if unsigned:
-        from autograder.pipeline.labs import ROOT
+        from autograder.course.layout import ROOT
 
         print(f"WARNING: feedback not released to {', '.join(unsigned)}: their submission has no "
               "submission_secret.txt (refused or deleted), which names the feedback file; give them "
@@ -166,7 +166,7 @@ def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
 
 def without_secret(lab: str, students: Sequence[str]) -> List[str]:
     """The ``students`` whose submitted folder of ``lab`` has no ``submission_secret.txt``."""
-    from autograder.pipeline.labs import ROOT
+    from autograder.course.layout import ROOT
 
     submitted = ROOT / "autograder" / "work" / "submitted"
     return [s for s in students if not (submitted / s / lab / "submission_secret.txt").is_file()]
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
-            from autograder.pipeline.labs import LABS
+            from autograder.course.layout import LABS
 
             done = release(args.labs or sorted(LABS), args.exchange, args.course_id, args.open_lab)
             print(f"released to {args.exchange}/{args.course_id}: {', '.join(done)}")

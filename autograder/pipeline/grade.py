@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from autograder.pipeline import gradebook_file, undertaker
-from autograder.pipeline.labs import CONFIG_FILE
+from autograder.course.layout import CONFIG_FILE
 
 _API = None
 # nbgrader runs alembic from PATH when it creates a gradebook: the environment's bin must come first.
@@ -159,7 +159,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     results: in this process (no worker to start), without feedback HTML, grades.csv or the insight report;
     the gradebook, events, log and summary are the same."""
     from autograder.box import sandbox
-    from autograder.pipeline.labs import LABS, ROOT
+    from autograder.course.layout import LABS, ROOT
 
     from autograder.box import limits
 
@@ -245,7 +245,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
         return summary
     try:  # what the class got wrong: built from what grading wrote; a report that fails never fails grading
         from autograder.pipeline import insight
-        from autograder.pipeline.labs import SOURCE_DIR
+        from autograder.course.layout import SOURCE_DIR
 
         say(f"insight: {insight.write(lab, work, SOURCE_DIR / lab / notebook).resolve()}")
     except Exception as error:  # noqa: BLE001
@@ -257,7 +257,7 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
     from nbgrader.api import Gradebook, MissingEntry
 
     from autograder.box.hardened import events_path
-    from autograder.pipeline.labs import LABS
+    from autograder.course.layout import LABS
 
     collected = {}
     if (reports / "collected.json").exists():
@@ -311,7 +311,7 @@ def table(summary: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from autograder.pipeline.labs import LABS
+    from autograder.course.layout import LABS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lab", choices=sorted(LABS))

@@ -6,7 +6,7 @@ allow-list, only what renders as text or as a raster image:
 
 - a markdown cell is rendered as markdown only when its text is, exactly, a markdown cell of the lab's
   source notebook (``source_dir/<lab>/<notebook>.ipynb``: the course's own prose, tables, ``<details>``)
-  or the grader's *Grading notes* (built from escaped text, ``autograder.pipeline.plain_text``); every
+  or the grader's *Grading notes* (built from escaped text, ``autograder.verdict.plain_text``); every
   other markdown cell and every raw cell becomes preformatted text showing what was written;
 - an output keeps ``text/plain``, ``image/png`` and ``image/jpeg`` (base64 only); HTML, markdown and LaTeX
   become their text; SVG, JavaScript, widgets and any other type are dropped, with a note when nothing
@@ -32,7 +32,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import from_dict
 from traitlets import Unicode
 
-from autograder.pipeline.plain_text import html_text
+from autograder.verdict.plain_text import html_text
 
 NOTES_CELL_ID = "grading-notes"  # autograder.box.hardened.NOTES_CELL_ID (not imported: hardened loads the box)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 # The plots and the page are drawn in insight_page (analysis here, rendering there); insight.page stays.
-from autograder.labs import notebook as nbread
+from autograder.course import notebook as nbread
 from autograder.pipeline.insight_page import page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
@@ -272,7 +272,7 @@ def write(lab: str, work: Path, source: Path) -> Path:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from autograder.pipeline.labs import LABS, ROOT, SOURCE_DIR
+    from autograder.course.layout import LABS, ROOT, SOURCE_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lab", choices=sorted(LABS))

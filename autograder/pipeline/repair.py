@@ -28,7 +28,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
 from autograder.box.hardened import NOTES_CELL_ID, NOTES_TITLE
-from autograder.pipeline.plain_text import note_lines
+from autograder.verdict.plain_text import note_lines
 from autograder.verdict.notebook import normalized
 
 SIMILAR = 0.6  # text similarity above which an edited cell is taken for the release cell it came from

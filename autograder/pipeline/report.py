@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
-from autograder.labs import notebook as nbread
+from autograder.course import notebook as nbread
 from autograder.pipeline import classroom
 from autograder.pipeline.inert import live_markup
 
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def graded_labs(source_dir: Path) -> List[str]:
     """Labs whose source notebook has graded cells (discovered, so new labs are included)."""
-    from autograder.pipeline.labs import discover_labs
+    from autograder.course.layout import discover_labs
 
     labs = []
     for lab, name in discover_labs(source_dir).items():
@@ -50,7 +50,7 @@ def lab_memory_mb(lab: str, env: Dict[str, str]) -> int:
     """The grading kernel's memory limit for ``lab``, as nbgrader_config.py sets it."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    from autograder.pipeline.labs import CONFIG_FILE
+    from autograder.course.layout import CONFIG_FILE
 
     config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config().HardenedExecute
     default = int(env.get("PAGED_KV_MEMORY_MB", config.get("memory_mb", 4096)))
@@ -183,7 +183,7 @@ def _grader_lines(info: classroom.Lab) -> List[str]:
     import importlib
     import inspect
 
-    from autograder.labs.notebook import checks_modules
+    from autograder.course.notebook import checks_modules
 
     lines = []
     visible = "\n".join(classroom._src(c) for c in info.source["cells"] + info.release["cells"])

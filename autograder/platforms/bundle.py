@@ -23,7 +23,7 @@ def _repo() -> Path:
 
 
 def graded_labs() -> List[str]:
-    from autograder.pipeline.labs import SOURCE_DIR
+    from autograder.course.layout import SOURCE_DIR
     from autograder.pipeline.report import graded_labs as labs
 
     return labs(SOURCE_DIR)
@@ -32,7 +32,7 @@ def graded_labs() -> List[str]:
 def cells_of(lab: str) -> list:
     """The lab's graded cells (``insight.lab_cells``), or [] when its notebook cannot be read."""
     from autograder.pipeline import insight
-    from autograder.pipeline.labs import LABS, SOURCE_DIR
+    from autograder.course.layout import LABS, SOURCE_DIR
 
     try:
         return insight.lab_cells(SOURCE_DIR / lab / LABS[lab])
@@ -54,7 +54,7 @@ def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
 
 def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
     """``(relative path, bytes)`` of every file the lab's grader needs."""
-    from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
+    from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
     repo = _repo()
     for name in ("pyproject.toml", "requirements-lock.txt", "README.md"):

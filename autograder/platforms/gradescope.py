@@ -124,7 +124,7 @@ def _entry(name: str, mode: int) -> zipfile.ZipInfo:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from autograder.pipeline.labs import LABS, ROOT
+    from autograder.course.layout import LABS, ROOT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -99,7 +99,7 @@ def _what_to_upload(notebook: str, repairs: List[list]) -> str:
 def grade_upload(lab: str, folder: Path) -> Outcome:
     """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
     from autograder.pipeline import collect, grade, insight
-    from autograder.pipeline.labs import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
+    from autograder.course.layout import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
 
     if lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {', '.join(sorted(LABS))}")

@@ -60,7 +60,7 @@ JOB_OVERHEAD_S = 90  # collection, the isolation probe, the gradebook and a kern
 def job_timeout_s(lab: str) -> int:
     """PrairieLearn's ``externalGradingOptions.timeout`` for ``lab``: the lab's notebook budget (every cell and
     every part's box share it) plus ``JOB_OVERHEAD_S``, within PrairieLearn's 600 s."""
-    from autograder.pipeline.labs import grading_limit
+    from autograder.course.layout import grading_limit
 
     return min(600, grading_limit(lab, "notebook_timeout") + JOB_OVERHEAD_S)
 
@@ -107,7 +107,7 @@ def question_uuid(lab: str) -> str:
 def build_question(lab: str, dest: Path) -> Path:
     """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ (its gradebook holding the lab)
     and tests/Dockerfile."""
-    from autograder.pipeline.labs import LABS
+    from autograder.course.layout import LABS
 
     folder = dest / lab
     tests = folder / "tests"
@@ -140,7 +140,7 @@ def build_question(lab: str, dest: Path) -> Path:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from autograder.pipeline.labs import LABS, ROOT
+    from autograder.course.layout import LABS, ROOT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

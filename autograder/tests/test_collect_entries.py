@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from autograder.pipeline import collect, entries, entry_names, grade
-from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
 LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"
 HONEST = (RELEASE_DIR / LAB / NOTEBOOK).read_bytes()

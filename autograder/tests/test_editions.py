@@ -17,7 +17,7 @@ from autograder.editions import manifest
 from autograder.editions.build import (LEFT_OUT, PACKAGE, REPO, EditionError, build_edition, edition_sources,
                                        editions_dir, stub_module)
 from autograder.pipeline import handout
-from autograder.pipeline.labs import discover_labs
+from autograder.course.layout import discover_labs
 from autograder.pipeline.report import graded_labs
 from autograder.verdict.provenance import normalized_tokens
 

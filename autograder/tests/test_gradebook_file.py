@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.pipeline import grade, gradebook_file, labs
+from autograder.course import layout as labs
+from autograder.pipeline import grade, gradebook_file
 
 LAB = "02-atomic-prefill"
 GARBAGE = b"this is no sqlite file " * 400

@@ -7,7 +7,7 @@ import pytest
 import importlib
 
 from autograder import labs as course_labs
-from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from autograder.course.layout import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 from doctored import AgreeableList, AlwaysEqual
 from notebook_code import namespace_after_answer
 from autograder.labs.lab01_capacity_ledger.tests import bugs as ledger_bugs

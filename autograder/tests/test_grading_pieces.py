@@ -12,7 +12,7 @@ import pytest
 
 from autograder.pipeline import collect, entry_names, handout, hide_hidden, repair
 from autograder.box import sandbox
-from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
 LAB = "02-atomic-prefill"
 NOTEBOOK = "atomic_prefill.ipynb"

@@ -18,7 +18,7 @@ from autograder.box.hardened import NOTES_CELL_ID, add_notes
 from autograder.pipeline.inert import live_markup
 from autograder.pipeline.inert_cells import InertCells, html_to_text, inert_output
 from autograder.pipeline.inert_html import InertHTMLExporter, inert_body, inert_css, inert_page
-from autograder.pipeline.plain_text import markdown_text, note_lines
+from autograder.verdict.plain_text import markdown_text, note_lines
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 QUOTED = "your cell #3, line 1: `x = eval(\"'`<img src=x onerror=alert(1)>` <script>alert(2)</script>'\")`: uses eval"

@@ -11,7 +11,7 @@ import re
 
 from autograder.pipeline import insight
 from autograder.pipeline.inert import live_markup
-from autograder.pipeline.labs import LABS, SOURCE_DIR
+from autograder.course.layout import LABS, SOURCE_DIR
 
 LAB = "05-prefix-cache"
 SOURCE = SOURCE_DIR / LAB / LABS[LAB]

@@ -17,7 +17,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder.labs.lab07_serve_it.tests import bugs as bugs_lab07
 from autograder.labs.lab06_triton_paged_attention.tests import bugs as lab06_catalogue
-from autograder.pipeline.labs import LABS, SOURCE_DIR
+from autograder.course.layout import LABS, SOURCE_DIR
 from paged_kv.lab.feedback import CheckFailed
 
 Edits = List[Tuple[str, str]]

@@ -98,7 +98,7 @@ def test_students_read_sentences_and_the_instructor_reads_the_codes_and_flags(tm
 
 def test_the_student_notes_are_read_from_the_feedbacks_grading_notes(tmp_path):
     """``student_notes`` gives the Grading notes cell's lines as the feedback renders them (markup undone)."""
-    from autograder.pipeline import plain_text
+    from autograder.verdict import plain_text
     from autograder.platforms.one_upload import student_notes
 
     quoted = "Your cell `x < 1` ran for 30 s: it was stopped."

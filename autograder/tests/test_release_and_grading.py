@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from autograder.pipeline.inert import live_markup
-from autograder.pipeline.labs import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = CONFIG_FILE

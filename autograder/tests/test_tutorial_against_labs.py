@@ -2,7 +2,7 @@
 import pytest
 
 import paged_kv
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
 from notebook_code import namespace_after_answer
 from tutorial_seed import run_tutorial_tests
 

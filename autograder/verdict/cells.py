@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from autograder.labs.notebook import checks_modules
+from autograder.course.notebook import checks_modules
 from autograder.verdict import channel as ch
 from autograder.verdict.notebook import Cell, Statement, free_names, given_statements, student_names
 from paged_kv.lab.feedback import CheckFailed

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
-from autograder.labs.notebook import cell_text
+from autograder.course.notebook import cell_text, normalized  # noqa: F401 (normalized: read from here too)
 
 GIVEN, ANSWER, ADDED, GRADED, TEXT = "given", "answer", "added", "graded", "text"
 
@@ -46,18 +46,6 @@ def parse(source: str) -> Optional[ast.Module]:
 
 _text = cell_text
 
-
-def normalized(source: str) -> str:
-    """Text for comparing cells: hidden-test regions and trailing blanks removed."""
-    kept, hidden = [], False
-    for line in _text(source).strip().splitlines():
-        if "### BEGIN HIDDEN TESTS" in line:
-            hidden = True
-        elif "### END HIDDEN TESTS" in line:
-            hidden = False
-        elif not hidden:
-            kept.append(line.rstrip())
-    return "\n".join(kept).strip()
 
 
 # ---- what code binds and reads -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Tuple
 
-from autograder.labs.notebook import BEGIN, END, cell_text, checks_modules, hidden_regions, without_hidden  # noqa: F401
+from autograder.course.notebook import BEGIN, END, cell_text, checks_modules, hidden_regions, without_hidden  # noqa: F401
 
 REMOVED = "[a line of the grader's hidden tests was removed here]"
 MIN_HIDDEN = 16   # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret

@@ -4,7 +4,7 @@ import sys
 import nbformat
 import pytest
 
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
 from paged_kv.lab.notebook_kernel import KERNELSPEC, LANGUAGE_INFO, install
 
 

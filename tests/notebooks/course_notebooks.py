@@ -11,7 +11,7 @@ from typing import Dict, List
 
 import nbformat
 
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 

@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from autograder.pipeline.labs import LABS, SOURCE_DIR
+from autograder.course.layout import LABS, SOURCE_DIR
 from colab_image import COLAB_CPU, COLAB_GPU, COLAB_PYTHON, as_saved_by_colab
 from course_notebooks import code_cells, is_answer, is_test, nbgrader_meta, release_path, solved_release, source_path
 from fake_colab import build_course_wheel, fake_colab_python, fresh_runtime, freeze, run_like_colab

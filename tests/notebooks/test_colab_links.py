@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
 from tools.sync_colab import (COLAB_TEST, TRITON_EXTRA, SyncError, load_settings, needs_triton, read_toml, sync,
                               with_badge, with_colab_block)
 

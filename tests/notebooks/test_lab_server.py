@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from autograder.pipeline.labs import LABS, RELEASE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR
 from lab_server import running_jupyterlab
 
 

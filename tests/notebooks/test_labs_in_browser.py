@@ -27,7 +27,7 @@ from typing import Dict, List
 import nbformat
 import pytest
 
-from autograder.pipeline.labs import LABS, RELEASE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR
 from chromium import LAUNCH_ARGS, chromium_or_reason
 from course_notebooks import answers, is_answer, is_read_only, is_test, nbgrader_meta, release_path
 from jupyterlab_driver import NotebookPage, Reaction

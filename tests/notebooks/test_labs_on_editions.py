@@ -9,7 +9,7 @@ import pytest
 
 from autograder.editions.build import REPO
 from autograder.editions.check import run_on_edition
-from autograder.pipeline.labs import discover_labs
+from autograder.course.layout import discover_labs
 from autograder.pipeline.report import graded_labs
 
 GRADED = graded_labs(REPO / "solutions")

@@ -1,6 +1,6 @@
 """Lab 01, 01-capacity-ledger: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub
+from autograder.course.model import Lab, Part, Stub
 
 LAB = Lab("01-capacity-ledger", "capacity ledger", (
     Part("estimate", (Stub("cache/ledger.py", "estimate_kv_cache_bytes"),),

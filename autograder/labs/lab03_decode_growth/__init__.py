@@ -1,6 +1,6 @@
 """Lab 03, 03-decode-growth: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub, PREFIX
+from autograder.course.model import Lab, Part, Stub, PREFIX
 
 LAB = Lab("03-decode-growth", "decode boundary growth", (
     Part("decode", (Stub("cache/manager.py", "KVCacheManager.allocate_for_decode"),),

@@ -1,6 +1,6 @@
 """Lab 04, 04-logical-reconstruction: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub
+from autograder.course.model import Lab, Part, Stub
 
 LAB = Lab("04-logical-reconstruction", "logical reconstruction", (
     Part("reconstruct", (Stub("cache/manager.py", "KVCacheManager.get_physical_cache"),),

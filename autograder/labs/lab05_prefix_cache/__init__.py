@@ -1,6 +1,6 @@
 """Lab 05, 05-prefix-cache: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub, PREFIX
+from autograder.course.model import Lab, Part, Stub, PREFIX
 
 LAB = Lab("05-prefix-cache", "prefix cache", (
     Part("hash", (Stub(PREFIX, "BlockManager.compute_hash"),), ("lab05-visible-hash", "lab05-hidden-hash"),

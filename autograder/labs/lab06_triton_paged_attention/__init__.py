@@ -1,6 +1,6 @@
 """Lab 06, 06-triton-paged-attention: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub
+from autograder.course.model import Lab, Part, Stub
 
 LAB = Lab("06-triton-paged-attention", "Triton paged attention", (
     Part("kernels", (Stub("kernels/triton_kernels.py", "paged_decode_kernel"),

@@ -1,6 +1,6 @@
 """Lab 07, 07-serve-it: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub
+from autograder.course.model import Lab, Part, Stub
 
 LAB = Lab("07-serve-it", "serving engine's scheduler", (
     Part("scheduler", (Stub("engine/scheduler.py", "Scheduler.schedule"), Stub("engine/scheduler.py", "Scheduler.preempt")),

@@ -1,6 +1,6 @@
 """Lab 08, 08-fork-and-share: its declaration (``LAB``), its checks (``checks.py``, what the hidden tests call) and,
 under ``tests/``, its catalogue of bugs and variants and its own tests."""
-from autograder.labs.model import Lab, Part, Stub, FORK
+from autograder.course.model import Lab, Part, Stub, FORK
 
 LAB = Lab("08-fork-and-share", "fork and share", (
     Part("fork", (Stub(FORK, "ForkingBlockManager.fork"),), ("lab08-visible-fork", "lab08-hidden-fork"),

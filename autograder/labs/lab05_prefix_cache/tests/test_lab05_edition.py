@@ -22,7 +22,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 import paged_kv.lab.viz as viz
 from autograder.editions.manifest import BY_LAB
 from autograder.labs.lab05_prefix_cache import checks as grader
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
 from paged_kv import BlockManager as Reference, Sequence, prefill
 from paged_kv.cache.prefix_cache import NO_HASH
 

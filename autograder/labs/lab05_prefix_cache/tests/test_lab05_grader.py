@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from autograder.labs.lab05_prefix_cache import checks as grader
-from autograder.pipeline.labs import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
+from autograder.course.layout import RELEASE_DIR, SOURCE_DIR, LABS as NOTEBOOKS
 from paged_kv.lab.starters import BlockManagerWithoutPrefixCache
 from doctored import AgreeableList, AlwaysEqual
 from autograder.labs.lab05_prefix_cache.tests import bugs as bugs

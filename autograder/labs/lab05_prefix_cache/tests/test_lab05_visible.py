@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from autograder.pipeline.labs import LABS, SOURCE_DIR
+from autograder.course.layout import LABS, SOURCE_DIR
 from paged_kv.lab.feedback import CheckFailed
 
 HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ if not triton_available():
     pytest.skip("triton is not installed", allow_module_level=True)
 
 from autograder.labs.lab06_triton_paged_attention import checks as grader  # noqa: E402
-from autograder.pipeline.labs import LABS, RELEASE_DIR, SOURCE_DIR  # noqa: E402
+from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR  # noqa: E402
 from autograder.labs.lab06_triton_paged_attention.tests import bugs as catalogue  # noqa: E402
 from notebook_code import namespace_after_answer  # noqa: E402
 

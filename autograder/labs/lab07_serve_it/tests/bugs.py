@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from autograder.pipeline.labs import LABS, SOURCE_DIR
+from autograder.course.layout import LABS, SOURCE_DIR
 from notebook_code import answer_source
 from paged_kv.lab.starters import SchedulerWithoutSchedule
 

@@ -98,7 +98,7 @@ def run_visible_cell(cls):
     """The notebook's visible test cell, run with ``cls`` as the student's Scheduler."""
     import nbformat
 
-    from autograder.pipeline.labs import LABS, SOURCE_DIR
+    from autograder.course.layout import LABS, SOURCE_DIR
 
     lab = "07-serve-it"
     cells = nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
@@ -133,7 +133,7 @@ def test_the_visible_cell_catches_each_pitfall_with_one_short_block(pitfall, cap
 def test_every_listed_pitfall_is_tried_on_the_visible_cell():
     import nbformat
 
-    from autograder.pipeline.labs import LABS, SOURCE_DIR
+    from autograder.course.layout import LABS, SOURCE_DIR
 
     lab = "07-serve-it"
     text = next(c.source for c in nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells

@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 from autograder.labs.lab08_fork_and_share import checks as grader
-from autograder.pipeline.labs import LABS as NOTEBOOKS, RELEASE_DIR, SOURCE_DIR
+from autograder.course.layout import LABS as NOTEBOOKS, RELEASE_DIR, SOURCE_DIR
 from doctored import AgreeableList
 from autograder.labs.lab08_fork_and_share.tests import bugs as bugs
 from notebook_code import namespace_after_answer

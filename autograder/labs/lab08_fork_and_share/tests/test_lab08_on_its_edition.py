@@ -10,7 +10,7 @@ import pytest
 from autograder.editions import manifest
 from autograder.editions.build import REPO, build_edition
 from autograder.editions.check import run_on_edition
-from autograder.pipeline.labs import LABS as NOTEBOOKS, SOURCE_DIR
+from autograder.course.layout import LABS as NOTEBOOKS, SOURCE_DIR
 from notebook_code import namespace_after_answer
 from paged_kv.cache.forking import ForkingBlockManager
 from paged_kv.cache.prefix_cache import Sequence

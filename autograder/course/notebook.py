@@ -42,6 +42,19 @@ def is_hidden_test(cell: Dict[str, Any]) -> bool:
     return is_graded(cell) and BEGIN in cell_text(cell)
 
 
+def normalized(source: str) -> str:
+    """Text for comparing cells: hidden-test regions and trailing blanks removed."""
+    kept, hidden = [], False
+    for line in cell_text(source).strip().splitlines():
+        if BEGIN in line:
+            hidden = True
+        elif END in line:
+            hidden = False
+        elif not hidden:
+            kept.append(line.rstrip())
+    return "\n".join(kept).strip()
+
+
 def hidden_regions(text: str) -> List[str]:
     """The text between each ``BEGIN`` and its ``END`` (an unclosed one runs to the end)."""
     regions = []
