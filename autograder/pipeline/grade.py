@@ -114,6 +114,10 @@ def add_students(students: List[str], roster: Dict[str, Dict[str, str]], db: Pat
     participant id is the assignment's, not the student's, so it is not an ``lms_user_id`` either."""
     from nbgrader.api import Gradebook
 
+    if not (isinstance(students, list) and all(isinstance(s, str) and s for s in students)
+            and isinstance(roster, dict) and isinstance(db, Path)):
+        raise ValueError(f"add_students takes a list of student ids, read_roster's rows and the gradebook's Path, "
+                         f"got {students!r}, {type(roster).__name__}, {db!r}")
     with Gradebook(f"sqlite:///{db}") as gb:
         gb.db.execute(__import__("sqlalchemy").text("PRAGMA journal_mode=WAL"))
         for student in students:

@@ -287,6 +287,8 @@ def test_the_lms_files_refuse_bad_arguments(tmp_path):
         collect.late_word("yes")
     with pytest.raises(ValueError, match="takes a Reading"):
         collect.submission_for({}, "doejane_12345_1_x.ipynb")
+    with pytest.raises(ValueError, match="add_students takes a list of student ids"):
+        grade.add_students("4242", {}, work / "gradebook.db")
     (work / "reports" / LAB / "collected.json").write_text("{not json")
     with pytest.raises(ValueError, match="is not JSON"):
         lms_gradebook.graded_students(work, LAB)
