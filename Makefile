@@ -22,7 +22,7 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab
+.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade gradebook insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -45,6 +45,8 @@ help:
 	@echo "               handout for that lab: labs up to it, the package without its TODOs' or later labs' answers"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
 	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
+	@echo "make gradebook LAB=02-atomic-prefill LMS=canvas ASSIGNMENT_ID=123 [POINTS=10] - the lab's grades as Canvas's"
+	@echo "               gradebook CSV (LMS=moodle: Moodle's grading worksheet) in autograder/work/reports/LAB/"
 	@echo "make gradescope [LAB=02-atomic-prefill] - dist/gradescope/<LAB>-autograder.zip for Gradescope (every graded lab without LAB)"
 	@echo "make prairielearn [LAB=02-atomic-prefill] - dist/prairielearn/<LAB>/, an externally graded PrairieLearn question"
 	@echo "make insight LAB=02-atomic-prefill - what the class got wrong (reports/LAB/insight.html; make grade writes it too)"
@@ -162,6 +164,11 @@ collect: env
 grade: env
 	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
 	$(PY) -m autograder.pipeline.grade $(LAB)
+
+# The LMS's ids come from the download collected (make collect); Canvas's assignment id from its address.
+gradebook: env
+	@test -n "$(LAB)" -a -n "$(LMS)" || { echo "usage: make gradebook LAB=<NN-lab> LMS=canvas|moodle [ASSIGNMENT_ID=<Canvas assignment id>] [POINTS=<LMS maximum>]"; exit 2; }
+	$(PY) -m autograder.pipeline.lms_gradebook $(LAB) --lms $(LMS) $(if $(ASSIGNMENT_ID),--assignment-id $(ASSIGNMENT_ID)) $(if $(POINTS),--points $(POINTS))
 
 gradescope: env
 	$(PY) -m autograder.platforms.gradescope build $(LAB)

@@ -3,7 +3,7 @@
 ``python -m autograder.pipeline.collect LAB SOURCE`` (``make collect LAB=... FROM=...``) accepts:
 
 - a folder or a zip with one entry per student: a sub-folder, a zip, or a notebook;
-- Canvas's "Download Submissions" zip: ``<name>[_late]_<user id>_<attachment id>_<file name>``;
+- Canvas's "Download Submissions" zip: ``<name>[_LATE]_<user id>_<attachment id>_<file name>``;
 - Moodle's "Download all submissions" zip, with or without a folder per student:
   ``<Full Name>_<participant id>_assignsubmission_file[_][/]<file name>``.
 
@@ -16,7 +16,11 @@ terminal). An entry whose name holds two LMS ids is refused alone.
 For every student it picks the lab's notebook (the expected name, then "Copy of …", "… (1)" and
 other renamed copies, then the only notebook there is), repairs it (``autograder.pipeline.repair``), writes it to
 ``submitted/<student>/<LAB>/<notebook>`` and keeps the original beside the work folder. Each student's
-repairs go to ``reports/<LAB>/repairs.csv``; students are listed in ``reports/<LAB>/roster.csv``.
+repairs go to ``reports/<LAB>/repairs.csv``; students are listed in ``reports/<LAB>/roster.csv`` with what the
+LMS's download says of each (``entry_names``): which LMS, its id for the student (Canvas's user id, Moodle's
+participant id), the full name where the download carries one (Moodle's; Canvas writes only a slug of the
+name, kept in ``name``) and whether the submission is late (Canvas marks it ``LATE``: yes or no; Moodle's
+download does not say: empty). Nothing is guessed: what the download does not carry is left empty.
 
 Every name below ``SOURCE`` is a student's, and is read with ``autograder.pipeline.entries``: only regular
 files, never through a link, within limits per entry and per student. An entry that is not one (a link,
@@ -55,7 +59,9 @@ MAX_NOTED = 20  # refused entries listed per student (then only how many more)
 class Submission:
     """One student's files to grade, and the entries refused: ``(entry, reason)``, the first ``MAX_NOTED``
     listed, how many more in ``unlisted``. ``collided``: the top-level entries that all gave this student's
-    id (``entry_names.collisions``); when there are any, none of them is graded."""
+    id (``entry_names.collisions``); when there are any, none of them is graded. ``lms``, ``lms_id``,
+    ``full_name`` and ``late``: what the LMS's download says of the student (``entry_names.Reading``; empty
+    or None where it says nothing, and for a collided id, whose they are not being known)."""
 
     student: str
     name: str = ""
@@ -63,6 +69,10 @@ class Submission:
     refused: List[Tuple[str, str]] = field(default_factory=list)
     unlisted: int = 0
     collided: List[str] = field(default_factory=list)
+    lms: str = ""
+    lms_id: str = ""
+    full_name: str = ""
+    late: Optional[bool] = None
 
     def refuse(self, entry: str, reason: str) -> None:
         """Note that ``entry`` was not collected, and why."""
@@ -70,6 +80,23 @@ class Submission:
             self.refused.append((entry, reason))
         else:
             self.unlisted += 1
+
+
+def submission_for(found: Dict[str, Submission], reading: Reading) -> Submission:
+    """The Submission of ``reading``'s student in ``found`` (made when missing), with what the LMS's name says
+    of the student added: an ambiguous reading adds nothing (whose it is is not known); a student is late
+    when any of their entries is marked late (Canvas marks each attachment of a late submission)."""
+    if not isinstance(reading, Reading):
+        raise ValueError(f"submission_for takes a Reading, got {type(reading).__name__}")
+    submission = found.setdefault(reading.student, Submission(student=reading.student, name=reading.name))
+    if reading.ambiguous or reading.source not in ("canvas", "moodle") or submission.collided:
+        return submission
+    submission.lms = reading.source
+    submission.lms_id = submission.lms_id or reading.lms_id
+    submission.full_name = submission.full_name or reading.full_name
+    if reading.late is not None:
+        submission.late = bool(submission.late) or reading.late
+    return submission
 
 
 def _listing(dir_fd: int) -> List[str]:
@@ -139,8 +166,7 @@ def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> 
                 continue
             except Refused as why:
                 reason = str(why)
-        owner = _owner(path, wrapper)
-        found.setdefault(owner.student, Submission(student=owner.student, name=owner.name)).refuse(path, reason)
+        submission_for(found, _owner(path, wrapper)).refuse(path, reason)
     return wrapper, tops
 
 
@@ -181,7 +207,7 @@ def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
         budgets: Dict[str, Budget] = {}
         for number, name in enumerate(names):
             reading = readings[name]
-            submission = found.setdefault(reading.student, Submission(student=reading.student, name=reading.name))
+            submission = submission_for(found, reading)
             if reading.ambiguous:
                 submission.refuse(name, reading.ambiguous)
             elif reading.student not in clashes:
@@ -200,6 +226,7 @@ def _refuse_collisions(readings: Dict[str, Reading], found: Dict[str, Submission
         names = sorted({readings[e].name for e in entries})
         submission = found.setdefault(sid, Submission(student=sid))
         submission.name, submission.collided = " / ".join(names), entries
+        submission.lms, submission.lms_id, submission.full_name, submission.late = "", "", "", None
     return clashes
 
 
@@ -379,7 +406,9 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         originals.mkdir(parents=True)
         if chosen is not None:
             (originals / chosen.name).write_bytes(raw)
-        records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log})
+        records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log,
+                        "lms": submission.lms, "lms_id": submission.lms_id, "full_name": submission.full_name,
+                        "late": submission.late})
     kept = write_reports(work / "reports" / lab, records)
     if kept:
         print(f"{lab}: {len(records)} student(s) collected now, {kept} kept from an earlier collection "
@@ -417,8 +446,9 @@ def write_reports(folder: Path, records: List[dict]) -> int:
     records = sorted(kept + list(records), key=lambda r: r["student"])
     with open(folder / "roster.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student_id", "name", "file"])
-        writer.writerows([r["student"], r["name"], r["file"]] for r in records)
+        writer.writerow(ROSTER_COLUMNS)
+        writer.writerows([r["student"], r["name"], r["file"], r.get("lms", ""), r.get("lms_id", ""),
+                          r.get("full_name", ""), late_word(r.get("late"))] for r in records)
     with open(folder / "repairs.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "kind", "detail"])
@@ -426,6 +456,16 @@ def write_reports(folder: Path, records: List[dict]) -> int:
             writer.writerows([record["student"], kind, detail] for kind, detail in record["repairs"])
     (folder / "collected.json").write_text(json.dumps(records, indent=1))
     return len(kept)
+
+
+ROSTER_COLUMNS = ["student_id", "name", "file", "lms", "lms_id", "full_name", "late"]
+
+
+def late_word(late: Optional[bool]) -> str:
+    """``late`` as roster.csv and grades.csv write it: "yes", "no", or "" where the download does not say."""
+    if late is not None and not isinstance(late, bool):
+        raise ValueError(f"late is True, False or None (not said), got {late!r}")
+    return "" if late is None else ("yes" if late else "no")
 
 
 def _earlier_records(path: Path) -> List[dict]:
@@ -455,8 +495,12 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     repaired = sum(1 for r in records if any(k not in ("added-cells",) for k, _ in r["repairs"]))
-    print(f"{args.lab}: {len(records)} students collected, {repaired} with repairs "
-          f"(see {Path(ROOT).resolve() / 'autograder' / 'work' / 'reports' / args.lab / 'repairs.csv'})")
+    reports = Path(ROOT).resolve() / 'autograder' / 'work' / 'reports' / args.lab
+    print(f"{args.lab}: {len(records)} students collected, {repaired} with repairs (see {reports / 'repairs.csv'})")
+    late = [r["student"] for r in records if r.get("late")]
+    if late:
+        print(f"{args.lab}: {len(late)} submission(s) the LMS marks late: {', '.join(late)} "
+              f"(the late column of {reports / 'roster.csv'} and of grades.csv)")
     for record in records:
         kinds = sorted({k for k, _ in record["repairs"]} - {"added-cells"})
         if kinds:

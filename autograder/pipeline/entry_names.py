@@ -2,17 +2,26 @@
 
 ``read_entry(name, folder)`` reads the student of one top-level entry of an export (a folder, a zip, a file):
 
-- Canvas's "Download Submissions": ``<name>[_late]_<user id>_<attachment id>_<file name>``. Canvas writes
+- Canvas's "Download Submissions": ``<name>[_LATE]_<user id>_<attachment id>_<file name>``. Canvas writes
   the name with letters only, so the user id is the group right before the attachment id, the first
   ``_<digits>_<digits>_`` after a name without ``_``; the file name after it is the student's, and can hold
-  anything;
+  anything. The name is a slug of the student's sortable name ("Doe, Jane" is ``doejane``), not a name to
+  show; ``LATE`` marks a submission Canvas counts late. An assignment graded anonymously is downloaded as
+  ``[LATE_]anon_<anonymous id>_<attachment id>_<file name>``: no name and no user id, so the student id is
+  ``anon_<anonymous id>`` and no LMS user id is known (an ``anon_`` prefix is always read so: a student
+  whose slug is ``anon`` cannot be told from it, and reading a random anonymous id as a user id could send
+  a grade to someone else). Canvas's ``lib/content_zipper.rb`` (``get_filename``, ``sanitize_user_name``)
+  writes these names;
 - Moodle's "Download all submissions": a folder ``<Full Name>_<participant id>_assignsubmission_<plugin>[_]``
   per student (and plugin), or, in its older flat layout, one file ``<Full Name>_<participant id>
   _assignsubmission_<plugin>_<file name>`` per file. Moodle writes every ``_`` of the full name as a space,
   so the group it writes is the only one before the file name. A folder's participant id is read from the
   right: the group that ends its name (a display name that carries ``_42_assignsubmission_file_`` does not
   make it participant 42's). A file's name ends with the student's own file name, which may carry such a
-  group too: a file whose name holds groups of different ids is *ambiguous*;
+  group too: a file whose name holds groups of different ids is *ambiguous*. The participant id is the
+  assignment's own (Moodle's ``assign_user_mapping``: one per student and assignment), the number after
+  ``Participant `` in that assignment's grading worksheet, not Moodle's user id. Under blind marking the
+  name is ``Participant``, which is no name;
 - anything else is one entry per student, named after the student (``alice/``, ``alice.zip``,
   ``alice.ipynb``): its id is ``safe_id`` of the name without ``.zip`` or ``.ipynb``.
 
@@ -25,24 +34,34 @@ the LMS writes its own part first, the student's file name after it.
 plain entry and an LMS one. Collection refuses every entry of such an id (never merges them): it cannot
 tell whose the id is. The entries of one student share an id and an owner (``Reading.owner``): a Moodle
 student's folders for two plugins, a Canvas student's attachments, a flat Moodle student's files.
+
+What the LMS says of the student besides the id is kept as it was written, never guessed: ``lms_id``
+(Canvas's user id, Moodle's participant id; empty where the name gives none), ``full_name`` (Moodle's full
+name; empty for Canvas, whose slug is not a name, for blind marking and for plain entries) and ``late``
+(Canvas: True or False; None where the download does not say, as Moodle's and plain entries do not).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
-CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?:_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
+CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
+# anonymous grading: Canvas writes no name, so LATE comes first (content_zipper.rb joins [name, "LATE", id])
+CANVAS_ANONYMOUS = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)_(?P<attachment>\d+)_(?P<file>.+)$")
+MOODLE_BLIND = "Participant"  # the name of every folder under blind marking (Moodle's English string)
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_[a-z]+_?$")  # greedy: the last group
 MOODLE_GROUP = re.compile(r"_(?P<id>\d+)_assignsubmission_[a-z]+_")  # in a file's name: each one found
 
 
 @dataclass(frozen=True)
 class Reading:
-    """Whose the top-level entry ``entry`` is: ``student`` (the id), ``name`` (the display name), ``file``
-    (the file name inside a flat LMS entry, else the entry), ``source`` ("canvas", "moodle" or "entry") and
-    ``ambiguous`` (why it cannot be told whose it is, the entry being refused; empty when it can)."""
+    """Whose the top-level entry ``entry`` is: ``student`` (the id), ``name`` (the name as the entry writes
+    it: Canvas's slug, Moodle's full name, the entry's name), ``file`` (the file name inside a flat LMS entry,
+    else the entry), ``source`` ("canvas", "moodle" or "entry"), ``ambiguous`` (why it cannot be told whose
+    it is, the entry being refused; empty when it can), ``lms_id``, ``full_name`` and ``late`` (the module
+    doc: what the LMS wrote, empty or None where it wrote nothing)."""
 
     entry: str
     student: str
@@ -50,6 +69,9 @@ class Reading:
     file: str
     source: str
     ambiguous: str = ""
+    lms_id: str = ""
+    full_name: str = ""
+    late: Optional[bool] = None
 
     @property
     def owner(self) -> Tuple[str, str]:
@@ -71,19 +93,29 @@ def _check(entry: str) -> None:
 def _lms_readings(entry: str, folder: bool) -> List[Tuple[int, Reading]]:
     """Every way ``entry`` reads as an LMS's, with where its id starts in the name."""
     found = []
-    canvas = CANVAS.match(entry)
+    anonymous = CANVAS_ANONYMOUS.match(entry)
+    canvas = None if anonymous else CANVAS.match(entry)
+    if anonymous:  # no user id to give: the student is known by the anonymous id only
+        found.append((anonymous.start("anon"), Reading(entry, safe_id(f"anon_{anonymous['anon']}"), "",
+                                                       anonymous["file"], "canvas", late=bool(anonymous["late"]))))
     if canvas:
-        found.append((canvas.start("id"), Reading(entry, canvas["id"], canvas["name"], canvas["file"], "canvas")))
+        found.append((canvas.start("id"), Reading(entry, canvas["id"], canvas["name"], canvas["file"], "canvas",
+                                                  lms_id=canvas["id"], late=bool(canvas["late"]))))
     if folder:
         moodle = MOODLE_FOLDER.match(entry)
         if moodle:
-            found.append((moodle.start("id"), Reading(entry, moodle["id"], moodle["name"], "", "moodle")))
+            found.append((moodle.start("id"), _moodle(entry, moodle["id"], moodle["name"], "")))
     else:
         for group in MOODLE_GROUP.finditer(entry):
             if group.start() > 0:  # a display name before it
-                found.append((group.start("id"), Reading(entry, group["id"], entry[:group.start()],
-                                                         entry[group.end():], "moodle")))
+                found.append((group.start("id"), _moodle(entry, group["id"], entry[:group.start()],
+                                                         entry[group.end():])))
     return found
+
+
+def _moodle(entry: str, sid: str, name: str, file: str) -> Reading:
+    """A Moodle reading: the participant id is the LMS's id; the name is a full name unless blind marking."""
+    return Reading(entry, sid, name, file, "moodle", lms_id=sid, full_name="" if name == MOODLE_BLIND else name)
 
 
 def read_entry(entry: str, folder: bool) -> Reading:
@@ -98,13 +130,18 @@ def read_entry(entry: str, folder: bool) -> Reading:
     if len(ids) > 1:
         first = readings[0]
         return Reading(entry, first.student, first.name, first.file, first.source,
-                       f"its name holds more than one LMS student id ({', '.join(sorted(ids, key=int))}), so "
+                       f"its name holds more than one LMS student id ({', '.join(sorted(ids, key=_by_number))}), so "
                        "whose it is cannot be told: rename it")
     if readings:
         return readings[0]
     suffix = PurePosixPath(entry).suffix
     stem = entry[:-len(suffix)] if suffix in (".zip", ".ipynb") and len(entry) > len(suffix) else entry
     return Reading(entry, safe_id(stem), stem, entry, "entry")
+
+
+def _by_number(sid: str) -> Tuple[int, int, str]:
+    """Ids in number order (``7`` before ``42``), any that are not numbers (``anon_…``) after them."""
+    return (0, int(sid), "") if sid.isdigit() else (1, 0, sid)
 
 
 def collisions(readings: Iterable[Reading]) -> Dict[str, List[str]]:

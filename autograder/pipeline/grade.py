@@ -8,7 +8,9 @@
 4. runs ``nbgrader autograde`` for the students in parallel, one worker process per core, each
    reusing its loaded nbgrader for student after student (sqlite waits for its lock: see db_url);
    and ``nbgrader generate_feedback`` (without hidden tests) for each right after;
-5. ``nbgrader export`` to ``reports/grades.csv``;
+5. writes ``reports/grades.csv`` (``autograder.pipeline.lms_gradebook.write_grades_csv``: nbgrader export's
+   columns, then what each lab's collection read from the LMS's download: full name, LMS and its id for the
+   student, late);
 6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
    ``reports/LAB/summary.json``, and prints a table;
 7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.pipeline.insight``).
@@ -104,21 +106,33 @@ def ensure_assignment(lab: str, root: Path, work: Path) -> None:
         raise SystemExit(f"nbgrader generate_assignment {lab} failed:\n{done.stderr[-3000:]}")
 
 
-def add_students(students: List[str], names: Dict[str, str], db: Path) -> None:
+def add_students(students: List[str], roster: Dict[str, Dict[str, str]], db: Path) -> None:
+    """Add each of ``students`` to the gradebook ``db``; a student the roster says came from Canvas gets its
+    Canvas user id as nbgrader's ``lms_user_id``. Names are never written: no download gives a first and a
+    last name (Canvas's is a slug, Moodle's a full name: both are in roster.csv and grades.csv), so
+    ``first_name`` and ``last_name`` stay what the instructor set (``nbgrader db student import``). A Moodle
+    participant id is the assignment's, not the student's, so it is not an ``lms_user_id`` either."""
     from nbgrader.api import Gradebook
 
+    if not (isinstance(students, list) and all(isinstance(s, str) and s for s in students)
+            and isinstance(roster, dict) and isinstance(db, Path)):
+        raise ValueError(f"add_students takes a list of student ids, read_roster's rows and the gradebook's Path, "
+                         f"got {students!r}, {type(roster).__name__}, {db!r}")
     with Gradebook(f"sqlite:///{db}") as gb:
         gb.db.execute(__import__("sqlalchemy").text("PRAGMA journal_mode=WAL"))
         for student in students:
-            gb.update_or_create_student(student, last_name=names.get(student) or None)
+            row = roster.get(student, {})
+            known = {"lms_user_id": row["lms_id"]} if row.get("lms") == "canvas" and row.get("lms_id") else {}
+            gb.update_or_create_student(student, **known)
 
 
-def read_roster(folder: Path) -> Dict[str, str]:
+def read_roster(folder: Path) -> Dict[str, Dict[str, str]]:
+    """``{student id: roster.csv's row}`` of the lab's reports ``folder`` (``{}`` without a roster)."""
     roster = folder / "roster.csv"
     if not roster.exists():
         return {}
     with open(roster, newline="") as handle:
-        return {row["student_id"]: row["name"] for row in csv.DictReader(handle)}
+        return {row["student_id"]: dict(row) for row in csv.DictReader(handle)}
 
 
 BUDGET_KEYS = ("PAGED_KV_CELL_TIMEOUT", "PAGED_KV_NOTEBOOK_TIMEOUT", "PAGED_KV_MEMORY_MB", "PAGED_KV_RAM_MB",
@@ -231,14 +245,20 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
             pool.shutdown()
         undertaker.finish(grave)
     graded_seconds = time.monotonic() - started
-    export = None if one_upload else nbgrader_cli("export", f"--to={work / 'reports' / 'grades.csv'}", root=ROOT)
-    if export is not None and export.returncode != 0:
-        say("WARNING: export failed:\n" + export.stderr[-2000:])
+    exported = False
+    if not one_upload:
+        from autograder.pipeline.lms_gradebook import write_grades_csv
+
+        try:
+            write_grades_csv(work, work / "reports" / "grades.csv")
+            exported = True
+        except (ValueError, OSError, SystemExit) as error:
+            say(f"WARNING: grades.csv could not be written: {error}")
     summary = summarize(lab, students, results, work, reports)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary.update(seconds=round(time.monotonic() - started, 1), autograde_seconds=round(graded_seconds, 1),
                    cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1), workers=workers,
-                   isolation=level, work=str(work), exported=export is not None)
+                   isolation=level, work=str(work), exported=exported)
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
     if one_upload:
