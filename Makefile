@@ -181,10 +181,10 @@ insight: env
 	$(PY) -m autograder.pipeline.insight $(LAB)
 
 grader-report: env
-	$(PY) -m autograder.pipeline.report
+	$(PY) -m autograder.proof.report
 
 grader-bench: env
-	$(PY) -m autograder.pipeline.report --bench $(or $(N),30)
+	$(PY) -m autograder.proof.report --bench $(or $(N),30)
 
 # Gradescope's run_autograder per honest upload vs make grade's s/student, on one core (root: it mounts /autograder).
 bench-platforms: env

@@ -25,7 +25,7 @@ sys.path[:0] = [str(REPO), str(REPO / "autograder" / "tests")]
 
 import container  # noqa: E402
 import platform_harness  # noqa: E402
-from autograder.pipeline import classroom, report  # noqa: E402
+from autograder.proof import classroom, report  # noqa: E402
 
 GOAL_SECONDS = 10.0  # over make grade's per-student time
 GOAL_LABS = ("01", "02", "03", "04", "05", "08")

@@ -4,8 +4,8 @@ included: a cycle hidden inside a function is still a cycle).
 From the bottom: ``agent`` (the only code beside the student: its wire format and nothing else), ``course``
 (layout, the lab model, the notebook reader), ``verdict`` (how a cell's score is decided), ``labs`` (each lab's
 declaration and checks), ``editions`` (the package without a lab's answers), ``box`` (isolation and the
-nbgrader executor), ``pipeline`` (the instructor's commands), ``platforms`` (Gradescope, PrairieLearn). A
-package imports only those below it. Tests (``autograder/tests``, each lab's ``tests/``) may import anything.
+nbgrader executor), ``pipeline`` (the instructor's commands), ``platforms`` (Gradescope, PrairieLearn), and on top ``proof`` (the
+simulated class and ``make grader-report``: nothing shipped imports it). A package imports only those below it. Tests (``autograder/tests``, each lab's ``tests/``) may import anything.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import List
 import pytest
 
 AUTOGRADER = Path(__file__).resolve().parents[1] / "autograder"
-ORDER = ("agent", "course", "verdict", "labs", "editions", "box", "pipeline", "platforms")
+ORDER = ("agent", "course", "verdict", "labs", "editions", "box", "pipeline", "platforms", "proof")
 MAY_IMPORT = {name: set(ORDER[:i + 1]) for i, name in enumerate(ORDER)}
 AGENT_MAY_IMPORT = {"autograder.agent.wire"}
 

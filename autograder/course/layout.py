@@ -5,8 +5,9 @@ maps each assignment (a folder of the source directory, in order) to its noteboo
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 from traitlets.config.loader import PyFileConfigLoader
 
@@ -48,3 +49,15 @@ def grading_limit(lab: str, name: str) -> int:
     if name not in config:
         raise KeyError(f"nbgrader_config.py sets no HardenedExecute.{name}")
     return int(config[name])
+
+
+def graded_labs(source_dir: Path = SOURCE_DIR) -> List[str]:
+    """Labs whose source notebook has graded cells (discovered, so new labs are included)."""
+    from autograder.course.notebook import is_graded
+
+    labs = []
+    for lab, name in discover_labs(source_dir).items():
+        nb = json.loads((source_dir / lab / name).read_text())
+        if any(is_graded(c) for c in nb["cells"]):
+            labs.append(lab)
+    return labs

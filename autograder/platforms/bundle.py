@@ -1,7 +1,7 @@
 """What a platform's grader carries of the course: the files grading one lab needs, read from this checkout.
 
 The package (``paged_kv``, editions are built from it), the graders and the grading machinery
-(``autograder/`` without its tests, each lab's ``tests/`` and the work folder), the lab's source notebook without its solutions (the
+(``autograder/`` without its tests, each lab's ``tests/``, the proof harness and the work folder), the lab's source notebook without its solutions (the
 tests' text, hidden tests included, is what grading needs) and its release, the lock
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator, List, Tuple
 
 LEFT_OUT_DIRS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis"}
-LEFT_OUT_TOP = {("autograder", "work"), ("autograder", "tests")}
+LEFT_OUT_TOP = {("autograder", "work"), ("autograder", "tests"), ("autograder", "proof")}
 
 
 def _repo() -> Path:
@@ -24,7 +24,7 @@ def _repo() -> Path:
 
 def graded_labs() -> List[str]:
     from autograder.course.layout import SOURCE_DIR
-    from autograder.pipeline.report import graded_labs as labs
+    from autograder.course.layout import graded_labs as labs
 
     return labs(SOURCE_DIR)
 

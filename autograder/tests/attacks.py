@@ -39,8 +39,8 @@ from typing import Dict, List, Optional, Tuple
 
 import nbformat
 
-from autograder.pipeline import classroom
-from autograder.pipeline.classroom import Expect, Lab, _meta, _src
+from autograder.proof import classroom
+from autograder.proof.classroom import Expect, Lab, _meta, _src
 
 HOG_SECONDS = 6  # how long a harm attack keeps the machine busy (the bystander's grading overlaps it)
 

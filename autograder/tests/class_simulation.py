@@ -30,7 +30,7 @@ import pytest
 
 import platform_harness
 from attacks import CONSTEXPR_VARIES, DOCSTRING_DEF, INTERPRETER_ONLY, LAUNCHERS_REPLACED, REFERENCE_ROUTES, SYNTAX_FAMILIES
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
 LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "60"}

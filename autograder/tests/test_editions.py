@@ -18,7 +18,7 @@ from autograder.editions.build import (LEFT_OUT, PACKAGE, REPO, EditionError, bu
                                        editions_dir, stub_module)
 from autograder.pipeline import handout
 from autograder.course.layout import discover_labs
-from autograder.pipeline.report import graded_labs
+from autograder.course.layout import graded_labs
 from autograder.verdict.provenance import normalized_tokens
 
 LABS = graded_labs(REPO / "solutions")

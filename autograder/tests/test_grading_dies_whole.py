@@ -15,7 +15,7 @@ from typing import List, Set
 import pytest
 
 from autograder.box import limits
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 
 LAB = "01-capacity-ledger"
 BUDGETS = {"PAGED_KV_CELL_TIMEOUT": "10", "PAGED_KV_NOTEBOOK_TIMEOUT": "60"}

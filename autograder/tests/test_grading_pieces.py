@@ -491,7 +491,7 @@ def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference(
 
     from nbclient import NotebookClient
 
-    from autograder.pipeline import classroom, report
+    from autograder.proof import classroom, report
 
     sys.path.insert(0, str(Path(__file__).parent))
     import attacks

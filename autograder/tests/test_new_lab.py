@@ -19,7 +19,7 @@ LAB, PACKAGE = "09-throwaway", "lab09_throwaway"
 GRADE = """
 import json, os, sys
 from pathlib import Path
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 root = report.prepare_root(Path(sys.argv[1]))
 info = classroom.load_lab("{lab}", root / "solutions", root / "course")
 students = [s for s in classroom.build_class(info, root) if s.kind in ("solution", "untouched")]

@@ -8,7 +8,8 @@ import csv
 import os
 from pathlib import Path
 
-from autograder.pipeline import classroom, lms_gradebook, report
+from autograder.proof import classroom, report
+from autograder.pipeline import lms_gradebook
 
 LAB = "02-atomic-prefill"
 

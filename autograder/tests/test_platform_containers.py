@@ -28,7 +28,7 @@ import container
 import platform_harness
 import test_platforms
 from autograder.box import limits, trust
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 from autograder.verdict.secrets import REMOVED
 
 HERE = Path(__file__).resolve().parent

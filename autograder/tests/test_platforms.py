@@ -17,7 +17,7 @@ import pytest
 
 import platform_harness
 from autograder.box import sandbox
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 from autograder.platforms import gradescope, prairielearn
 from autograder.platforms.one_upload import Outcome, CellResult
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import classroom, report
+from autograder.proof import classroom, report
 from autograder.tests import attacks
 from autograder.box import hardened
 from autograder.verdict import notebook as nbview

@@ -26,7 +26,8 @@ from typing import Dict
 import nbformat
 import pytest
 
-from autograder.pipeline import collect, exchange, inbound, report
+from autograder.proof import report
+from autograder.pipeline import collect, exchange, inbound
 from hub import accounts
 from hub.layout import COURSE_ID, DEMO_PASSWORD, Layout
 

@@ -10,7 +10,7 @@ import pytest
 from autograder.editions.build import REPO
 from autograder.editions.check import run_on_edition
 from autograder.course.layout import discover_labs
-from autograder.pipeline.report import graded_labs
+from autograder.course.layout import graded_labs
 
 GRADED = graded_labs(REPO / "solutions")
 CASES = [(lab, lab) for lab in GRADED] + [(lab, GRADED[0]) for lab in discover_labs(REPO / "solutions")

@@ -22,7 +22,7 @@ if not triton_available():
 
 import attacks  # noqa: E402
 from autograder.labs.lab06_triton_paged_attention.tests import bugs as catalogue  # noqa: E402
-from autograder.pipeline import classroom  # noqa: E402
+from autograder.proof import classroom  # noqa: E402
 from autograder.course.layout import LABS, SOURCE_DIR  # noqa: E402
 from autograder.verdict import kernels, triton_text  # noqa: E402
 from autograder.verdict.notebook import Cell  # noqa: E402

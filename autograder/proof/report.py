@@ -1,12 +1,12 @@
 """Grade simulated classes through the real pipeline and report how the autograder held.
 
-``python -m autograder.pipeline.report`` (``make grader-report``): for every graded lab in ``solutions/``, the
-class of ``autograder.pipeline.classroom`` is exported as an LMS would, collected, graded (``autograder.pipeline.grade``,
+``python -m autograder.proof.report`` (``make grader-report``): for every graded lab in ``solutions/``, the
+class of ``autograder.proof.classroom`` is exported as an LMS would, collected, graded (``autograder.pipeline.grade``,
 hence ``nbgrader autograde`` and ``generate_feedback``) in a scratch course, and checked student by
 student. It prints per lab: bugs caught, variants accepted, delegations refused, hostile and broken
 submissions handled, seconds per student.
 
-``python -m autograder.pipeline.report --bench N`` (``make grader-bench``): a class of N students per lab (the
+``python -m autograder.proof.report --bench N`` (``make grader-bench``): a class of N students per lab (the
 solution and its correct variants, catalogued bugs, and one endless loop), default budgets; prints
 seconds per student and the class's time. Results go to ``bench/results/grading.json``.
 """
@@ -28,22 +28,11 @@ from typing import Dict, List, Optional, Tuple
 import nbformat
 
 from autograder.course import notebook as nbread
-from autograder.pipeline import classroom
+from autograder.course.layout import graded_labs  # noqa: F401 (read from here by the harness)
+from autograder.proof import classroom
 from autograder.pipeline.inert import live_markup
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def graded_labs(source_dir: Path) -> List[str]:
-    """Labs whose source notebook has graded cells (discovered, so new labs are included)."""
-    from autograder.course.layout import discover_labs
-
-    labs = []
-    for lab, name in discover_labs(source_dir).items():
-        nb = json.loads((source_dir / lab / name).read_text())
-        if any(nbread.is_graded(c) for c in nb["cells"]):
-            labs.append(lab)
-    return labs
 
 
 def lab_memory_mb(lab: str, env: Dict[str, str]) -> int:
