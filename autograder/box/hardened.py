@@ -50,6 +50,8 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course.notebook import BEGIN
+from autograder.verdict.events import (NOT_LISTED_FOR_STUDENTS, EventKind, describe, event,  # noqa: F401
+                                       events_path, write_record)
 from autograder.box import kernel_lib, limits, sandbox, trust
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
@@ -447,11 +449,11 @@ class HardenedExecute(Execute):
         removed = secret_text.scrub_outputs(self.nb.cells, secrets)
         for verdict in self.verdicts.values():
             verdict.lines = [secret_text.scrub(line, secrets) for line in verdict.lines]
-        for event in self.events:
-            event["detail"] = secret_text.scrub(str(event.get("detail", "")), secrets)
+        for logged in self.events:
+            logged["detail"] = secret_text.scrub(str(logged.get("detail", "")), secrets)
         if removed:
-            self.events.append({"cell": "notebook", "kind": "secret-removed", "graded": False,
-                                "detail": f"{removed} line(s) of the hidden tests or graders in outputs"})
+            self.events.append(event("notebook", EventKind.SECRET_REMOVED,
+                                     f"{removed} line(s) of the hidden tests or graders in outputs"))
 
     def _refuse(self, report: trust.Report) -> None:
         """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
@@ -465,7 +467,7 @@ class HardenedExecute(Execute):
                                                            [trust.REFUSED_MESSAGE])
             else:
                 cell.outputs = []
-        self.events.append({"cell": "notebook", "kind": "isolation", "detail": report.problem, "graded": False})
+        self.events.append(event("notebook", EventKind.ISOLATION, report.problem))
         add_notes(self.nb, [trust.REFUSED_MESSAGE])
 
     # ---- what was submitted ----------------------------------------------------------------------------
@@ -555,7 +557,7 @@ class HardenedExecute(Execute):
                                      f"Not run: this notebook used up its grading time ({budget} s in all), "
                                      "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
                                      "message.")]
-        self._event(cell, index, "not-run", "notebook time budget spent")
+        self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
     @_timed("notebook cells")
@@ -580,34 +582,34 @@ class HardenedExecute(Execute):
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
             cell.outputs.append(error_output("KernelDied", self._death_message(status)))
-            self._event(cell, index, "kernel-died", f"exit status {status}")
+            self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
-                self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+                self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
             return "dead"
         except CellTimeoutError:
             cell.outputs.append(error_output(
                 "TimeLimitExceeded", f"Time limit: this cell ran for more than {limit} s and did not stop when "
                 "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
                 "kernel."))
-            self._event(cell, index, "timeout", f"> {limit} s, kernel did not answer the interrupt")
+            self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
             return "dead"
         if self._timed_out:
             # The interrupt we sent shows as a KeyboardInterrupt: the time-limit message says it better.
             cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
-            self._event(cell, index, "timeout", f"> {limit} s")
+            self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s")
         if self._cut:
             cell.outputs.append(note_output(f"output cut after {self.max_output_bytes} bytes"))
-            self._event(cell, index, "output-cut", f"> {self.max_output_bytes} bytes")
+            self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
             cell.outputs.append(note_output(
                 f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
                 "asked for more."))
-            self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB")
+            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
             cell.outputs.append(note_output("This cell called sys.exit() (or exit()/quit()): graded code must "
                                             "return normally."))
-            self._event(cell, index, "exit-called", "SystemExit")
+            self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
     def _new_memory_kills(self) -> int:
@@ -624,7 +626,7 @@ class HardenedExecute(Execute):
             cell.outputs.append(note_output(
                 f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
                 f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."))
-            self._event(cell, index, "memory", f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self._timed_out = True
@@ -720,13 +722,14 @@ class HardenedExecute(Execute):
         self.verdicts[grade_id] = verdict
         self._show_verdict(cell, verdict, kernel_error, visible)
         if verdict.kind in ("timeout", "kernel", "exit"):
-            self._event(cell, index, {"timeout": "timeout", "kernel": "kernel-died", "exit": "exit-called"}[verdict.kind],
+            self._event(cell, index, {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED,
+                                      "exit": EventKind.EXIT_CALLED}[verdict.kind],
                         f"while the grader tested it ({verdict.seconds:.1f} s)")
         if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
             line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
-            self._event(cell, index, "reached-stub", _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300])
+            self._event(cell, index, EventKind.REACHED_STUB, _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300])
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
-            self._event(cell, index, "memory", f"> {self._limit('memory_mb')} MiB while the grader tested it")
+            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB while the grader tested it")
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 
     def _box_for(self, grade_id: str, index: int) -> Optional["PartBox"]:
@@ -839,12 +842,12 @@ class HardenedExecute(Execute):
                         "IntegrityError", f"No points: {finding.describe()}. Graded code must be your own: fix that "
                                           "line and resubmit."))
                     self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
-            self.events.append({"cell": finding.cell_label, "kind": "integrity", "detail": finding.describe(),
-                                "graded": False, "line": finding.line, "code": finding.code, "rule": finding.rule,
-                                "cost_points": bool(self.findings_cost_points)})
+            self.events.append(dict(event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),
+                                    line=finding.line, code=finding.code, rule=finding.rule,
+                                    cost_points=bool(self.findings_cost_points)))
         for todo, reference, ratio in self.similar:
-            self.events.append({"cell": todo, "kind": "similar-to-reference", "graded": False,
-                                "detail": f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it"})
+            self.events.append(event(todo, EventKind.SIMILAR,
+                                     f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it"))
 
     def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
         """Run code without recording it; False when the kernel died or it failed."""
@@ -911,10 +914,9 @@ class HardenedExecute(Execute):
                 "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
                 "kernel, after the cells above them that are not tests were run again.")
 
-    def _event(self, cell, index: int, kind: str, detail: str) -> None:
+    def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        self.events.append({"cell": grade_id or f"cell {index}", "kind": kind, "detail": detail,
-                            "graded": bool(is_grade(cell))})
+        self.events.append(event(grade_id or f"cell {index}", kind, detail, graded=bool(is_grade(cell))))
 
     def _finish(self, seconds: float) -> None:
         nbgrader = (self.resources or {}).get("nbgrader", {})
@@ -927,14 +929,12 @@ class HardenedExecute(Execute):
                                for g, v in self.verdicts.items()}}
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
-            path = events_path(self.events_dir, record["assignment"], record["student"])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(record, indent=1))
-        integrity = [e for e in self.events if e["kind"] == "integrity"]
+            write_record(events_path(self.events_dir, record["assignment"], record["student"]), record)
+        integrity = [e for e in self.events if e["kind"] == EventKind.INTEGRITY]
         if integrity:
             add_notes(self.nb, ["No points for code that is not your own (the tests it affects score 0):"] +
                       [f"- {e['detail']}" for e in integrity])
-        shown = [e for e in self.events if e["kind"] not in ("integrity", "similar-to-reference", "isolation")]
+        shown = [e for e in self.events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
         if shown:
             lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
             others = [e for e in shown if not e["graded"]]
@@ -990,25 +990,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _plain_message(lines) -> str:
     """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
     return _ANSI.sub("", "\n".join(lines))[:1500]
-
-
-def events_path(events_dir, assignment: str, student: str) -> Path:
-    return Path(events_dir) / assignment / f"{student}.json"
-
-
-def describe(event: Dict[str, Any], detail: bool = True) -> str:
-    text = {"timeout": "stopped by the time limit", "not-run": "not run (the notebook's grading time was spent)",
-            "kernel-died": "the kernel died", "memory": "hit the memory limit",
-            "output-cut": "too much output, cut", "exit-called": "called sys.exit()",
-            "integrity": "no points: code that is not the student's own",
-            "similar-to-reference": "nearly the reference's code (review)",
-            "reached-stub": "called an implementation the grading box leaves out (it earns nothing)",
-            "isolation": "not graded: the grading box could not be trusted on this machine",
-            "secret-removed": "text of the hidden tests removed from an output",
-            "not-triton": "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)",
-            "launch-not-built": "a graded launch of this kernel does not compile for the GPU, though another does"}.get(
-        event["kind"], event["kind"])
-    return text + (f" ({event['detail']})" if detail and event["kind"] not in ("not-run", "integrity") else "")
 
 
 def add_notes(nb, lines: List[str]) -> None:

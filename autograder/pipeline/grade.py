@@ -276,7 +276,7 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
 def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Path, reports: Path) -> dict:
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder.box.hardened import events_path
+    from autograder.verdict.events import events_path, read_record
     from autograder.course.layout import LABS
 
     collected = {}
@@ -292,7 +292,7 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
             except MissingEntry:
                 cells, score = {}, None
             path = events_path(work / "events", lab, student)
-            events = json.loads(path.read_text()) if path.exists() else {}
+            events = read_record(path) if path.exists() else {}
             repairs = collected.get(student, {}).get("repairs", [])
             for kind, detail in repairs:
                 log_rows.append([student, "repair", kind, detail])

@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional
 
 # The plots and the page are drawn in insight_page (analysis here, rendering there); insight.page stays.
 from autograder.course import notebook as nbread
+from autograder.verdict.events import read_record
 from autograder.pipeline.insight_page import page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
@@ -94,9 +95,9 @@ def _events(work: Path, lab: str) -> Dict[str, dict]:
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            record = json.loads(path.read_text())
+            record = read_record(path)
         except (OSError, ValueError):
-            continue
+            continue  # a file that is not a grading record is not a student's (the report counts who is missing)
         out[str(record.get("student") or path.stem)] = record
     return out
 

@@ -323,7 +323,7 @@ def write(work: Path, lab: str, lms: str, assignment_id: Optional[str] = None, t
 
 
 def main(argv=None) -> int:
-    from autograder.pipeline.labs import LABS, ROOT
+    from autograder.course.layout import LABS, ROOT
 
     parser = argparse.ArgumentParser(description="Write one lab's grades in the file Canvas or Moodle imports.")
     parser.add_argument("lab", choices=sorted(LABS))

@@ -124,10 +124,10 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
                        file=record["file"], log=log, gradable=False)
     summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout
     row = summary["students"][0]
-    from autograder.box.hardened import events_path
+    from autograder.verdict.events import events_path, read_record
 
     path = events_path(work / "events", lab, STUDENT)
-    events = json.loads(path.read_text()) if path.exists() else {}
+    events = read_record(path) if path.exists() else {}
     verdicts = events.get("verdicts", {})
     tests = []
     for cell in cells:

@@ -83,7 +83,7 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     """
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder.box.hardened import events_path
+    from autograder.verdict.events import events_path, read_record
 
     env = dict(env, PAGED_KV_COURSE_ROOT=str(root), PYTHONPATH=os.pathsep.join(
         [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -131,7 +131,7 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
                 scores[student.sid] = {}
             repairs = {k for k, _ in collected_records.get(sid, {}).get("repairs", [])}
             path = events_path(work / "events", lab, sid)
-            events = {e["kind"] for e in json.loads(path.read_text())["events"]} if path.exists() else set()
+            events = {e["kind"] for e in read_record(path)["events"]} if path.exists() else set()
             graded_nb = work / "autograded" / sid / lab / info.notebook
             outputs = _outputs(graded_nb) if graded_nb.exists() else ""
             problems[student.sid] = classroom.check_outcome(

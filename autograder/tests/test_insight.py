@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 
 from autograder.pipeline import insight
 from autograder.pipeline.inert import live_markup
 from autograder.course.layout import LABS, SOURCE_DIR
+from autograder.verdict.events import write_record
 
 LAB = "05-prefix-cache"
 SOURCE = SOURCE_DIR / LAB / LABS[LAB]
@@ -25,7 +25,8 @@ def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
     events = work / "events" / LAB
     events.mkdir(parents=True)
     for student, verdicts in verdicts_by_student.items():
-        (events / f"{student}.json").write_text(json.dumps({"verdicts": verdicts, "events": [], "seconds": 3.0}))
+        write_record(events / f"{student}.json", {"student": student, "assignment": LAB, "isolation": None,
+                                                  "seconds": 3.0, "events": [], "verdicts": verdicts})
     reports = work / "reports" / LAB
     reports.mkdir(parents=True)
     with open(reports / "log.csv", "w", newline="") as handle:
@@ -99,7 +100,8 @@ def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path
                                      ("fast2", 9.0, {"notebook cells": 4.0, "kernel start": 1.0}),
                                      ("fast3", 7.0, {"notebook cells": 2.5, "kernel start": 1.0}),
                                      ("stuck", 309.8, {"notebook cells": 5.0, "part boxes replaying": 300.1})):
-        (events / f"{student}.json").write_text(json.dumps({"verdicts": {}, "seconds": seconds, "phases": phases}))
+        write_record(events / f"{student}.json", {"student": student, "assignment": LAB, "isolation": None,
+                                                  "seconds": seconds, "phases": phases, "events": [], "verdicts": {}})
     health = insight.build(LAB, tmp_path, SOURCE)["health"]
     assert health["slowest"] == [{"student": "stuck", "seconds": 309.8, "phase": "part boxes replaying",
                                   "phase_seconds": 300.1}]

@@ -18,7 +18,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.pipeline import collect, entry_names, grade, lms_gradebook  # grade: alembic on PATH
-from autograder.pipeline.labs import RELEASE_DIR
+from autograder.course.layout import RELEASE_DIR
 
 # nbgrader's add_submission warns of its own session use (SAWarning) when a test scores by hand
 pytestmark = pytest.mark.filterwarnings("ignore:Object of type:sqlalchemy.exc.SAWarning")

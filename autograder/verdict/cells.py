@@ -72,7 +72,9 @@ class Context:
         """What the compile box's builder noted for the instructor's log, as events (``hardened``'s shape)."""
         if self._kernels is None:
             return []
-        return [{"cell": name, "kind": kind, "detail": detail, "graded": True}
+        from autograder.verdict.events import EventKind, event
+
+        return [event(name, EventKind(kind), detail, graded=True)
                 for (kind, name), detail in getattr(self._kernels, "events", {}).items()]
 
     def reset(self, view=None, make_kernels=None) -> None:
