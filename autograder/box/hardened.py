@@ -43,13 +43,15 @@ from typing import Any, Dict, List, Optional
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
-from nbformat.notebooknode import NotebookNode, from_dict
+from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course.notebook import BEGIN
+from autograder.verdict.scoring import (MAX_ERROR_TEXT, NOTES_CELL_ID, NOTES_TITLE, add_notes,  # noqa: F401
+                                        cap, error_output, note_output, show_verdict, soften_errors)
 from autograder.verdict.events import (NOT_LISTED_FOR_STUDENTS, EventKind, describe, event,  # noqa: F401
                                        events_path, write_record)
 from autograder.box import kernel_lib, limits, sandbox, trust
@@ -62,8 +64,6 @@ from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 from autograder.verdict import secrets as secret_text
 
-NOTES_CELL_ID = "grading-notes"
-NOTES_TITLE = "## Grading notes"
 
 # Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
 NOT_RUN_DEMO = ("Not run by the autograder: this cell comes after the last test and only shows what "
@@ -79,20 +79,10 @@ del _pkv_no_exit
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
-MAX_ERROR_TEXT = 4000     # characters of an error's message kept in a cell's output
 MAX_TRACEBACK = 20_000    # characters of an error's traceback kept
 
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "std::bad_alloc",
                 "Cannot allocate memory")
-
-
-def error_output(name: str, message: str) -> NotebookNode:
-    return from_dict({"output_type": "error", "ename": name, "evalue": message,
-                      "traceback": [f"\x1b[0;31m{name}\x1b[0m: {message}"]})
-
-
-def note_output(message: str) -> NotebookNode:
-    return from_dict({"output_type": "stream", "name": "stderr", "text": f"[grading] {message}\n"})
 
 
 _SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
@@ -635,11 +625,11 @@ class HardenedExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         if msg.get("msg_type") == "error":  # capped like every other output (an error can be megabytes)
-            content["evalue"] = _cap(str(content.get("evalue", "")), MAX_ERROR_TEXT)
-            content["ename"] = _cap(str(content.get("ename", "")), 200)
+            content["evalue"] = cap(str(content.get("evalue", "")), MAX_ERROR_TEXT)
+            content["ename"] = cap(str(content.get("ename", "")), 200)
             kept, total = [], 0
             for line in content.get("traceback", []) or []:
-                line = _cap(str(line), MAX_ERROR_TEXT)
+                line = cap(str(line), MAX_ERROR_TEXT)
                 total += len(line)
                 if total > MAX_TRACEBACK:
                     kept.append("... (traceback cut)")
@@ -717,10 +707,10 @@ class HardenedExecute(Execute):
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
             verdict, dead = box.verdict(model, index), False
             if kernel_error and verdict.passed:
-                _soften_errors(cell, box.part)
+                soften_errors(cell, box.part)
             kernel_error = False
         self.verdicts[grade_id] = verdict
-        self._show_verdict(cell, verdict, kernel_error, visible)
+        show_verdict(cell, verdict, kernel_error, visible)
         if verdict.kind in ("timeout", "kernel", "exit"):
             self._event(cell, index, {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED,
                                       "exit": EventKind.EXIT_CALLED}[verdict.kind],
@@ -793,28 +783,6 @@ class HardenedExecute(Execute):
             run_sync((kernel.km if kernel else self.km).interrupt_kernel)()
         except Exception:  # noqa: BLE001 - a dead kernel cannot be interrupted
             pass
-
-    def _show_verdict(self, cell, verdict: "verdicts.Verdict", kernel_error: bool, visible: bool) -> None:
-        """The cell's outputs say what was decided: the kernel's run (a visible test) and the verdict.
-
-        A graded cell earns its points exactly when it shows no error (nbgrader's rule), so the kernel's
-        outputs are made neutral (no partial credit from a printed number, no stderr) and the verdict's
-        failure, if any, is the cell's error."""
-        kept = []
-        for output in cell.get("outputs", []):
-            kind = output.get("output_type")
-            if kind == "execute_result":
-                output = from_dict({"output_type": "display_data", "data": output.get("data", {}),
-                                    "metadata": output.get("metadata", {})})
-            elif kind == "stream" and output.get("name") == "stderr":
-                output = from_dict({"output_type": "stream", "name": "stdout", "text": output.get("text", "")})
-            kept.append(output)
-        if not verdict.passed and not kernel_error:  # a kernel error already says why (and scores 0)
-            kept.append(_verdict_output(verdict))
-        elif verdict.passed and not kernel_error and not visible:
-            kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                                   "text": "Hidden tests passed.\n"}))
-        cell.outputs = kept
 
     def _apply_findings(self) -> None:
         """No points for a TODO whose text reaches the reference or the machinery (see provenance)."""
@@ -944,17 +912,6 @@ class HardenedExecute(Execute):
             add_notes(self.nb, ["While grading:"] + lines)
 
 
-def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + " ... (cut)"
-
-
-def _verdict_output(verdict) -> NotebookNode:
-    lines = [_cap(line, MAX_ERROR_TEXT) for line in verdict.lines][:60] or [verdict.kind]
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", lines[0])
-    return from_dict({"output_type": "error", "ename": verdict.ename or "TestFailed", "evalue": plain,
-                      "traceback": lines})
-
-
 def _references(graded, view) -> List[Any]:
     """The lab's reference implementations: what its graders' checks name (``@grades``) and the TODOs of
     the starter classes its given cells import."""
@@ -990,19 +947,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _plain_message(lines) -> str:
     """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
     return _ANSI.sub("", "\n".join(lines))[:1500]
-
-
-def add_notes(nb, lines: List[str]) -> None:
-    """Append lines to the notebook's "Grading notes" markdown cell (first cell; made if missing), as text:
-    whatever a line quotes (a student's code) can neither close a code span nor open a tag (``plain_text``)."""
-    from autograder.verdict.plain_text import note_lines
-    cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
-    if cell is None:
-        cell = from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
-                          "source": f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. "
-                                    "Points were given for what ran."})
-        nb.cells.insert(0, cell)
-    cell.source = cell.source.rstrip("\n") + "\n\n" + note_lines(lines)
 
 
 @dataclass
@@ -1116,22 +1060,3 @@ class PartBox:
         _discard(self.kernel.km)
         self.kernel = None
         self.done, self.broken = -1, ""  # a box started again for this part replays from the top
-
-
-def _soften_errors(cell, part: str) -> None:
-    """A test of a part graded in its own box passed there, but raised in the main kernel (where the
-    student's other parts ran): the error is shown as text, with why it costs nothing."""
-    kept = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") != "error":
-            kept.append(output)
-            continue
-        lines = [re.sub(r"\x1b\[[0-9;]*m", "", str(line)) for line in output.get("traceback", [])]
-        text = "\n".join(lines) or f"{output.get('ename')}: {output.get('evalue')}"
-        kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                               "text": f"In your notebook this cell raised (there it runs your code for every part):\n"
-                                       f"{text}\n"}))
-    kept.append(note_output(f"Graded with the reference's versions of the other parts (part {part!r} is yours), "
-                            "these tests passed: the error above comes from another part of your code, whose own "
-                            "tests say which."))
-    cell.outputs = kept

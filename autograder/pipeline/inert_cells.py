@@ -33,8 +33,8 @@ from nbformat import from_dict
 from traitlets import Unicode
 
 from autograder.verdict.plain_text import html_text
+from autograder.verdict.scoring import NOTES_CELL_ID
 
-NOTES_CELL_ID = "grading-notes"  # autograder.box.hardened.NOTES_CELL_ID (not imported: hardened loads the box)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 BASE64 = re.compile(r"^[A-Za-z0-9+/\s]*={0,2}\s*$")

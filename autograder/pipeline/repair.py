@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
-from autograder.box.hardened import NOTES_CELL_ID, NOTES_TITLE
+from autograder.verdict.scoring import NOTES_CELL_ID, NOTES_TITLE
 from autograder.verdict.plain_text import note_lines
 from autograder.verdict.notebook import normalized
 

@@ -14,7 +14,7 @@ import pytest
 from nbconvert.filters import markdown2html
 from traitlets.config import Config
 
-from autograder.box.hardened import NOTES_CELL_ID, add_notes
+from autograder.verdict.scoring import NOTES_CELL_ID, add_notes
 from autograder.pipeline.inert import live_markup
 from autograder.pipeline.inert_cells import InertCells, html_to_text, inert_output
 from autograder.pipeline.inert_html import InertHTMLExporter, inert_body, inert_css, inert_page
