@@ -22,7 +22,7 @@ HUB_PORT ?= 8000
 HUB_IDLE_TIMEOUT ?= 3600
 HUB := $(PY) -m hub --dir $(HUB_DIR)
 
-.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade gradebook insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab
+.PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade gradebook insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab format
 
 help:
 	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
@@ -39,6 +39,7 @@ help:
 	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
+	@echo "make format   - ruff format and ruff check --fix (make test and make check fail on what it would change)"
 	@echo "make new-lab ID=09-name TITLE='...' TODO=cache/ledger.py:fn EXAMPLE='10, 4' - scaffold a graded lab"
 	@echo "             (its notebook, autograder/labs/labNN_name/, its release; docs/maintainers.md, Adding a lab)"
 	@echo "make handout [LAB=05-prefix-cache] - what students get (no solutions, no graders); with LAB, a class's"
@@ -103,6 +104,7 @@ TEST_WORKERS ?= 2
 
 test: env
 	$(PY) -m ruff check
+	$(PY) -m ruff format --check
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
 
 # The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
@@ -111,7 +113,12 @@ CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layer
 	autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
 check: env
 	$(PY) -m ruff check
+	$(PY) -m ruff format --check
 	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(CHECK_TESTS)
+
+format: env
+	$(PY) -m ruff format
+	$(PY) -m ruff check --fix
 
 new-lab: env
 	$(PY) -m tools.new_lab "$(ID)" --title "$(TITLE)" --todo "$(TODO)" --example "$(EXAMPLE)"

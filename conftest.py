@@ -1,4 +1,5 @@
 """Root pytest configuration: notebook kernels started by nbval see the repository on their path."""
+
 import os
 from pathlib import Path
 

@@ -7,6 +7,7 @@
 - ``labs/``: one folder per graded lab (its declaration, its checks, its catalogue and tests; see its
   ``__init__``); ``tests/`` proves the rest; ``nbgrader_config.py`` names the folders.
 """
+
 import sys
 
 # jsonschema, which nbformat imports, builds rfc3987_syntax's IRI grammar as it is imported: about a second in

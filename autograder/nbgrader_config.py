@@ -4,6 +4,7 @@ Use from anywhere with ``--NbGrader.config_file=autograder/nbgrader_config.py`` 
 ignored by nbgrader), or run nbgrader from inside ``autograder/``. ``PAGED_KV_COURSE_ROOT`` points
 the whole course at another root (the tests use it to regenerate and grade in a scratch folder).
 """
+
 import os
 import sys
 from pathlib import Path
@@ -61,8 +62,13 @@ c.HardenedExecute.findings_cost_points = os.environ.get("PAGED_KV_FINDINGS_COST"
 # Lab 06 maps sparse pool files past 2**32 elements (20 GiB of address space each, no disk or RAM) for
 # its int64 case: more address space and file size. On a CPU its kernels run in Triton's interpreter: an
 # honest notebook takes 25-50 s alone on 2 cores, so on a busy machine it gets twice the notebook budget.
-c.HardenedExecute.lab_limits = {"06-triton-paged-attention": {
-    "memory_mb": 131072, "file_mb": 65536, "notebook_timeout": 2 * c.HardenedExecute.notebook_timeout}}
+c.HardenedExecute.lab_limits = {
+    "06-triton-paged-attention": {
+        "memory_mb": 131072,
+        "file_mb": 65536,
+        "notebook_timeout": 2 * c.HardenedExecute.notebook_timeout,
+    }
+}
 # The box imports only its own library, copied into its private folder (autograder/box/kernel_lib.py): the
 # lab's EDITION of the course package (built by autograder.editions: the lab's TODOs and every later lab's are
 # stubs) and the channel's agent. Nothing of the repository is on its path or bound in it (its Python
@@ -73,15 +79,30 @@ c.HardenedExecute.private_roots = [str(REPO)]
 # What no grading kernel may read, checked before grading from inside a box started as a kernel's
 # (autograder/box/trust.py): where bubblewrap cannot run, only file permissions keep these closed, and grading
 # is refused when they do not (PAGED_KV_ALLOW_UNISOLATED=1 grades anyway, never as root).
-c.HardenedExecute.trusted_paths = [str(p) for p in dict.fromkeys([
-    ROOT / "solutions", REPO / "solutions", REPO / "paged_kv", REPO / "autograder", REPO / ".git", ROOT / ".git",
-    WORK])]
+c.HardenedExecute.trusted_paths = [
+    str(p)
+    for p in dict.fromkeys(
+        [
+            ROOT / "solutions",
+            REPO / "solutions",
+            REPO / "paged_kv",
+            REPO / "autograder",
+            REPO / ".git",
+            ROOT / ".git",
+            WORK,
+        ]
+    )
+]
 c.HardenedExecute.allow_unisolated = os.environ.get("PAGED_KV_ALLOW_UNISOLATED", "") == "1"
 c.HardenedExecute.source_dir = str(ROOT / "solutions")
 c.HardenedExecute.events_dir = str(WORK / "events")
 # What a grading kernel must not see: solutions, their history, the gradebook and everyone's work.
-c.HardenedExecute.hidden_paths = [str(p) for p in dict.fromkeys([
-    ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"])]
+c.HardenedExecute.hidden_paths = [
+    str(p)
+    for p in dict.fromkeys(
+        [ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"]
+    )
+]
 c.Execute.kernel_name = "python3"
 c.Execute.timeout = 120  # plain nbgrader Execute (not used by autograde with this config)
 # Test cells missing from a submission come back from the gradebook (autograder/pipeline/repair.py does more).

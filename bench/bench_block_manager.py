@@ -15,6 +15,7 @@ nano-vllm's own classes on the same cycle; only ``nanovllm/engine/{block_manager
 Writes a JSON file (default ``bench/results/block_manager.json``) and prints a table.
 Usage: ``python bench/bench_block_manager.py [--sizes 1000 10000 ...] [--nanovllm PATH] [--out PATH]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,6 +54,7 @@ def token_lists(count: int) -> List[List[int]]:
 
 def paged_kv_life(manager_cls) -> Callable[[int], Callable[[List[int]], int]]:
     """A factory: pool size -> one request's whole life on ``manager_cls``, returning its prefix hits."""
+
     def make(num_blocks: int):
         manager = manager_cls(num_blocks, BLOCK_SIZE)
 
@@ -61,7 +63,9 @@ def paged_kv_life(manager_cls) -> Callable[[int], Callable[[List[int]], int]]:
             hits = prefill(manager, seq)
             manager.deallocate(seq)
             return hits
+
         return life
+
     return make
 
 
@@ -96,25 +100,31 @@ def nanovllm_life(checkout: Path):
             seq.num_scheduled_tokens = 0
             manager.deallocate(seq)
             return hits
+
         return life
+
     return make
 
 
 def time_lives(make, num_blocks: int, cycles: int, repeats: int = 5) -> dict:
     life = make(num_blocks)
     prompts = token_lists(cycles * repeats + 2)
-    life(prompts[-1])                                 # warm-up: caches the shared prefix
+    life(prompts[-1])  # warm-up: caches the shared prefix
     per_cycle = []
     for r in range(repeats):
-        batch = prompts[r * cycles:(r + 1) * cycles]
+        batch = prompts[r * cycles : (r + 1) * cycles]
         start = time.perf_counter()
         for tokens in batch:
             life(tokens)
         per_cycle.append((time.perf_counter() - start) / cycles)
     hits = life(prompts[-2])
     assert hits == PREFIX_BLOCKS, f"the workload should hit {PREFIX_BLOCKS} cached blocks, got {hits}"
-    return {"median_us": statistics.median(per_cycle) * 1e6, "min_us": min(per_cycle) * 1e6, "cycles": cycles,
-            "repeats": repeats}
+    return {
+        "median_us": statistics.median(per_cycle) * 1e6,
+        "min_us": min(per_cycle) * 1e6,
+        "cycles": cycles,
+        "repeats": repeats,
+    }
 
 
 def main() -> None:
@@ -126,8 +136,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "block_manager.json")
     args = parser.parse_args()
 
-    contenders = {"paged_kv": (paged_kv_life(BlockManager), args.cycles),
-                  "paged_kv_over_deque": (paged_kv_life(DequeBlockManager), args.deque_cycles)}
+    contenders = {
+        "paged_kv": (paged_kv_life(BlockManager), args.cycles),
+        "paged_kv_over_deque": (paged_kv_life(DequeBlockManager), args.deque_cycles),
+    }
     if args.nanovllm:
         contenders["nanovllm"] = (nanovllm_life(args.nanovllm), args.deque_cycles)
     print("microseconds per request life (Sequence + admit + hash + release), median of 5 runs")
@@ -142,15 +154,24 @@ def main() -> None:
         print(f"{size:>10}" + "".join(f"{row[name]['median_us']:>22.1f}" for name in contenders), flush=True)
     times = [row["paged_kv"]["median_us"] for row in rows]
     growth = max(times) / min(times)
-    print(f"paged_kv largest/smallest time per request: {growth:.2f}x -> "
-          f"{'flat (O(1))' if growth < 2.0 else 'GROWS with pool size'}")
+    print(
+        f"paged_kv largest/smallest time per request: {growth:.2f}x -> "
+        f"{'flat (O(1))' if growth < 2.0 else 'GROWS with pool size'}"
+    )
     if args.nanovllm:
         ratio = rows[0]["paged_kv"]["median_us"] / rows[0]["nanovllm"]["median_us"]
         print(f"at {rows[0]['num_blocks']} blocks paged_kv takes {ratio:.2f}x nano-vllm's time per request")
-    result = {"benchmark": "BlockManager request life", "block_size": BLOCK_SIZE,
-              "prefix_blocks": PREFIX_BLOCKS, "own_blocks": OWN_BLOCKS, "rows": rows,
-              "growth_largest_over_smallest": growth, "o1": growth < 2.0,
-              "python": platform.python_version(), "machine": platform.machine()}
+    result = {
+        "benchmark": "BlockManager request life",
+        "block_size": BLOCK_SIZE,
+        "prefix_blocks": PREFIX_BLOCKS,
+        "own_blocks": OWN_BLOCKS,
+        "rows": rows,
+        "growth_largest_over_smallest": growth,
+        "o1": growth < 2.0,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -18,6 +18,7 @@ Triton's interpreter on tiny shapes (the test suite runs that), then exits 0.
 
 Usage: ``PYTHONPATH=. python3 bench/bench_paged_attention.py [--out DIR] [--quick] [--target] [--dry-run]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ import torch  # noqa: E402
 
 from paged_kv.lab import decode_bench as db  # noqa: E402
 
-TARGET = ("Llama-3.1-8B layer, block size 16, batch >= 32, context >= 4096: the package kernel at >= 85% of the "
-          "attainable copy bandwidth and no slower than any peer that ran, in the same run (measured on a GPU only)")
+TARGET = (
+    "Llama-3.1-8B layer, block size 16, batch >= 32, context >= 4096: the package kernel at >= 85% of the "
+    "attainable copy bandwidth and no slower than any peer that ran, in the same run (measured on a GPU only)"
+)
 TARGET_FRACTION = 0.85
 DRY_RUN_L2 = 1 << 13  # a nominal 8 KiB L2 for the dry run: small pools, two or three rotations exercised
 
@@ -59,24 +62,36 @@ def gpu_configs(quick: bool, target: bool = False) -> List[Config]:
     batches = [1, 32, 128] if quick else [1, 8, 32, 64, 128, 256]
     contexts = [512, 4096, 32768] if quick else [512, 2048, 4096, 8192, 32768]
     dtypes = (torch.bfloat16,) if quick else (torch.bfloat16, torch.float16)
-    configs = [Config(db.LLAMA_3_1_8B, b, c, False, d) for d in dtypes for b in batches for c in contexts
-               if b * c <= 256 * 32768]
+    configs = [
+        Config(db.LLAMA_3_1_8B, b, c, False, d)
+        for d in dtypes
+        for b in batches
+        for c in contexts
+        if b * c <= 256 * 32768
+    ]
     configs += [Config(db.LLAMA_3_1_8B, 64, 8192, True, d) for d in dtypes]
     big_blocks = ((32, 4096), (128, 4096)) if quick else ((1, 32768), (32, 4096), (128, 4096), (32, 32768))
     configs += [Config(db.LLAMA_3_1_8B, b, c, block_size=256) for b, c in big_blocks]
     if not quick:
-        configs += [Config(h, b, c) for h in ((64, 8, 128), (32, 32, 128))
-                    for b, c in ((1, 32768), (32, 4096), (128, 4096), (256, 2048))]
+        configs += [
+            Config(h, b, c)
+            for h in ((64, 8, 128), (32, 32, 128))
+            for b, c in ((1, 32768), (32, 4096), (128, 4096), (256, 2048))
+        ]
     if target:
-        configs += [Config(db.LLAMA_3_1_8B, b, c) for b, c in ((32, 4096), (64, 8192), (128, 4096), (256, 4096),
-                                                                (32, 32768))]
+        configs += [
+            Config(db.LLAMA_3_1_8B, b, c) for b, c in ((32, 4096), (64, 8192), (128, 4096), (256, 4096), (32, 32768))
+        ]
     return list(dict.fromkeys(configs))
 
 
 def dry_configs() -> List[Config]:
     """Tiny shapes for the interpreter: a paged 4/2/16 layer at block sizes 16 and 256 (FA2's case)."""
-    return [Config((4, 2, 16), 3, 40, False, torch.float16), Config((4, 2, 16), 3, 24, True, torch.float32),
-            Config((4, 2, 16), 2, 40, False, torch.float16, block_size=256)]
+    return [
+        Config((4, 2, 16), 3, 40, False, torch.float16),
+        Config((4, 2, 16), 3, 24, True, torch.float32),
+        Config((4, 2, 16), 2, 40, False, torch.float16, block_size=256),
+    ]
 
 
 FLEX_SHAPES = {(db.LLAMA_3_1_8B, 32, 4096, 16), (db.LLAMA_3_1_8B, 128, 4096, 16), (db.LLAMA_3_1_8B, 32, 4096, 256)}
@@ -88,8 +103,10 @@ def flex_skip(config: Config, everywhere: bool) -> Dict[str, str]:
     key = (config.heads, config.batch, config.context, config.block_size)
     if everywhere or (key in FLEX_SHAPES and config.dtype == torch.bfloat16 and not config.ragged):
         return {}
-    return {"FlexAttention paged": "not in the FlexAttention subset (one compile per shape; --flex-everywhere "
-                                   "times it on every workload)"}
+    return {
+        "FlexAttention paged": "not in the FlexAttention subset (one compile per shape; --flex-everywhere "
+        "times it on every workload)"
+    }
 
 
 def fits(config: Config, free_bytes: int) -> bool:
@@ -121,10 +138,19 @@ def run(out_dir: Path, quick: bool, dry: bool, target: bool = False, flex_everyw
         workloads[w.label] = w
         rows += new
         print(db.format_table(new).split("\n", 1)[1], flush=True)
-    report = {"device": name, "peak_gbps": peak, "peak_source": source, "triton_mode": MODE.describe(),
-              "versions": versions(), "dry_run": not native, "seconds": round(time.time() - started, 1),
-              "target": TARGET, "rows": [r.as_dict() for r in rows], "not_run": db.not_run(rows),
-              "summary": summarize(rows)}
+    report = {
+        "device": name,
+        "peak_gbps": peak,
+        "peak_source": source,
+        "triton_mode": MODE.describe(),
+        "versions": versions(),
+        "dry_run": not native,
+        "seconds": round(time.time() - started, 1),
+        "target": TARGET,
+        "rows": [r.as_dict() for r in rows],
+        "not_run": db.not_run(rows),
+        "summary": summarize(rows),
+    }
     write_outputs(out_dir, report, rows, workloads, peak, f"{name}{' (dry run)' if not native else ''}")
     return report
 
@@ -132,13 +158,29 @@ def run(out_dir: Path, quick: bool, dry: bool, target: bool = False, flex_everyw
 def run_config(config: Config, *, native: bool, device: str, peak, l2: int, flex_everywhere: bool):
     """Every competitor on one workload, then the copy of the same bytes; the pool is freed after (the
     returned workload keeps only what the roofline needs)."""
-    w = db.make_workload(config.batch, config.context, heads=config.heads, dtype=config.dtype, device=device,
-                         ragged=config.ragged, block_size=config.block_size, min_pool_bytes=8 * l2)
+    w = db.make_workload(
+        config.batch,
+        config.context,
+        heads=config.heads,
+        dtype=config.dtype,
+        device=device,
+        ragged=config.ragged,
+        block_size=config.block_size,
+        min_pool_bytes=8 * l2,
+    )
     timing = db.timing_for(w, native=native, l2_bytes=l2)
-    rows = db.measure(w, db.COMPETITORS, native=native, peak_gbps=peak, rep_ms=60, timing=timing,
-                      skip=flex_skip(config, flex_everywhere))
-    kept = db.Workload(w.q, w.k_cache[:1].clone(), w.v_cache[:1].clone(), w.block_tables, w.seq_lens, w.label,
-                       w.max_seq_len)  # bytes and FLOPs need only q, the lengths, the tables and the cache's shape
+    rows = db.measure(
+        w,
+        db.COMPETITORS,
+        native=native,
+        peak_gbps=peak,
+        rep_ms=60,
+        timing=timing,
+        skip=flex_skip(config, flex_everywhere),
+    )
+    kept = db.Workload(
+        w.q, w.k_cache[:1].clone(), w.v_cache[:1].clone(), w.block_tables, w.seq_lens, w.label, w.max_seq_len
+    )  # bytes and FLOPs need only q, the lengths, the tables and the cache's shape
     del w
     if native:
         torch.cuda.empty_cache()
@@ -178,7 +220,7 @@ def in_target(label: str) -> bool:
     context >= 4096 (a ragged batch counts by its longest sequence)."""
     parts = dict(p.split("=", 1) for p in label.split() if "=" in p)
     context = int(parts["ctx"].replace("ragged<=", ""))
-    return ("32/8/128" in label.split() and parts.get("bs") == "16" and int(parts["B"]) >= 32 and context >= 4096)
+    return "32/8/128" in label.split() and parts.get("bs") == "16" and int(parts["B"]) >= 32 and context >= 4096
 
 
 def summarize(rows: Sequence[db.Row]) -> dict:
@@ -221,8 +263,11 @@ def verdict(summary: dict) -> str:
     if not summary["target_workloads_timed"]:
         return "target region not measured in this run (no GPU, or no target workload fitted)"
     attain = summary["min_fraction_of_attainable_at_target"]
-    first = f"package kernel at >= {100 * attain:.1f}% of attainable at the target" if attain is not None else \
-        "package kernel timed at the target (attainable not measured)"
+    first = (
+        f"package kernel at >= {100 * attain:.1f}% of attainable at the target"
+        if attain is not None
+        else "package kernel timed at the target (attainable not measured)"
+    )
     if not summary["peers_that_ran_at_target"]:
         return f"{first}; no peer ran there, so nothing was compared"
     faster = "no slower than" if summary["no_slower_than_any_peer"] else "slower than at least one of"

@@ -11,6 +11,7 @@ Writes ``bench/results/platforms.json``.
 
 ``python bench/bench_platforms.py [LAB ...]`` (default: every graded lab).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,16 @@ def measure(lab: str, scratch: Path) -> dict:
     upload = platform_harness.write_upload(scratch / "upload", {solution.file_name: solution.content})
     run = platform_harness.run_gradescope(image, upload, scratch / "runs")
     full = all(t["score"] == t["max_score"] for t in run.results["tests"])
-    row = {"lab": lab, "make_grade_s": round(per_student, 1), "run_autograder_s": round(run.seconds, 1),
-           "over_s": round(run.seconds - per_student, 1), "setup_s": round(setup, 1), "full_marks": full,
-           "goal": lab[:2] in GOAL_LABS, "container_s": None}
+    row = {
+        "lab": lab,
+        "make_grade_s": round(per_student, 1),
+        "run_autograder_s": round(run.seconds, 1),
+        "over_s": round(run.seconds - per_student, 1),
+        "setup_s": round(setup, 1),
+        "full_marks": full,
+        "goal": lab[:2] in GOAL_LABS,
+        "container_s": None,
+    }
     if not container.problem():  # as the platforms really run: a default Docker container, level rlimits
         boxed = platform_harness.run_gradescope(image, upload, scratch / "container-runs", docker=True)
         row["container_s"] = round(boxed.seconds, 1)
@@ -67,8 +75,11 @@ def main(argv=None) -> int:
         row = rows[-1]
         mark = "" if not row["goal"] else ("  ok" if row["over_s"] <= GOAL_SECONDS else "  OVER the 10 s goal")
         boxed = "" if row["container_s"] is None else f"; in a Docker-like container {row['container_s']:.1f} s"
-        print(f"{lab:28} make grade {row['make_grade_s']:6.1f} s/student   run_autograder {row['run_autograder_s']:6.1f} s"
-              f"   ({row['over_s']:+.1f} s; setup.sh {row['setup_s']:.1f} s{boxed}){mark}", flush=True)
+        print(
+            f"{lab:28} make grade {row['make_grade_s']:6.1f} s/student   run_autograder {row['run_autograder_s']:6.1f} s"
+            f"   ({row['over_s']:+.1f} s; setup.sh {row['setup_s']:.1f} s{boxed}){mark}",
+            flush=True,
+        )
     out = REPO / "bench" / "results" / "platforms.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"cores": cores, "goal_over_s": GOAL_SECONDS, "labs": rows}, indent=1))

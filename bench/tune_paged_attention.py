@@ -12,6 +12,7 @@ exercise the plumbing; a dry run never writes the package's table (``--table PAT
 
 Usage: ``PYTHONPATH=. python3 bench/tune_paged_attention.py [--out DIR] [--quick] [--write] [--dry-run]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,25 +68,54 @@ def sweep(w: db.Workload, grid, *, native: bool) -> List[dict]:
             continue
         ms = db.median_ms([fn], timing, rep_ms=50)
         resources = observed_resources(w.q, w.k_cache)(tile, warps, stages if native else 1)
-        results.append({**entry, "ms": ms, "gbps": w.bytes_moved() / (ms * 1e-3) / 1e9,
-                        "registers": resources.registers if resources else 0,
-                        "shared_bytes": resources.shared_bytes if resources else 0,
-                        "num_splits": fn.details["num_splits"]})
-        print(f"  tile {tile:3d} warps {warps} stages {stages}: {ms:8.4f} ms {results[-1]['gbps']:8.0f} GB/s", flush=True)
+        results.append(
+            {
+                **entry,
+                "ms": ms,
+                "gbps": w.bytes_moved() / (ms * 1e-3) / 1e9,
+                "registers": resources.registers if resources else 0,
+                "shared_bytes": resources.shared_bytes if resources else 0,
+                "num_splits": fn.details["num_splits"],
+            }
+        )
+        print(
+            f"  tile {tile:3d} warps {warps} stages {stages}: {ms:8.4f} ms {results[-1]['gbps']:8.0f} GB/s", flush=True
+        )
     return results
 
 
-def winner(results: Sequence[dict], *, gpu: str, triton_version: str, date: str, block_size: int, head_dim: int,
-           group: int, workload: str) -> TunedLaunch:
+def winner(
+    results: Sequence[dict],
+    *,
+    gpu: str,
+    triton_version: str,
+    date: str,
+    block_size: int,
+    head_dim: int,
+    group: int,
+    workload: str,
+) -> TunedLaunch:
     """The fastest timed candidate as a table entry; refuses a sweep in which nothing was timed."""
     timed = [r for r in results if "ms" in r]
     if not timed:
         raise RuntimeError(f"no candidate could be timed for block size {block_size}: {results}")
     best = min(timed, key=lambda r: r["ms"])
-    return TunedLaunch(gpu=gpu, triton=triton_version, date=date, block_size=block_size, head_dim=head_dim,
-                       group=group, tile=best["tile"], num_warps=best["num_warps"], num_stages=best["num_stages"],
-                       registers=best["registers"], shared_bytes=best["shared_bytes"], ms=round(best["ms"], 5),
-                       gbps=round(best["gbps"], 1), workload=workload)
+    return TunedLaunch(
+        gpu=gpu,
+        triton=triton_version,
+        date=date,
+        block_size=block_size,
+        head_dim=head_dim,
+        group=group,
+        tile=best["tile"],
+        num_warps=best["num_warps"],
+        num_stages=best["num_stages"],
+        registers=best["registers"],
+        shared_bytes=best["shared_bytes"],
+        ms=round(best["ms"], 5),
+        gbps=round(best["gbps"], 1),
+        workload=workload,
+    )
 
 
 def run(out_dir: Path, *, quick: bool, dry: bool, write: bool, table: Path) -> dict:
@@ -99,17 +129,40 @@ def run(out_dir: Path, *, quick: bool, dry: bool, write: bool, table: Path) -> d
     l2 = torch.cuda.get_device_properties(0).L2_cache_size if native else 0
     grid = DRY if dry or not native else (QUICK if quick else FULL)
     date = datetime.date.today().isoformat()
-    report = {"gpu": gpu, "triton": triton.__version__, "torch": torch.__version__, "date": date,
-              "dry_run": not native, "grid": grid, "shapes": [], "winners": []}
+    report = {
+        "gpu": gpu,
+        "triton": triton.__version__,
+        "torch": torch.__version__,
+        "date": date,
+        "dry_run": not native,
+        "grid": grid,
+        "shapes": [],
+        "winners": [],
+    }
     winners = []
     for heads, block_size in shapes(quick, not native):
         batch, context = (32, 4096) if native else (2, 40)
-        w = db.make_workload(batch, context, heads=heads, block_size=block_size, device=device,
-                             dtype=torch.bfloat16 if native else torch.float16, min_pool_bytes=8 * l2)
+        w = db.make_workload(
+            batch,
+            context,
+            heads=heads,
+            block_size=block_size,
+            device=device,
+            dtype=torch.bfloat16 if native else torch.float16,
+            min_pool_bytes=8 * l2,
+        )
         print(f"{w.label}: {len(candidates(grid))} candidates", flush=True)
         results = sweep(w, grid, native=native)
-        best = winner(results, gpu=gpu, triton_version=triton.__version__, date=date, block_size=block_size,
-                      head_dim=heads[2], group=heads[0] // heads[1], workload=w.label)
+        best = winner(
+            results,
+            gpu=gpu,
+            triton_version=triton.__version__,
+            date=date,
+            block_size=block_size,
+            head_dim=heads[2],
+            group=heads[0] // heads[1],
+            workload=w.label,
+        )
         winners.append(best)
         report["shapes"].append({"workload": w.label, "results": results})
         report["winners"].append(best.__dict__)

@@ -9,6 +9,7 @@
 - ``grade LAB``: ``autograder.pipeline.exchange grade`` on the instructor's course folder;
 - ``clean``: stops the hub, removes the accounts it made with their homes, and HUB_DIR.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,9 +72,18 @@ def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_T
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
     proxy = find_or_install_proxy(Path(sys.prefix) / "node")
     hub_port = free_port(avoid={port})
-    settings = HubSettings(hub_dir=str(layout.root), prefix=layout.prefix, instructor=layout.instructor,
-                           students=names, port=port, hub_port=hub_port, proxy_api_port=free_port({port, hub_port}),
-                           proxy=str(proxy), extra={"paths": paths}, idle_timeout=idle_timeout)
+    settings = HubSettings(
+        hub_dir=str(layout.root),
+        prefix=layout.prefix,
+        instructor=layout.instructor,
+        students=names,
+        port=port,
+        hub_port=hub_port,
+        proxy_api_port=free_port({port, hub_port}),
+        proxy=str(proxy),
+        extra={"paths": paths},
+        idle_timeout=idle_timeout,
+    )
     settings.save(layout.state / "hub.json")
     return settings
 
@@ -83,9 +93,11 @@ def require_culler() -> None:
     import importlib.util
 
     if importlib.util.find_spec("jupyterhub_idle_culler") is None:
-        raise RuntimeSetupError("jupyterhub-idle-culler is not installed in this environment (it is in the lock and "
-                                "in pyproject.toml's hub extra: `make env`, or pip install jupyterhub-idle-culler); "
-                                "or start the hub with --idle-timeout 0 (idle servers then run until stopped)")
+        raise RuntimeSetupError(
+            "jupyterhub-idle-culler is not installed in this environment (it is in the lock and "
+            "in pyproject.toml's hub extra: `make env`, or pip install jupyterhub-idle-culler); "
+            "or start the hub with --idle-timeout 0 (idle servers then run until stopped)"
+        )
 
 
 def hub_command(layout: Layout) -> List[str]:
@@ -97,17 +109,22 @@ def hub_environment(layout: Layout) -> dict:
 
 
 def banner(settings: HubSettings) -> str:
-    return "\n".join([
-        f"course hub: http://{settings.ip}:{settings.port}/  (course id {COURSE_ID!r}, exchange "
-        f"{settings.layout.exchange})",
-        f"  instructor: {settings.instructor} (Formgrader; `make hub-release`, `make hub-grade LAB=...`)",
-        f"  students:   {', '.join(settings.students)} (Assignments tab, Validate)",
-        (f"  a server idle for {settings.idle_timeout} s is stopped (JupyterHub's idle culler; --idle-timeout)"
-         if settings.idle_timeout else "  idle servers are never stopped (--idle-timeout 0)")
-        + f", a kernel idle for {KERNEL_CULLING['cull_idle_timeout']} s with no browser on it is shut down",
-        f"  DEMO PASSWORD of every account above, for this local demo only: {DEMO_PASSWORD}",
-        "  (a real course authenticates its people itself: docs/instructors.md, 'Grading on JupyterHub')",
-    ])
+    return "\n".join(
+        [
+            f"course hub: http://{settings.ip}:{settings.port}/  (course id {COURSE_ID!r}, exchange "
+            f"{settings.layout.exchange})",
+            f"  instructor: {settings.instructor} (Formgrader; `make hub-release`, `make hub-grade LAB=...`)",
+            f"  students:   {', '.join(settings.students)} (Assignments tab, Validate)",
+            (
+                f"  a server idle for {settings.idle_timeout} s is stopped (JupyterHub's idle culler; --idle-timeout)"
+                if settings.idle_timeout
+                else "  idle servers are never stopped (--idle-timeout 0)"
+            )
+            + f", a kernel idle for {KERNEL_CULLING['cull_idle_timeout']} s with no browser on it is shut down",
+            f"  DEMO PASSWORD of every account above, for this local demo only: {DEMO_PASSWORD}",
+            "  (a real course authenticates its people itself: docs/instructors.md, 'Grading on JupyterHub')",
+        ]
+    )
 
 
 def course_environment(layout: Layout) -> dict:
@@ -117,8 +134,16 @@ def course_environment(layout: Layout) -> dict:
 def run_exchange_step(layout: Layout, *args: str) -> int:
     """``autograder.pipeline.exchange`` on the instructor's course folder; then give it back to them."""
     require_root("the hub's grading steps")
-    command = [sys.executable, "-m", "autograder.pipeline.exchange", "--exchange", str(layout.exchange),
-               "--course-id", COURSE_ID, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder.pipeline.exchange",
+        "--exchange",
+        str(layout.exchange),
+        "--course-id",
+        COURSE_ID,
+        *args,
+    ]
     try:
         return subprocess.run(command, cwd=REPO, env=course_environment(layout)).returncode
     finally:
@@ -141,11 +166,15 @@ def release(layout: Layout, lab: Optional[str]) -> int:
     # An ungraded lab before the first graded one (lab 00) gets the first graded lab's edition.
     install_edition(layout, lab if lab is None or lab in graded else next(g for g in graded if g > lab))
     if lab is None:
-        print("WARNING: every lab was released with the WHOLE course package: the students' servers import every "
-              "lab's reference implementation. For a class, release one lab at a time: make hub-release LAB=NN-lab")
+        print(
+            "WARNING: every lab was released with the WHOLE course package: the students' servers import every "
+            "lab's reference implementation. For a class, release one lab at a time: make hub-release LAB=NN-lab"
+        )
     else:
-        print(f"students now import the edition of {lab}: no implementation of its TODOs or of any later lab's "
-              "(kernels pick it up when they start or restart)")
+        print(
+            f"students now import the edition of {lab}: no implementation of its TODOs or of any later lab's "
+            "(kernels pick it up when they start or restart)"
+        )
     return 0
 
 
@@ -199,8 +228,12 @@ def main(argv=None) -> int:
     up = commands.add_parser("up")
     up.add_argument("--students", type=int, default=3)
     up.add_argument("--port", type=int, default=8000)
-    up.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT_S,
-                    help="seconds a user's server may sit idle before it is stopped (0: never)")
+    up.add_argument(
+        "--idle-timeout",
+        type=int,
+        default=IDLE_TIMEOUT_S,
+        help="seconds a user's server may sit idle before it is stopped (0: never)",
+    )
     commands.add_parser("release").add_argument("lab", nargs="?")
     commands.add_parser("grade").add_argument("lab")
     commands.add_parser("clean")

@@ -4,6 +4,7 @@ Each account gets its own home, 0700, so that one student's server (which runs a
 read another's files, nor the instructor's course folder. The accounts made are written to
 ``Layout.accounts_file``; ``remove_accounts`` removes exactly those, never an account it did not make.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ class AccountError(RuntimeError):
 def require_root(what: str) -> None:
     """Raise AccountError unless this process is root (local accounts and per-user servers need it)."""
     if os.geteuid() != 0:
-        raise AccountError(f"{what} needs root: it makes local accounts and starts each user's server as "
-                           f"that user (run it with sudo, or as root in a container)")
+        raise AccountError(
+            f"{what} needs root: it makes local accounts and starts each user's server as "
+            f"that user (run it with sudo, or as root in a container)"
+        )
 
 
 def made_accounts(layout: Layout) -> List[str]:
@@ -65,8 +68,10 @@ def ensure_accounts(layout: Layout, names: Iterable[str], password: str) -> List
         try:
             pwd.getpwnam(name)
             if name not in ours:
-                raise AccountError(f"account {name!r} exists and was not made by this hub "
-                                   f"({layout.accounts_file}): choose another HUB_PREFIX")
+                raise AccountError(
+                    f"account {name!r} exists and was not made by this hub "
+                    f"({layout.accounts_file}): choose another HUB_PREFIX"
+                )
         except KeyError:
             _run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name])
             with open(layout.accounts_file, "a") as record:

@@ -9,6 +9,7 @@ read it, no other account may enter it. The rest of the checkout (the course env
 released notebooks, ``student-lab``) stays as it was. ``open_to_students`` lists what a student could still
 read: ``make hub`` refuses to start while it lists anything.
 """
+
 from __future__ import annotations
 
 import grp
@@ -64,14 +65,19 @@ def _closed_to(repo: Path, group_of: Callable[[os.stat_result], int]) -> List[st
 
 def open_to_students(repo: Path = REPO) -> List[str]:
     """The folders of ``CLOSED`` that an account outside their group may enter."""
-    return [str(repo / name) for name in CLOSED
-            if (repo / name).is_dir() and (repo / name).stat().st_mode & (stat.S_IROTH | stat.S_IXOTH)]
+    return [
+        str(repo / name)
+        for name in CLOSED
+        if (repo / name).is_dir() and (repo / name).stat().st_mode & (stat.S_IROTH | stat.S_IXOTH)
+    ]
 
 
 def require_closed(repo: Path = REPO) -> None:
     """Raise CheckoutOpen when a student could still read a folder of ``CLOSED``."""
     left = open_to_students(repo)
     if left:
-        raise CheckoutOpen(f"{', '.join(left)} can be read by every account, so a student's server could read the "
-                           "solutions or import the whole course package: `make hub` closes them (chmod 0750, the "
-                           "instructor's group); check that this file system lets root change their modes")
+        raise CheckoutOpen(
+            f"{', '.join(left)} can be read by every account, so a student's server could read the "
+            "solutions or import the whole course package: `make hub` closes them (chmod 0750, the "
+            "instructor's group); check that this file system lets root change their modes"
+        )

@@ -5,6 +5,7 @@ release) into ``~INSTRUCTOR/paged-kv-course``, keeping that folder's ``autograde
 submissions, feedback) as it is, and gives it all to the instructor. ``give_to_instructor`` is run again
 after each root-run grading step, so the instructor's Formgrader can write the gradebook.
 """
+
 from __future__ import annotations
 
 import os

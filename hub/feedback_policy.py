@@ -20,6 +20,7 @@ would act with the reader's session. The feedback is made inert when it is writt
 transform that sets the header; ``hub.roles`` writes this file into each role's Jupyter settings folder
 and enables it there (``pkv_feedback_policy``), so it needs nothing but the standard library and tornado.
 """
+
 from __future__ import annotations
 
 import base64
@@ -32,8 +33,10 @@ from urllib.parse import unquote
 
 from tornado.web import OutputTransform
 
-FEEDBACK_POLICY = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; "
-                   "base-uri 'none'; frame-ancestors 'self'; sandbox")
+FEEDBACK_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; "
+    "base-uri 'none'; frame-ancestors 'self'; sandbox"
+)
 NAVIGATION = {"next", "prev", "next_incorrect", "prev_incorrect"}
 NOTEBOOK_START = re.compile(rb"<div\b[^>]*\sid=[\"']?notebook[\"'\s>]", re.IGNORECASE)  # where the notebook starts
 _INLINE_SCRIPT = re.compile(rb"<script\b([^>]*)>(.*?)</script\s*>", re.IGNORECASE | re.DOTALL)
@@ -51,7 +54,7 @@ def formgrader_policy(host: str, base_url: str, page: Optional[bytes]) -> str:
     hashes: List[str] = []
     start = NOTEBOOK_START.search(page) if page is not None else None
     if start is not None:
-        chrome = page[:start.start()]
+        chrome = page[: start.start()]
         for attributes, body in _INLINE_SCRIPT.findall(chrome):
             if b"src=" not in attributes.lower():
                 hashes.append(_hash(body))
@@ -60,8 +63,10 @@ def formgrader_policy(host: str, base_url: str, page: Optional[bytes]) -> str:
             hashes += ["'unsafe-hashes'", *sorted(handlers)]
     static = f"{host}{base_url}formgrader/static/" if re.fullmatch(r"[A-Za-z0-9.-]+(:[0-9]+)?", host) else ""
     scripts = " ".join(s for s in [static, *dict.fromkeys(hashes)] if s) or "'none'"
-    return (f"default-src 'none'; script-src {scripts}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "font-src 'self'; connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'self'")
+    return (
+        f"default-src 'none'; script-src {scripts}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+    )
 
 
 def policy_for(path: str, base_url: str, host: str, page: Optional[bytes]) -> Optional[str]:
@@ -71,7 +76,7 @@ def policy_for(path: str, base_url: str, host: str, page: Optional[bytes]) -> Op
         raise ValueError(f"policy_for needs the request path and a base_url ending in '/', got {path!r}, {base_url!r}")
     if not path.startswith(base_url):
         return None
-    parts = [p for p in unquote(path[len(base_url):]).split("/")]
+    parts = [p for p in unquote(path[len(base_url) :]).split("/")]
     if parts[:1] == ["files"] and "feedback" in parts[1:-1]:
         return FEEDBACK_POLICY
     if parts[:2] == ["formgrader", "submissions"] and len(parts) >= 3 and parts[2] not in ("", "components"):
@@ -106,5 +111,6 @@ def _jupyter_server_extension_points():
 def _load_jupyter_server_extension(serverapp):
     """First among the transforms, so that it reads the page before any compression does."""
     serverapp.web_app.transforms.insert(0, partial(FeedbackPolicy, base_url=serverapp.base_url))
-    serverapp.log.info("pkv_feedback_policy: Content-Security-Policy on feedback files and Formgrader's "
-                       "submission views")
+    serverapp.log.info(
+        "pkv_feedback_policy: Content-Security-Policy on feedback files and Formgrader's submission views"
+    )

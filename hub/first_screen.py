@@ -11,6 +11,7 @@ keeps the student's own.
 It runs in the student's own server, as the student (never as root in their home). ``hub.roles`` writes
 this file into the student role's settings folder and enables it there (``pkv_first_screen``).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def first_layout() -> dict:
     return {
         "data": {
             "layout-restorer:data": {
-                "main": {"dock": {"type": "tab-area", "currentIndex": 0, "widgets": [ASSIGNMENTS]},
-                         "current": ASSIGNMENTS},
+                "main": {
+                    "dock": {"type": "tab-area", "currentIndex": 0, "widgets": [ASSIGNMENTS]},
+                    "current": ASSIGNMENTS,
+                },
                 "left": {"collapsed": False, "visible": True, "current": "filebrowser", "widgets": ["filebrowser"]},
             },
             ASSIGNMENTS: {"data": {}},

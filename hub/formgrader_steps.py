@@ -14,6 +14,7 @@ and manual grading stay as they are.
 (``pkv_formgrader_steps``). nbgrader's formgrader extension loads first (extensions load in name order), so
 this one moves its rules in front of Formgrader's.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,11 @@ def refusal(button: str, command: str, lab: str = "<lab>") -> dict:
     """What Formgrader gets back for ``button``: nbgrader's failure shape, with the command to run instead (in
     short lines: Formgrader shows the error in a ``<pre>``, which does not wrap)."""
     command = command.replace("<lab>", lab if lab and "/" not in lab else "<lab>")
-    return {"success": False, "log": "",
-            "error": "\n".join([
+    return {
+        "success": False,
+        "log": "",
+        "error": "\n".join(
+            [
                 f"Formgrader's {button} is switched off on this course hub. Run, as root:",
                 "",
                 f"    {command}",
@@ -48,7 +52,10 @@ def refusal(button: str, command: str, lab: str = "<lab>") -> dict:
                 "It releases or collects through the exchange's checks, and grades with the",
                 "course's hardened autograde (each grading kernel a uid and cgroup of its own),",
                 "which a button in the instructor's server, run as the instructor, cannot do.",
-                "On Kubernetes: python -m autograder.pipeline.exchange (deploy/README.md)."])}
+                "On Kubernetes: python -m autograder.pipeline.exchange (deploy/README.md).",
+            ]
+        ),
+    }
 
 
 def _handler(button: str, command: str):
@@ -74,8 +81,10 @@ def _load_jupyter_server_extension(serverapp):
     from jupyter_server.utils import url_path_join
 
     webapp = serverapp.web_app
-    rules = [(url_path_join(serverapp.base_url, path), _handler(button, command))
-             for path, (button, command) in STEPS.items()]
+    rules = [
+        (url_path_join(serverapp.base_url, path), _handler(button, command))
+        for path, (button, command) in STEPS.items()
+    ]
     before = list(webapp.default_router.rules)
     webapp.add_handlers(".*$", rules)
     # add_handlers puts the new host rule after nbgrader's; the first rule that matches a request wins.
@@ -83,5 +92,9 @@ def _load_jupyter_server_extension(serverapp):
     for rule in ours:
         webapp.default_router.rules.remove(rule)
     webapp.default_router.rules[:0] = ours
-    serverapp.log.info("pkv_formgrader_steps: Formgrader's %s answer with `%s` / `%s`",
-                       ", ".join(sorted({b for b, _ in STEPS.values()})), RELEASE, GRADE)
+    serverapp.log.info(
+        "pkv_formgrader_steps: Formgrader's %s answer with `%s` / `%s`",
+        ", ".join(sorted({b for b, _ in STEPS.values()})),
+        RELEASE,
+        GRADE,
+    )

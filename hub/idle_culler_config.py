@@ -4,6 +4,7 @@ The culler logs "Could not load pycurl ... recommended if you have a large numbe
 when pycurl (a C extension, not in the lock) is missing. A course hub has at most 200 users, for whom
 tornado's own HTTP client does, so that one line is dropped; every other line of the culler is kept.
 """
+
 import logging
 
 

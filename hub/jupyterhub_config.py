@@ -4,6 +4,7 @@
 (``hub.settings.HubSettings``) to ``state/hub.json`` and points ``PAGED_KV_HUB_SETTINGS`` at it;
 ``hub.settings.configure`` turns them into JupyterHub's options.
 """
+
 import os
 import re
 import sys
@@ -24,8 +25,11 @@ try:
 except ImportError:  # an older jupyter-events: it does not warn
     pass
 else:
-    warnings.filterwarnings("ignore", category=JupyterEventsVersionWarning,
-                            message=r"(?s).*Please update schema: " + re.escape(SERVER_ACTION_SCHEMA) + "$")
+    warnings.filterwarnings(
+        "ignore",
+        category=JupyterEventsVersionWarning,
+        message=r"(?s).*Please update schema: " + re.escape(SERVER_ACTION_SCHEMA) + "$",
+    )
 
 c = get_config()  # noqa: F821  (provided by JupyterHub when it loads this file)
 configure(c, HubSettings.load(Path(os.environ["PAGED_KV_HUB_SETTINGS"])))

@@ -12,6 +12,7 @@ A hub lives in one folder, ``HUB_DIR`` (``make hub HUB_DIR=...``, default ``/srv
 The instructor's course folder is ``~INSTRUCTOR/paged-kv-course``: inside a home that only its owner
 opens (0700), under the instructor server's root folder as Formgrader requires.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,11 +42,11 @@ class Layout:
         if not Path(self.root).is_absolute():
             raise ValueError(f"HUB_DIR must be an absolute path, got {str(self.root)!r}")
         if Path(self.root).resolve() in (Path("/"), Path("/home"), Path("/tmp"), Path("/srv"), Path("/root")):
-            raise ValueError(f"HUB_DIR must be a folder of its own (it is removed by `make hub-clean`), "
-                             f"not {self.root}")
+            raise ValueError(
+                f"HUB_DIR must be a folder of its own (it is removed by `make hub-clean`), not {self.root}"
+            )
         if not re.fullmatch(r"[a-z][a-z0-9]{0,5}-", self.prefix):
-            raise ValueError(f"account prefix must be 1-6 lowercase letters or digits and a dash, "
-                             f"got {self.prefix!r}")
+            raise ValueError(f"account prefix must be 1-6 lowercase letters or digits and a dash, got {self.prefix!r}")
         object.__setattr__(self, "root", Path(self.root))
 
     state = property(lambda self: self.root / "state")

@@ -8,6 +8,7 @@ account can reach it, else mounts it read-only at ``HUB_DIR/shared/NAME`` (or, w
 ``unmount_all(layout)`` removes every mount below HUB_DIR, deepest first, and raises when one stays:
 ``make hub-clean`` calls it before it deletes HUB_DIR, so a delete never reaches through a mount.
 """
+
 from __future__ import annotations
 
 import os

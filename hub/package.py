@@ -10,6 +10,7 @@ a self-study hub (it says so). The instructor's server imports the repository's 
 The swap is atomic (a new folder renamed over the old one); running kernels keep what they imported and
 get the new edition when they restart.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@
 run installed it), else, as root with npm, ``npm install --prefix PREFIX`` of the pinned ``PACKAGE``.
 Otherwise it raises ``ProxyMissing`` saying what to install.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,15 @@ def find_or_install_proxy(prefix: Path, may_install: Optional[bool] = None) -> P
         may_install = os.geteuid() == 0
     npm = shutil.which("npm")
     if not (may_install and npm):
-        raise ProxyMissing(f"{PROGRAM} is missing: JupyterHub needs it. Install Node.js 20+ and "
-                           f"`npm install -g {PACKAGE}`" + ("" if npm else " (npm is not on PATH either)"))
-    done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
-                          capture_output=True, text=True)
+        raise ProxyMissing(
+            f"{PROGRAM} is missing: JupyterHub needs it. Install Node.js 20+ and "
+            f"`npm install -g {PACKAGE}`" + ("" if npm else " (npm is not on PATH either)")
+        )
+    done = subprocess.run(
+        [npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0 or not installed_in(prefix).exists():
         raise ProxyMissing(f"`npm install {PACKAGE}` failed:\n{(done.stdout + done.stderr)[-2000:]}")
     return installed_in(prefix)

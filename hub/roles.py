@@ -21,6 +21,7 @@ Each role gets a folder (``Layout.role_config``) put first on its server's ``JUP
   opens on the Assignments tab) and ``pkv_formgrader_steps`` (instructor: Formgrader's release, collect,
   autograde and feedback buttons answer with ``make hub-release`` / ``make hub-grade``).
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,7 @@ def student_page_config() -> Dict[str, dict]:
 
 def exchange_settings(layout: Layout) -> str:
     """nbgrader config lines that name this hub's course and exchange."""
-    return (f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
-            f"c.Exchange.root = {str(layout.exchange)!r}\n")
+    return f"c.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(layout.exchange)!r}\n"
 
 
 def write_role_configs(layout: Layout, course_root: Path, course_config: Path = None) -> Dict[str, Path]:
@@ -87,17 +87,20 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
             # Validate's dialog with the message first (paged_kv.lab.validate_message, in the student's edition)
             server["ServerApp"]["jpserver_extensions"].update({NBGRADER_VALIDATE: False, VALIDATE_MESSAGE_FIRST: True})
         else:
-            nbgrader = ("import os\n\nc = get_config()  # noqa: F821\n"
-                        f"os.environ['PAGED_KV_COURSE_ROOT'] = {str(course_root)!r}\n"
-                        f"load_subconfig({str(course_config)!r})  # noqa: F821  (the course's own config)\n"
-                        + exchange_settings(layout))
+            nbgrader = (
+                "import os\n\nc = get_config()  # noqa: F821\n"
+                f"os.environ['PAGED_KV_COURSE_ROOT'] = {str(course_root)!r}\n"
+                f"load_subconfig({str(course_config)!r})  # noqa: F821  (the course's own config)\n"
+                + exchange_settings(layout)
+            )
         (folder / "nbgrader_config.py").write_text(nbgrader)
         enabled = server.setdefault("ServerApp", {}).setdefault("jpserver_extensions", {})
         for module, source in EXTENSIONS[role].items():
             enabled[module] = True
             (folder / f"{module}.py").write_text((Path(__file__).parent / source).read_text())
         (folder / "jupyter_server_config.py").write_text(
-            f"import sys\n\nsys.path.insert(0, {str(folder)!r})  # {', '.join(EXTENSIONS[role])}: written here by hub.roles\n")
+            f"import sys\n\nsys.path.insert(0, {str(folder)!r})  # {', '.join(EXTENSIONS[role])}: written here by hub.roles\n"
+        )
         (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1))
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)

@@ -12,6 +12,7 @@ read-only bind mounts (``hub.mounts``); the repository, which holds the solution
 ``server_environment`` is what a single-user server needs in its environment to find the course
 venv's JupyterLab, nbgrader's extensions and the runtime's kernel.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,20 +50,31 @@ def open_to_all(path: Path) -> bool:
 def shared_interpreter(candidates: Optional[List[Path]] = None) -> Path:
     """An interpreter of this Python version that every account can run, with its standard library."""
     if candidates is None:
-        candidates = [Path(getattr(sys, "_base_executable", sys.executable)), Path(f"/usr/bin/python{VERSION}"),
-                      Path(f"/usr/local/bin/python{VERSION}")]
+        candidates = [
+            Path(getattr(sys, "_base_executable", sys.executable)),
+            Path(f"/usr/bin/python{VERSION}"),
+            Path(f"/usr/local/bin/python{VERSION}"),
+        ]
     for candidate in candidates:
         if not candidate.exists() or not open_to_all(candidate):
             continue
-        stdlib = subprocess.run([str(candidate), "-c", "import sysconfig, sys; "
-                                 "print(sysconfig.get_paths()['stdlib']); print('%d.%d' % sys.version_info[:2])"],
-                                capture_output=True, text=True)
+        stdlib = subprocess.run(
+            [
+                str(candidate),
+                "-c",
+                "import sysconfig, sys; print(sysconfig.get_paths()['stdlib']); print('%d.%d' % sys.version_info[:2])",
+            ],
+            capture_output=True,
+            text=True,
+        )
         lines = stdlib.stdout.split()
         if stdlib.returncode == 0 and len(lines) == 2 and lines[1] == VERSION and open_to_all(Path(lines[0])):
             return candidate
-    raise RuntimeSetupError(f"no Python {VERSION} that every account can run: tried "
-                        f"{', '.join(map(str, candidates))} (install Debian's python{VERSION}, "
-                        f"or make the course venv from an interpreter outside a private folder)")
+    raise RuntimeSetupError(
+        f"no Python {VERSION} that every account can run: tried "
+        f"{', '.join(map(str, candidates))} (install Debian's python{VERSION}, "
+        f"or make the course venv from an interpreter outside a private folder)"
+    )
 
 
 def build_runtime(layout: Layout, instructor: str) -> Dict[str, str]:
@@ -75,7 +87,9 @@ def build_runtime(layout: Layout, instructor: str) -> Dict[str, str]:
     from hub.mounts import reachable
 
     course_prefix = reachable(layout, Path(sys.prefix), "venv")
-    site_packages = course_prefix / Path(sysconfig.get_paths()["purelib"]).resolve().relative_to(Path(sys.prefix).resolve())
+    site_packages = course_prefix / Path(sysconfig.get_paths()["purelib"]).resolve().relative_to(
+        Path(sys.prefix).resolve()
+    )
     from hub.package import first_graded_lab, install_edition, package_dir
 
     if not (package_dir(layout) / "edition.json").exists():  # nothing released yet: the strictest edition
@@ -86,15 +100,25 @@ def build_runtime(layout: Layout, instructor: str) -> Dict[str, str]:
     python = layout.runtime / "bin" / "python"
     if not python.exists():
         _run([str(interpreter), "-m", "venv", "--without-pip", str(layout.runtime)])
-    runtime_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                       capture_output=True, text=True, check=True).stdout.strip())
+    runtime_site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # addsitedir (not a bare path line) so that the course venv's own .pth files are read too.
     (runtime_site / "paged-kv-course.pth").write_text(f"import site; site.addsitedir({str(site_packages)!r})\n")
     env = dict(os.environ, PYTHONPATH=str(student_pythonpath))
     _run([str(python), "-m", "paged_kv.lab.notebook_kernel", "install"], env=env)
     _run([str(python), "-c", "import jupyterhub.singleuser, nbgrader, paged_kv.cache"], env=env)
-    return {"python": str(python), "course_prefix": str(course_prefix), "student_pythonpath": str(student_pythonpath),
-            "instructor_repo": str(instructor_repo)}
+    return {
+        "python": str(python),
+        "course_prefix": str(course_prefix),
+        "student_pythonpath": str(student_pythonpath),
+        "instructor_repo": str(instructor_repo),
+    }
 
 
 def server_environment(layout: Layout, role: str, paths: Dict[str, str]) -> Dict[str, str]:
@@ -102,10 +126,10 @@ def server_environment(layout: Layout, role: str, paths: Dict[str, str]) -> Dict
     course_prefix = Path(paths["course_prefix"])
     return {
         "PYTHONPATH": paths["instructor_repo"] if role == "instructor" else paths["student_pythonpath"],
-        "JUPYTER_PATH": os.pathsep.join([str(layout.runtime / "share" / "jupyter"),
-                                         str(course_prefix / "share" / "jupyter")]),
-        "JUPYTER_CONFIG_PATH": os.pathsep.join([str(layout.role_config(role)),
-                                                str(course_prefix / "etc" / "jupyter")]),
+        "JUPYTER_PATH": os.pathsep.join(
+            [str(layout.runtime / "share" / "jupyter"), str(course_prefix / "share" / "jupyter")]
+        ),
+        "JUPYTER_CONFIG_PATH": os.pathsep.join([str(layout.role_config(role)), str(course_prefix / "etc" / "jupyter")]),
         "JUPYTERLAB_DIR": str(course_prefix / "share" / "jupyter" / "lab"),
         "MPLBACKEND": "Agg",
     }

@@ -12,6 +12,7 @@
   seconds (an hour by default, as the Zero to JupyterHub chart's ``cull.timeout``; 0: never) is stopped,
   with its kernels; a lone idle kernel goes sooner (``hub.roles.KERNEL_CULLING``).
 """
+
 from __future__ import annotations
 
 import json
@@ -110,12 +111,24 @@ def configure(c, settings: HubSettings) -> None:
     c.Spawner.pre_spawn_hook = role_environment
     if settings.idle_timeout:
         c.JupyterHub.services = [{"name": CULLER, "command": culler_command(settings.idle_timeout)}]
-        c.JupyterHub.load_roles = [{"name": CULLER, "description": "stops servers idle for too long",
-                                    "scopes": list(CULLER_SCOPES), "services": [CULLER]}]
+        c.JupyterHub.load_roles = [
+            {
+                "name": CULLER,
+                "description": "stops servers idle for too long",
+                "scopes": list(CULLER_SCOPES),
+                "services": [CULLER],
+            }
+        ]
 
 
 def culler_command(timeout: int) -> list:
     """``jupyterhub_idle_culler`` stopping servers idle for ``timeout`` seconds, looking every 10 minutes at
     most (the chart's ``cull.every``); it reaches the hub through the ``JUPYTERHUB_API_URL`` JupyterHub gives it."""
-    return [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={timeout}",
-            f"--cull-every={min(600, max(30, timeout // 2))}", f"--config={CULLER_CONFIG}"]
+    return [
+        sys.executable,
+        "-m",
+        "jupyterhub_idle_culler",
+        f"--timeout={timeout}",
+        f"--cull-every={min(600, max(30, timeout // 2))}",
+        f"--config={CULLER_CONFIG}",
+    ]

@@ -7,6 +7,7 @@ declaration and checks), ``editions`` (the package without a lab's answers), ``b
 nbgrader executor), ``pipeline`` (the instructor's commands), ``platforms`` (Gradescope, PrairieLearn), and on top ``proof`` (the
 simulated class and ``make grader-report``: nothing shipped imports it). A package imports only those below it. Tests (``autograder/tests``, each lab's ``tests/``) may import anything.
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,7 +18,7 @@ import pytest
 
 AUTOGRADER = Path(__file__).resolve().parents[1] / "autograder"
 ORDER = ("agent", "course", "verdict", "labs", "editions", "box", "pipeline", "platforms", "proof")
-MAY_IMPORT = {name: set(ORDER[:i + 1]) for i, name in enumerate(ORDER)}
+MAY_IMPORT = {name: set(ORDER[: i + 1]) for i, name in enumerate(ORDER)}
 AGENT_MAY_IMPORT = {"autograder.agent.wire"}
 
 
@@ -38,13 +39,21 @@ def violations(package: str, source: str, where: str = "<source>") -> List[str]:
             parts = name.split(".")
             if parts[0] != "autograder" or len(parts) < 2:
                 continue
-            if package == "agent" and name not in AGENT_MAY_IMPORT and not (
-                    isinstance(node, ast.ImportFrom) and node.module == "autograder.agent"
-                    and all(f"autograder.agent.{a.name}" in AGENT_MAY_IMPORT for a in node.names)):
+            if (
+                package == "agent"
+                and name not in AGENT_MAY_IMPORT
+                and not (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module == "autograder.agent"
+                    and all(f"autograder.agent.{a.name}" in AGENT_MAY_IMPORT for a in node.names)
+                )
+            ):
                 found.append(f"{where}:{node.lineno}: the agent imports {name} (only its wire format may be imported)")
             elif parts[1] in MAY_IMPORT and parts[1] not in MAY_IMPORT[package]:
-                found.append(f"{where}:{node.lineno}: autograder.{package} imports autograder.{parts[1]}, which lies "
-                             f"above it ({' < '.join(ORDER)})")
+                found.append(
+                    f"{where}:{node.lineno}: autograder.{package} imports autograder.{parts[1]}, which lies "
+                    f"above it ({' < '.join(ORDER)})"
+                )
     return found
 
 
@@ -61,26 +70,34 @@ def test_every_package_of_the_grading_side_has_a_place_in_the_order():
 def test_each_package_imports_only_what_lies_below_it(package):
     modules = _shipped(package)
     assert modules, f"autograder/{package}/ has no modules"
-    problems = [line for path in modules
-                for line in violations(package, path.read_text(), str(path.relative_to(AUTOGRADER.parent)))]
+    problems = [
+        line
+        for path in modules
+        for line in violations(package, path.read_text(), str(path.relative_to(AUTOGRADER.parent)))
+    ]
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("package, source, expected", [
-    ("verdict", "def f():\n    from autograder.box import limits\n", "autograder.verdict imports autograder.box"),
-    ("course", "from autograder.labs import LABS", "autograder.course imports autograder.labs"),
-    ("agent", "from autograder.verdict import channel", "the agent imports autograder.verdict"),
-    ("agent", "from autograder.agent import serve", "the agent imports autograder.agent"),
-    ("box", "from autograder import pipeline", "autograder.box imports autograder.pipeline"),
-    ("labs", "from .checking import call", "relative import"),
-])
+@pytest.mark.parametrize(
+    "package, source, expected",
+    [
+        ("verdict", "def f():\n    from autograder.box import limits\n", "autograder.verdict imports autograder.box"),
+        ("course", "from autograder.labs import LABS", "autograder.course imports autograder.labs"),
+        ("agent", "from autograder.verdict import channel", "the agent imports autograder.verdict"),
+        ("agent", "from autograder.agent import serve", "the agent imports autograder.agent"),
+        ("box", "from autograder import pipeline", "autograder.box imports autograder.pipeline"),
+        ("labs", "from .checking import call", "relative import"),
+    ],
+)
 def test_the_rule_catches_a_planted_violation(package, source, expected):
     found = violations(package, source)
     assert len(found) == 1 and expected in found[0], found
 
 
 def test_the_rule_lets_a_package_import_what_lies_below():
-    source = ("from autograder.course.notebook import cell_text\nfrom autograder.agent import wire\n"
-              "import autograder.verdict.channel\nimport json\n")
+    source = (
+        "from autograder.course.notebook import cell_text\nfrom autograder.agent import wire\n"
+        "import autograder.verdict.channel\nimport json\n"
+    )
     assert violations("labs", source) == []
     assert violations("agent", "from autograder.agent import wire\nimport socket\n") == []

@@ -1,6 +1,7 @@
 """The docs by audience: README.md is the students' short page (the two commands, every lab), and every relative
 link in the repository's Markdown (README.md, docs/*.md, deploy/ and student-lab/) reaches a file that exists
 and, where it names one, a heading of that file."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 README_MAX_LINES = 150
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md", ROOT / "student-lab" / "README.md"]
+DOCS = [
+    README,
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "deploy" / "README.md",
+    ROOT / "student-lab" / "README.md",
+]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 

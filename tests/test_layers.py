@@ -5,6 +5,7 @@ import ``cache`` and ``kernels``; ``paged_kv.lab`` (the teaching aids) may impor
 the layer it imports from (``from paged_kv.cache.checks import ...``): relative imports and imports of the
 top-level ``paged_kv`` API would hide which layer a module leans on, so they are refused inside the package.
 """
+
 from __future__ import annotations
 
 import ast
@@ -61,18 +62,24 @@ def test_every_module_lives_in_a_layer():
 def test_layer_imports_only_the_layers_below_it(layer):
     modules = _modules(layer)
     assert modules, f"paged_kv/{layer}/ has no modules"
-    problems = [line for path in modules
-                for line in layer_violations(layer, path.read_text(), str(path.relative_to(PACKAGE.parent)))]
+    problems = [
+        line
+        for path in modules
+        for line in layer_violations(layer, path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    ]
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("layer, source, expected", [
-    ("cache", "from paged_kv.lab.viz import draw", "the cache layer imports paged_kv.lab"),
-    ("kernels", "def f():\n    import paged_kv.engine.model\n", "the kernels layer imports paged_kv.engine"),
-    ("engine", "from paged_kv.lab import feedback", "the engine layer imports paged_kv.lab"),
-    ("cache", "from .checks import check_positive_int", "relative import"),
-    ("kernels", "from paged_kv import BlockManager", "top-level paged_kv API"),
-])
+@pytest.mark.parametrize(
+    "layer, source, expected",
+    [
+        ("cache", "from paged_kv.lab.viz import draw", "the cache layer imports paged_kv.lab"),
+        ("kernels", "def f():\n    import paged_kv.engine.model\n", "the kernels layer imports paged_kv.engine"),
+        ("engine", "from paged_kv.lab import feedback", "the engine layer imports paged_kv.lab"),
+        ("cache", "from .checks import check_positive_int", "relative import"),
+        ("kernels", "from paged_kv import BlockManager", "top-level paged_kv API"),
+    ],
+)
 def test_the_rule_catches_a_planted_violation(layer, source, expected):
     found = layer_violations(layer, source)
     assert len(found) == 1 and expected in found[0], found
@@ -93,8 +100,10 @@ def test_no_test_folder_is_skipped_by_pytests_norecursedirs():
     options = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     patterns = options["norecursedirs"]
     test_dirs = {path.parent for top in options["testpaths"] for path in (root / top).rglob("test_*.py")}
-    skipped = sorted(str(d.relative_to(root)) for d in test_dirs
-                     if any(fnmatch.fnmatch(part, pattern) for part in d.relative_to(root).parts
-                            for pattern in patterns))
+    skipped = sorted(
+        str(d.relative_to(root))
+        for d in test_dirs
+        if any(fnmatch.fnmatch(part, pattern) for part in d.relative_to(root).parts for pattern in patterns)
+    )
     assert skipped == [], f"test folders pytest never enters (norecursedirs {patterns}): {skipped}"
     assert root / "tests" / "notebooks" in test_dirs

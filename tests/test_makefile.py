@@ -1,5 +1,6 @@
 """The Makefile's own rules: its .PHONY line names only targets it has, and a clone whose .venv links to another
 checkout's environment never installs into it (which would repoint that environment's editable install)."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ student's run gets: every cell, every plot) in a fresh course kernel, in its own
 the kernel's peak resident memory (``ru_maxrss`` of the reaped kernel) in MiB, as JSON lines. Add the
 single-user server itself (about 100-150 MiB, see deploy/README.md) for a student's total.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,17 +31,22 @@ def measure(lab: str) -> dict:
     if len(notebooks) != 1:
         raise ValueError(f"{folder} must hold one notebook, found {len(notebooks)}")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _RUN, str(notebooks[0]), str(folder)], capture_output=True,
-                          text=True, cwd=folder)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(notebooks[0]), str(folder)], capture_output=True, text=True, cwd=folder
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{lab} failed:\n{done.stderr[-2000:]}")
-    return {"lab": lab, "kernel_peak_mib": round(int(done.stdout.split()[-1]) / 1024), "seconds":
-            round(time.monotonic() - started, 1)}
+    return {
+        "lab": lab,
+        "kernel_peak_mib": round(int(done.stdout.split()[-1]) / 1024),
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def main(argv=None) -> int:
     labs = list(argv if argv is not None else sys.argv[1:]) or sorted(
-        p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
+        p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit()
+    )
     for lab in labs:
         print(json.dumps(measure(lab)), flush=True)
     return 0

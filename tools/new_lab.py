@@ -11,6 +11,7 @@ Writes the lab's two homes and generates its release, nothing else:
 The scaffold grades as it stands (solution 10, release 0); the steps that make it a lab worth taking
 (prose, pictures, realistic checks and bugs) are in docs/maintainers.md, "Adding a lab".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def _fail(message: str) -> None:
 def _reference(todo: str):
     """``cache/ledger.py:blocks_per_request`` -> (the function, its module path, its name)."""
     if not isinstance(todo, str) or ":" not in todo:
-        _fail(f"TODO={todo!r}: give the TODO as <module path inside paged_kv/>:<function>, "
-              "e.g. cache/ledger.py:blocks_per_request")
+        _fail(
+            f"TODO={todo!r}: give the TODO as <module path inside paged_kv/>:<function>, "
+            "e.g. cache/ledger.py:blocks_per_request"
+        )
     module, name = todo.split(":", 1)
     if not module.endswith(".py") or not (REPO / "paged_kv" / module).is_file():
         _fail(f"paged_kv/{module} is not a file of the package; check the path (relative to paged_kv/)")
@@ -66,25 +69,59 @@ def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
     header = re.match(r"(def [^\n]*?\)(?:\s*->\s*[^:]+)?):\n", answer)
     if header is None:
         _fail(f"{name}'s definition must start on one line (def {name}(...):)")
-    body = answer[header.end():]
+    body = answer[header.end() :]
     imports = sorted({f"from {function.__module__} import {n}" for n in _free_names(answer, function)})
     expected = function(*ast.literal_eval(f"({example},)"))
-    return {"cells": [
-        _cell("markdown", f"# Lab {lab[:2]} · {title}\n\n(What this lab teaches, in a paragraph: write it.)",
-              f"{prefix}md-01"),
-        _cell("code", "".join(setup["source"]), f"{prefix}given-02"),
-        _cell("markdown", f"## Your task: `{name}`\n\n(The contract: arguments, result, errors.)", f"{prefix}md-03"),
-        _cell("code", "\n".join(imports + ["", "", header.group(1) + ":", "    ### BEGIN SOLUTION",
-                                           textwrap.indent(textwrap.dedent(body), "    ").rstrip(),
-                                           "    ### END SOLUTION"]), f"{prefix}{name.replace('_', '-')}",
-              locked=False, solution=True),
-        _cell("code", f"# Visible tests: run this cell after your function.\n"
-                      f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nprint(\"Visible tests passed.\")",
-              f"{prefix}visible", grade=True, points=2),
-        _cell("code", f"# Hidden tests (8 points): the worked example and seeded random cases.\n### BEGIN HIDDEN TESTS\n"
-                      f"from autograder.labs.{package} import checks as grader\ngrader.check_{name}({name})\n"
-                      f"### END HIDDEN TESTS", f"{prefix}hidden", grade=True, points=8),
-    ], "metadata": setup_metadata(), "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": [
+            _cell(
+                "markdown",
+                f"# Lab {lab[:2]} · {title}\n\n(What this lab teaches, in a paragraph: write it.)",
+                f"{prefix}md-01",
+            ),
+            _cell("code", "".join(setup["source"]), f"{prefix}given-02"),
+            _cell(
+                "markdown", f"## Your task: `{name}`\n\n(The contract: arguments, result, errors.)", f"{prefix}md-03"
+            ),
+            _cell(
+                "code",
+                "\n".join(
+                    imports
+                    + [
+                        "",
+                        "",
+                        header.group(1) + ":",
+                        "    ### BEGIN SOLUTION",
+                        textwrap.indent(textwrap.dedent(body), "    ").rstrip(),
+                        "    ### END SOLUTION",
+                    ]
+                ),
+                f"{prefix}{name.replace('_', '-')}",
+                locked=False,
+                solution=True,
+            ),
+            _cell(
+                "code",
+                f"# Visible tests: run this cell after your function.\n"
+                f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nprint(\"Visible tests passed.\")",
+                f"{prefix}visible",
+                grade=True,
+                points=2,
+            ),
+            _cell(
+                "code",
+                f"# Hidden tests (8 points): the worked example and seeded random cases.\n### BEGIN HIDDEN TESTS\n"
+                f"from autograder.labs.{package} import checks as grader\ngrader.check_{name}({name})\n"
+                f"### END HIDDEN TESTS",
+                f"{prefix}hidden",
+                grade=True,
+                points=8,
+            ),
+        ],
+        "metadata": setup_metadata(),
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def setup_metadata() -> dict:
@@ -101,11 +138,13 @@ def _free_names(source: str, function) -> set:
 
 def declaration(lab: str, title: str, module: str, name: str) -> str:
     prefix = __import__("autograder.labs", fromlist=["cell_prefix"]).cell_prefix(lab)
-    return (f'"""Lab {lab[:2]}, {lab}: its declaration (``LAB``), its checks (``checks.py``) and, under ``tests/``, its\n'
-            f'catalogue of bugs and variants."""\nfrom autograder.course.model import Lab, Part, Stub\n\n'
-            f'LAB = Lab({lab!r}, {title!r}, (\n'
-            f'    Part({name.split("_")[0]!r}, (Stub({module!r}, {name!r}),), ({prefix + "visible"!r}, {prefix + "hidden"!r})),\n'
-            f'), todo_object={name!r})\n')
+    return (
+        f'"""Lab {lab[:2]}, {lab}: its declaration (``LAB``), its checks (``checks.py``) and, under ``tests/``, its\n'
+        f'catalogue of bugs and variants."""\nfrom autograder.course.model import Lab, Part, Stub\n\n'
+        f'LAB = Lab({lab!r}, {title!r}, (\n'
+        f'    Part({name.split("_")[0]!r}, (Stub({module!r}, {name!r}),), ({prefix + "visible"!r}, {prefix + "hidden"!r})),\n'
+        f'), todo_object={name!r})\n'
+    )
 
 
 def checks(lab: str, function, name: str, example: str) -> str:
@@ -160,7 +199,11 @@ def main(argv=None) -> int:
     from autograder.labs import BY_ID, package_name
 
     package = package_name(args.lab)
-    if args.lab in BY_ID or (REPO / "solutions" / args.lab).exists() or (REPO / "autograder" / "labs" / package).exists():
+    if (
+        args.lab in BY_ID
+        or (REPO / "solutions" / args.lab).exists()
+        or (REPO / "autograder" / "labs" / package).exists()
+    ):
         _fail(f"lab {args.lab} exists already (solutions/{args.lab} or autograder/labs/{package}); pick another id")
     function, module, name = _reference(args.todo)
     try:
@@ -180,11 +223,22 @@ def main(argv=None) -> int:
     (home / "tests" / "bugs.py").write_text(BUGS.format(n=args.lab[:2]))
     print(f"wrote solutions/{args.lab}/ and autograder/labs/{package}/")
     if not args.no_release:
-        done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", args.lab, "--force",
-                               "--log-level=WARN", "--NbGrader.config_file=autograder/nbgrader_config.py"],
-                              cwd=REPO, capture_output=True, text=True, env=dict(
-                                  os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent),
-                                                                    os.environ.get("PATH", "")])))
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nbgrader",
+                "generate_assignment",
+                args.lab,
+                "--force",
+                "--log-level=WARN",
+                "--NbGrader.config_file=autograder/nbgrader_config.py",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])),
+        )
         if done.returncode != 0:
             _fail(f"nbgrader generate_assignment {args.lab} failed:\n{done.stderr[-2000:]}")
         print(f"generated course/{args.lab}/")

@@ -7,6 +7,7 @@ every step (the beam tree) and the final beams' tokens of the package's ``beam_s
     python -m tools.record_beam_search          # rewrite the file
     python -m tools.record_beam_search --check  # exit 1 when the file is not what the reference gives now
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ def recording() -> dict:
         prompt = encode(text)
         results, stats = beam_search(model, prompt, width, max_tokens, block_size=block_size)
         out[beam_key(prompt, width, max_tokens, block_size)] = {
-            "prompt text": text, "choices": [[list(c) for c in step] for step in stats.choices],
-            "beams": [list(tokens) for tokens, _ in results]}
+            "prompt text": text,
+            "choices": [[list(c) for c in step] for step in stats.choices],
+            "beams": [list(tokens) for tokens, _ in results],
+        }
     return out
 
 
@@ -50,8 +53,11 @@ def main(argv=None) -> int:
     text = render(recording())
     if args.check:
         same = BEAMS_RECORDED.exists() and BEAMS_RECORDED.read_text() == text
-        print("beam search recording up to date" if same else f"{BEAMS_RECORDED} is stale: run python -m "
-              "tools.record_beam_search")
+        print(
+            "beam search recording up to date"
+            if same
+            else f"{BEAMS_RECORDED} is stale: run python -m tools.record_beam_search"
+        )
         return 0 if same else 1
     BEAMS_RECORDED.write_text(text)
     print(f"wrote {BEAMS_RECORDED}")

@@ -8,6 +8,7 @@ the ones the solution notebook's cells build: its given and visible cells are ru
     python -m tools.record_scheduler_traces          # rewrite the file
     python -m tools.record_scheduler_traces --check  # exit 1 when the file is not what the notebook needs now
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,21 @@ def notebook_traces(notebook: Path = NOTEBOOK) -> List[tuple]:
         found.append(("the trace drawn in section 3", spec))
         return []
 
-    namespace = {"TraceRequest": scheduler_trace.TraceRequest, "TraceSpec": scheduler_trace.TraceSpec,
-                 "BlockManager": BlockManager, "Scheduler": Scheduler, "compare_with_reference": collect,
-                 "reference_snapshots": snapshots, "format_snapshot": str, "print": lambda *a, **k: None,
-                 "expect_equal": lambda *a, **k: None}
-    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): "".join(c["source"])
-             for c in json.loads(notebook.read_text())["cells"]}
+    namespace = {
+        "TraceRequest": scheduler_trace.TraceRequest,
+        "TraceSpec": scheduler_trace.TraceSpec,
+        "BlockManager": BlockManager,
+        "Scheduler": Scheduler,
+        "compare_with_reference": collect,
+        "reference_snapshots": snapshots,
+        "format_snapshot": str,
+        "print": lambda *a, **k: None,
+        "expect_equal": lambda *a, **k: None,
+    }
+    cells = {
+        c["metadata"].get("nbgrader", {}).get("grade_id"): "".join(c["source"])
+        for c in json.loads(notebook.read_text())["cells"]
+    }
     for grade_id in CELLS:
         if grade_id not in cells:
             raise SystemExit(f"{notebook}: no cell {grade_id}")
@@ -59,8 +69,10 @@ def recording(notebook: Path = NOTEBOOK) -> Dict[str, dict]:
 
     out: Dict[str, dict] = {}
     for case, spec in notebook_traces(notebook):
-        out.setdefault(spec_key(spec), {"case": case, "spec": asdict(spec),
-                                        "snapshots": [snapshot_to_json(s) for s in replay(Scheduler, spec)]})
+        out.setdefault(
+            spec_key(spec),
+            {"case": case, "spec": asdict(spec), "snapshots": [snapshot_to_json(s) for s in replay(Scheduler, spec)]},
+        )
     return out
 
 
@@ -71,8 +83,10 @@ def render(data: Dict[str, dict]) -> str:
     for key in sorted(data):
         entry = data[key]
         rows = ",\n".join(f"    {compact(row)}" for row in entry["snapshots"])
-        entries.append(f' {compact(key)}: {{\n  "case": {compact(entry["case"])},\n  "spec": {compact(entry["spec"])},\n'
-                       f'  "snapshots": [\n{rows}\n  ]\n }}')
+        entries.append(
+            f' {compact(key)}: {{\n  "case": {compact(entry["case"])},\n  "spec": {compact(entry["spec"])},\n'
+            f'  "snapshots": [\n{rows}\n  ]\n }}'
+        )
     return "{\n" + ",\n".join(entries) + "\n}\n"
 
 

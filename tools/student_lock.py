@@ -7,6 +7,7 @@ the installed environment's metadata (``importlib.metadata``, markers evaluated 
 lines for it, in the lock's order. A class handout ships it as its ``requirements-lock.txt``
 (``autograder/pipeline/handout.py``). ``make lock`` rewrites it; ``--check`` exits 1 when it is stale.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,11 @@ def closure(roots: Iterable[Requirement]) -> Set[str]:
             continue
         for text in requires:
             inner = Requirement(text)
-            if inner.marker is None or inner.marker.evaluate({"extra": ""}) or any(
-                    inner.marker.evaluate({"extra": extra}) for extra in extras):
+            if (
+                inner.marker is None
+                or inner.marker.evaluate({"extra": ""})
+                or any(inner.marker.evaluate({"extra": extra}) for extra in extras)
+            ):
                 todo.append((Requirement(str(inner).split(";")[0]), frozenset(inner.extras)))
     return seen
 

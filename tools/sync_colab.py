@@ -16,6 +16,7 @@ Cell ids, metadata and every other line stay as they are, and a second run chang
 is safe to run after any merge. ``--check`` writes nothing and exits 1 when something is out of
 date. `make sync-colab` runs it; `make release` runs it before regenerating course/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,16 +98,19 @@ def with_colab_block(source: str, block: str, where: str) -> str:
     lines = source.split("\n")
     starts = [i for i, line in enumerate(lines) if line.startswith(COLAB_TEST)]
     if len(starts) != 1:
-        raise SyncError(f"{where}: the setup cell needs exactly one line starting with {COLAB_TEST!r} "
-                        f"(found {len(starts)}); the script writes its body")
+        raise SyncError(
+            f"{where}: the setup cell needs exactly one line starting with {COLAB_TEST!r} "
+            f"(found {len(starts)}); the script writes its body"
+        )
     start = end = starts[0]
-    while end + 1 < len(lines) and (lines[end + 1].startswith((" ", "\t")) or
-                                    (not lines[end + 1].strip() and end + 2 < len(lines)
-                                     and lines[end + 2].startswith((" ", "\t")))):
+    while end + 1 < len(lines) and (
+        lines[end + 1].startswith((" ", "\t"))
+        or (not lines[end + 1].strip() and end + 2 < len(lines) and lines[end + 2].startswith((" ", "\t")))
+    ):
         end += 1
     if not any(re.match(r"\s*import sys\b", line) for line in lines[:start]):
         raise SyncError(f"{where}: the setup cell must `import sys` before {COLAB_TEST!r}")
-    return "\n".join(lines[:start] + block.split("\n") + lines[end + 1:])
+    return "\n".join(lines[:start] + block.split("\n") + lines[end + 1 :])
 
 
 def with_badge(source: str, badge: str, where: str) -> str:
@@ -159,12 +163,12 @@ def sync_readme(text: str, settings: ColabSettings, notebooks: Dict[str, str]) -
     columns = _cells(lines[header])
     has_colab = columns[-1] == "Colab"
     width = len(columns) if has_colab else len(columns) + 1
-    lines[header] = _row(columns[:width - 1] + ["Colab"])
+    lines[header] = _row(columns[: width - 1] + ["Colab"])
     lines[header + 1] = _row(["---"] * width).replace(" ", "")
     row = header + 2
     while row < len(lines) and lines[row].startswith("|"):
         cells = _cells(lines[row])
-        cells = cells[:width - 1] if len(cells) >= width else cells + [""] * (width - 1 - len(cells))
+        cells = cells[: width - 1] if len(cells) >= width else cells + [""] * (width - 1 - len(cells))
         number = cells[0]
         cells.append(settings.badge(notebooks[number]) if number in notebooks else "")
         lines[row] = _row(cells)

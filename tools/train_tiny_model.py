@@ -8,6 +8,7 @@ installation ships, so no download is needed. Tokens are UTF-8 bytes. Everything
 records the config, the training settings, a fingerprint of the text, the losses, and a greedy
 sample that ``tests/engine/test_tiny_model.py`` regenerates from the stored weights.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,19 +30,27 @@ from paged_kv.engine.kv_context import NoCache  # noqa: E402
 from paged_kv.engine.model import WEIGHTS_FILE, WEIGHTS_FORMAT, ModelConfig, TinyLlama, init_weights, load_tiny_model  # noqa: E402
 from paged_kv.engine.sampling import SamplingParams  # noqa: E402
 
-CONFIG = ModelConfig(vocab_size=256, hidden_size=128, num_layers=4, num_q_heads=4, num_kv_heads=2, head_dim=32,
-                     intermediate_size=384, max_model_len=256)
+CONFIG = ModelConfig(
+    vocab_size=256,
+    hidden_size=128,
+    num_layers=4,
+    num_q_heads=4,
+    num_kv_heads=2,
+    head_dim=32,
+    intermediate_size=384,
+    max_model_len=256,
+)
 TRAIN = {
     "seed": 0,
     "steps": 1200,
     "batch_size": 24,
-    "context": 256,            # = max_model_len: RoPE positions beyond it were never seen
+    "context": 256,  # = max_model_len: RoPE positions beyond it were never seen
     "lr": 3e-3,
     "min_lr": 3e-4,
     "warmup_steps": 100,
     "weight_decay": 0.1,
     "grad_clip": 1.0,
-    "val_fraction": 0.05,      # the last 5% of the text, never trained on
+    "val_fraction": 0.05,  # the last 5% of the text, never trained on
     "val_batches": 20,
     "threads": 2,
 }
@@ -58,7 +67,7 @@ def corpus_text() -> str:
 
 def batches(data: torch.Tensor, batch_size: int, context: int, gen: torch.Generator):
     starts = torch.randint(0, len(data) - context - 1, (batch_size,), generator=gen)
-    rows = torch.stack([data[s:s + context + 1] for s in starts.tolist()])
+    rows = torch.stack([data[s : s + context + 1] for s in starts.tolist()])
     return rows[:, :-1], rows[:, 1:]
 
 
@@ -88,8 +97,11 @@ def train(cfg: dict, out: Path) -> dict:
     init_weights(model, cfg["seed"])
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed" not in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg["lr"], betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg["lr"],
+        betas=(0.9, 0.95),
+    )
     gen = torch.Generator().manual_seed(cfg["seed"])
     started = time.perf_counter()
     recent = []
@@ -104,22 +116,38 @@ def train(cfg: dict, out: Path) -> dict:
         optimizer.step()
         recent = (recent + [loss.item()])[-50:]
         if step % 100 == 0 or step == cfg["steps"] - 1:
-            print(f"step {step:5d}  loss {sum(recent) / len(recent):.3f} nats/byte  "
-                  f"{time.perf_counter() - started:6.0f} s", flush=True)
+            print(
+                f"step {step:5d}  loss {sum(recent) / len(recent):.3f} nats/byte  "
+                f"{time.perf_counter() - started:6.0f} s",
+                flush=True,
+            )
     train_seconds = time.perf_counter() - started
     model.eval()
     val_gen = torch.Generator().manual_seed(cfg["seed"] + 1)
     with torch.no_grad():
-        val_loss = sum(loss_on(model, *batches(val_data, cfg["batch_size"], cfg["context"], val_gen)).item()
-                       for _ in range(cfg["val_batches"])) / cfg["val_batches"]
+        val_loss = (
+            sum(
+                loss_on(model, *batches(val_data, cfg["batch_size"], cfg["context"], val_gen)).item()
+                for _ in range(cfg["val_batches"])
+            )
+            / cfg["val_batches"]
+        )
     checkpoint = {
         "format": WEIGHTS_FORMAT,
         "config": CONFIG.to_dict(),
         "train": dict(cfg),
-        "corpus": {"source": "pydoc_data.topics", "python": platform.python_version(),
-                   "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()},
-        "metrics": {"train_loss_last50": sum(recent) / len(recent), "val_loss": val_loss,
-                    "train_seconds": round(train_seconds, 1), "torch": str(torch.__version__)},
+        "corpus": {
+            "source": "pydoc_data.topics",
+            "python": platform.python_version(),
+            "bytes": len(raw),
+            "sha256": hashlib.sha256(raw).hexdigest(),
+        },
+        "metrics": {
+            "train_loss_last50": sum(recent) / len(recent),
+            "val_loss": val_loss,
+            "train_seconds": round(train_seconds, 1),
+            "torch": str(torch.__version__),
+        },
         "state_dict": {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +164,9 @@ def train(cfg: dict, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=TRAIN["steps"], help="optimizer steps (default: the committed run's)")
+    parser.add_argument(
+        "--steps", type=int, default=TRAIN["steps"], help="optimizer steps (default: the committed run's)"
+    )
     parser.add_argument("--out", type=Path, default=WEIGHTS_FILE, help="where to write the weights file")
     args = parser.parse_args()
     train(dict(TRAIN, steps=args.steps), args.out)

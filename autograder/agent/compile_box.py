@@ -26,6 +26,7 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
 Kernels run where ``paged_kv.kernels.triton_mode`` decides (natively on a supported GPU, else in Triton's
 interpreter), decided before any kernel is defined.
 """
+
 from __future__ import annotations
 
 import sys
@@ -62,13 +63,19 @@ def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
 # What this box built: {(kernel name, specialisation key, arch): None when it built, else the compiler's message}.
 Built = Dict[Tuple[str, str, int], Optional[str]]
 LAUNCH_ARCH = 90
-BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
-              "operations on tensors, and check the branches your constexprs (BLOCK_SIZE, HEAD_DIM, ...) choose")
+BUILD_HINT = (
+    "the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
+    "operations on tensors, and check the branches your constexprs (BLOCK_SIZE, HEAD_DIM, ...) choose"
+)
 
 
 def _build(namespace: Dict[str, Any], request: Dict[str, Any], built: Built) -> Dict[str, Any]:
-    from paged_kv.kernels.triton_compile import (compile_error_message, compile_for_gpu, kernel_parameters,
-                                                 specialisation)
+    from paged_kv.kernels.triton_compile import (
+        compile_error_message,
+        compile_for_gpu,
+        kernel_parameters,
+        specialisation,
+    )
 
     kernel = namespace.get(request["name"])
     if kernel is None:
@@ -76,8 +83,10 @@ def _build(namespace: Dict[str, Any], request: Dict[str, Any], built: Built) -> 
     params = kernel_parameters(kernel)
     args = [_argument(a) for a in request["args"]]
     if len(params) != len(args):
-        return {"error": f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
-                "hint": "keep the stub's parameter list as it is"}
+        return {
+            "error": f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
+            "hint": "keep the stub's parameter list as it is",
+        }
     arch = int(request.get("arch", 90))
     key, _ = specialisation(kernel, dict(zip(params, args)))
     try:
@@ -86,24 +95,40 @@ def _build(namespace: Dict[str, Any], request: Dict[str, Any], built: Built) -> 
         built[(request["name"], key, arch)] = compile_error_message(error)
         return {"error": compile_error_message(error), "compiler": True}
     built[(request["name"], key, arch)] = None
-    return {"ok": {"arch": build.arch, "num_warps": build.num_warps, "num_stages": build.num_stages,
-                   "shared_bytes": build.shared_bytes, "registers": build.registers,
-                   "spill_bytes": build.spill_bytes, "dots": list(build.dots)}, "key": key}
+    return {
+        "ok": {
+            "arch": build.arch,
+            "num_warps": build.num_warps,
+            "num_stages": build.num_stages,
+            "shared_bytes": build.shared_bytes,
+            "registers": build.registers,
+            "spill_bytes": build.spill_bytes,
+            "dots": list(build.dots),
+        },
+        "key": key,
+    }
 
 
 def _built_first(kernel, name: str, built: Built, made: Dict[str, Any]):
     """``before_launch`` for the lab's launchers: the launch's own specialisation is built for sm_90 (once per
     key) before the interpreter runs it; a launch whose build fails does not run (its check fails). ``made``
     gathers the keys built here (``builds``) and whether a failed one's kernel built at another key (``unbuilt``)."""
-    from paged_kv.kernels.triton_compile import (compile_error_message, compile_program_for_gpu, kernel_parameters,
-                                                 specialisation)
+    from paged_kv.kernels.triton_compile import (
+        compile_error_message,
+        compile_program_for_gpu,
+        kernel_parameters,
+        specialisation,
+    )
     from paged_kv.lab.feedback import CheckFailed
 
     def before_launch(args) -> None:
         params = kernel_parameters(kernel)
         if len(params) != len(args):
-            raise CheckFailed(name, f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
-                              hint="keep the stub's parameter list as it is")
+            raise CheckFailed(
+                name,
+                f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
+                hint="keep the stub's parameter list as it is",
+            )
         mapping = dict(zip(params, args))
         key, described = specialisation(kernel, mapping)
         slot = (name, key, LAUNCH_ARCH)
@@ -117,15 +142,24 @@ def _built_first(kernel, name: str, built: Built, made: Dict[str, Any]):
         if built[slot] is not None:
             if any(result is None for (other, _, _), result in built.items() if other == name):
                 made["unbuilt"] = True  # another launch of this kernel built: this one's constexprs choose other code
-            raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{LAUNCH_ARCH}) as this case launches "
-                                    f"it ({described or 'no constexpr'}): {built[slot][:600]}", hint=BUILD_HINT)
+            raise CheckFailed(
+                name,
+                f"does not compile for an NVIDIA GPU (sm_{LAUNCH_ARCH}) as this case launches "
+                f"it ({described or 'no constexpr'}): {built[slot][:600]}",
+                hint=BUILD_HINT,
+            )
 
     return before_launch
 
 
 # The lab's launchers a grader may ask for, and the keyword parameters each takes besides the case.
-LAUNCHERS = {"run_gather": ("seq", "kv_head"), "run_scores": ("seq", "q_head"), "run_attend": ("seq", "q_head"),
-             "run_decode": (), "run_fast_decode": ("tile",)}
+LAUNCHERS = {
+    "run_gather": ("seq", "kv_head"),
+    "run_scores": ("seq", "q_head"),
+    "run_attend": ("seq", "q_head"),
+    "run_decode": (),
+    "run_fast_decode": ("tile",),
+}
 CASE_MAKERS = ("paged_kv.lab.kernel_cases.paged_case", "paged_kv.lab.kernel_cases.far_pool_case")
 
 
@@ -135,8 +169,9 @@ def _refuse_tags(tag: str, _payload: Any) -> Any:
     raise wire.WireError(f"{tag} cannot be sent to the compile box")
 
 
-def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes],
-            built: Optional[Built] = None) -> Tuple[dict, List[bytes]]:
+def _launch(
+    namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Optional[Built] = None
+) -> Tuple[dict, List[bytes]]:
     """Run one of lab 06's launchers on the kernel defined here; ``({"ok": tensor tree}, buffers)`` or a failure.
     The launch's own specialisation is built for sm_90 first (``_built_first``); the reply's ``builds`` lists
     the keys built for it here, and the request's ``built`` those the grader saw build for the same text."""
@@ -149,8 +184,9 @@ def _launch(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[by
     return reply, out
 
 
-def _launch_built(namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Built,
-                  made: Dict[str, Any]) -> Tuple[dict, List[bytes]]:
+def _launch_built(
+    namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Built, made: Dict[str, Any]
+) -> Tuple[dict, List[bytes]]:
     from autograder.agent import wire
     from paged_kv.lab import kernel_cases, kernel_lab
     from paged_kv.lab.feedback import CheckFailed

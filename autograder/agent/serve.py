@@ -18,6 +18,7 @@ change anything here, this module included, and so can make the answers say anyt
 therefore believes an answer only as "what the student's code did", decides everything itself, and
 checks the submitted text for code that reaches the reference (``autograder.verdict.provenance``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +32,46 @@ from typing import Any, Dict, List
 
 from autograder.agent import wire
 
-MAX_TEXT = 4000          # characters of a message, repr or str sent back
-MAX_ITER = 1_000_000     # items one ``iter`` may return
+MAX_TEXT = 4000  # characters of a message, repr or str sent back
+MAX_ITER = 1_000_000  # items one ``iter`` may return
 COURSE_PREFIX = "paged_kv."
 
-_BINARY = {name: getattr(operator, name) for name in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift",
-    "eq", "ne", "lt", "le", "gt", "ge")}
-_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int,
-          "float": float, "index": operator.index, "bool": bool, "len": len, "hash": hash}
+_BINARY = {
+    name: getattr(operator, name)
+    for name in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "matmul",
+        "and_",
+        "or_",
+        "xor",
+        "lshift",
+        "rshift",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+    )
+}
+_UNARY = {
+    "neg": operator.neg,
+    "pos": operator.pos,
+    "abs": abs,
+    "invert": operator.invert,
+    "int": int,
+    "float": float,
+    "index": operator.index,
+    "bool": bool,
+    "len": len,
+    "hash": hash,
+}
 _short = reprlib.Repr()
 _short.maxstring, _short.maxother, _short.maxlist, _short.maxdict, _short.maxlevel = 200, 200, 20, 12, 4
 
@@ -92,7 +124,7 @@ class Session:
         hid = self.ids.get(key)
         if hid is None or self.objects.get(hid) is not obj:
             hid = len(self.objects) + 1
-            self.objects[hid] = obj   # kept alive for the session, so that ids are never reused
+            self.objects[hid] = obj  # kept alive for the session, so that ids are never reused
             self.ids[key] = hid
         return hid
 
@@ -265,12 +297,15 @@ def _is_plain_method(target: Any, name: str) -> bool:
 def describe(error: BaseException) -> Dict[str, Any]:
     """What the grader needs to rebuild an exception: its type, hierarchy, message, the course's parts."""
     cls = type(error)
-    info = wire.error_info(cls.__name__, _text_of(str, error),
-                           mro=[k.__name__ for k in cls.__mro__],
-                           module=getattr(cls, "__module__", ""))
+    info = wire.error_info(
+        cls.__name__, _text_of(str, error), mro=[k.__name__ for k in cls.__mro__], module=getattr(cls, "__module__", "")
+    )
     if all(hasattr(error, f) for f in ("case", "problem", "hint")) and hasattr(error, "_lines"):
-        info["check"] = {"case": _text_of(str, error.case), "problem": _text_of(str, error.problem),
-                         "hint": _text_of(str, error.hint)}
+        info["check"] = {
+            "case": _text_of(str, error.case),
+            "problem": _text_of(str, error.problem),
+            "hint": _text_of(str, error.hint),
+        }
         for name in ("expected", "got"):
             value = getattr(error, name, None)
             if value is not None and type(value).__name__ != "object":
@@ -287,8 +322,13 @@ def _student_frame(error: BaseException) -> str:
         return ""
     for frame in reversed(frames):
         name = frame.filename or ""
-        if name.startswith("<") or "/site-packages/" not in name and "/lib/python" not in name \
-                and "/paged_kv/" not in name and "/autograder/" not in name:
+        if (
+            name.startswith("<")
+            or "/site-packages/" not in name
+            and "/lib/python" not in name
+            and "/paged_kv/" not in name
+            and "/autograder/" not in name
+        ):
             code = (frame.line or "").strip()
             return f"{frame.name}, line {frame.lineno}" + (f": {code[:160]}" if code else "")
     return ""
@@ -303,4 +343,3 @@ def serve(path: str, namespace: Dict[str, Any]) -> None:
     finally:
         sock.close()
         sys.stdout.flush()
-

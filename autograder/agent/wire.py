@@ -14,6 +14,7 @@ Nothing is pickled. Decoding builds builtins and tensors only; tags that stand f
 handed to the caller (``on_tag``), which decides what, if anything, it builds for them. Limits on
 depth, element count and bytes bound what one message can cost the receiver.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,8 +88,9 @@ def _read_exactly(sock, count: int, deadline: Optional[float]) -> bytes:
     return data
 
 
-def recv_frame(sock: socket.socket, deadline: Optional[float] = None,
-               max_bytes: int = MAX_BUFFER_BYTES) -> Tuple[Any, List[bytes]]:
+def recv_frame(
+    sock: socket.socket, deadline: Optional[float] = None, max_bytes: int = MAX_BUFFER_BYTES
+) -> Tuple[Any, List[bytes]]:
     """Read one frame: ``(header, buffers)``; ``deadline`` is a ``time.monotonic()`` time or None."""
     (size,) = struct.unpack("<I", _read_exactly(sock, 4, deadline))
     if size > MAX_HEADER_BYTES:
@@ -134,8 +136,11 @@ def encode(value: Any, buffers: List[bytes], other: Callable[[Any], Any], _depth
     if kind is tuple:
         return {"$t": [encode(v, buffers, other, _depth + 1) for v in value]}
     if kind is dict:
-        return {"$d": [[encode(k, buffers, other, _depth + 1), encode(v, buffers, other, _depth + 1)]
-                       for k, v in value.items()]}
+        return {
+            "$d": [
+                [encode(k, buffers, other, _depth + 1), encode(v, buffers, other, _depth + 1)] for k, v in value.items()
+            ]
+        }
     if kind is set or kind is frozenset:
         return {"$s" if kind is set else "$f": [encode(v, buffers, other, _depth + 1) for v in value]}
     if kind is bytes:
@@ -182,8 +187,9 @@ def decode_tensor(payload: Any, buffers: List[bytes]):
         count *= s
     itemsize = torch.empty((), dtype=dtype).element_size()
     if len(raw) != count * itemsize:
-        raise WireError(f"a tensor of shape {shape} and dtype {dtype_name} needs {count * itemsize} bytes, "
-                        f"got {len(raw)}")
+        raise WireError(
+            f"a tensor of shape {shape} and dtype {dtype_name} needs {count * itemsize} bytes, got {len(raw)}"
+        )
     if count == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
@@ -205,8 +211,13 @@ class _Budget:
             raise WireError(f"a value with more than {MAX_ITEMS} elements")
 
 
-def decode(tree: Any, buffers: List[bytes], on_tag: Callable[[str, Any], Any], _depth: int = 0,
-           _budget: Optional[_Budget] = None) -> Any:
+def decode(
+    tree: Any,
+    buffers: List[bytes],
+    on_tag: Callable[[str, Any], Any],
+    _depth: int = 0,
+    _budget: Optional[_Budget] = None,
+) -> Any:
     """The value a JSON tree stands for; ``on_tag(tag, payload)`` builds handles, recipes and the like."""
     budget = _budget or _Budget()
     kind = type(tree)
@@ -216,7 +227,7 @@ def decode(tree: Any, buffers: List[bytes], on_tag: Callable[[str, Any], Any], _
         raise WireError(f"a value nested more than {MAX_DEPTH} levels deep")
     if kind is not dict or len(tree) != 1:
         raise WireError(f"not a value of the wire format: {str(tree)[:80]}")
-    (tag, payload), = tree.items()
+    ((tag, payload),) = tree.items()
     sub = lambda item: decode(item, buffers, on_tag, _depth + 1, budget)  # noqa: E731
     if tag in ("$l", "$t", "$s", "$f"):
         if type(payload) is not list:

@@ -24,6 +24,7 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
   and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
 """
+
 from __future__ import annotations
 
 import ast
@@ -50,10 +51,23 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course.notebook import BEGIN
-from autograder.verdict.scoring import (MAX_ERROR_TEXT, NOTES_CELL_ID, NOTES_TITLE, add_notes,  # noqa: F401
-                                        cap, error_output, note_output, show_verdict, soften_errors)
-from autograder.verdict.events import (NOT_LISTED_FOR_STUDENTS, EventKind, describe, event,  # noqa: F401
-                                       events_path, write_record)
+from autograder.verdict.scoring import (
+    MAX_ERROR_TEXT,
+    add_notes,
+    cap,
+    error_output,
+    note_output,
+    show_verdict,
+    soften_errors,
+)
+from autograder.verdict.events import (
+    NOT_LISTED_FOR_STUDENTS,
+    EventKind,
+    describe,
+    event,  # noqa: F401
+    events_path,
+    write_record,
+)
 from autograder.box import kernel_lib, limits, sandbox, trust
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
@@ -66,8 +80,10 @@ from autograder.verdict import secrets as secret_text
 
 
 # Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
-NOT_RUN_DEMO = ("Not run by the autograder: this cell comes after the last test and only shows what "
-                "you built. Run it in your own notebook to see it.\n")
+NOT_RUN_DEMO = (
+    "Not run by the autograder: this cell comes after the last test and only shows what "
+    "you built. Run it in your own notebook to see it.\n"
+)
 
 PREAMBLE = """
 def _pkv_no_exit(*args, **kwargs):
@@ -79,10 +95,15 @@ del _pkv_no_exit
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
-MAX_TRACEBACK = 20_000    # characters of an error's traceback kept
+MAX_TRACEBACK = 20_000  # characters of an error's traceback kept
 
-MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "std::bad_alloc",
-                "Cannot allocate memory")
+MEMORY_SIGNS = (
+    "MemoryError",
+    "can't allocate memory",
+    "DefaultCPUAllocator",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+)
 
 
 _SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
@@ -91,6 +112,7 @@ _SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted ke
 def _timed(phase: str):
     """Add the method's own seconds (less those of timed methods it calls) to its executor's ``phases[phase]``
     (``_finish`` writes them to the events file: where a student's grading time went, for the insight report)."""
+
     def wrap(method):
         @functools.wraps(method)
         def timed(self, *args, **kwargs):
@@ -107,7 +129,9 @@ def _timed(phase: str):
                 phases[phase] = phases.get(phase, 0.0) + elapsed - inner
                 if stack:
                     stack[-1] += elapsed
+
         return timed
+
     return wrap
 
 
@@ -180,12 +204,19 @@ class BoxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
         command = super().format_kernel_cmd(extra_arguments)
-        spec = sandbox.BoxSpec(level=self.box_level, memory_mb=self.memory_mb, file_mb=self.file_mb, cwd=self.workdir,
-                               private_dir=self.private_dir, readable=list(self.readable),
-                               hidden=list(self.hidden),
-                               uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
-                               cgroup=self.allocation.cgroup_paths, pids=self.pids,
-                               pythonpath=[self.lib] if self.lib else [])
+        spec = sandbox.BoxSpec(
+            level=self.box_level,
+            memory_mb=self.memory_mb,
+            file_mb=self.file_mb,
+            cwd=self.workdir,
+            private_dir=self.private_dir,
+            readable=list(self.readable),
+            hidden=list(self.hidden),
+            uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
+            cgroup=self.allocation.cgroup_paths,
+            pids=self.pids,
+            pythonpath=[self.lib] if self.lib else [],
+        )
         return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
 
     def exit_status(self) -> Optional[int]:
@@ -213,36 +244,49 @@ class HardenedExecute(Execute):
 
     cell_timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
     notebook_timeout = Integer(120, help="Seconds of execution for a whole notebook.").tag(config=True)
-    memory_mb = Integer(limits.MEMORY_MB, help="Address space of the grading kernel's each process, in MiB "
-                                               "(RLIMIT_AS, at every box level).").tag(config=True)
+    memory_mb = Integer(
+        limits.MEMORY_MB,
+        help="Address space of the grading kernel's each process, in MiB (RLIMIT_AS, at every box level).",
+    ).tag(config=True)
     file_mb = Integer(512, help="Largest file the grading kernel may write, in MiB.").tag(config=True)
     max_output_bytes = Integer(200_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
-    ram_mb = Integer(limits.RAM_MB, help="Memory of the kernel and all its children together, in MiB (a cgroup's "
-                                         "memory.max, where cgroups exist).").tag(config=True)
-    pids = Integer(256, help="Processes and threads of the kernel and its children together (cgroup).").tag(
-        config=True)
+    ram_mb = Integer(
+        limits.RAM_MB,
+        help="Memory of the kernel and all its children together, in MiB (a cgroup's memory.max, where cgroups exist).",
+    ).tag(config=True)
+    pids = Integer(256, help="Processes and threads of the kernel and its children together (cgroup).").tag(config=True)
     cpus = Float(1.0, help="CPU cores the kernel and its children may use together (cgroup).").tag(config=True)
-    scratch_mb = Integer(1024, help="Size of the kernel's writable scratch folder, in MiB (tmpfs).").tag(
-        config=True)
+    scratch_mb = Integer(1024, help="Size of the kernel's writable scratch folder, in MiB (tmpfs).").tag(config=True)
     max_restarts = Integer(3, help="Fresh kernels started after the kernel died.").tag(config=True)
     isolation = Unicode("auto", help="auto, bwrap, unshare or rlimits (see autograder.box.sandbox).").tag(config=True)
     hidden_paths = ListTrait(Unicode(), help="Folders the grading kernel must not see.").tag(config=True)
     readable_paths = ListTrait(Unicode(), help="Folders the grading kernel may read.").tag(config=True)
-    private_roots = ListTrait(Unicode(), help="Folders the kernel sees only through readable_paths (and the "
-                                              "Python environment inside them).").tag(config=True)
+    private_roots = ListTrait(
+        Unicode(), help="Folders the kernel sees only through readable_paths (and the Python environment inside them)."
+    ).tag(config=True)
     events_dir = Unicode("", help="Folder of <lab>/<student>.json grading events (instructor only).").tag(config=True)
     lab_limits = DictTrait(help="Per assignment: {'06-x': {'notebook_timeout': 300, ...}}.").tag(config=True)
     source_dir = Unicode("", help="Folder of the labs' source notebooks (the trusted text of every test).").tag(
-        config=True)
+        config=True
+    )
     spare_kernel = Bool(True, help="Boot the next notebook's kernel while this one's feedback is written.").tag(
-        config=True)
-    trusted_paths = ListTrait(Unicode(), help="What no grading kernel may read (the isolation probe checks it before "
-                                               "grading: autograder.box.trust).").tag(config=True)
-    allow_unisolated = Bool(False, help="Grade even where a kernel could read trusted files or would run as the "
-                                        "grading account (never as root); PAGED_KV_ALLOW_UNISOLATED=1.").tag(config=True)
-    findings_cost_points = Bool(True, help="Provenance findings zero the tests they affect (False: they are only "
-                                           "reported; the red team uses it to show that delegation earns nothing "
-                                           "by construction).").tag(config=True)
+        config=True
+    )
+    trusted_paths = ListTrait(
+        Unicode(),
+        help="What no grading kernel may read (the isolation probe checks it before grading: autograder.box.trust).",
+    ).tag(config=True)
+    allow_unisolated = Bool(
+        False,
+        help="Grade even where a kernel could read trusted files or would run as the "
+        "grading account (never as root); PAGED_KV_ALLOW_UNISOLATED=1.",
+    ).tag(config=True)
+    findings_cost_points = Bool(
+        True,
+        help="Provenance findings zero the tests they affect (False: they are only "
+        "reported; the red team uses it to show that delegation earns nothing "
+        "by construction).",
+    ).tag(config=True)
 
     # ---- limits ------------------------------------------------------------------------------------
     def _assignment(self) -> str:
@@ -272,8 +316,11 @@ class HardenedExecute(Execute):
         if key not in cache:
             lab = self._assignment()
             if self._todos() is None and lab not in lab_todos.NO_TODOS:
-                self.log.error("Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
-                               "leaves out every graded lab's TODOs. List the lab's TODOs there.", lab)
+                self.log.error(
+                    "Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
+                    "leaves out every graded lab's TODOs. List the lab's TODOs there.",
+                    lab,
+                )
             if self._todos() is None:
                 lab, part = lab_todos.LABS[0].lab, None
             cache[key] = str(build_edition(lab, part))
@@ -281,11 +328,19 @@ class HardenedExecute(Execute):
 
     def _kernel_settings(self, part: Optional[str] = None) -> Dict[str, Any]:
         edition = self._edition(part)
-        return dict(kernel_name=self.kernel_name or "python3", box_level=self._level,
-                    memory_mb=self._limit("memory_mb"), file_mb=self._limit("file_mb"), ram_mb=self._limit("ram_mb"),
-                    pids=self._limit("pids"), cpus=float(self.lab_limits.get(self._assignment(), {}).get(
-                        "cpus", self.cpus)), scratch_mb=self._limit("scratch_mb"),
-                    readable=self._readable(), hidden=list(self.hidden_paths), pythonpath=[edition])
+        return dict(
+            kernel_name=self.kernel_name or "python3",
+            box_level=self._level,
+            memory_mb=self._limit("memory_mb"),
+            file_mb=self._limit("file_mb"),
+            ram_mb=self._limit("ram_mb"),
+            pids=self._limit("pids"),
+            cpus=float(self.lab_limits.get(self._assignment(), {}).get("cpus", self.cpus)),
+            scratch_mb=self._limit("scratch_mb"),
+            readable=self._readable(),
+            hidden=list(self.hidden_paths),
+            pythonpath=[edition],
+        )
 
     def _readable(self) -> List[str]:
         """What a box shows of the grader's file system (bubblewrap binds it; elsewhere permissions decide): the
@@ -307,8 +362,9 @@ class HardenedExecute(Execute):
         readable, trusted = self._readable(), self._trusted()
         key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(trusted), self.allow_unisolated)
         if key not in _TRUST:
-            _TRUST[key] = trust.check(self._level, readable, list(self.hidden_paths), trusted,
-                                      allow=self.allow_unisolated)
+            _TRUST[key] = trust.check(
+                self._level, readable, list(self.hidden_paths), trusted, allow=self.allow_unisolated
+            )
             report = _TRUST[key]
             if report.problem:  # said on stdout: make grade's terminal, run_autograder's log (the instructor's)
                 verb = "graded anyway (" + trust.ALLOW_ENV + "=1)" if report.allowed else "nothing is graded"
@@ -442,8 +498,11 @@ class HardenedExecute(Execute):
         for logged in self.events:
             logged["detail"] = secret_text.scrub(str(logged.get("detail", "")), secrets)
         if removed:
-            self.events.append(event("notebook", EventKind.SECRET_REMOVED,
-                                     f"{removed} line(s) of the hidden tests or graders in outputs"))
+            self.events.append(
+                event(
+                    "notebook", EventKind.SECRET_REMOVED, f"{removed} line(s) of the hidden tests or graders in outputs"
+                )
+            )
 
     def _refuse(self, report: trust.Report) -> None:
         """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
@@ -453,8 +512,9 @@ class HardenedExecute(Execute):
             if is_grade(cell):
                 cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
-                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error", "GradingRefused",
-                                                           [trust.REFUSED_MESSAGE])
+                self.verdicts[grade_id] = verdicts.Verdict(
+                    grade_id, False, "error", "GradingRefused", [trust.REFUSED_MESSAGE]
+                )
             else:
                 cell.outputs = []
         self.events.append(event("notebook", EventKind.ISOLATION, report.problem))
@@ -477,13 +537,16 @@ class HardenedExecute(Execute):
         self.similar: List[tuple] = []
         source = self._source_notebook()
         if source is None:
-            self.log.error("No source notebook for this assignment under %s: its graded cells cannot be "
-                           "decided and score 0.", self.source_dir)
+            self.log.error(
+                "No source notebook for this assignment under %s: its graded cells cannot be decided and score 0.",
+                self.source_dir,
+            )
             return
         lab = nbview.LabSource.read(source)
         self._view = nbview.classify(self.nb, lab)
-        self._last_that_counts = max((c.index for c in self._view if c.kind == nbview.GRADED or c.student),
-                                     default=len(self._view))
+        self._last_that_counts = max(
+            (c.index for c in self._view if c.kind == nbview.GRADED or c.student), default=len(self._view)
+        )
         graded = [c for c in self._view if c.kind == nbview.GRADED]
         self._rules = verdicts.rules_for(graded)
         references = _references(graded, self._view)
@@ -492,8 +555,11 @@ class HardenedExecute(Execute):
             if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and cell.get("cell_type") == "code":
                 tree = nbview.parse(nbview._text(cell.get("source")))
                 if tree is not None:
-                    todo_names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef,
-                                                                                ast.AsyncFunctionDef))}
+                    todo_names |= {
+                        n.name
+                        for n in tree.body
+                        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                    }
         names = provenance.lab_names(self._view, references, todo_names)
         self.findings = provenance.check_submission(self._view, names)
         self.similar = provenance.similar_to_reference(self._view, references)
@@ -502,8 +568,10 @@ class HardenedExecute(Execute):
 
     def _start_compile_box(self) -> subprocess.Popen:
         """A fresh boxed process that builds the student's kernels from their text (``autograder.agent.compile_box``)."""
-        allocation = limits.Allocation(limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus,
-                                                     self._limit("scratch_mb")), prefix="pkv-compile-")
+        allocation = limits.Allocation(
+            limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus, self._limit("scratch_mb")),
+            prefix="pkv-compile-",
+        )
         folder = allocation.folder
         work = os.path.join(folder, "work")
         os.mkdir(work)
@@ -511,13 +579,29 @@ class HardenedExecute(Execute):
         edition = self._edition()
         readable = self._readable()
         lib = kernel_lib.populate(edition, folder)
-        spec = sandbox.BoxSpec(level=self._level, memory_mb=max(4096, self._limit("memory_mb")),
-                               file_mb=self._limit("file_mb"), cwd=work, private_dir=folder,
-                               readable=readable, hidden=list(self.hidden_paths), quiet=False,
-                               uid=kernel_uid(allocation.uid, self._level, readable, self.log),
-                               cgroup=allocation.cgroup_paths, pids=self._limit("pids"), pythonpath=[str(lib)])
-        command = [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-m",
-                   "autograder.agent.compile_box"]
+        spec = sandbox.BoxSpec(
+            level=self._level,
+            memory_mb=max(limits.MEMORY_MB, self._limit("memory_mb")),
+            file_mb=self._limit("file_mb"),
+            cwd=work,
+            private_dir=folder,
+            readable=readable,
+            hidden=list(self.hidden_paths),
+            quiet=False,
+            uid=kernel_uid(allocation.uid, self._level, readable, self.log),
+            cgroup=allocation.cgroup_paths,
+            pids=self._limit("pids"),
+            pythonpath=[str(lib)],
+        )
+        command = [
+            sys.executable,
+            sandbox.__file__,
+            spec.to_json(),
+            "--",
+            sys.executable,
+            "-m",
+            "autograder.agent.compile_box",
+        ]
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     # ---- one cell --------------------------------------------------------------------------------------
@@ -543,10 +627,14 @@ class HardenedExecute(Execute):
         if self._notebook_deadline - monotonic() > 0:
             return False
         budget = self._limit("notebook_timeout")
-        cell.outputs = [error_output("TimeBudgetExceeded",
-                                     f"Not run: this notebook used up its grading time ({budget} s in all), "
-                                     "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
-                                     "message.")]
+        cell.outputs = [
+            error_output(
+                "TimeBudgetExceeded",
+                f"Not run: this notebook used up its grading time ({budget} s in all), "
+                "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
+                "message.",
+            )
+        ]
         self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
@@ -564,8 +652,9 @@ class HardenedExecute(Execute):
         self.error_on_timeout = {
             "ename": "TimeLimitExceeded",
             "evalue": f"Time limit: this cell ran for more than {limit} s and was stopped, so it scores 0. Look for "
-                      "a loop that never ends (a condition that never changes, a list that never shrinks).",
-            "traceback": []}
+            "a loop that never ends (a condition that never changes, a list that never shrinks).",
+            "traceback": [],
+        }
         self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
         try:
             self.execute_cell(cell, index, store_history=True)
@@ -574,13 +663,19 @@ class HardenedExecute(Execute):
             cell.outputs.append(error_output("KernelDied", self._death_message(status)))
             self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
-                self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+                self._event(
+                    cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children"
+                )
             return "dead"
         except CellTimeoutError:
-            cell.outputs.append(error_output(
-                "TimeLimitExceeded", f"Time limit: this cell ran for more than {limit} s and did not stop when "
-                "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
-                "kernel."))
+            cell.outputs.append(
+                error_output(
+                    "TimeLimitExceeded",
+                    f"Time limit: this cell ran for more than {limit} s and did not stop when "
+                    "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
+                    "kernel.",
+                )
+            )
             self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
             return "dead"
         if self._timed_out:
@@ -592,13 +687,17 @@ class HardenedExecute(Execute):
             self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
-            cell.outputs.append(note_output(
-                f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
-                "asked for more."))
+            cell.outputs.append(
+                note_output(
+                    f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
+                    "asked for more."
+                )
+            )
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
-            cell.outputs.append(note_output("This cell called sys.exit() (or exit()/quit()): graded code must "
-                                            "return normally."))
+            cell.outputs.append(
+                note_output("This cell called sys.exit() (or exit()/quit()): graded code must return normally.")
+            )
             self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
@@ -613,9 +712,12 @@ class HardenedExecute(Execute):
         """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
-            cell.outputs.append(note_output(
-                f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
-                f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."))
+            cell.outputs.append(
+                note_output(
+                    f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
+                    f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."
+                )
+            )
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -638,8 +740,10 @@ class HardenedExecute(Execute):
             content["traceback"] = kept
         size = len(json.dumps(content, default=str))
         self._cell_bytes = getattr(self, "_cell_bytes", 0) + size
-        if self._cell_bytes > self.max_output_bytes and (msg.get("msg_type") != "error" or self._cell_bytes >
-                                                         self.max_output_bytes + MAX_TRACEBACK + 2 * MAX_ERROR_TEXT):
+        if self._cell_bytes > self.max_output_bytes and (
+            msg.get("msg_type") != "error"
+            or self._cell_bytes > self.max_output_bytes + MAX_TRACEBACK + 2 * MAX_ERROR_TEXT
+        ):
             self._cut = True
             return None
         return super().output(outs, msg, display_id, cell_index)
@@ -665,8 +769,11 @@ class HardenedExecute(Execute):
         model = self._view[index] if self._view is not None and index < len(self._view) else None
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
         if model is None or model.kind != nbview.GRADED:
-            cell.outputs = [error_output("GradingError", "The grader could not find this test cell in the lab's "
-                                                         "source, so it scores 0.")]
+            cell.outputs = [
+                error_output(
+                    "GradingError", "The grader could not find this test cell in the lab's source, so it scores 0."
+                )
+            ]
             self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
             return "error"
         visible = BEGIN not in model.source
@@ -674,7 +781,9 @@ class HardenedExecute(Execute):
         if visible:
             outcome = self._execute_in_kernel(cell, index)
             if outcome in ("dead", "skipped"):
-                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "kernel" if outcome == "dead" else "timeout")
+                self.verdicts[grade_id] = verdicts.Verdict(
+                    grade_id, False, "kernel" if outcome == "dead" else "timeout"
+                )
                 return outcome
             kernel_error = outcome == "error"
         else:
@@ -698,8 +807,9 @@ class HardenedExecute(Execute):
         finally:
             self._close_part_boxes()
 
-    def _decide(self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool,
-                box: Optional["PartBox"]) -> str:
+    def _decide(
+        self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool, box: Optional["PartBox"]
+    ) -> str:
         """Decide a graded cell (in the notebook's kernel, or ``box``, its part's own) and show the verdict."""
         self._close_part_boxes(but=box)  # one box of this notebook decides at a time: no other is alive to reach
         if box is None:
@@ -712,12 +822,22 @@ class HardenedExecute(Execute):
         self.verdicts[grade_id] = verdict
         show_verdict(cell, verdict, kernel_error, visible)
         if verdict.kind in ("timeout", "kernel", "exit"):
-            self._event(cell, index, {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED,
-                                      "exit": EventKind.EXIT_CALLED}[verdict.kind],
-                        f"while the grader tested it ({verdict.seconds:.1f} s)")
+            self._event(
+                cell,
+                index,
+                {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED, "exit": EventKind.EXIT_CALLED}[
+                    verdict.kind
+                ],
+                f"while the grader tested it ({verdict.seconds:.1f} s)",
+            )
         if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
             line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
-            self._event(cell, index, EventKind.REACHED_STUB, _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300])
+            self._event(
+                cell,
+                index,
+                EventKind.REACHED_STUB,
+                _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
+            )
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB while the grader tested it")
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
@@ -749,8 +869,9 @@ class HardenedExecute(Execute):
         deadline = monotonic() + limit
         interrupt = lambda: self._interrupt(kernel)  # noqa: E731
         try:
-            msg_id = kernel.kc.execute(AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False,
-                                       allow_stdin=False)
+            msg_id = kernel.kc.execute(
+                AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False, allow_stdin=False
+            )
         except Exception:  # noqa: BLE001 - a kernel that cannot take a request
             return verdicts.failed(model.grade_id, grading_channel.KernelGone("the grading kernel stopped")), True
         try:
@@ -774,8 +895,9 @@ class HardenedExecute(Execute):
                 return verdict, False
             except (DeadKernelError, TimeoutError):
                 if verdict.passed:
-                    verdict = verdicts.failed(model.grade_id, grading_channel.KernelGone(
-                        "the kernel did not finish after its tests"))
+                    verdict = verdicts.failed(
+                        model.grade_id, grading_channel.KernelGone("the kernel did not finish after its tests")
+                    )
                 return verdict, True
 
     def _interrupt(self, kernel: Optional["Kernel"] = None) -> None:
@@ -789,8 +911,12 @@ class HardenedExecute(Execute):
         if self._view is None:
             for cell in self.nb.cells:
                 if cell.cell_type == "code" and is_grade(cell):
-                    cell.outputs = [error_output("GradingError", "The grader could not find this lab's source "
-                                                                 "notebook, so no test could be decided.")]
+                    cell.outputs = [
+                        error_output(
+                            "GradingError",
+                            "The grader could not find this lab's source notebook, so no test could be decided.",
+                        )
+                    ]
             return
         graded = [c for c in self._view if c.kind == nbview.GRADED]
         for finding in self.findings:
@@ -803,19 +929,33 @@ class HardenedExecute(Execute):
                 hit = (test.index > finding.cell_index) if finding.scope == provenance.BELOW else bool(reads & bound)
                 if hit:
                     notebook_cell = self.nb.cells[test.index]
-                    notebook_cell.outputs = [o for o in notebook_cell.get("outputs", [])
-                                             if o.get("output_type") != "error" and not
-                                             (o.get("output_type") == "stream" and "tests passed" in o.get("text", ""))]
-                    notebook_cell.outputs.append(error_output(
-                        "IntegrityError", f"No points: {finding.describe()}. Graded code must be your own: fix that "
-                                          "line and resubmit."))
+                    notebook_cell.outputs = [
+                        o
+                        for o in notebook_cell.get("outputs", [])
+                        if o.get("output_type") != "error"
+                        and not (o.get("output_type") == "stream" and "tests passed" in o.get("text", ""))
+                    ]
+                    notebook_cell.outputs.append(
+                        error_output(
+                            "IntegrityError",
+                            f"No points: {finding.describe()}. Graded code must be your own: fix that "
+                            "line and resubmit.",
+                        )
+                    )
                     self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
-            self.events.append(dict(event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),
-                                    line=finding.line, code=finding.code, rule=finding.rule,
-                                    cost_points=bool(self.findings_cost_points)))
+            self.events.append(
+                dict(
+                    event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),
+                    line=finding.line,
+                    code=finding.code,
+                    rule=finding.rule,
+                    cost_points=bool(self.findings_cost_points),
+                )
+            )
         for todo, reference, ratio in self.similar:
-            self.events.append(event(todo, EventKind.SIMILAR,
-                                     f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it"))
+            self.events.append(
+                event(todo, EventKind.SIMILAR, f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it")
+            )
 
     def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
         """Run code without recording it; False when the kernel died or it failed."""
@@ -873,14 +1013,18 @@ class HardenedExecute(Execute):
     def _death_message(self, status: Optional[int]) -> str:
         how = ""
         if self.km is not None and getattr(self.km, "out_of_memory", lambda: False)():
-            return (f"The kernel was stopped while running this cell: with the processes it started it used more "
-                    f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
-                    "fresh kernel, after the cells above them that are not tests were run again.")
+            return (
+                f"The kernel was stopped while running this cell: with the processes it started it used more "
+                f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
+                "fresh kernel, after the cells above them that are not tests were run again."
+            )
         if status is not None and status > 128:
             how = f", killed by signal {status - 128}" + (" (perhaps out of memory)" if status == 137 else "")
-        return (f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
-                "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
-                "kernel, after the cells above them that are not tests were run again.")
+        return (
+            f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
+            "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
+            "kernel, after the cells above them that are not tests were run again."
+        )
 
     def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -888,20 +1032,35 @@ class HardenedExecute(Execute):
 
     def _finish(self, seconds: float) -> None:
         nbgrader = (self.resources or {}).get("nbgrader", {})
-        record = {"student": nbgrader.get("student"), "assignment": nbgrader.get("assignment"),
-                  "isolation": self._level, "seconds": round(seconds, 2), "events": self.events,
-                  "spare_kernels": getattr(self, "_spares_used", 0),
-                  "phases": {name: round(value, 2) for name, value in sorted(getattr(self, "phases", {}).items())},
-                  "verdicts": {g: {"passed": v.passed, "kind": v.kind, "seconds": round(v.seconds, 2),
-                                   "requests": v.requests, "message": _plain_message(v.lines)}
-                               for g, v in self.verdicts.items()}}
+        record = {
+            "student": nbgrader.get("student"),
+            "assignment": nbgrader.get("assignment"),
+            "isolation": self._level,
+            "seconds": round(seconds, 2),
+            "events": self.events,
+            "spare_kernels": getattr(self, "_spares_used", 0),
+            "phases": {name: round(value, 2) for name, value in sorted(getattr(self, "phases", {}).items())},
+            "verdicts": {
+                g: {
+                    "passed": v.passed,
+                    "kind": v.kind,
+                    "seconds": round(v.seconds, 2),
+                    "requests": v.requests,
+                    "message": _plain_message(v.lines),
+                }
+                for g, v in self.verdicts.items()
+            },
+        }
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
             write_record(events_path(self.events_dir, record["assignment"], record["student"]), record)
         integrity = [e for e in self.events if e["kind"] == EventKind.INTEGRITY]
         if integrity:
-            add_notes(self.nb, ["No points for code that is not your own (the tests it affects score 0):"] +
-                      [f"- {e['detail']}" for e in integrity])
+            add_notes(
+                self.nb,
+                ["No points for code that is not your own (the tests it affects score 0):"]
+                + [f"- {e['detail']}" for e in integrity],
+            )
         shown = [e for e in self.events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
         if shown:
             lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
@@ -972,8 +1131,8 @@ class PartBox:
     def __init__(self, executor: "HardenedExecute", part: str):
         self.executor, self.part = executor, part
         self.kernel: Optional[Kernel] = None
-        self.done = -1      # the last cell index it has run
-        self.broken = ""    # why it cannot grade any more (shown in the verdict)
+        self.done = -1  # the last cell index it has run
+        self.broken = ""  # why it cannot grade any more (shown in the verdict)
 
     def verdict(self, model, index: int) -> "verdicts.Verdict":
         if not self.broken:
@@ -1015,9 +1174,11 @@ class PartBox:
                 return
             outcome = executor._run_silently(code, min(executor._limit("cell_timeout"), remaining), self.kernel)
             if outcome in ("dead", "timeout"):
-                self.broken = (f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
-                               f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
-                               "kernel of that part's own)")
+                self.broken = (
+                    f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
+                    f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
+                    "kernel of that part's own)"
+                )
                 return
         self.done = max([self.done] + [i for i in self.executor._replayable if i < index])
 
@@ -1033,8 +1194,9 @@ class PartBox:
             return [(i, executor.nb.cells[i].source) for i in ran]
         student = [c for c in view if c.student and c.index < index and c.tree is not None]
         needed = set().union(*(nbview.free_names(c.tree) for c in student)) if student else set()
-        statements = [s for s in nbview.given_statements([c for c in view if c.index < index])
-                      if s.cell in executor._replayable]
+        statements = [
+            s for s in nbview.given_statements([c for c in view if c.index < index]) if s.cell in executor._replayable
+        ]
         chosen = {id(statements[i]) for i in verdicts.plan_slice(needed, statements, set())}
         plan = []
         for i in ran:

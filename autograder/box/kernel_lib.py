@@ -11,6 +11,7 @@ can be closed to every other account (``autograder.box.trust``), and a kernel wh
 the grader's still starts. Copying costs a few milliseconds (3 MB, the edition's byte-code included, whose
 timestamps are kept so that it stays valid).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,13 +30,13 @@ def populate(edition: Union[str, Path], private_dir: Union[str, Path]) -> Path:
     Raises FileNotFoundError when ``edition`` holds no ``paged_kv/`` (check that the edition was built)."""
     source = Path(edition) / "paged_kv"
     if not source.is_dir():
-        raise FileNotFoundError(f"{edition} holds no paged_kv/: the lab's edition was not built "
-                                "(autograder.editions.build.build_edition)")
+        raise FileNotFoundError(
+            f"{edition} holds no paged_kv/: the lab's edition was not built (autograder.editions.build.build_edition)"
+        )
     lib = Path(private_dir) / "lib"
     if lib.exists():
         shutil.rmtree(lib)
-    shutil.copytree(source, lib / "paged_kv", symlinks=False,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(source, lib / "paged_kv", symlinks=False, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     agent = lib / "autograder" / "agent"
     agent.mkdir(parents=True)
     (lib / "autograder" / "__init__.py").write_text(PACKAGE_INIT)

@@ -17,6 +17,7 @@ it. So each kernel (and each compile box) gets, where the machine allows it:
 ``probe()`` says which of these this machine gives (``python -m autograder.box.sandbox --probe``); what is
 missing is printed as a WARNING on every ``make grade``, never silently.
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,8 +82,9 @@ def cgroup_version() -> str:
                 return "v2"
             except OSError:
                 pass
-    if all((CGROUP_ROOT / c).is_dir() for c in V1_CONTROLLERS) and \
-            all(_writable_dir(CGROUP_ROOT / c / PARENT) for c in V1_CONTROLLERS):
+    if all((CGROUP_ROOT / c).is_dir() for c in V1_CONTROLLERS) and all(
+        _writable_dir(CGROUP_ROOT / c / PARENT) for c in V1_CONTROLLERS
+    ):
         return "v1"
     return ""
 
@@ -219,8 +221,13 @@ def sweep_stale_cgroups(kill: bool = False, dead: Iterable[int] = ()) -> List[st
     stale cgroup (a kernel whose grader died) is killed first; without, such a cgroup is left alone.
     ``dead``: owners known to be gone (the workers of a grader that died), whatever their pid shows now."""
     version = cgroup_version()
-    parents = [CGROUP_ROOT / PARENT] if version == "v2" else \
-        [CGROUP_ROOT / c / PARENT for c in V1_CONTROLLERS] if version == "v1" else []
+    parents = (
+        [CGROUP_ROOT / PARENT]
+        if version == "v2"
+        else [CGROUP_ROOT / c / PARENT for c in V1_CONTROLLERS]
+        if version == "v1"
+        else []
+    )
     left = []
     for parent in parents:
         for child in parent.glob("pkv-*"):
@@ -249,17 +256,26 @@ def mount_scratch(folder: str, size_mb: int) -> bool:
     if os.geteuid() != 0:
         return False
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size_mb)}m,mode=0755,nosuid,nodev",
-                               "tmpfs", folder], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=20)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={int(size_mb)}m,mode=0755,nosuid,nodev", "tmpfs", folder],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
 
 
 def unmount_scratch(folder: str) -> None:
-    subprocess.run(["umount", "-l", folder], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=20)
+    subprocess.run(
+        ["umount", "-l", folder],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=20,
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -347,9 +363,13 @@ def end_processes_of(uid: Optional[int], timeout: float = 5.0) -> bool:
         if time.monotonic() > deadline:
             return False
         if setpriv:
-            subprocess.run([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "kill", "-KILL",
-                            "-1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=20)
+            subprocess.run(
+                [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "kill", "-KILL", "-1"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=20,
+            )
         for pid in left:  # and one by one, for a machine without setpriv
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -383,8 +403,12 @@ def remove_files_of(uid: Optional[int]) -> List[str]:
     if uid is None or os.geteuid() != 0:
         return []
     folders = [f for f in SHARED_WRITABLE if os.path.isdir(f) and not os.path.islink(f)]
-    folders += [entry.path for folder in list(folders) for entry, info in _entries(folder)  # shared ones inside
-                if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid]  # (/tmp/.X11-unix)
+    folders += [
+        entry.path
+        for folder in list(folders)
+        for entry, info in _entries(folder)  # shared ones inside
+        if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid
+    ]  # (/tmp/.X11-unix)
     removed = []
     for folder in folders:
         for entry, info in _entries(folder):
@@ -435,16 +459,22 @@ def probe() -> Tuple[Dict[str, str], List[str]]:
     version = cgroup_version()
     found["cgroups"] = version or "none"
     if not version:
-        warnings.append("no usable cgroup (v2 with pids/memory/cpu, or v1 controllers writable as root): a "
-                        "notebook's children are bounded only one by one, so a forking notebook can take more "
-                        "memory, processes and CPU than its share and slow the others")
+        warnings.append(
+            "no usable cgroup (v2 with pids/memory/cpu, or v1 controllers writable as root): a "
+            "notebook's children are bounded only one by one, so a forking notebook can take more "
+            "memory, processes and CPU than its share and slow the others"
+        )
     found["scratch"] = "tmpfs" if scratch_available() else "disk"
     if found["scratch"] == "disk":
-        warnings.append("no tmpfs scratch folder (needs root): a notebook can fill the grader's disk, one "
-                        "file of at most file_mb at a time")
+        warnings.append(
+            "no tmpfs scratch folder (needs root): a notebook can fill the grader's disk, one "
+            "file of at most file_mb at a time"
+        )
     if os.geteuid() != 0:
-        warnings.append("grading kernels run as the grading user (root gives each kernel a uid of its own): "
-                        "only bubblewrap's view keeps them from the grader's files")
+        warnings.append(
+            "grading kernels run as the grading user (root gives each kernel a uid of its own): "
+            "only bubblewrap's view keeps them from the grader's files"
+        )
     return found, warnings
 
 

@@ -17,6 +17,7 @@ and one thread per kernel. The kernel talks to the grader over Unix sockets in a
 
 ``probe()`` says which level works here; ``python -m autograder.box.sandbox --probe`` prints it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,8 +43,20 @@ from autograder.box import seccomp  # noqa: E402
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 # Environment variables a grading kernel keeps (everything else, tokens and keys included, is dropped).
-KEPT_ENV = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "MPLBACKEND", "TRITON_INTERPRET",
-            "NBGRADER_EXECUTION", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "TZ")
+KEPT_ENV = (
+    "PATH",
+    "PYTHONPATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "MPLBACKEND",
+    "TRITON_INTERPRET",
+    "NBGRADER_EXECUTION",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTHONHASHSEED",
+    "TZ",
+)
 KEPT_ENV_PREFIXES = ("PAGED_KV_",)
 SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
@@ -62,9 +75,9 @@ class BoxSpec:
     hidden: List[str] = field(default_factory=list)
     file_mb: int = 512
     quiet: bool = True  # the command's stdout goes nowhere (a kernel talks over sockets); False: passed through
-    uid: Optional[int] = None          # run the command as this unprivileged uid (root only)
+    uid: Optional[int] = None  # run the command as this unprivileged uid (root only)
     cgroup: List[str] = field(default_factory=list)  # cgroup folders to join (``autograder.box.limits``)
-    pids: int = 256                    # without a cgroup: the process limit of the uid (RLIMIT_NPROC)
+    pids: int = 256  # without a cgroup: the process limit of the uid (RLIMIT_NPROC)
     pythonpath: List[str] = field(default_factory=list)  # first on the kernel's PYTHONPATH (its package edition)
 
     def to_json(self) -> str:
@@ -115,12 +128,15 @@ def ensure_bubblewrap(say=print) -> bool:
 def _install_bubblewrap(say) -> bool:
     say("grading box: installing bubblewrap with apt-get (the strongest box needs it)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"],
-                    ["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"]):
+    for command in (
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"],
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"],
+    ):
         try:
-            done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=600)
+            done = subprocess.run(
+                command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
+            )
         except (OSError, subprocess.SubprocessError) as error:
             say(f"grading box: {' '.join(command)} failed: {error}")
             return False
@@ -133,8 +149,16 @@ def _install_bubblewrap(say) -> bool:
 
 def _runs(command: Sequence[str]) -> bool:
     try:
-        return subprocess.run(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+        return (
+            subprocess.run(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=20,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -143,17 +167,38 @@ def _runs(command: Sequence[str]) -> bool:
 def probe() -> Tuple[str, str]:
     """``(level, warning)``: the strongest level that works here, and what is missing ('' if none)."""
     bwrap = shutil.which("bwrap")
-    if bwrap and _runs([bwrap, *_system_binds(), "--proc", "/proc", "--dev", "/dev", "--unshare-net",
-                        "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "true"]):
+    if bwrap and _runs(
+        [
+            bwrap,
+            *_system_binds(),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "true",
+        ]
+    ):
         return "bwrap", ""
-    fix = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user "
-           "namespaces" if bwrap else "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)")
+    fix = (
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user namespaces"
+        if bwrap
+        else "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+    )
     unshare = shutil.which("unshare")
     if unshare and _runs([unshare, *_unshare_flags(), "true"]):
-        return "unshare", (f"grading kernels have no network and their own processes, but they can read and "
-                           f"write whatever this account can (solutions and gradebook included): {fix}")
-    return "rlimits", (f"grading kernels only get memory and file-size limits: they can use the network and "
-                       f"read and write whatever this account can: {fix}")
+        return "unshare", (
+            f"grading kernels have no network and their own processes, but they can read and "
+            f"write whatever this account can (solutions and gradebook included): {fix}"
+        )
+    return "rlimits", (
+        f"grading kernels only get memory and file-size limits: they can use the network and "
+        f"read and write whatever this account can: {fix}"
+    )
 
 
 def _unshare_flags() -> List[str]:
@@ -177,8 +222,13 @@ def python_paths(private: Sequence[str] = ()) -> List[str]:
 
     Paths inside a ``private`` folder are left out (the box shows only chosen parts of it), except
     the Python environment itself when it lives there (a ``.venv`` in the repository)."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))]
+    paths = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ]
     paths += [p for p in sys.path if p and os.path.isdir(p)]
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
     environments = [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]
@@ -222,9 +272,11 @@ def own_uid_problem(level: str, readable: Sequence[str]) -> str:
     closed = unreachable_by_others(needed)
     if not closed:
         return ""
-    return (f"{closed[0]} is closed to other users (a folder above it is not o+x, or it is not o+r), so at "
-            f"isolation level {level!r} grading kernels run as the grading user, not each as its own uid; "
-            f"open the folders (chmod o+rx) or install bubblewrap")
+    return (
+        f"{closed[0]} is closed to other users (a folder above it is not o+x, or it is not o+r), so at "
+        f"isolation level {level!r} grading kernels run as the grading user, not each as its own uid; "
+        f"open the folders (chmod o+rx) or install bubblewrap"
+    )
 
 
 def _outermost(paths) -> List[str]:
@@ -245,9 +297,14 @@ def kernel_env(spec: BoxSpec, parent: Dict[str, str]) -> Dict[str, str]:
     env.setdefault("MKL_NUM_THREADS", "1")
     env.setdefault("LANG", "C.UTF-8")
     home = os.path.join(spec.private_dir, "home")
-    env.update(HOME=home, TMPDIR="/tmp" if spec.level == "bwrap" else home,
-               MPLCONFIGDIR=os.path.join(home, ".matplotlib"), PYDEVD_DISABLE_FILE_VALIDATION="1",
-               USER="pkv-kernel", LOGNAME="pkv-kernel")
+    env.update(
+        HOME=home,
+        TMPDIR="/tmp" if spec.level == "bwrap" else home,
+        MPLCONFIGDIR=os.path.join(home, ".matplotlib"),
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+        USER="pkv-kernel",
+        LOGNAME="pkv-kernel",
+    )
     return env
 
 
@@ -256,14 +313,33 @@ def _as_user(spec: BoxSpec, command: Sequence[str]) -> List[str]:
     if spec.uid is None:
         return list(command)
     setpriv = shutil.which("setpriv") or "setpriv"
-    return [setpriv, f"--reuid={spec.uid}", f"--regid={spec.uid}", "--clear-groups", "--inh-caps=-all",
-            "--no-new-privs", "--", *command]
+    return [
+        setpriv,
+        f"--reuid={spec.uid}",
+        f"--regid={spec.uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--no-new-privs",
+        "--",
+        *command,
+    ]
 
 
 def bwrap_command(spec: BoxSpec, env: Dict[str, str], command: Sequence[str], info_fd: int) -> List[str]:
-    args = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--as-pid-1",
-            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--info-fd", str(info_fd), "--clearenv"]
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--info-fd",
+        str(info_fd),
+        "--clearenv",
+    ]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL"]
         if spec.uid is not None:  # kept only long enough for setpriv to become the kernel's own user
@@ -276,16 +352,26 @@ def bwrap_command(spec: BoxSpec, env: Dict[str, str], command: Sequence[str], in
         if os.path.isdir(path):
             args += ["--tmpfs", path]
     # /tmp is the kernel's own folder on disk (not a tmpfs: large sparse files must map like on disk).
-    args += ["--proc", "/proc", "--dev", "/dev", "--bind", os.path.join(spec.private_dir, "tmp"), "/tmp",
-             "--dir", "/var/tmp"]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--bind",
+        os.path.join(spec.private_dir, "tmp"),
+        "/tmp",
+        "--dir",
+        "/var/tmp",
+    ]
     binds = [p for p in _outermost(spec.readable) if os.path.exists(p)]
     # bwrap makes the folders above a bind 0700 (root's): a kernel running as its own uid must pass through.
     parents = sorted({a for p in binds + [spec.private_dir] for a in _ancestors(p)}, key=lambda a: a.count("/"))
     # Folders under /tmp too (a repository cloned there): they are made in the kernel's own /tmp; /tmp itself
     # stays the kernel's.
     for folder in parents:
-        if folder != "/tmp" and not any(folder == d or folder.startswith(d + "/")
-                                        for d in SYSTEM_DIRS + ("/proc", "/dev")):
+        if folder != "/tmp" and not any(
+            folder == d or folder.startswith(d + "/") for d in SYSTEM_DIRS + ("/proc", "/dev")
+        ):
             args += ["--perms", "0755", "--dir", folder]
     for path in binds:
         args += ["--ro-bind", path, path]
@@ -340,7 +426,7 @@ def _prepare_private_dir(spec: BoxSpec) -> None:
             give_to(spec.private_dir, spec.uid)
             os.chmod(spec.private_dir, 0o711)  # traversable (bwrap enters it before it becomes the uid)
             lib = os.path.join(spec.private_dir, "lib")  # the box's own library (kernel_lib) stays the grader's:
-            if os.path.isdir(lib):                         # readable, never rewritten by the kernel
+            if os.path.isdir(lib):  # readable, never rewritten by the kernel
                 give_to(lib, os.geteuid())
 
 
@@ -388,10 +474,16 @@ def run(spec: BoxSpec, command: Sequence[str]) -> int:
     # The kernel's own stdout only carries ipykernel's start-up banner: what cells print goes over zmq.
     # Its stderr (start-up warnings, a traceback if it dies while starting) is the kernel's own, kept in
     # its private folder: never mixed into the grader's output.
-    child = subprocess.Popen(full, env=popen_env, cwd=spec.cwd, pass_fds=pass_fds, start_new_session=True,
-                             stdout=subprocess.DEVNULL if spec.quiet else None,
-                             stderr=open(os.path.join(spec.private_dir, "stderr.log"), "ab") if spec.quiet else None,
-                             preexec_fn=functools.partial(_set_limits, spec))
+    child = subprocess.Popen(
+        full,
+        env=popen_env,
+        cwd=spec.cwd,
+        pass_fds=pass_fds,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL if spec.quiet else None,
+        stderr=open(os.path.join(spec.private_dir, "stderr.log"), "ab") if spec.quiet else None,
+        preexec_fn=functools.partial(_set_limits, spec),
+    )
     kernel_pid: Optional[int] = child.pid
     if spec.level == "bwrap":
         os.close(write_end)

@@ -16,6 +16,7 @@ system calls ``rules`` name. Two rule sets are used:
 A call made through another ABI than the machine's own (i386 or x32 calls on x86_64) is refused
 whole, since its numbers differ. x86_64 and aarch64 are known; elsewhere ``install`` raises.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -34,11 +35,11 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
 
 # classic BPF opcodes
-_LD_ABS_W = 0x20      # BPF_LD | BPF_W | BPF_ABS
-_JEQ = 0x15           # BPF_JMP | BPF_JEQ | BPF_K
-_JGE = 0x35           # BPF_JMP | BPF_JGE | BPF_K
-_JSET = 0x45          # BPF_JMP | BPF_JSET | BPF_K
-_RET = 0x06           # BPF_RET | BPF_K
+_LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
 
 _X32_BIT = 0x40000000
 CLONE_NAMESPACES = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
@@ -46,17 +47,43 @@ CLONE_NAMESPACES = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEW
 
 @dataclass(frozen=True)
 class Arch:
-    audit: int                 # AUDIT_ARCH_* as seccomp_data.arch reports it
-    numbers: Dict[str, int]    # system call numbers by name
+    audit: int  # AUDIT_ARCH_* as seccomp_data.arch reports it
+    numbers: Dict[str, int]  # system call numbers by name
 
 
 ARCHES = {
-    "x86_64": Arch(0xC000003E, {"add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272,
-                                "setns": 308, "clone": 56, "clone3": 435, "shmget": 29,
-                                "msgget": 68, "semget": 64, "mq_open": 240}),
-    "aarch64": Arch(0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97,
-                                 "setns": 268, "clone": 220, "clone3": 435, "shmget": 194,
-                                 "msgget": 186, "semget": 190, "mq_open": 180}),
+    "x86_64": Arch(
+        0xC000003E,
+        {
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "unshare": 272,
+            "setns": 308,
+            "clone": 56,
+            "clone3": 435,
+            "shmget": 29,
+            "msgget": 68,
+            "semget": 64,
+            "mq_open": 240,
+        },
+    ),
+    "aarch64": Arch(
+        0xC00000B7,
+        {
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "unshare": 97,
+            "setns": 268,
+            "clone": 220,
+            "clone3": 435,
+            "shmget": 194,
+            "msgget": 186,
+            "semget": 190,
+            "mq_open": 180,
+        },
+    ),
 }
 
 
@@ -72,6 +99,8 @@ class Rule:
 KEYRING = (Rule("add_key"), Rule("keyctl"), Rule("request_key"))
 # Every box: no key store; no System V IPC or POSIX message queue (they outlive the process, shared by every uid).
 BOX_RULES = KEYRING + (Rule("shmget"), Rule("msgget"), Rule("semget"), Rule("mq_open"))
+
+
 def rules_for(level: str) -> Sequence[Rule]:
     """What a box at isolation ``level`` refuses (``autograder.box.sandbox.LEVELS``): ``BOX_RULES`` at every level.
 
@@ -79,8 +108,14 @@ def rules_for(level: str) -> Sequence[Rule]:
     kernel off the network, but ipykernel binds a TCP pipe on 127.0.0.1 for its children's output and ZeroMQ
     aborts the kernel when that socket cannot be made."""
     return BOX_RULES
-DOCKER_RULES = KEYRING + (Rule("unshare"), Rule("setns"), Rule("clone", flags=CLONE_NAMESPACES),
-                          Rule("clone3", error=errno.ENOSYS))
+
+
+DOCKER_RULES = KEYRING + (
+    Rule("unshare"),
+    Rule("setns"),
+    Rule("clone", flags=CLONE_NAMESPACES),
+    Rule("clone3", error=errno.ENOSYS),
+)
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -91,19 +126,29 @@ def program(rules: Sequence[Rule], machine: str = "") -> bytes:
     """The filter for ``rules`` on ``machine`` (default: this one), as packed ``sock_filter`` entries."""
     arch = ARCHES.get(machine or platform.machine())
     if arch is None:
-        raise OSError(f"no seccomp numbers for {machine or platform.machine()!r}: the box knows "
-                      f"{', '.join(ARCHES)}")
+        raise OSError(f"no seccomp numbers for {machine or platform.machine()!r}: the box knows {', '.join(ARCHES)}")
     deny_all = _op(_RET, SECCOMP_RET_ERRNO | errno.ENOSYS)
     allow = _op(_RET, SECCOMP_RET_ALLOW)
-    ops = [_op(_LD_ABS_W, 4), _op(_JEQ, arch.audit, jt=1), deny_all,   # another ABI: refused
-           _op(_LD_ABS_W, 0), _op(_JGE, _X32_BIT, jt=0, jf=1), deny_all]  # x32 numbers: refused
+    ops = [
+        _op(_LD_ABS_W, 4),
+        _op(_JEQ, arch.audit, jt=1),
+        deny_all,  # another ABI: refused
+        _op(_LD_ABS_W, 0),
+        _op(_JGE, _X32_BIT, jt=0, jf=1),
+        deny_all,
+    ]  # x32 numbers: refused
     for rule in rules:
         number = arch.numbers[rule.call]
         refuse = _op(_RET, SECCOMP_RET_ERRNO | rule.error)
         if rule.flags:
             # nr == number? then load the low word of args[0], test the flags, reload nr after.
-            ops += [_op(_JEQ, number, jt=0, jf=4), _op(_LD_ABS_W, 16), _op(_JSET, rule.flags, jt=0, jf=1),
-                    refuse, _op(_LD_ABS_W, 0)]
+            ops += [
+                _op(_JEQ, number, jt=0, jf=4),
+                _op(_LD_ABS_W, 16),
+                _op(_JSET, rule.flags, jt=0, jf=1),
+                refuse,
+                _op(_LD_ABS_W, 0),
+            ]
         else:
             ops += [_op(_JEQ, number, jt=0, jf=1), refuse]
     ops.append(allow)

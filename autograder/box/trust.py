@@ -20,6 +20,7 @@ A refused grader grades nothing: every graded cell scores 0 with ``REFUSED_MESSA
 and the instructor sees ``Report.problem`` and how to fix it (``make grade``'s and ``run_autograder``'s
 WARNINGs, ``python -m autograder.box.sandbox --probe``).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 ALLOW_ENV = "PAGED_KV_ALLOW_UNISOLATED"
-REFUSED_MESSAGE = ("The grader could not be isolated from your code, so nothing was graded and every test scores "
-                   "0 for now: tell your instructor (your notebook is fine as it is).")
+REFUSED_MESSAGE = (
+    "The grader could not be isolated from your code, so nothing was graded and every test scores "
+    "0 for now: tell your instructor (your notebook is fine as it is)."
+)
 CANARY_NAME = ".isolation-canary"
 
 # Runs in the box: who am I, and which of the paths given can I read? A path is read when a byte of it, or of
@@ -106,18 +109,24 @@ def judge(level: str, uid: Optional[int], read: Sequence[str], grader_uid: int, 
     if uid is None:
         report.problem = "the isolation probe did not run in the grading box, so the box cannot be trusted"
     elif uid == 0:
-        report.problem = ("grading kernels would run as root; a student's code never runs as root. Use a machine "
-                          "where each kernel gets a uid of its own (root with a Python every account can reach) "
-                          "or bubblewrap")
+        report.problem = (
+            "grading kernels would run as root; a student's code never runs as root. Use a machine "
+            "where each kernel gets a uid of its own (root with a Python every account can reach) "
+            "or bubblewrap"
+        )
         return report  # never allowed
     elif uid == grader_uid and level != "bwrap":
-        report.problem = (f"at isolation level {level!r} grading kernels would run as the grading account "
-                          f"(uid {uid}) and could read and change everything it can")
+        report.problem = (
+            f"at isolation level {level!r} grading kernels would run as the grading account "
+            f"(uid {uid}) and could read and change everything it can"
+        )
     elif read:
         shown = ", ".join(read[:4]) + (f" and {len(read) - 4} more" if len(read) > 4 else "")
-        report.problem = (f"a grading kernel (uid {uid}, level {level!r}) can read trusted files: {shown}. Close "
-                          f"them to other accounts (chmod -R go-rwx on each; the kernel needs none of them) or "
-                          f"grade where bubblewrap runs")
+        report.problem = (
+            f"a grading kernel (uid {uid}, level {level!r}) can read trusted files: {shown}. Close "
+            f"them to other accounts (chmod -R go-rwx on each; the kernel needs none of them) or "
+            f"grade where bubblewrap runs"
+        )
     report.allowed = bool(report.problem) and allow
     return report
 
@@ -137,8 +146,9 @@ def run_probe(launch: List[str], trusted: Sequence[str], timeout: float = 60) ->
     return {"error": (done.stderr or done.stdout)[-500:] or f"exit status {done.returncode}"}
 
 
-def check(level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str],
-          allow: Optional[bool] = None) -> Report:
+def check(
+    level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str], allow: Optional[bool] = None
+) -> Report:
     """Start a box as a kernel's (``level``, ``readable``, ``hidden``, a uid taken as for a kernel) and judge
     what it can read of ``trusted``."""
     from autograder.box import limits, sandbox
@@ -152,9 +162,18 @@ def check(level: str, readable: Sequence[str], hidden: Sequence[str], trusted: S
             uid = kernel_uid_for(allocation.uid, level, readable)
         except UnisolatedKernel as error:
             return Report(level, 0, [], str(error))
-        spec = sandbox.BoxSpec(level=level, memory_mb=1024, cwd=work, private_dir=allocation.folder,
-                               readable=list(readable), hidden=list(hidden), quiet=False, uid=uid,
-                               cgroup=allocation.cgroup_paths, pids=64)
+        spec = sandbox.BoxSpec(
+            level=level,
+            memory_mb=1024,
+            cwd=work,
+            private_dir=allocation.folder,
+            readable=list(readable),
+            hidden=list(hidden),
+            quiet=False,
+            uid=uid,
+            cgroup=allocation.cgroup_paths,
+            pids=64,
+        )
         answer = run_probe([sys.executable, sandbox.__file__, spec.to_json(), "--"], [p for p in trusted if p])
     finally:
         allocation.release()
@@ -182,8 +201,10 @@ def kernel_uid_for(uid: Optional[int], level: str, readable: Sequence[str]) -> O
             raise UnisolatedKernel(problem + "; a student's code never runs as root, so nothing is graded")
         return None
     if os.geteuid() == 0:
-        raise UnisolatedKernel("no free uid for a grading kernel (uids 61000-61999 all busy); a student's code "
-                               "never runs as root, so nothing is graded")
+        raise UnisolatedKernel(
+            "no free uid for a grading kernel (uids 61000-61999 all busy); a student's code "
+            "never runs as root, so nothing is graded"
+        )
     return None
 
 
@@ -209,8 +230,10 @@ def course_box() -> Dict[str, List[str]]:
 
     execute = _course_config()
     private = list(execute.get("private_roots", []))
-    return {"readable": sandbox.python_paths(private=private) + list(execute.get("readable_paths", [])),
-            "hidden": list(execute.get("hidden_paths", []))}
+    return {
+        "readable": sandbox.python_paths(private=private) + list(execute.get("readable_paths", [])),
+        "hidden": list(execute.get("hidden_paths", [])),
+    }
 
 
 def editions_folder() -> Path:
@@ -224,4 +247,3 @@ def check_course(level: str, work: Path) -> Report:
     box = course_box()
     canary = plant_canary(work)
     return check(level, box["readable"], box["hidden"], course_trusted([str(canary)]))
-

@@ -11,6 +11,7 @@ Editions are cached by content (the package's files, the stubs, this builder's v
 could write would let it plant a package with the answers in it; one it could read would show a grading kernel
 the editions of later labs, which hold the reference of its lab's TODOs). A box gets a copy of its one edition.
 """
+
 from __future__ import annotations
 
 import ast
@@ -50,8 +51,10 @@ def editions_dir() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     info = folder.lstat()
     if folder.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise EditionError(f"{folder} must be a folder of this user that nobody else may write (owner uid "
-                           f"{info.st_uid}, mode {oct(info.st_mode & 0o777)}): remove it or set PAGED_KV_EDITIONS")
+        raise EditionError(
+            f"{folder} must be a folder of this user that nobody else may write (owner uid "
+            f"{info.st_uid}, mode {oct(info.st_mode & 0o777)}): remove it or set PAGED_KV_EDITIONS"
+        )
     os.chmod(folder, 0o700)  # a kernel gets a copy of its one edition (autograder.box.kernel_lib), never this
     return folder
 
@@ -61,8 +64,14 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
     scope: Sequence[ast.stmt] = tree.body
     node: Optional[ast.AST] = None
     for name in qualname.split("."):
-        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and n.name == name), None)
+        node = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
+            ),
+            None,
+        )
         if node is None:
             raise EditionError(f"{qualname} is not defined at the top of its module (looking for {name!r})")
         scope = node.body
@@ -73,14 +82,22 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
 
 def _is_jit(decorator: ast.expr) -> bool:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name) \
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == "jit"
+        and isinstance(target.value, ast.Name)
         and target.value.id == "triton"
+    )
 
 
 def _docstring(node: ast.AST) -> Optional[ast.stmt]:
     body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         return body[0]
     return None
 
@@ -93,9 +110,15 @@ def stub_text(node: ast.FunctionDef, message: str) -> str:
     mark = ast.parse(f"{TODO_MODULE}.{'stub_kernel' if kernel else 'stub'}", mode="eval").body
     raise_stmt = ast.parse(f"raise {TODO_MODULE}.TodoNotWritten({message!r})").body[0]
     doc = _docstring(node)
-    made = type(node)(name=node.name, args=node.args, body=[s for s in (doc, raise_stmt) if s is not None],
-                      decorator_list=decorators + [mark], returns=node.returns, type_comment=None,
-                      **({"type_params": []} if "type_params" in node._fields else {}))
+    made = type(node)(
+        name=node.name,
+        args=node.args,
+        body=[s for s in (doc, raise_stmt) if s is not None],
+        decorator_list=decorators + [mark],
+        returns=node.returns,
+        type_comment=None,
+        **({"type_params": []} if "type_params" in node._fields else {}),
+    )
     return ast.unparse(ast.fix_missing_locations(made))
 
 
@@ -127,8 +150,12 @@ def _import_line(tree: ast.Module) -> int:
     """Index of the line before which the stubs' import goes: after the docstring and __future__ imports."""
     at = 0
     for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) \
-                and node is tree.body[0]:
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and node is tree.body[0]
+        ):
             at = node.end_lineno
         elif isinstance(node, ast.ImportFrom) and node.module == "__future__":
             at = node.end_lineno
@@ -141,11 +168,15 @@ def message_for(stub: Stub, owner_lab: str, todo: bool, todo_names: Iterable[str
     number = owner_lab[:2]
     title = BY_LAB[owner_lab].title
     if todo:
-        return (f"{stub.name} is a TODO of lab {number} ({title}): {LEFT_OUT}, so only your own code can answer "
-                f"it. Write it in its answer cell, run that cell, then run this one again.")
+        return (
+            f"{stub.name} is a TODO of lab {number} ({title}): {LEFT_OUT}, so only your own code can answer "
+            f"it. Write it in its answer cell, run that cell, then run this one again."
+        )
     names = ", ".join(todo_names)
-    return (f"{stub.name} ({stub.why}) computes what lab {number}'s TODO ({names}) computes, so {LEFT_OUT}: "
-            f"write {names} yourself.")
+    return (
+        f"{stub.name} ({stub.why}) computes what lab {number}'s TODO ({names}) computes, so {LEFT_OUT}: "
+        f"write {names} yourself."
+    )
 
 
 def _messages(stubs: Sequence[Stub]) -> Dict[Stub, str]:
@@ -163,17 +194,23 @@ def _messages(stubs: Sequence[Stub]) -> Dict[Stub, str]:
 # ---- the whole package -------------------------------------------------------------------------------
 def package_files(package: Path = PACKAGE) -> List[Path]:
     """The package's files to copy: sources and data, no caches."""
-    return sorted(p for p in package.rglob("*") if p.is_file() and not p.is_symlink()
-                  and not any(part in SKIPPED_PARTS for part in p.relative_to(package).parts)
-                  and p.suffix != ".pyc")
+    return sorted(
+        p
+        for p in package.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and not any(part in SKIPPED_PARTS for part in p.relative_to(package).parts)
+        and p.suffix != ".pyc"
+    )
 
 
 def edition_module(lab: Optional[str], part: Optional[str], stubs: Sequence[Stub]) -> str:
-    return (f'"""Which edition of the course package this is (written by autograder.editions.build)."""\n'
-            f"from typing import FrozenSet, Optional\n\n"
-            f"LAB: Optional[str] = {lab!r}\nPART: Optional[str] = {part!r}\n"
-            f"STUBBED: FrozenSet[str] = frozenset({sorted(s.dotted for s in stubs)!r})\n\n\n"
-            + _DESCRIBE)
+    return (
+        f'"""Which edition of the course package this is (written by autograder.editions.build)."""\n'
+        f"from typing import FrozenSet, Optional\n\n"
+        f"LAB: Optional[str] = {lab!r}\nPART: Optional[str] = {part!r}\n"
+        f"STUBBED: FrozenSet[str] = frozenset({sorted(s.dotted for s in stubs)!r})\n\n\n" + _DESCRIBE
+    )
 
 
 _DESCRIBE = '''def describe() -> str:
@@ -185,8 +222,7 @@ _DESCRIBE = '''def describe() -> str:
 '''
 
 
-def edition_sources(lab: Optional[str], part: Optional[str] = None,
-                    package: Path = PACKAGE) -> Dict[str, bytes]:
+def edition_sources(lab: Optional[str], part: Optional[str] = None, package: Path = PACKAGE) -> Dict[str, bytes]:
     """``{path inside paged_kv/: content}`` of the edition (``lab=None``: the package as it is)."""
     stubs = stubs_for(lab, part) if lab else []
     if part and lab:

@@ -5,6 +5,7 @@ wrote every TODO like the solution holds); ``run_on_edition(lab, edition)`` exec
 a fresh kernel that imports the edition's ``paged_kv`` (``build_edition(edition)``) and returns the errors
 of its cells. ``python -m autograder.editions.check LAB [EDITION]`` prints them.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,13 @@ def run_on_edition(lab: str, edition: Optional[str], timeout_s: int = 300, nb=No
     os.environ.clear()
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
-        client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(REPO / "solutions" / lab)}})
+        client = NotebookClient(
+            nb,
+            timeout=timeout_s,
+            kernel_name="python3",
+            allow_errors=True,
+            resources={"metadata": {"path": str(REPO / "solutions" / lab)}},
+        )
         client.execute()
     finally:
         os.environ.clear()
@@ -69,8 +75,14 @@ def run_on_edition(lab: str, edition: Optional[str], timeout_s: int = 300, nb=No
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                errors.append(CellError(index, cell.metadata.get("nbgrader", {}).get("grade_id", ""),
-                                        output.get("ename", ""), output.get("evalue", "")))
+                errors.append(
+                    CellError(
+                        index,
+                        cell.metadata.get("nbgrader", {}).get("grade_id", ""),
+                        output.get("ename", ""),
+                        output.get("evalue", ""),
+                    )
+                )
     return errors
 
 

@@ -18,6 +18,7 @@ lab NN carries the edition of NN: answers of earlier labs, past due, stay).
 
 ``REVIEWED`` lists code that looks close to a TODO but was judged not to implement it, with the reason.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,15 +37,12 @@ NO_TODOS: Tuple[str, ...] = ("00-start-here",)
 
 #: Looked at and kept in every edition: why each does not implement a lab's TODO.
 REVIEWED: Dict[str, str] = {
-    "cache/manager.py:KVCacheManagerBase.blocks_needed":
-        "ceil(n / block_size), given to labs 02-04 on purpose (lab 02 says so); it allocates nothing",
+    "cache/manager.py:KVCacheManagerBase.blocks_needed": "ceil(n / block_size), given to labs 02-04 on purpose (lab 02 says so); it allocates nothing",
     "cache/ledger.py:blocks_per_request": "ceil(n / block_size) only: lab 02's TODO is the atomic allocation",
-    "engine/scheduler.py:MaxReservationScheduler.schedule":
-        "the contiguous baseline's policy (reservations, no prefix cache, no preemption): it fails lab 07's checks",
+    "engine/scheduler.py:MaxReservationScheduler.schedule": "the contiguous baseline's policy (reservations, no prefix cache, no preemption): it fails lab 07's checks",
     "engine/cache_ops.py:store_kv": "writes new keys at slots; a copy between blocks is plain indexing either way",
-    "kernels/attention.py:paged_decode_attention_ref":
-        "lab 06's torch oracle: lab 06 grades Triton kernels built and launched from their text, which cannot "
-        "call Python; it reads the pool through gather_kv (left out of lab 04's edition and earlier)",
+    "kernels/attention.py:paged_decode_attention_ref": "lab 06's torch oracle: lab 06 grades Triton kernels built and launched from their text, which cannot "
+    "call Python; it reads the pool through gather_kv (left out of lab 04's edition and earlier)",
     "lab/decode_bench.py": "benchmark competitors in torch (SDPA, FlexAttention): not Triton, not graded code",
 }
 
@@ -60,7 +58,7 @@ def stubs_for(lab: str, part: Optional[str] = None) -> List[Stub]:
     """What the edition of ``lab`` leaves out: every part of ``lab`` (or only ``part``) and every later lab."""
     index = lab_index(lab)
     chosen = list(LABS[index].part(part).stubs) if part else list(LABS[index].stubs)
-    for later in LABS[index + 1:]:
+    for later in LABS[index + 1 :]:
         chosen += later.stubs
     return chosen
 
@@ -82,7 +80,9 @@ class BoxPlan:
 def box_plan(lab: str) -> BoxPlan:
     """The main box grades every part that needs no other part's reference; each other part has its own."""
     entry = BY_LAB[lab]
-    boxes: Dict[Optional[str], Tuple[str, ...]] = {None: tuple(c for p in entry.parts if not p.own_box for c in p.cells)}
+    boxes: Dict[Optional[str], Tuple[str, ...]] = {
+        None: tuple(c for p in entry.parts if not p.own_box for c in p.cells)
+    }
     for part in entry.boxed_parts:
         boxes[part.name] = part.cells
     return BoxPlan(lab, boxes)

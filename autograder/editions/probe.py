@@ -7,6 +7,7 @@ matching, a function's ``__globals__`` to ``__import__`` and ``sys.modules``, ``
 with placeholder arguments and prints, as JSON, every route that did NOT end in the edition's
 ``TodoNotWritten``. An empty list means nothing there implements them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -76,8 +77,11 @@ def routes(dotted: str) -> Dict[str, Callable[[], Any]]:
 
     def through_gc() -> Any:
         qualname = ".".join(names)
-        return next(o for o in gc.get_objects() if _safe(o, "__qualname__") == qualname
-                    and _safe(o, "__module__") == module_name)
+        return next(
+            o
+            for o in gc.get_objects()
+            if _safe(o, "__qualname__") == qualname and _safe(o, "__module__") == module_name
+        )
 
     return {
         "getattr chain": lambda: functools.reduce(getattr, names, module),

@@ -6,6 +6,7 @@ A lab's id is its folder under ``solutions/`` (``05-prefix-cache``); every other
 here: ``package_name`` (``lab05_prefix_cache``), ``cell_prefix`` (``lab05-``). ``LABS`` lists the labs in
 course order, read from the folders, so adding a lab adds a folder and nothing here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,8 +46,10 @@ def _discover() -> Tuple[Lab, ...]:
         if not isinstance(lab, Lab):
             raise TypeError(f"autograder/labs/{folder.name}/__init__.py must declare LAB = Lab(...)")
         if package_name(lab.lab) != folder.name:
-            raise ValueError(f"autograder/labs/{folder.name} declares lab {lab.lab!r}, whose folder is "
-                             f"{package_name(lab.lab)}: rename one of them")
+            raise ValueError(
+                f"autograder/labs/{folder.name} declares lab {lab.lab!r}, whose folder is "
+                f"{package_name(lab.lab)}: rename one of them"
+            )
         labs.append(lab)
     return tuple(labs)
 

@@ -8,6 +8,7 @@ the grading kernel's object (``autograder.verdict.channel``), and in-process in 
 solutions' own runs. It works the same in both: objects the student's code receives are made on the
 student's side (``student_side``), values are read as plain data (``materialize``) before any check.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
@@ -83,8 +84,11 @@ def plain_ints(case: str, values: Any, what: str) -> List[int]:
         raise CheckFailed(case, f"{what} should be a list of ints, got {type(values).__name__}", got=values)
     for value in values:
         if type(value) is not int:
-            raise CheckFailed(case, f"{what} should hold plain ints, found {type(value).__name__}: {value!r}",
-                              hint="use Python ints (e.g. block ids from the free list), not floats or tensors")
+            raise CheckFailed(
+                case,
+                f"{what} should hold plain ints, found {type(value).__name__}: {value!r}",
+                hint="use Python ints (e.g. block ids from the free list), not floats or tensors",
+            )
     return list(values)
 
 
@@ -97,27 +101,41 @@ def audit_kv_manager(case: str, manager, requests) -> None:
     """``paged_kv.check_kv_manager``: the state read where the manager lives (one request), checked here."""
     from paged_kv.cache.invariants import check_kv_state
 
-    state = materialize(call(case, student_side(manager, "paged_kv.cache.invariants.kv_manager_state"), manager,
-                             list(requests)))
+    state = materialize(
+        call(case, student_side(manager, "paged_kv.cache.invariants.kv_manager_state"), manager, list(requests))
+    )
     call(case, check_kv_state, state)
 
 
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
     """Everything a failed operation must leave as it was: the free list and each request's state."""
     case = "state after the call"
-    return (plain_ints(case, manager.free_blocks, "free_blocks"),
-            [(plain_int(case, r.seq_len, "seq_len"), plain_ints(case, r.block_table, "block_table"))
-             for r in requests])
+    return (
+        plain_ints(case, manager.free_blocks, "free_blocks"),
+        [(plain_int(case, r.seq_len, "seq_len"), plain_ints(case, r.block_table, "block_table")) for r in requests],
+    )
 
 
 def expect_oom_unchanged(case: str, student_op: Callable, manager, req, advice: str) -> None:
     """``student_op(req)`` must raise ``RuntimeError('OOM ...')`` and leave ``manager`` and ``req`` unchanged."""
     before = snapshot(manager, req)
-    expect_raises(case, RuntimeError, student_op, req, match="OOM",
-                  hint="raise RuntimeError('OOM ...') when the free list is too short")
+    expect_raises(
+        case,
+        RuntimeError,
+        student_op,
+        req,
+        match="OOM",
+        hint="raise RuntimeError('OOM ...') when the free list is too short",
+    )
     after = snapshot(manager, req)
-    check(after == before, case, "a failed call must change nothing: (free list, [(seq_len, block_table)]) changed",
-          advice, expected=before, got=after)
+    check(
+        after == before,
+        case,
+        "a failed call must change nothing: (free list, [(seq_len, block_table)]) changed",
+        advice,
+        expected=before,
+        got=after,
+    )
 
 
 def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable, manager, req, what: str) -> bool:
@@ -134,6 +152,10 @@ def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable
     try:
         call(case, student_op, req)
     except CheckFailed as failure:
-        raise CheckFailed(case, failure.problem, hint=f"the reference manager, in the same state, completes this "
-                          f"{what}: raise OOM only when the blocks it needs are not free") from None
+        raise CheckFailed(
+            case,
+            failure.problem,
+            hint=f"the reference manager, in the same state, completes this "
+            f"{what}: raise OOM only when the blocks it needs are not free",
+        ) from None
     return True

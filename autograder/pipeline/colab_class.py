@@ -9,6 +9,7 @@ later lab's have no implementation) and its notebooks' setup cells install that 
 ``class_setup_source`` is the one rewrite of a setup cell, so the grader can tell it from an edit: a notebook
 from a class handout is graded without an "edited given cell" note (``autograder.pipeline.repair``).
 """
+
 from __future__ import annotations
 
 import io
@@ -19,20 +20,27 @@ from typing import Dict
 
 EDITION_ZIP = "paged-kv-class-edition.zip"
 COLAB_PATH = f"/content/{EDITION_ZIP}"
-_PUBLIC_INSTALL = re.compile(r'^(?P<indent>[ \t]*)%pip install --quiet "(?P<name>paged-kv-course(\[[a-z]+\])?) @ '
-                             r'git\+https://[^"]+"[ \t]*$', re.M)
+_PUBLIC_INSTALL = re.compile(
+    r'^(?P<indent>[ \t]*)%pip install --quiet "(?P<name>paged-kv-course(\[[a-z]+\])?) @ '
+    r'git\+https://[^"]+"[ \t]*$',
+    re.M,
+)
 
 
 def class_setup_source(source: str) -> str:
     """``source`` (a setup cell) with its public-package install replaced by the class edition's (same extras);
     unchanged when it has no such line."""
+
     def replace(match: re.Match) -> str:
         pad = match.group("indent")
-        return (f'{pad}import os  # a class\'s copy: the package edition in your handout\'s colab/ folder\n'
-                f'{pad}if not os.path.exists("{COLAB_PATH}"):\n'
-                f'{pad}    raise FileNotFoundError("Upload colab/{EDITION_ZIP} from your class\'s handout to Colab\'s '
-                f'Files panel (the folder icon), then run this cell again.")\n'
-                f'{pad}%pip install --quiet "{match.group("name")} @ file://{COLAB_PATH}"')
+        return (
+            f'{pad}import os  # a class\'s copy: the package edition in your handout\'s colab/ folder\n'
+            f'{pad}if not os.path.exists("{COLAB_PATH}"):\n'
+            f'{pad}    raise FileNotFoundError("Upload colab/{EDITION_ZIP} from your class\'s handout to Colab\'s '
+            f'Files panel (the folder icon), then run this cell again.")\n'
+            f'{pad}%pip install --quiet "{match.group("name")} @ file://{COLAB_PATH}"'
+        )
+
     return _PUBLIC_INSTALL.sub(replace, source)
 
 
@@ -42,12 +50,14 @@ def edition_zip(sources: Dict[str, bytes], pyproject: bytes, readme: bytes) -> b
     buffer = io.BytesIO()
     stamp = time.localtime()[:6]
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        files = {"pyproject.toml": pyproject, "README.md": readme,
-                 **{f"paged_kv/{name}": data for name, data in sorted(sources.items())}}
+        files = {
+            "pyproject.toml": pyproject,
+            "README.md": readme,
+            **{f"paged_kv/{name}": data for name, data in sorted(sources.items())},
+        }
         for name, data in files.items():
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=stamp)
             info.external_attr = 0o100644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
     return buffer.getvalue()
-

@@ -28,6 +28,7 @@ a FIFO, a device, a zip entry that leaves its folder or is too large) is refused
 other files and every other student are collected, and it is named with its reason in the repairs, the
 student's Grading notes and on the terminal.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,19 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import nbformat
 
-from autograder.pipeline.entries import (MAX_ENTRY, MAX_STUDENT, SKIPPED, Budget, Entry, Refused,
-                                         open_folder, read_file, walk, write_new, zip_entries)
+from autograder.pipeline.entries import (
+    MAX_ENTRY,
+    MAX_STUDENT,
+    SKIPPED,
+    Budget,
+    Entry,
+    Refused,
+    open_folder,
+    read_file,
+    walk,
+    write_new,
+    zip_entries,
+)
 from autograder.pipeline.entry_names import MOODLE_FOLDER, Reading, collisions, read_entry, safe_id
 from autograder.pipeline.repair import Repaired, add_note, repair
 
@@ -154,12 +166,13 @@ def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> 
     needed = 2 * sum(min(size, MAX_STUDENT) for size in declared.values())  # unpacked, then each student's copy
     free = shutil.disk_usage(target.parent).free
     if needed > free:
-        raise ValueError(f"{archive.name} needs about {needed / 2**30:.1f} GB to unpack and copy, and "
-                         f"{target.parent} has {free / 2**30:.1f} GB free: free some space, or point TMPDIR "
-                         "at a larger disk")
+        raise ValueError(
+            f"{archive.name} needs about {needed / 2**30:.1f} GB to unpack and copy, and "
+            f"{target.parent} has {free / 2**30:.1f} GB free: free some space, or point TMPDIR "
+            "at a larger disk"
+        )
     budgets: Dict[str, Budget] = {}
-    for path, data, reason in zip_entries(archive, lambda p: budgets.setdefault(_owner(p, wrapper).student,
-                                                                               Budget())):
+    for path, data, reason in zip_entries(archive, lambda p: budgets.setdefault(_owner(p, wrapper).student, Budget())):
         if reason is None:
             try:
                 write_new(target, path, data)
@@ -211,8 +224,9 @@ def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
             if reading.ambiguous:
                 submission.refuse(name, reading.ambiguous)
             elif reading.student not in clashes:
-                _gather_entry(top, name, reading.file, scratch, number, submission,
-                              budgets.setdefault(reading.student, Budget()))
+                _gather_entry(
+                    top, name, reading.file, scratch, number, submission, budgets.setdefault(reading.student, Budget())
+                )
     finally:
         os.close(top)
     return found
@@ -234,8 +248,9 @@ def _is_folder(name: str, dir_fd: int) -> bool:
     return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
 
 
-def _gather_entry(top: int, name: str, inner: str, scratch: Path, number: int, submission: Submission,
-                  budget: Budget) -> None:
+def _gather_entry(
+    top: int, name: str, inner: str, scratch: Path, number: int, submission: Submission, budget: Budget
+) -> None:
     """Copy the top-level entry ``name`` (a folder, a zip or a file) of the class into ``scratch``."""
     try:
         if _is_folder(name, top):
@@ -248,8 +263,13 @@ def _gather_entry(top: int, name: str, inner: str, scratch: Path, number: int, s
             archive = read_file(name, dir_fd=top)  # its entries count against the budget once unpacked
             _stage(zip_entries(archive, lambda _: budget), scratch / f"zip-{number}", submission, name + "/")
         else:
-            _stage([(inner, read_file(name, dir_fd=top, budget=budget), None)], scratch / f"file-{number}",
-                   submission, "", shown=name)
+            _stage(
+                [(inner, read_file(name, dir_fd=top, budget=budget), None)],
+                scratch / f"file-{number}",
+                submission,
+                "",
+                shown=name,
+            )
     except Refused as why:
         submission.refuse(name, str(why))
     except zipfile.BadZipFile:
@@ -270,9 +290,10 @@ def _stage(found: Iterable[Entry], folder: Path, submission: Submission, prefix:
 
 def pick_notebook(files: List[Path], expected: str) -> Tuple[Optional[Path], List[str]]:
     """The file to grade as ``expected`` and what was skipped."""
-    notebooks = [f for f in files if f.suffix == ".ipynb" and ".ipynb_checkpoints" not in f.parts
-                 and "__MACOSX" not in f.parts]
-    stem = expected[:-len(".ipynb")]
+    notebooks = [
+        f for f in files if f.suffix == ".ipynb" and ".ipynb_checkpoints" not in f.parts and "__MACOSX" not in f.parts
+    ]
+    stem = expected[: -len(".ipynb")]
     by_rank = sorted(notebooks, key=lambda f: (_rank(f.name, stem), len(f.name), str(f)))
     if not by_rank:
         return None, [f.name for f in files]
@@ -323,8 +344,14 @@ def collect(lab: str, source: Path, course_root: Path, release_dir: Path, notebo
         return write_submissions(lab, gather(source, Path(scratch)), course_root, release_dir, notebook)
 
 
-def write_submissions(lab: str, submissions: Dict[str, Submission], course_root: Path, release_dir: Path,
-                      notebook: str, keep: Tuple[str, ...] = ()) -> List[dict]:
+def write_submissions(
+    lab: str,
+    submissions: Dict[str, Submission],
+    course_root: Path,
+    release_dir: Path,
+    notebook: str,
+    keep: Tuple[str, ...] = (),
+) -> List[dict]:
     """Repair and write each student's notebook to ``submitted/<student>/<lab>/``; one record per student.
 
     ``keep``: names of other files of a submission copied beside the notebook as they are (nbgrader's
@@ -342,8 +369,11 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
     if unsafe:
         raise ValueError(f"unsafe student id {unsafe[0]!r}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
-    grade_ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in release.cells
-                 if c.metadata.get("nbgrader", {}).get("grade")]
+    grade_ids = [
+        c.metadata.get("nbgrader", {}).get("grade_id")
+        for c in release.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    ]
     work = course_root / "autograder" / "work"
     records = []
     for sid, submission in sorted(submissions.items()):
@@ -367,14 +397,20 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         elif chosen is None and len(ours) > 1:
             names = ", ".join(f"`{_shown(p.name)}`" for p in ours)
             repaired = _nothing_to_grade(
-                release, "several-notebooks", ", ".join(p.name for p in ours),
+                release,
+                "several-notebooks",
+                ", ".join(p.name for p in ours),
                 f"Your submission holds {len(ours)} notebooks of this lab ({names}), so none was graded: the "
-                f"autograder cannot tell which one you want graded. Submit one notebook, `{notebook}`.")
+                f"autograder cannot tell which one you want graded. Submit one notebook, `{notebook}`.",
+            )
         elif chosen is None:
             repaired = _nothing_to_grade(
-                release, "no-notebook", f"files: {', '.join(skipped) or 'none'}",
+                release,
+                "no-notebook",
+                f"files: {', '.join(skipped) or 'none'}",
                 f"No notebook of this lab was found in your submission, so nothing was graded. Submit the lab's "
-                f"notebook, `{notebook}` (File > Download in JupyterLab or Colab).")
+                f"notebook, `{notebook}` (File > Download in JupyterLab or Colab).",
+            )
         else:
             repaired = repair(raw, release, file_name=chosen.name, expected_name=notebook)
             if skipped:
@@ -383,13 +419,21 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
             if collided:
                 repaired.log.append(("refused-entry", f"{entry}: {reason}"))
                 continue
-            add_note(repaired, "refused-entry", f"{entry}: {reason}",
-                     f"Your file `{_shown(entry)}` was not collected: {reason}. Only plain files are collected (not "
-                     f"links to files elsewhere, pipes or devices), each of at most {MAX_ENTRY >> 20} MB: submit "
-                     "the notebook file itself.")
+            add_note(
+                repaired,
+                "refused-entry",
+                f"{entry}: {reason}",
+                f"Your file `{_shown(entry)}` was not collected: {reason}. Only plain files are collected (not "
+                f"links to files elsewhere, pipes or devices), each of at most {MAX_ENTRY >> 20} MB: submit "
+                "the notebook file itself.",
+            )
         if submission.unlisted and not collided:
-            add_note(repaired, "refused-entry", f"{submission.unlisted} more entries refused",
-                     f"{submission.unlisted} more of your files were not collected.")
+            add_note(
+                repaired,
+                "refused-entry",
+                f"{submission.unlisted} more entries refused",
+                f"{submission.unlisted} more of your files were not collected.",
+            )
         target = work / "submitted" / sid / lab
         if target.exists():
             shutil.rmtree(target)
@@ -406,13 +450,24 @@ def write_submissions(lab: str, submissions: Dict[str, Submission], course_root:
         originals.mkdir(parents=True)
         if chosen is not None:
             (originals / chosen.name).write_bytes(raw)
-        records.append({"student": sid, "name": submission.name, "file": name, "repairs": repaired.log,
-                        "lms": submission.lms, "lms_id": submission.lms_id, "full_name": submission.full_name,
-                        "late": submission.late})
+        records.append(
+            {
+                "student": sid,
+                "name": submission.name,
+                "file": name,
+                "repairs": repaired.log,
+                "lms": submission.lms,
+                "lms_id": submission.lms_id,
+                "full_name": submission.full_name,
+                "late": submission.late,
+            }
+        )
     kept = write_reports(work / "reports" / lab, records)
     if kept:
-        print(f"{lab}: {len(records)} student(s) collected now, {kept} kept from an earlier collection "
-              f"(roster.csv lists both)")
+        print(
+            f"{lab}: {len(records)} student(s) collected now, {kept} kept from an earlier collection "
+            f"(roster.csv lists both)"
+        )
     return records
 
 
@@ -421,12 +476,15 @@ def _collision(sid: str, entries: List[str], release) -> Repaired:
     ``id-collision`` line (every entry named) and the student's note (no other entry named: another
     student's name is not theirs to read)."""
     result = Repaired(notebook=copy.deepcopy(release))
-    add_note(result, "id-collision",
-             f"{len(entries)} entries give the student id {sid}: {', '.join(repr(_shown(e)) for e in entries)}; "
-             "none was graded: rename them in the export so that each names its own student, and collect again",
-             f"Nothing was graded for you: {len(entries)} entries of the class's submissions were all read as "
-             f"your student id, {sid}, and the autograder cannot tell which one is yours, so it graded none of "
-             "them. Your instructor has their names and will sort it out.")
+    add_note(
+        result,
+        "id-collision",
+        f"{len(entries)} entries give the student id {sid}: {', '.join(repr(_shown(e)) for e in entries)}; "
+        "none was graded: rename them in the export so that each names its own student, and collect again",
+        f"Nothing was graded for you: {len(entries)} entries of the class's submissions were all read as "
+        f"your student id, {sid}, and the autograder cannot tell which one is yours, so it graded none of "
+        "them. Your instructor has their names and will sort it out.",
+    )
     return result
 
 
@@ -447,8 +505,18 @@ def write_reports(folder: Path, records: List[dict]) -> int:
     with open(folder / "roster.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(ROSTER_COLUMNS)
-        writer.writerows([r["student"], r["name"], r["file"], r.get("lms", ""), r.get("lms_id", ""),
-                          r.get("full_name", ""), late_word(r.get("late"))] for r in records)
+        writer.writerows(
+            [
+                r["student"],
+                r["name"],
+                r["file"],
+                r.get("lms", ""),
+                r.get("lms_id", ""),
+                r.get("full_name", ""),
+                late_word(r.get("late")),
+            ]
+            for r in records
+        )
     with open(folder / "repairs.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "kind", "detail"])
@@ -476,8 +544,11 @@ def _earlier_records(path: Path) -> List[dict]:
         return []
     if not isinstance(records, list):
         return []
-    return [r for r in records if isinstance(r, dict) and isinstance(r.get("student"), str)
-            and {"name", "file", "repairs"} <= set(r)]
+    return [
+        r
+        for r in records
+        if isinstance(r, dict) and isinstance(r.get("student"), str) and {"name", "file", "repairs"} <= set(r)
+    ]
 
 
 def main(argv=None) -> int:
@@ -499,8 +570,10 @@ def main(argv=None) -> int:
     print(f"{args.lab}: {len(records)} students collected, {repaired} with repairs (see {reports / 'repairs.csv'})")
     late = [r["student"] for r in records if r.get("late")]
     if late:
-        print(f"{args.lab}: {len(late)} submission(s) the LMS marks late: {', '.join(late)} "
-              f"(the late column of {reports / 'roster.csv'} and of grades.csv)")
+        print(
+            f"{args.lab}: {len(late)} submission(s) the LMS marks late: {', '.join(late)} "
+            f"(the late column of {reports / 'roster.csv'} and of grades.csv)"
+        )
     for record in records:
         kinds = sorted({k for k, _ in record["repairs"]} - {"added-cells"})
         if kinds:

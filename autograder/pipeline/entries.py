@@ -20,6 +20,7 @@ What is not taken is *refused*: the reader yields ``(name, None, reason)`` and g
 entry, so that one bad entry never stops the others. Nothing here writes outside the folder it is given
 (``write_new`` creates files only, below a folder of the caller's).
 """
+
 from __future__ import annotations
 
 import io
@@ -69,9 +70,14 @@ class Budget:
 
 def kind_of(mode: int) -> str:
     """What a file of ``mode`` is, in words ("a symbolic link", "a FIFO", ...)."""
-    for test, words in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                        (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")):
+    for test, words in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return words
     return "not a regular file"
@@ -87,8 +93,13 @@ def _check_size(size: int, limit: int, what: str = "it is") -> None:
         raise Refused(f"{what} {size / 2**20:.0f} MB, more than the {limit >> 20} MB a file may have")
 
 
-def read_file(name: Union[str, Path], dir_fd: Optional[int] = None, budget: Optional[Budget] = None,
-              owner: Optional[int] = None, limit: int = MAX_ENTRY) -> bytes:
+def read_file(
+    name: Union[str, Path],
+    dir_fd: Optional[int] = None,
+    budget: Optional[Budget] = None,
+    owner: Optional[int] = None,
+    limit: int = MAX_ENTRY,
+) -> bytes:
     """The bytes of the regular file ``name`` (relative to the folder ``dir_fd`` when given), or Refused.
 
     Refused when ``name`` is not a regular file (a symbolic link, FIFO, socket, device, folder), belongs to
@@ -144,8 +155,11 @@ def open_folder(name: Union[str, Path], dir_fd: Optional[int] = None, owner: Opt
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         except OSError:
             raise Refused(f"it could not be opened ({error.strerror})") from None
-        raise Refused(f"it is {kind_of(mode)}, not a folder" if not stat.S_ISDIR(mode)
-                      else f"it could not be opened ({error.strerror})") from None
+        raise Refused(
+            f"it is {kind_of(mode)}, not a folder"
+            if not stat.S_ISDIR(mode)
+            else f"it could not be opened ({error.strerror})"
+        ) from None
     try:
         _check_owner(os.fstat(fd), owner)
     except Refused:

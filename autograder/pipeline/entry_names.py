@@ -40,6 +40,7 @@ What the LMS says of the student besides the id is kept as it was written, never
 name; empty for Canvas, whose slug is not a name, for blind marking and for plain entries) and ``late``
 (Canvas: True or False; None where the download does not say, as Moodle's and plain entries do not).
 """
+
 from __future__ import annotations
 
 import re
@@ -96,11 +97,34 @@ def _lms_readings(entry: str, folder: bool) -> List[Tuple[int, Reading]]:
     anonymous = CANVAS_ANONYMOUS.match(entry)
     canvas = None if anonymous else CANVAS.match(entry)
     if anonymous:  # no user id to give: the student is known by the anonymous id only
-        found.append((anonymous.start("anon"), Reading(entry, safe_id(f"anon_{anonymous['anon']}"), "",
-                                                       anonymous["file"], "canvas", late=bool(anonymous["late"]))))
+        found.append(
+            (
+                anonymous.start("anon"),
+                Reading(
+                    entry,
+                    safe_id(f"anon_{anonymous['anon']}"),
+                    "",
+                    anonymous["file"],
+                    "canvas",
+                    late=bool(anonymous["late"]),
+                ),
+            )
+        )
     if canvas:
-        found.append((canvas.start("id"), Reading(entry, canvas["id"], canvas["name"], canvas["file"], "canvas",
-                                                  lms_id=canvas["id"], late=bool(canvas["late"]))))
+        found.append(
+            (
+                canvas.start("id"),
+                Reading(
+                    entry,
+                    canvas["id"],
+                    canvas["name"],
+                    canvas["file"],
+                    "canvas",
+                    lms_id=canvas["id"],
+                    late=bool(canvas["late"]),
+                ),
+            )
+        )
     if folder:
         moodle = MOODLE_FOLDER.match(entry)
         if moodle:
@@ -108,8 +132,9 @@ def _lms_readings(entry: str, folder: bool) -> List[Tuple[int, Reading]]:
     else:
         for group in MOODLE_GROUP.finditer(entry):
             if group.start() > 0:  # a display name before it
-                found.append((group.start("id"), _moodle(entry, group["id"], entry[:group.start()],
-                                                         entry[group.end():])))
+                found.append(
+                    (group.start("id"), _moodle(entry, group["id"], entry[: group.start()], entry[group.end() :]))
+                )
     return found
 
 
@@ -129,13 +154,19 @@ def read_entry(entry: str, folder: bool) -> Reading:
     ids = {r.student for r in readings}
     if len(ids) > 1:
         first = readings[0]
-        return Reading(entry, first.student, first.name, first.file, first.source,
-                       f"its name holds more than one LMS student id ({', '.join(sorted(ids, key=_by_number))}), so "
-                       "whose it is cannot be told: rename it")
+        return Reading(
+            entry,
+            first.student,
+            first.name,
+            first.file,
+            first.source,
+            f"its name holds more than one LMS student id ({', '.join(sorted(ids, key=_by_number))}), so "
+            "whose it is cannot be told: rename it",
+        )
     if readings:
         return readings[0]
     suffix = PurePosixPath(entry).suffix
-    stem = entry[:-len(suffix)] if suffix in (".zip", ".ipynb") and len(entry) > len(suffix) else entry
+    stem = entry[: -len(suffix)] if suffix in (".zip", ".ipynb") and len(entry) > len(suffix) else entry
     return Reading(entry, safe_id(stem), stem, entry, "entry")
 
 

@@ -21,6 +21,7 @@
 
 Run it with ``PAGED_KV_COURSE_ROOT`` pointing at the course folder (``make hub-*`` do).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -132,9 +133,12 @@ def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict
         raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
     forged = set_aside_forged(exchange, course_id, lab, ROOT / QUARANTINE / lab)
     if forged:
-        print(f"WARNING: {len(forged)} submission(s) in the exchange not owned by the student they name were set "
-              f"aside in {ROOT / QUARANTINE / lab}, not graded: "
-              + ", ".join(f"{name} (owner {owner})" for name, owner in forged.items()), file=sys.stderr)
+        print(
+            f"WARNING: {len(forged)} submission(s) in the exchange not owned by the student they name were set "
+            f"aside in {ROOT / QUARANTINE / lab}, not graded: "
+            + ", ".join(f"{name} (owner {owner})" for name, owner in forged.items()),
+            file=sys.stderr,
+        )
     inbox = ROOT / INBOX
     if inbox.exists():
         shutil.rmtree(inbox)
@@ -156,11 +160,19 @@ def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
     if unsigned:
         from autograder.course.layout import ROOT
 
-        print(f"WARNING: feedback not released to {', '.join(unsigned)}: their submission has no "
-              "submission_secret.txt (refused or deleted), which names the feedback file; give them "
-              f"{ROOT.resolve() / 'autograder' / 'work' / 'feedback'}/<student>/{lab}/ another way", file=sys.stderr)
-    _nbgrader("release_feedback", lab, *([f"--CourseDirectory.student_id_exclude={','.join(unsigned)}"]
-                                         if unsigned else []), exchange=exchange, course_id=course_id)
+        print(
+            f"WARNING: feedback not released to {', '.join(unsigned)}: their submission has no "
+            "submission_secret.txt (refused or deleted), which names the feedback file; give them "
+            f"{ROOT.resolve() / 'autograder' / 'work' / 'feedback'}/<student>/{lab}/ another way",
+            file=sys.stderr,
+        )
+    _nbgrader(
+        "release_feedback",
+        lab,
+        *([f"--CourseDirectory.student_id_exclude={','.join(unsigned)}"] if unsigned else []),
+        exchange=exchange,
+        course_id=course_id,
+    )
     return summary
 
 
@@ -179,8 +191,11 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     releasing = commands.add_parser("release", help="release labs to the exchange")
     releasing.add_argument("labs", nargs="*")
-    releasing.add_argument("--open-lab", help="the lab in front of the class: released without its practice close "
-                                              "to the answers (autograder/pipeline/practice.py)")
+    releasing.add_argument(
+        "--open-lab",
+        help="the lab in front of the class: released without its practice close "
+        "to the answers (autograder/pipeline/practice.py)",
+    )
     commands.add_parser("grade", help="collect, grade, release feedback").add_argument("lab")
     args = parser.parse_args(argv)
     try:

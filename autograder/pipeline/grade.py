@@ -18,6 +18,7 @@
 Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
 ``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,12 @@ def _autograde(lab: str, student: str, feedback: bool = True) -> dict:
         feedback = _API.generate_feedback(lab, student)
         if not feedback.get("success"):
             result = {"success": False, "error": "generate_feedback failed:\n" + (feedback.get("error") or "")}
-    return {"student": student, "success": bool(result.get("success")), "seconds": time.monotonic() - started,
-            "log": (result.get("error") or "") + (result.get("log") or "")}
+    return {
+        "student": student,
+        "success": bool(result.get("success")),
+        "seconds": time.monotonic() - started,
+        "log": (result.get("error") or "") + (result.get("log") or ""),
+    }
 
 
 def nbgrader_cli(*args: str, root: Path) -> subprocess.CompletedProcess:
@@ -100,8 +105,13 @@ def ensure_assignment(lab: str, root: Path, work: Path) -> None:
                     return
             except MissingEntry:
                 pass
-    done = nbgrader_cli("generate_assignment", lab, "--force",
-                        f"--CourseDirectory.release_directory={work.relative_to(root) / 'release'}", root=root)
+    done = nbgrader_cli(
+        "generate_assignment",
+        lab,
+        "--force",
+        f"--CourseDirectory.release_directory={work.relative_to(root) / 'release'}",
+        root=root,
+    )
     if done.returncode != 0:
         raise SystemExit(f"nbgrader generate_assignment {lab} failed:\n{done.stderr[-3000:]}")
 
@@ -114,10 +124,16 @@ def add_students(students: List[str], roster: Dict[str, Dict[str, str]], db: Pat
     participant id is the assignment's, not the student's, so it is not an ``lms_user_id`` either."""
     from nbgrader.api import Gradebook
 
-    if not (isinstance(students, list) and all(isinstance(s, str) and s for s in students)
-            and isinstance(roster, dict) and isinstance(db, Path)):
-        raise ValueError(f"add_students takes a list of student ids, read_roster's rows and the gradebook's Path, "
-                         f"got {students!r}, {type(roster).__name__}, {db!r}")
+    if not (
+        isinstance(students, list)
+        and all(isinstance(s, str) and s for s in students)
+        and isinstance(roster, dict)
+        and isinstance(db, Path)
+    ):
+        raise ValueError(
+            f"add_students takes a list of student ids, read_roster's rows and the gradebook's Path, "
+            f"got {students!r}, {type(roster).__name__}, {db!r}"
+        )
     with Gradebook(f"sqlite:///{db}") as gb:
         gb.db.execute(__import__("sqlalchemy").text("PRAGMA journal_mode=WAL"))
         for student in students:
@@ -135,8 +151,13 @@ def read_roster(folder: Path) -> Dict[str, Dict[str, str]]:
         return {row["student_id"]: dict(row) for row in csv.DictReader(handle)}
 
 
-BUDGET_KEYS = ("PAGED_KV_CELL_TIMEOUT", "PAGED_KV_NOTEBOOK_TIMEOUT", "PAGED_KV_MEMORY_MB", "PAGED_KV_RAM_MB",
-               "PAGED_KV_FINDINGS_COST")
+BUDGET_KEYS = (
+    "PAGED_KV_CELL_TIMEOUT",
+    "PAGED_KV_NOTEBOOK_TIMEOUT",
+    "PAGED_KV_MEMORY_MB",
+    "PAGED_KV_RAM_MB",
+    "PAGED_KV_FINDINGS_COST",
+)
 
 
 def parse_groups(text: str) -> List[Tuple[List[str], Dict[str, str]]]:
@@ -154,15 +175,21 @@ def parse_groups(text: str) -> List[Tuple[List[str], Dict[str, str]]]:
             raise SystemExit("--groups: each group needs a non-empty list of student ids")
         bad = sorted(set(budgets) - set(BUDGET_KEYS))
         if bad or not all(isinstance(v, str) and v.isdigit() for v in budgets.values()):
-            raise SystemExit(f"--groups: budgets may only set {', '.join(BUDGET_KEYS)} to whole numbers "
-                             f"(got {budgets})")
+            raise SystemExit(
+                f"--groups: budgets may only set {', '.join(BUDGET_KEYS)} to whole numbers (got {budgets})"
+            )
         groups.append((students, dict(budgets)))
     return groups
 
 
-def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int] = None,
-          quiet: bool = False, groups: Optional[List[Tuple[List[str], Dict[str, str]]]] = None,
-          one_upload: bool = False) -> dict:
+def grade(
+    lab: str,
+    students: Optional[List[str]] = None,
+    workers: Optional[int] = None,
+    quiet: bool = False,
+    groups: Optional[List[Tuple[List[str], Dict[str, str]]]] = None,
+    one_upload: bool = False,
+) -> dict:
     """Grade ``students`` (default: all submitted) of ``lab``; return the summary written to reports/.
 
     ``groups`` (instead of ``students``): lists of students graded one list after the other, each with its
@@ -185,8 +212,11 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
         raise SystemExit(f"error: {problem}")
     if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto":
         sandbox.ensure_bubblewrap(say)
-    level, warning = sandbox.probe() if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto" else (
-        os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
+    level, warning = (
+        sandbox.probe()
+        if os.environ.get("PAGED_KV_ISOLATION", "auto") == "auto"
+        else (os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
+    )
     say(f"grading kernels: isolation '{level}'" + (f"\nWARNING: {warning}" if warning else ""))
     found, warnings = limits.probe()
     say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}")
@@ -197,8 +227,9 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
     if groups:
         students = [s for group, _ in groups for s in group]
     if students is None:
-        students = sorted(p.name for p in submitted.iterdir() if (p / lab / notebook).exists()) \
-            if submitted.exists() else []
+        students = (
+            sorted(p.name for p in submitted.iterdir() if (p / lab / notebook).exists()) if submitted.exists() else []
+        )
     if not students:
         raise SystemExit(f"no submissions for {lab} in {submitted} (run `make collect LAB={lab} FROM=...`)")
     reports = work / "reports" / lab
@@ -232,8 +263,12 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
         for group, budgets in [] if one_upload else groups or [(students, {})]:
             key = tuple(sorted(budgets.items()))
             if key not in pools:  # a pool per set of budgets, reused by later groups with the same
-                pools[key] = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                                                 initializer=_init_worker, initargs=(budgets, os.getpid()))
+                pools[key] = ProcessPoolExecutor(
+                    max_workers=workers,
+                    mp_context=get_context("spawn"),
+                    initializer=_init_worker,
+                    initargs=(budgets, os.getpid()),
+                )
             futures = [pools[key].submit(_autograde, lab, student) for student in group]
             for pid in set(getattr(pools[key], "_processes", None) or ()) - told:
                 undertaker.tell(grave, f"worker {pid}")
@@ -256,9 +291,15 @@ def grade(lab: str, students: Optional[List[str]] = None, workers: Optional[int]
             say(f"WARNING: grades.csv could not be written: {error}")
     summary = summarize(lab, students, results, work, reports)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    summary.update(seconds=round(time.monotonic() - started, 1), autograde_seconds=round(graded_seconds, 1),
-                   cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1), workers=workers,
-                   isolation=level, work=str(work), exported=exported)
+    summary.update(
+        seconds=round(time.monotonic() - started, 1),
+        autograde_seconds=round(graded_seconds, 1),
+        cpu_seconds=round(usage.ru_utime + usage.ru_stime - cpu_before, 1),
+        workers=workers,
+        isolation=level,
+        work=str(work),
+        exported=exported,
+    )
     (reports / "summary.json").write_text(json.dumps(summary, indent=1))
     say(table(summary))
     if one_upload:
@@ -286,7 +327,7 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
     with gradebook_file.errors(work / "gradebook.db", lab), Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         for student in students:
             try:
-                nb = gb.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)
+                nb = gb.find_submission_notebook(LABS[lab][: -len(".ipynb")], lab, student)
                 cells = {g.name: g.score for g in nb.grades}
                 score = sum(v or 0 for v in cells.values())
             except MissingEntry:
@@ -299,10 +340,17 @@ def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Pat
             for event in events.get("events", []):
                 log_rows.append([student, "run", event["kind"], f"{event['cell']}: {event['detail']}"])
             outcome = results.get(student, {})
-            rows.append({"student": student, "score": score, "cells": cells,
-                         "seconds": round(outcome.get("seconds", 0), 2), "ok": outcome.get("success", False),
-                         "repairs": sorted({k for k, _ in repairs} - {"added-cells"}),
-                         "events": sorted({e["kind"] for e in events.get("events", [])})})
+            rows.append(
+                {
+                    "student": student,
+                    "score": score,
+                    "cells": cells,
+                    "seconds": round(outcome.get("seconds", 0), 2),
+                    "ok": outcome.get("success", False),
+                    "repairs": sorted({k for k, _ in repairs} - {"added-cells"}),
+                    "events": sorted({e["kind"] for e in events.get("events", [])}),
+                }
+            )
     log = reports / "log.csv"
     if log.exists():  # keep the lines of students not graded in this run
         with open(log, newline="") as handle:
@@ -323,10 +371,12 @@ def table(summary: dict) -> str:
         lines.append(f"{row['student']:>18}  {score:>5}  {row['seconds']:5.1f}  {notes}")
     count = len(summary["students"])
     reports = Path(summary["work"]).resolve() / "reports"  # absolute: make hub-grade's course folder is not its cwd
-    lines.append(f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
-                 f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); "
-                 + (f"grades: {reports / 'grades.csv'}, " if summary.get("exported", True) else "")
-                 + f"log: {reports / summary['lab'] / 'log.csv'}")
+    lines.append(
+        f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
+        f"student, {summary['workers']} workers, {summary['cpu_seconds']} CPU s in all); "
+        + (f"grades: {reports / 'grades.csv'}, " if summary.get("exported", True) else "")
+        + f"log: {reports / summary['lab'] / 'log.csv'}"
+    )
     return "\n".join(lines)
 
 
@@ -337,8 +387,11 @@ def main(argv=None) -> int:
     parser.add_argument("lab", choices=sorted(LABS))
     parser.add_argument("--workers", type=int, default=None, help="parallel graders (default: one per core)")
     parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    parser.add_argument("--groups", help='JSON [{"students": [ids], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}]: '
-                                         "lists graded one after the other, each with its own budgets")
+    parser.add_argument(
+        "--groups",
+        help='JSON [{"students": [ids], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}]: '
+        "lists graded one after the other, each with its own budgets",
+    )
     args = parser.parse_args(argv)
     if args.groups and args.student:
         parser.error("give --student or --groups, not both")

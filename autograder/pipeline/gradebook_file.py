@@ -9,6 +9,7 @@ grading done by hand in nbgrader's formgrader, are only in the old file, and com
 ``make grade`` is run for each of those labs. A gradebook that another program holds locked past the wait
 is refused with what to wait for: moving a file that is being written loses what is written.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -26,13 +27,17 @@ def problem(db: Path, error: BaseException, lab: str = "") -> str:
         raise ValueError(f"problem takes the gradebook's Path, an exception and a lab, got {db!r}, {error!r}, {lab!r}")
     reason = str(getattr(error, "orig", None) or error).splitlines()[0] if str(error) else type(error).__name__
     if "locked" in reason or "busy" in reason:
-        return (f"the gradebook {db} is locked by another program (another make grade, or nbgrader's formgrader, "
-                f"still writing to it; sqlite: {reason}): let it finish or stop it, then run make grade again; do "
-                "not move the file while it is being written")
-    return (f"the gradebook {db} is not a valid database (sqlite: {reason}): move it aside (mv {db} {db}.broken) "
-            f"and run make grade LAB={lab or '<lab>'} again, which makes a new gradebook and grades every "
-            "submitted student of that lab again; the other labs' scores and any grading done by hand are only "
-            "in the old file: run make grade for each of those labs to get their scores back")
+        return (
+            f"the gradebook {db} is locked by another program (another make grade, or nbgrader's formgrader, "
+            f"still writing to it; sqlite: {reason}): let it finish or stop it, then run make grade again; do "
+            "not move the file while it is being written"
+        )
+    return (
+        f"the gradebook {db} is not a valid database (sqlite: {reason}): move it aside (mv {db} {db}.broken) "
+        f"and run make grade LAB={lab or '<lab>'} again, which makes a new gradebook and grades every "
+        "submitted student of that lab again; the other labs' scores and any grading done by hand are only "
+        "in the old file: run make grade for each of those labs to get their scores back"
+    )
 
 
 def check(db: Path, lab: str = "", wait: float = WAIT_SECONDS) -> Optional[str]:

@@ -14,6 +14,7 @@ no tests and no hidden test code (the release has none; this module checks).
   not carry the answer to the lab in front of the student.
 - no ``--lab`` (``dist/paged-kv-course-handout.zip``): the whole course and the whole package, for self-study.
 """
+
 from __future__ import annotations
 
 import sys
@@ -90,9 +91,15 @@ def handout_files(repo: Path = REPO, lab: Optional[str] = None) -> List[Path]:
     for folder in FOLDERS:
         if folder == "paged_kv" and lab is not None:
             continue  # the edition's sources take its place (``edition_files``)
-        files += sorted(p for p in (repo / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                        and ".ipynb_checkpoints" not in p.parts and p.suffix != ".pyc"
-                        and not (folder == "course" and lab is not None and _later(p, repo, lab)))
+        files += sorted(
+            p
+            for p in (repo / folder).rglob("*")
+            if p.is_file()
+            and "__pycache__" not in p.parts
+            and ".ipynb_checkpoints" not in p.parts
+            and p.suffix != ".pyc"
+            and not (folder == "course" and lab is not None and _later(p, repo, lab))
+        )
     return files
 
 
@@ -128,17 +135,24 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
         open_notebook = _open_lab_notebook(repo, lab)  # close to the answers is left out
         notebooks = [path for path in files if path.suffix == ".ipynb"]
         files = [path for path in files if path not in notebooks]
-        generated = {**generated, **{str(path.relative_to(repo)): _class_copy(path, path == open_notebook)
-                                     for path in notebooks}}
+        generated = {
+            **generated,
+            **{str(path.relative_to(repo)): _class_copy(path, path == open_notebook) for path in notebooks},
+        }
         pyproject = (repo / "pyproject.toml").read_bytes()
-        generated[f"colab/{colab_class.EDITION_ZIP}"] = colab_class.edition_zip(edition_sources_of(lab), pyproject,
-                                                                                readme.encode())
+        generated[f"colab/{colab_class.EDITION_ZIP}"] = colab_class.edition_zip(
+            edition_sources_of(lab), pyproject, readme.encode()
+        )
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, f"paged-kv-course/{path.relative_to(repo)}")
         lock = [("requirements-lock.txt", (repo / STUDENT_LOCK).read_bytes())] if (repo / STUDENT_LOCK).exists() else []
-        for name, data in [*generated.items(), *lock, ("Makefile", STUDENT_MAKEFILE.encode()),
-                           ("README.md", readme.encode())]:
+        for name, data in [
+            *generated.items(),
+            *lock,
+            ("Makefile", STUDENT_MAKEFILE.encode()),
+            ("README.md", readme.encode()),
+        ]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r-- (writestr's default is 0600)
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -199,8 +213,11 @@ def main(argv=None) -> int:
     target = build(target_for(args.lab), lab=args.lab)
     with zipfile.ZipFile(target) as archive:
         count = len(archive.namelist())
-    what = (f"labs up to {args.lab}, the package's edition of {args.lab} (its TODOs and later labs' left out)"
-            if args.lab else "the whole course and package, for self-study")
+    what = (
+        f"labs up to {args.lab}, the package's edition of {args.lab} (its TODOs and later labs' left out)"
+        if args.lab
+        else "the whole course and package, for self-study"
+    )
     print(f"{target.relative_to(REPO)}: {count} files ({what}; install files; no solutions, graders or tests)")
     return 0
 

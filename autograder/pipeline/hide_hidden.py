@@ -5,6 +5,7 @@ graded cell it replaces the lines between ``### BEGIN HIDDEN TESTS`` and ``### E
 one comment, and in its error outputs it keeps the error message and the student's own frames but
 drops every frame that shows hidden test or grader code.
 """
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,7 @@ owner, the uid the hub runs as, and no student can write there. ``owners`` reads
 when it is a plain file of the course folder's owner in a folder only that owner can write; any other uid
 is named by /etc/passwd.
 """
+
 from __future__ import annotations
 
 import os

@@ -19,6 +19,7 @@ course folder and graded. ``collect_inbound`` takes its place and keeps its layo
 
 Without root (a grader that runs as the instructor), the folder is read as the grader's own uid.
 """
+
 from __future__ import annotations
 
 import base64
@@ -36,15 +37,15 @@ from typing import Dict, List, Tuple
 
 from autograder.pipeline.collect import Submission
 from autograder.pipeline.hub_uids import Owners, owners, owners_of
-from autograder.pipeline.entries import (MAX_STUDENT, Budget, Refused, kind_of, member_path, open_folder, walk,
-                                         write_new)
+from autograder.pipeline.entries import MAX_STUDENT, Budget, Refused, kind_of, member_path, open_folder, walk, write_new
 
 CHILD_SECONDS = 60  # to read one student's folder (a few notebooks): far more than it takes
 _READ_BACK = 2 * MAX_STUDENT  # base64 and JSON around a full budget
 
 
-def latest_submissions(inbound_fd: int, lab: str, names: Owners) -> Tuple[Dict[str, Tuple[str, str, int]],
-                                                                         Dict[str, List[Tuple[str, str]]]]:
+def latest_submissions(
+    inbound_fd: int, lab: str, names: Owners
+) -> Tuple[Dict[str, Tuple[str, str, int]], Dict[str, List[Tuple[str, str]]]]:
     """``{student: (entry name, timestamp, owner uid)}``: each student's latest folder of ``lab`` in the open
     ``inbound/`` folder that the student owns (``names`` says whose each uid is); and
     ``{student: [(entry, reason)]}`` for that student's newer entries refused (not a folder). Entries owned
@@ -74,8 +75,9 @@ def latest_submissions(inbound_fd: int, lab: str, names: Owners) -> Tuple[Dict[s
     return latest, refused
 
 
-def read_as(uid: int, gid: int, inbound_fd: int, name: str,
-            seconds: float = CHILD_SECONDS) -> Tuple[List[Tuple[str, bytes]], List[Tuple[str, str]]]:
+def read_as(
+    uid: int, gid: int, inbound_fd: int, name: str, seconds: float = CHILD_SECONDS
+) -> Tuple[List[Tuple[str, bytes]], List[Tuple[str, str]]]:
     """The files of the folder ``name`` in the open ``inbound_fd`` that belong to ``uid``, read in a child
     process as ``uid`` and ``gid`` with no other groups (as this process's own uid without root), and the
     entries refused there: ``([(path, bytes)], [(path, reason)])``. Refused when the child fails, takes
@@ -102,8 +104,9 @@ def read_as(uid: int, gid: int, inbound_fd: int, name: str,
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
     if status != 0:
-        raise Refused(f"it could not be read as uid {uid} (the reader stopped with "
-                      f"{os.waitstatus_to_exitcode(status)})")
+        raise Refused(
+            f"it could not be read as uid {uid} (the reader stopped with {os.waitstatus_to_exitcode(status)})"
+        )
     return _checked(raw)
 
 

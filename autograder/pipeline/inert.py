@@ -16,6 +16,7 @@ The page is read with the standard library's HTML tokenizer, which decodes chara
 attribute values as browsers do; the pages it checks are written by ``autograder.pipeline.inert_html``,
 whose output is well-formed, so what it sees is what a browser sees.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,23 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import List, Union
 
-LIVE_ELEMENTS = {"script", "iframe", "frame", "frameset", "object", "embed", "applet", "form", "base", "link",
-                 "svg", "math", "portal", "noscript", "template"}
+LIVE_ELEMENTS = {
+    "script",
+    "iframe",
+    "frame",
+    "frameset",
+    "object",
+    "embed",
+    "applet",
+    "form",
+    "base",
+    "link",
+    "svg",
+    "math",
+    "portal",
+    "noscript",
+    "template",
+}
 LOADS = {"src", "data", "poster", "background", "srcset", "codebase", "manifest", "ping", "dynsrc", "lowsrc", "icon"}
 LINKS = {"href", "action", "xlink:href", "cite", "longdesc", "usemap", "formaction"}
 RAW_IMAGE = re.compile(r"^data:image/(png|jpeg|gif);", re.IGNORECASE)
@@ -40,8 +56,11 @@ def _scheme_text(value: str) -> str:
 
 def _style_problems(style: str) -> List[str]:
     found = [f"style that runs or loads: {m.group(0)!r}" for m in STYLE_LIVE.finditer(style)]
-    found += [f"style that loads {url[:60]!r}" for url in STYLE_URL.findall(style)
-              if not _scheme_text(url).lower().startswith("data:image/")]
+    found += [
+        f"style that loads {url[:60]!r}"
+        for url in STYLE_URL.findall(style)
+        if not _scheme_text(url).lower().startswith("data:image/")
+    ]
     return found
 
 
@@ -76,7 +95,7 @@ class _Scanner(HTMLParser):
                 self._say(f"event handler {name}= on <{tag}>")
             elif name in ("srcdoc", "formaction"):
                 self._say(f"{name}= on <{tag}>")
-            for url in (value.split(",") if name == "srcset" else [value]):
+            for url in value.split(",") if name == "srcset" else [value]:
                 url = _scheme_text(url)
                 if name in LOADS and not RAW_IMAGE.match(url):
                     self._say(f"{name}={url[:40]!r} on <{tag}> (loads what is not a data: image)")

@@ -18,6 +18,7 @@ allow-list, only what renders as text or as a raster image:
 
 When the lab's source notebook cannot be found, no markdown cell counts as the course's: all are text.
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,16 +41,26 @@ CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 BASE64 = re.compile(r"^[A-Za-z0-9+/\s]*={0,2}\s*$")
 IMAGES = ("image/png", "image/jpeg")
 AS_TEXT = ("text/html", "text/markdown", "text/latex")
-NBGRADER_KEYS = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "schema_version": int,
-                 "grade_id": str, "points": (int, float), "cell_type": str, "checksum": str}
+NBGRADER_KEYS = {
+    "grade": bool,
+    "solution": bool,
+    "locked": bool,
+    "task": bool,
+    "schema_version": int,
+    "grade_id": str,
+    "points": (int, float),
+    "cell_type": str,
+    "checksum": str,
+}
 DROPPED_NOTE = "[{kinds} output not shown in the feedback: it can only show text and PNG or JPEG images]"
 
 
 class InertCells(Preprocessor):
     """See the module doc. ``source_dir``: the course's source notebooks (``solutions/``)."""
 
-    source_dir = Unicode("", help="folder of the labs' source notebooks: <source_dir>/<lab>/<notebook>.ipynb"
-                         ).tag(config=True)
+    source_dir = Unicode("", help="folder of the labs' source notebooks: <source_dir>/<lab>/<notebook>.ipynb").tag(
+        config=True
+    )
 
     def preprocess(self, nb, resources):
         course = course_markdown(self.source_dir, *_lab_and_notebook(resources or {}))
@@ -63,15 +74,22 @@ class InertCells(Preprocessor):
 def _lab_and_notebook(resources: Dict[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     """(lab, notebook name) from nbgrader's resources (feedback) or Formgrader's (submission view)."""
     nbgrader = resources.get("nbgrader") or {}
-    return (nbgrader.get("assignment") or resources.get("assignment_id"),
-            nbgrader.get("notebook") or resources.get("notebook_id"))
+    return (
+        nbgrader.get("assignment") or resources.get("assignment_id"),
+        nbgrader.get("notebook") or resources.get("notebook_id"),
+    )
 
 
 def course_markdown(source_dir: str, lab: Optional[str], notebook: Optional[str]) -> Dict[str, dict]:
     """``{text: attachments}`` of the markdown cells of the lab's source notebook (empty when it cannot be
     read: then no markdown counts as the course's)."""
-    if not (source_dir and isinstance(lab, str) and isinstance(notebook, str)
-            and SAFE_NAME.match(lab) and SAFE_NAME.match(notebook)):
+    if not (
+        source_dir
+        and isinstance(lab, str)
+        and isinstance(notebook, str)
+        and SAFE_NAME.match(lab)
+        and SAFE_NAME.match(notebook)
+    ):
         return {}
     path = Path(source_dir) / lab / f"{notebook}.ipynb"
     try:
@@ -104,12 +122,20 @@ def inert_cell(cell, index: int, course: Dict[str, dict], seen: set):
             made["attachments"] = course[source]
         return from_dict(made)
     if kind != "code":
-        return from_dict({"cell_type": "markdown", "id": cell_id, "metadata": metadata,
-                          "source": as_preformatted(source)})
+        return from_dict(
+            {"cell_type": "markdown", "id": cell_id, "metadata": metadata, "source": as_preformatted(source)}
+        )
     count = cell.get("execution_count")
-    return from_dict({"cell_type": "code", "id": cell_id, "metadata": metadata, "source": source,
-                      "execution_count": count if isinstance(count, int) and not isinstance(count, bool) else None,
-                      "outputs": [o for o in map(inert_output, cell.get("outputs", []) or []) if o is not None]})
+    return from_dict(
+        {
+            "cell_type": "code",
+            "id": cell_id,
+            "metadata": metadata,
+            "source": source,
+            "execution_count": count if isinstance(count, int) and not isinstance(count, bool) else None,
+            "outputs": [o for o in map(inert_output, cell.get("outputs", []) or []) if o is not None],
+        }
+    )
 
 
 def _notes_are_text(source: str) -> bool:
@@ -148,21 +174,30 @@ def _notebook_metadata(metadata) -> dict:
     info = {"name": "python", "pygments_lexer": "ipython3", "mimetype": "text/x-python", "file_extension": ".py"}
     if isinstance(version, str) and re.fullmatch(r"[0-9.]{1,16}", version):
         info["version"] = version
-    return {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-            "language_info": info}
+    return {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "language_info": info}
 
 
 def inert_output(output) -> Optional[dict]:
     """One output as the module doc says, or None when nothing of it may stay."""
     kind = output.get("output_type")
     if kind == "stream":
-        return from_dict({"output_type": "stream", "name": "stderr" if output.get("name") == "stderr" else "stdout",
-                          "text": _text(output.get("text", ""))})
+        return from_dict(
+            {
+                "output_type": "stream",
+                "name": "stderr" if output.get("name") == "stderr" else "stdout",
+                "text": _text(output.get("text", "")),
+            }
+        )
     if kind == "error":
         traceback = output.get("traceback", [])
-        return from_dict({"output_type": "error", "ename": str(output.get("ename", "")),
-                          "evalue": str(output.get("evalue", "")),
-                          "traceback": [str(line) for line in traceback] if isinstance(traceback, list) else []})
+        return from_dict(
+            {
+                "output_type": "error",
+                "ename": str(output.get("ename", "")),
+                "evalue": str(output.get("evalue", "")),
+                "traceback": [str(line) for line in traceback] if isinstance(traceback, list) else [],
+            }
+        )
     if kind not in ("display_data", "execute_result"):
         return None
     data = output.get("data", {}) if isinstance(output.get("data"), dict) else {}
@@ -206,8 +241,11 @@ def _image_size(metadata, mime: str) -> dict:
     entry = metadata.get(mime) if isinstance(metadata, dict) else None
     if not isinstance(entry, dict):
         return {}
-    return {k: entry[k] for k in ("width", "height")
-            if isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) and 0 < entry[k] <= 10000}
+    return {
+        k: entry[k]
+        for k in ("width", "height")
+        if isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) and 0 < entry[k] <= 10000
+    }
 
 
 class _Text(HTMLParser):

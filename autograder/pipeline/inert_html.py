@@ -14,6 +14,7 @@ content; event handlers, ``srcdoc``, forms, frames, objects, ``<base>`` and ``<m
 ``InertHTMLExporter`` is nbconvert's ``HTMLExporter`` whose output goes through ``inert_page``:
 ``nbgrader_config.py`` makes it ``GenerateFeedback.exporter_class``.
 """
+
 from __future__ import annotations
 
 import html as html_lib
@@ -27,22 +28,129 @@ import tinycss2
 from nbconvert.exporters import HTMLExporter
 
 PAGE_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
-TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "center", "cite", "code", "col", "colgroup", "dd",
-        "del", "details", "dfn", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5",
-        "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small",
-        "span", "strike", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead",
-        "tr", "tt", "u", "ul", "var", "wbr"}
-DROPPED_WITH_CONTENT = {"script", "style", "template", "title", "noscript", "textarea", "xmp", "noembed",
-                        "noframes", "iframe", "object", "embed", "applet", "select", "option", "svg", "math"}
-ATTRIBUTES = {"*": {"class", "id", "title", "lang", "dir", "style", "align"},
-              "a": {"href", "name"}, "img": {"src", "alt", "width", "height"}, "ol": {"start", "type"},
-              "td": {"colspan", "rowspan", "valign"}, "th": {"colspan", "rowspan", "valign", "scope"},
-              "col": {"span"}, "colgroup": {"span"}, "details": {"open"}}
-STYLE_PROPERTIES = {"color", "background-color", "font-weight", "font-style", "font-family", "font-size",
-                    "text-decoration", "text-align", "vertical-align", "white-space", "width", "height",
-                    "max-width", "min-width", "margin", "margin-left", "margin-right", "margin-top",
-                    "margin-bottom", "padding", "padding-left", "padding-right", "padding-top", "padding-bottom",
-                    "border", "border-collapse", "border-spacing", "display", "overflow", "overflow-x"}
+TAGS = {
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "caption",
+    "center",
+    "cite",
+    "code",
+    "col",
+    "colgroup",
+    "dd",
+    "del",
+    "details",
+    "dfn",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "figcaption",
+    "figure",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "img",
+    "ins",
+    "kbd",
+    "li",
+    "mark",
+    "ol",
+    "p",
+    "pre",
+    "q",
+    "s",
+    "samp",
+    "small",
+    "span",
+    "strike",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "tt",
+    "u",
+    "ul",
+    "var",
+    "wbr",
+}
+DROPPED_WITH_CONTENT = {
+    "script",
+    "style",
+    "template",
+    "title",
+    "noscript",
+    "textarea",
+    "xmp",
+    "noembed",
+    "noframes",
+    "iframe",
+    "object",
+    "embed",
+    "applet",
+    "select",
+    "option",
+    "svg",
+    "math",
+}
+ATTRIBUTES = {
+    "*": {"class", "id", "title", "lang", "dir", "style", "align"},
+    "a": {"href", "name"},
+    "img": {"src", "alt", "width", "height"},
+    "ol": {"start", "type"},
+    "td": {"colspan", "rowspan", "valign"},
+    "th": {"colspan", "rowspan", "valign", "scope"},
+    "col": {"span"},
+    "colgroup": {"span"},
+    "details": {"open"},
+}
+STYLE_PROPERTIES = {
+    "color",
+    "background-color",
+    "font-weight",
+    "font-style",
+    "font-family",
+    "font-size",
+    "text-decoration",
+    "text-align",
+    "vertical-align",
+    "white-space",
+    "width",
+    "height",
+    "max-width",
+    "min-width",
+    "margin",
+    "margin-left",
+    "margin-right",
+    "margin-top",
+    "margin-bottom",
+    "padding",
+    "padding-left",
+    "padding-right",
+    "padding-top",
+    "padding-bottom",
+    "border",
+    "border-collapse",
+    "border-spacing",
+    "display",
+    "overflow",
+    "overflow-x",
+}
 STYLE_FUNCTIONS = {"rgb", "rgba", "hsl", "hsla", "calc"}  # a style attribute calls nothing else (no url, no expression)
 IMAGE_SOURCE = re.compile(r"^data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/]+={0,2}$")
 LINK = re.compile(r"^(https?:|mailto:|#|[^:]*$)", re.IGNORECASE)
@@ -69,9 +177,16 @@ def inert_body(fragment: str) -> str:
     """``fragment`` (any HTML, a whole page included) as the allow-list keeps it (see the module doc)."""
     if not isinstance(fragment, str):
         raise TypeError(f"HTML to sanitise must be a str, got {type(fragment).__name__}")
-    return nh3.clean(fragment, tags=TAGS, clean_content_tags=DROPPED_WITH_CONTENT, attributes=ATTRIBUTES,
-                     attribute_filter=_attribute, url_schemes={"http", "https", "mailto", "data"},
-                     filter_style_properties=STYLE_PROPERTIES, strip_comments=True)
+    return nh3.clean(
+        fragment,
+        tags=TAGS,
+        clean_content_tags=DROPPED_WITH_CONTENT,
+        attributes=ATTRIBUTES,
+        attribute_filter=_attribute,
+        url_schemes={"http", "https", "mailto", "data"},
+        filter_style_properties=STYLE_PROPERTIES,
+        strip_comments=True,
+    )
 
 
 class _Head(HTMLParser):
@@ -114,9 +229,11 @@ def inert_page(page: str) -> str:
     head.close()
     title = html_lib.escape(" ".join("".join(head.title).split()))
     styles = "".join(f"<style>\n{inert_css(sheet)}\n</style>\n" for sheet in head.styles if sheet.strip())
-    return ("<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{PAGE_POLICY}\">\n"
-            f"<title>{title}</title>\n{styles}</head>\n<body>\n{inert_body(page)}\n</body>\n</html>\n")
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{PAGE_POLICY}\">\n"
+        f"<title>{title}</title>\n{styles}</head>\n<body>\n{inert_body(page)}\n</body>\n</html>\n"
+    )
 
 
 def _loads_only_images(tokens) -> bool:
@@ -147,11 +264,15 @@ def _rules(rules) -> List[str]:
         if rule.type == "qualified-rule":
             if not _loads_only_images(rule.prelude):
                 continue
-            declarations = [d for d in tinycss2.parse_declaration_list(rule.content, skip_comments=True,
-                                                                        skip_whitespace=True)
-                            if d.type == "declaration" and _loads_only_images(d.value)]
-            body = "; ".join(f"{d.name}: {tinycss2.serialize(d.value).strip()}"
-                             + (" !important" if d.important else "") for d in declarations)
+            declarations = [
+                d
+                for d in tinycss2.parse_declaration_list(rule.content, skip_comments=True, skip_whitespace=True)
+                if d.type == "declaration" and _loads_only_images(d.value)
+            ]
+            body = "; ".join(
+                f"{d.name}: {tinycss2.serialize(d.value).strip()}" + (" !important" if d.important else "")
+                for d in declarations
+            )
             out.append(f"{tinycss2.serialize(rule.prelude).strip()} {{ {body} }}")
         elif rule.type == "at-rule" and rule.lower_at_keyword in AT_RULES and _loads_only_images(rule.prelude):
             prelude = tinycss2.serialize(rule.prelude).strip()

@@ -24,6 +24,7 @@ The analysis is here; the plots and the page are drawn in ``insight_page``.
 ``python -m autograder.pipeline.insight LAB`` (``make insight LAB=...``) rebuilds it; ``make grade`` writes it
 at its end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
 
 # ----------------------------------------------------------------------------- reading what grading wrote
 
+
 def lab_cells(source: Path) -> List[Dict[str, Any]]:
     """The lab's graded cells in order: ``grade_id``, ``points``, ``section`` (the heading above it), ``hidden``."""
     notebook = json.loads(source.read_text())
@@ -62,8 +64,14 @@ def lab_cells(source: Path) -> List[Dict[str, Any]]:
             section = headings[-1] if headings else section
             continue
         if nbread.is_graded(cell) and nbread.grade_id(cell):
-            cells.append({"grade_id": nbread.grade_id(cell), "points": float(nbread.nbgrader(cell).get("points", 0)),
-                          "section": section, "hidden": nbread.is_hidden_test(cell)})
+            cells.append(
+                {
+                    "grade_id": nbread.grade_id(cell),
+                    "points": float(nbread.nbgrader(cell).get("points", 0)),
+                    "section": section,
+                    "hidden": nbread.is_hidden_test(cell),
+                }
+            )
     return cells
 
 
@@ -120,7 +128,7 @@ def hint_as_read(message: str, kind: str) -> str:
     if kind == "timeout":
         return "the cell ran past its time limit"
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    hint = next((line[len("hint:"):].strip() for line in lines if line.startswith("hint:")), "")
+    hint = next((line[len("hint:") :].strip() for line in lines if line.startswith("hint:")), "")
     if not hint and lines:
         hint = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])
     return re.sub(r"\s+", " ", hint or f"({kind or 'failed'}, no message)")[:400]
@@ -132,8 +140,8 @@ def hint_key(hint: str) -> str:
     return re.sub(r"\s+", " ", _NUMBER.sub("N", hint)).strip().lower()
 
 
-
 # ----------------------------------------------------------------------------- the report's data
+
 
 def build(lab: str, work: Path, source: Path) -> dict:
     """The report's data (what ``insight.json`` holds)."""
@@ -150,14 +158,20 @@ def build(lab: str, work: Path, source: Path) -> dict:
     for cell in cells:
         got = [scores[s].get(cell["grade_id"], 0.0) for s in students if s in scores]
         full = sum(1 for v in got if cell["points"] and v >= cell["points"] - 1e-9)
-        passes.append({**cell, "students": len(got), "full": full,
-                       "pass_rate": round(full / len(got), 4) if got else None})
+        passes.append(
+            {**cell, "students": len(got), "full": full, "pass_rate": round(full / len(got), 4) if got else None}
+        )
     rows = _log_rows(reports)
-    unreadable = sorted({r.get("student_id", "") for r in rows
-                         if r.get("stage") == "repair" and r.get("kind") in UNREADABLE_KINDS} - {""})
+    unreadable = sorted(
+        {r.get("student_id", "") for r in rows if r.get("stage") == "repair" and r.get("kind") in UNREADABLE_KINDS}
+        - {""}
+    )
     misconceptions = _misconceptions(cells, {s: r for s, r in events.items() if s not in unreadable})
-    flagged: Dict[str, Dict[str, List[str]]] = {"findings": defaultdict(list), "limits": defaultdict(list),
-                                                "repairs": defaultdict(list)}
+    flagged: Dict[str, Dict[str, List[str]]] = {
+        "findings": defaultdict(list),
+        "limits": defaultdict(list),
+        "repairs": defaultdict(list),
+    }
     for row in rows:
         kind, student = row.get("kind", ""), row.get("student_id", "")
         if row.get("stage") == "repair":
@@ -169,26 +183,34 @@ def build(lab: str, work: Path, source: Path) -> dict:
             flagged["limits"][kind].append(student)
     flagged = {group: {kind: sorted(set(who)) for kind, who in kinds.items()} for group, kinds in flagged.items()}
     seconds = [float(r.get("seconds", 0)) for r in events.values() if r.get("seconds") is not None]
-    failed = sorted(p.stem[len("error-"):] for p in reports.glob("error-*.log")) if reports.is_dir() else []
+    failed = sorted(p.stem[len("error-") :] for p in reports.glob("error-*.log")) if reports.is_dir() else []
     return {
-        "lab": lab, "notebook": notebook, "students": len(students), "max_score": maximum,
+        "lab": lab,
+        "notebook": notebook,
+        "students": len(students),
+        "max_score": maximum,
         "table": {s: {c["grade_id"]: scores.get(s, {}).get(c["grade_id"]) for c in cells} for s in students},
         "unreadable": unreadable,
-        "scores": {"totals": totals, "median": statistics.median(values) if values else None,
-                   "zero": sum(1 for v in values if v <= 1e-9),
-                   "full": sum(1 for v in values if maximum and v >= maximum - 1e-9),
-                   "between": sum(1 for v in values if 1e-9 < v < maximum - 1e-9)},
+        "scores": {
+            "totals": totals,
+            "median": statistics.median(values) if values else None,
+            "zero": sum(1 for v in values if v <= 1e-9),
+            "full": sum(1 for v in values if maximum and v >= maximum - 1e-9),
+            "between": sum(1 for v in values if 1e-9 < v < maximum - 1e-9),
+        },
         "cells": passes,
         "misconceptions": misconceptions,
         "flagged": flagged,
-        "health": {"seconds_median": round(statistics.median(seconds), 2) if seconds else None,
-                   "seconds_max": round(max(seconds), 2) if seconds else None,
-                   "kernels_restarted": sum(1 for r in rows if r.get("kind") == "kernel-died"),
-                   "spare_kernels": sum(int(r.get("spare_kernels") or 0) for r in events.values()),
-                   "isolation": sorted({str(r.get("isolation")) for r in events.values() if r.get("isolation")}),
-                   "failed_gradings": failed,
-                   "not_graded": sorted(set(scores) - set(events)),
-                   **_where_time_went(events)},
+        "health": {
+            "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
+            "seconds_max": round(max(seconds), 2) if seconds else None,
+            "kernels_restarted": sum(1 for r in rows if r.get("kind") == "kernel-died"),
+            "spare_kernels": sum(int(r.get("spare_kernels") or 0) for r in events.values()),
+            "isolation": sorted({str(r.get("isolation")) for r in events.values() if r.get("isolation")}),
+            "failed_gradings": failed,
+            "not_graded": sorted(set(scores) - set(events)),
+            **_where_time_went(events),
+        },
     }
 
 
@@ -206,9 +228,13 @@ def _where_time_went(events: Dict[str, dict]) -> Dict[str, Any]:
         if took > max(2 * median, median + 20):
             own = events[student].get("phases") or {}
             phase, spent = max(own.items(), key=lambda kv: kv[1]) if own else ("(not recorded)", 0.0)
-            slow.append({"student": student, "seconds": round(took, 1), "phase": phase, "phase_seconds": round(spent, 1)})
-    return {"phases": {name: round(value, 1) for name, value in sorted(phases.items(), key=lambda kv: -kv[1])},
-            "slowest": slow[:10]}
+            slow.append(
+                {"student": student, "seconds": round(took, 1), "phase": phase, "phase_seconds": round(spent, 1)}
+            )
+    return {
+        "phases": {name: round(value, 1) for name, value in sorted(phases.items(), key=lambda kv: -kv[1])},
+        "slowest": slow[:10],
+    }
 
 
 def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> List[Dict[str, Any]]:
@@ -237,10 +263,18 @@ def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> Lis
     rows = []
     for who, pattern in patterns.items():
         ordered = sorted(pattern["cells"], key=order.get)
-        rows.append({"hints": sorted(pattern["hints"]), "hint": " / ".join(sorted(pattern["hints"])),
-                     "pattern": " | ".join(sorted(pattern["keys"])),
-                     "cells": ordered, "grade_id": ordered[0], "section": section_of[ordered[0]],
-                     "count": len(who), "students": list(who)})
+        rows.append(
+            {
+                "hints": sorted(pattern["hints"]),
+                "hint": " / ".join(sorted(pattern["hints"])),
+                "pattern": " | ".join(sorted(pattern["keys"])),
+                "cells": ordered,
+                "grade_id": ordered[0],
+                "section": section_of[ordered[0]],
+                "count": len(who),
+                "students": list(who),
+            }
+        )
     return sorted(rows, key=lambda r: (-r["count"], order[r["grade_id"]], r["hint"]))
 
 
@@ -252,8 +286,15 @@ def misconceptions_csv(data: dict) -> str:
     writer = csv.writer(buffer)
     writer.writerow(["pattern", "hint_as_read", "cells", "students", "student_ids"])
     for row in data["misconceptions"]:
-        writer.writerow([row.get("pattern", ""), " | ".join(row["hints"]), " ".join(row["cells"]), row["count"],
-                         " ".join(row["students"])])
+        writer.writerow(
+            [
+                row.get("pattern", ""),
+                " | ".join(row["hints"]),
+                " ".join(row["cells"]),
+                row["count"],
+                " ".join(row["students"]),
+            ]
+        )
     return buffer.getvalue()
 
 

@@ -1,6 +1,7 @@
 """The insight report's rendering: its two plots (PNG) and its inert page, from the data that
 ``autograder.pipeline.insight.build`` returns (analysis there, pictures and HTML here). Everything from
 students is escaped; links are plain relative hrefs; no script."""
+
 from __future__ import annotations
 
 import base64
@@ -30,11 +31,16 @@ def plots(data: dict) -> Dict[str, bytes]:
     bins = [b / 2 for b in range(0, int(top * 2) + 2)]
     axes.hist(totals, bins=bins, color="#4c72b0", edgecolor="white", align="left")
     if data["scores"]["median"] is not None:
-        axes.axvline(data["scores"]["median"], color="#dd8452", linestyle="--",
-                     label=f"median {data['scores']['median']:g}")
+        axes.axvline(
+            data["scores"]["median"], color="#dd8452", linestyle="--", label=f"median {data['scores']['median']:g}"
+        )
         axes.legend()
-    axes.set(title=f"{data['lab']}: total scores ({data['students']} students)", xlabel="score (points)",
-             ylabel="students", xlim=(-0.5, top + 0.5))
+    axes.set(
+        title=f"{data['lab']}: total scores ({data['students']} students)",
+        xlabel="score (points)",
+        ylabel="students",
+        xlim=(-0.5, top + 0.5),
+    )
     out["insight_scores.png"] = _png(figure)
     plt.close(figure)
     cells = data["cells"]
@@ -43,8 +49,11 @@ def plots(data: dict) -> Dict[str, bytes]:
     rates = [100 * (c["pass_rate"] or 0) for c in cells][::-1]
     colors = ["#8c8c8c" if not c["hidden"] else "#4c72b0" for c in cells][::-1]
     axes.barh(names, rates, color=colors)
-    axes.set(title="Graded cells: students with full points (blue: hidden tests, grey: visible)",
-             xlabel="students with full points (%)", xlim=(0, 100))
+    axes.set(
+        title="Graded cells: students with full points (blue: hidden tests, grey: visible)",
+        xlabel="students with full points (%)",
+        xlim=(0, 100),
+    )
     for y, rate in enumerate(rates):
         axes.text(min(rate + 1, 92), y, f"{rate:.0f}%", va="center", fontsize=8)
     out["insight_pass_rates.png"] = _png(figure)
@@ -62,11 +71,15 @@ def _student_table(data: dict) -> List[str]:
     from ``reports/<lab>/`` to ``feedback/<student>/<lab>/``, where ``make grade`` writes it)."""
     e = html.escape
     cells = [c["grade_id"] for c in data["cells"]]
-    out = ["<h2>Every student</h2><table><tr><th>student</th><th>total</th>"
-           + "".join(f"<th><code>{e(c)}</code></th>" for c in cells) + "</tr>"]
+    out = [
+        "<h2>Every student</h2><table><tr><th>student</th><th>total</th>"
+        + "".join(f"<th><code>{e(c)}</code></th>" for c in cells)
+        + "</tr>"
+    ]
     for student, row in sorted(data.get("table", {}).items()):
-        href = "../../feedback/" + "/".join(quote(part, safe="") for part in
-                                            (student, data["lab"], f"{data.get('notebook', '')}.html"))
+        href = "../../feedback/" + "/".join(
+            quote(part, safe="") for part in (student, data["lab"], f"{data.get('notebook', '')}.html")
+        )
         total = data["scores"]["totals"].get(student, 0)
         marks = "".join("<td>-</td>" if row.get(c) is None else f"<td>{row[c]:g}</td>" for c in cells)
         out.append(f'<tr><td><a href="{e(href)}">{e(student)}</a></td><td>{total:g}</td>{marks}</tr>')
@@ -77,38 +90,52 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
     """The report as an inert page (every value escaped; images as ``data:`` URLs; no script)."""
     e = html.escape
     s = data["scores"]
-    parts = [f"<h1>What the class got wrong: {e(data['lab'])}</h1>",
-             f"<p>{data['students']} students graded; maximum {data['max_score']:g} points. Median "
-             f"{'-' if s['median'] is None else format(s['median'], 'g')}; {s['zero']} at 0, {s['full']} at full "
-             f"marks, {s['between']} in between.</p>"]
-    for name, alt in (("insight_scores.png", "histogram of total scores"),
-                      ("insight_pass_rates.png", "pass rate of each graded cell")):
+    parts = [
+        f"<h1>What the class got wrong: {e(data['lab'])}</h1>",
+        f"<p>{data['students']} students graded; maximum {data['max_score']:g} points. Median "
+        f"{'-' if s['median'] is None else format(s['median'], 'g')}; {s['zero']} at 0, {s['full']} at full "
+        f"marks, {s['between']} in between.</p>",
+    ]
+    for name, alt in (
+        ("insight_scores.png", "histogram of total scores"),
+        ("insight_pass_rates.png", "pass rate of each graded cell"),
+    ):
         if name in images:
-            parts.append(f'<p><img alt="{alt}" src="data:image/png;base64,'
-                         f'{base64.b64encode(images[name]).decode()}"></p>')
-    parts.append("<h2>Graded cells</h2><table><tr><th>cell</th><th>section</th><th>points</th>"
-                 "<th>full points</th></tr>")
+            parts.append(
+                f'<p><img alt="{alt}" src="data:image/png;base64,{base64.b64encode(images[name]).decode()}"></p>'
+            )
+    parts.append(
+        "<h2>Graded cells</h2><table><tr><th>cell</th><th>section</th><th>points</th><th>full points</th></tr>"
+    )
     for c in data["cells"]:
         rate = "-" if c["pass_rate"] is None else f"{100 * c['pass_rate']:.0f}% ({c['full']}/{c['students']})"
-        parts.append(f"<tr><td><code>{e(c['grade_id'])}</code></td><td>{e(c['section'])}</td>"
-                     f"<td>{c['points']:g}</td><td>{rate}</td></tr>")
+        parts.append(
+            f"<tr><td><code>{e(c['grade_id'])}</code></td><td>{e(c['section'])}</td>"
+            f"<td>{c['points']:g}</td><td>{rate}</td></tr>"
+        )
     parts.append("</table><h2>Misconceptions: one row per failure pattern, most students first</h2>")
     if not data["misconceptions"]:
         parts.append("<p>No check failed.</p>")
     else:
-        parts.append("<p>Each hint as the students read it; hints that the very same students got are one row. "
-                     "Also in <code>misconceptions.csv</code>.</p>"
-                     "<table><tr><th>students</th><th>hints the checks gave</th><th>cells</th><th>taught in</th>"
-                     "<th>who</th></tr>")
+        parts.append(
+            "<p>Each hint as the students read it; hints that the very same students got are one row. "
+            "Also in <code>misconceptions.csv</code>.</p>"
+            "<table><tr><th>students</th><th>hints the checks gave</th><th>cells</th><th>taught in</th>"
+            "<th>who</th></tr>"
+        )
         for m in data["misconceptions"]:
             hints = "<br>".join(e(h) for h in m["hints"])
             cells_shown = " ".join(f"<code>{e(c)}</code>" for c in m["cells"])
-            parts.append(f"<tr><td>{m['count']}</td><td>{hints}</td><td>{cells_shown}</td>"
-                         f"<td>{e(m['section'])}</td><td>{_ids(m['students'])}</td></tr>")
+            parts.append(
+                f"<tr><td>{m['count']}</td><td>{hints}</td><td>{cells_shown}</td>"
+                f"<td>{e(m['section'])}</td><td>{_ids(m['students'])}</td></tr>"
+            )
         parts.append("</table>")
     if data.get("unreadable"):
-        parts.append(f"<p><b>File could not be read: ask them to resubmit</b> ({len(data['unreadable'])}): "
-                     f"{_ids(data['unreadable'])}. Graded as the untouched lab, they are left out of the rows above.</p>")
+        parts.append(
+            f"<p><b>File could not be read: ask them to resubmit</b> ({len(data['unreadable'])}): "
+            f"{_ids(data['unreadable'])}. Graded as the untouched lab, they are left out of the rows above.</p>"
+        )
     parts += _student_table(data)
     parts.append("<h2>Whom to look at</h2>")
     titles = {"findings": "provenance findings and similarity", "limits": "limits hit", "repairs": "repairs"}
@@ -123,23 +150,37 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
     if not anything:
         parts.append("<p>No finding, limit or repair.</p>")
     h = data["health"]
-    parts.append("<h2>Grading health</h2><ul>"
-                 f"<li>seconds per student: median {h['seconds_median']}, max {h['seconds_max']}</li>"
-                 f"<li>kernels restarted: {h['kernels_restarted']}; spare kernels used: {h['spare_kernels']}</li>"
-                 f"<li>box level: {e(', '.join(h['isolation']) or 'unknown')}</li>"
-                 f"<li>gradings that failed (see error-*.log): {_ids(h['failed_gradings']) or 'none'}</li>"
-                 f"<li>in the gradebook without an events file: {_ids(h['not_graded']) or 'none'}</li>"
-                 f"<li>where the class's grading time went: "
-                 f"{e('; '.join(f'{k} {v:g} s' for k, v in h.get('phases', {}).items())) or 'not recorded'}</li>")
+    parts.append(
+        "<h2>Grading health</h2><ul>"
+        f"<li>seconds per student: median {h['seconds_median']}, max {h['seconds_max']}</li>"
+        f"<li>kernels restarted: {h['kernels_restarted']}; spare kernels used: {h['spare_kernels']}</li>"
+        f"<li>box level: {e(', '.join(h['isolation']) or 'unknown')}</li>"
+        f"<li>gradings that failed (see error-*.log): {_ids(h['failed_gradings']) or 'none'}</li>"
+        f"<li>in the gradebook without an events file: {_ids(h['not_graded']) or 'none'}</li>"
+        f"<li>where the class's grading time went: "
+        f"{e('; '.join(f'{k} {v:g} s' for k, v in h.get('phases', {}).items())) or 'not recorded'}</li>"
+    )
     slow = h.get("slowest", [])
-    parts.append("<li>slow outliers (over twice the median and 20 s over it): " + (", ".join(
-        f"{e(o['student'])} {o['seconds']:g} s (most in {e(o['phase'])}: {o['phase_seconds']:g} s)" for o in slow)
-        or "none") + "</li></ul>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
-             "vertical-align:top}img{max-width:100%}")
+    parts.append(
+        "<li>slow outliers (over twice the median and 20 s over it): "
+        + (
+            ", ".join(
+                f"{e(o['student'])} {o['seconds']:g} s (most in {e(o['phase'])}: {o['phase_seconds']:g} s)"
+                for o in slow
+            )
+            or "none"
+        )
+        + "</li></ul>"
+    )
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+        "vertical-align:top}img{max-width:100%}"
+    )
     body = "\n".join(parts)
     from autograder.pipeline.inert_html import inert_page
 
-    return inert_page(f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"
-                      f"<style>{style}</style></head><body>{body}</body></html>")
+    return inert_page(
+        f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"
+        f"<style>{style}</style></head><body>{body}</body></html>"
+    )

@@ -47,6 +47,7 @@ download gives no value for (``Email address``, ``Status``, ``Grade can be chang
 upload replaces each student's comments by that column's text whenever they differ, so an empty one would
 erase comments already written in Moodle.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,13 +65,33 @@ from autograder.pipeline import gradebook_file
 from autograder.pipeline.collect import late_word
 
 LMSES = ("canvas", "moodle")
-NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-                    "raw_score", "late_submission_penalty", "score", "max_score"]  # nbgrader export's, in order
+NBGRADER_COLUMNS = [
+    "assignment",
+    "duedate",
+    "timestamp",
+    "student_id",
+    "last_name",
+    "first_name",
+    "email",
+    "raw_score",
+    "late_submission_penalty",
+    "score",
+    "max_score",
+]  # nbgrader export's, in order
 LMS_COLUMNS = ["full_name", "download_name", "lms", "lms_id", "late"]
 GRADES_COLUMNS = NBGRADER_COLUMNS + LMS_COLUMNS
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-MOODLE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
-                  "Grade can be changed", "Last modified (submission)", "Last modified (grade)"]
+MOODLE_COLUMNS = [
+    "Identifier",
+    "Full name",
+    "Email address",
+    "Status",
+    "Grade",
+    "Maximum Grade",
+    "Grade can be changed",
+    "Last modified (submission)",
+    "Last modified (grade)",
+]
 MOODLE_PARTICIPANT = "Participant "  # mod/assign's 'hiddenuser' string: the Identifier is it and the id
 FILES = {"canvas": "canvas-gradebook.csv", "moodle": "moodle-grading-worksheet.csv"}
 
@@ -102,8 +123,9 @@ def _collected(work: Path, lab: str) -> Dict[str, dict]:
         records = json.loads(path.read_text())
     except ValueError as error:
         raise ValueError(f"{path} is not JSON ({error}): run make collect LAB={lab} FROM=... again") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("student"), str)
-                                                for r in records):
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("student"), str) for r in records
+    ):
         raise ValueError(f"{path} does not hold collect's records: run make collect LAB={lab} FROM=... again")
     return {r["student"]: r for r in records}
 
@@ -112,9 +134,13 @@ def _lms_fields(record: Optional[dict]) -> Dict[str, str]:
     """The LMS columns of grades.csv for a collection ``record`` (all empty without one)."""
     record = record or {}
     late = record.get("late")
-    return {"full_name": str(record.get("full_name") or ""), "download_name": str(record.get("name") or ""),
-            "lms": str(record.get("lms") or ""), "lms_id": str(record.get("lms_id") or ""),
-            "late": late_word(late if isinstance(late, bool) else None)}
+    return {
+        "full_name": str(record.get("full_name") or ""),
+        "download_name": str(record.get("name") or ""),
+        "lms": str(record.get("lms") or ""),
+        "lms_id": str(record.get("lms_id") or ""),
+        "late": late_word(late if isinstance(late, bool) else None),
+    }
 
 
 def _text(value) -> str:
@@ -140,26 +166,35 @@ def write_grades_csv(work: Path, target: Path) -> int:
     from nbgrader.api import MissingEntry
 
     if not isinstance(work, Path) or not isinstance(target, Path):
-        raise ValueError(f"write_grades_csv takes the work folder and the file to write as Paths, got {work!r}, "
-                         f"{target!r}")
+        raise ValueError(
+            f"write_grades_csv takes the work folder and the file to write as Paths, got {work!r}, {target!r}"
+        )
     rows: List[List[str]] = []
     with gradebook_file.errors(work / "gradebook.db"), _open_gradebook(work) as gb:
         for assignment in gb.assignments:
             collected = _collected(work, assignment.name)
             for student in gb.students:
-                row = {"assignment": assignment.name, "duedate": _text(assignment.duedate),
-                       "student_id": student.id, "last_name": _text(student.last_name),
-                       "first_name": _text(student.first_name), "email": _text(student.email),
-                       "max_score": _text(assignment.max_score)}
+                row = {
+                    "assignment": assignment.name,
+                    "duedate": _text(assignment.duedate),
+                    "student_id": student.id,
+                    "last_name": _text(student.last_name),
+                    "first_name": _text(student.first_name),
+                    "email": _text(student.email),
+                    "max_score": _text(assignment.max_score),
+                }
                 try:
                     submission = gb.find_submission(assignment.name, student.id)
                 except MissingEntry:  # nothing submitted: 0, as nbgrader's export writes it
                     row.update(timestamp="", raw_score=str(0.0), late_submission_penalty=str(0.0), score=str(0.0))
                 else:
                     penalty = submission.late_submission_penalty or 0.0
-                    row.update(timestamp=_text(submission.timestamp), raw_score=_text(submission.score),
-                               late_submission_penalty=_text(submission.late_submission_penalty),
-                               score=str(max(0.0, (submission.score or 0.0) - penalty)))
+                    row.update(
+                        timestamp=_text(submission.timestamp),
+                        raw_score=_text(submission.score),
+                        late_submission_penalty=_text(submission.late_submission_penalty),
+                        score=str(max(0.0, (submission.score or 0.0) - penalty)),
+                    )
                 row.update(_lms_fields(collected.get(student.id)))
                 rows.append([row[column] for column in GRADES_COLUMNS])
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -184,8 +219,11 @@ def graded_students(work: Path, lab: str) -> List[Graded]:
     failed = set()
     if summary.exists():
         try:
-            failed = {row["student"] for row in json.loads(summary.read_text()).get("students", [])
-                      if isinstance(row, dict) and not row.get("ok", True)}
+            failed = {
+                row["student"]
+                for row in json.loads(summary.read_text()).get("students", [])
+                if isinstance(row, dict) and not row.get("ok", True)
+            }
         except (ValueError, AttributeError, KeyError, TypeError):
             raise ValueError(f"{summary} is not make grade's summary: run make grade LAB={lab} again") from None
     found: List[Graded] = []
@@ -201,12 +239,20 @@ def graded_students(work: Path, lab: str) -> List[Graded]:
             if submission is not None and submission.score is not None:
                 score = max(0.0, submission.score - (submission.late_submission_penalty or 0.0))
             late = record.get("late")
-            found.append(Graded(
-                student=sid, lms=str(record.get("lms") or ""), lms_id=str(record.get("lms_id") or ""),
-                name=str(record.get("name") or ""), full_name=str(record.get("full_name") or ""),
-                late=late if isinstance(late, bool) else None,
-                collided=any(kind == "id-collision" for kind, _ in record.get("repairs", [])),
-                score=score, max_score=float(assignment.max_score or 0.0), failed=sid in failed))
+            found.append(
+                Graded(
+                    student=sid,
+                    lms=str(record.get("lms") or ""),
+                    lms_id=str(record.get("lms_id") or ""),
+                    name=str(record.get("name") or ""),
+                    full_name=str(record.get("full_name") or ""),
+                    late=late if isinstance(late, bool) else None,
+                    collided=any(kind == "id-collision" for kind, _ in record.get("repairs", [])),
+                    score=score,
+                    max_score=float(assignment.max_score or 0.0),
+                    failed=sid in failed,
+                )
+            )
     return found
 
 
@@ -214,8 +260,10 @@ def _why_left_out(student: Graded, lms: str, lab: str, collected: bool) -> str:
     """Why ``student`` cannot go into ``lms``'s file, or "" when it can."""
     label = lms.capitalize()
     if not collected:
-        return (f"not collected with make collect (not in reports/{lab}/collected.json), so {label}'s id for "
-                "the student is not known")
+        return (
+            f"not collected with make collect (not in reports/{lab}/collected.json), so {label}'s id for "
+            "the student is not known"
+        )
     if student.collided:
         return "several entries of the download gave this id (id-collision), so whose it is is not known"
     if student.lms != lms:
@@ -225,8 +273,10 @@ def _why_left_out(student: Graded, lms: str, lab: str, collected: bool) -> str:
         why = " (Canvas's download of an anonymously graded assignment names no user)" if lms == "canvas" else ""
         return f"the download gave no {label} id for the student{why}"
     if student.failed:
-        return (f"its grading failed (reports/{lab}/error-{student.student}.log): grade it again (python -m "
-                f"autograder.pipeline.grade {lab} --student {student.student}) before uploading")
+        return (
+            f"its grading failed (reports/{lab}/error-{student.student}.log): grade it again (python -m "
+            f"autograder.pipeline.grade {lab} --student {student.student}) before uploading"
+        )
     if student.score is None:
         return f"not graded yet: run make grade LAB={lab}"
     return ""
@@ -240,19 +290,23 @@ def _points(score: float, max_score: float, points: Optional[float]) -> str:
 
 
 def _check_points(points: Optional[float]) -> None:
-    if points is not None and (isinstance(points, bool) or not isinstance(points, (int, float))
-                               or not math.isfinite(points) or points <= 0):
+    if points is not None and (
+        isinstance(points, bool) or not isinstance(points, (int, float)) or not math.isfinite(points) or points <= 0
+    ):
         raise ValueError(f"points is the LMS assignment's maximum, a number above 0, got {points!r}")
 
 
-def canvas_gradebook(work: Path, lab: str, assignment_id: str, title: str = "",
-                     points: Optional[float] = None) -> Tuple[List[List[str]], List[Tuple[str, str]]]:
+def canvas_gradebook(
+    work: Path, lab: str, assignment_id: str, title: str = "", points: Optional[float] = None
+) -> Tuple[List[List[str]], List[Tuple[str, str]]]:
     """The rows (header first) of Canvas's gradebook CSV for ``lab``, the assignment Canvas numbers
     ``assignment_id`` (its column ``<title> (<id>)``, the title the lab's unless given), scores out of
     ``points`` when given; and ``(student id, why)`` for each student left out (the module doc)."""
     if not isinstance(assignment_id, str) or not re.fullmatch(r"[1-9][0-9]*", assignment_id):
-        raise ValueError("Canvas needs the assignment's id, the number after /assignments/ in the assignment's "
-                         f"address (https://<canvas>/courses/<course>/assignments/<id>), got {assignment_id!r}")
+        raise ValueError(
+            "Canvas needs the assignment's id, the number after /assignments/ in the assignment's "
+            f"address (https://<canvas>/courses/<course>/assignments/<id>), got {assignment_id!r}"
+        )
     if not isinstance(title, str) or "\n" in title or "\r" in title:
         raise ValueError(f"the Canvas column's title is one line of text, got {title!r}")
     _check_points(points)
@@ -268,8 +322,9 @@ def canvas_gradebook(work: Path, lab: str, assignment_id: str, title: str = "",
     return rows, left_out
 
 
-def moodle_worksheet(work: Path, lab: str, points: Optional[float] = None,
-                     now: Optional[datetime] = None) -> Tuple[List[List[str]], List[Tuple[str, str]]]:
+def moodle_worksheet(
+    work: Path, lab: str, points: Optional[float] = None, now: Optional[datetime] = None
+) -> Tuple[List[List[str]], List[Tuple[str, str]]]:
     """The rows (header first) of Moodle's grading worksheet for ``lab``, scores out of ``points`` when given
     (else the lab's maximum), ``Last modified (grade)`` ``now`` (an aware datetime; the current time by
     default); and ``(student id, why)`` for each student left out (the module doc)."""
@@ -287,13 +342,31 @@ def moodle_worksheet(work: Path, lab: str, points: Optional[float] = None,
             left_out.append((student.student, why))
             continue
         maximum = _points(student.max_score, student.max_score, points)
-        rows.append([MOODLE_PARTICIPANT + student.lms_id, student.full_name, "", "",
-                     _points(student.score, student.max_score, points), maximum, "", "", stamp])
+        rows.append(
+            [
+                MOODLE_PARTICIPANT + student.lms_id,
+                student.full_name,
+                "",
+                "",
+                _points(student.score, student.max_score, points),
+                maximum,
+                "",
+                "",
+                stamp,
+            ]
+        )
     return rows, left_out
 
 
-def write(work: Path, lab: str, lms: str, assignment_id: Optional[str] = None, title: str = "",
-          points: Optional[float] = None, now: Optional[datetime] = None) -> Tuple[Path, List[Tuple[str, str]]]:
+def write(
+    work: Path,
+    lab: str,
+    lms: str,
+    assignment_id: Optional[str] = None,
+    title: str = "",
+    points: Optional[float] = None,
+    now: Optional[datetime] = None,
+) -> Tuple[Path, List[Tuple[str, str]]]:
     """Write ``reports/<lab>/`` ``canvas-gradebook.csv`` or ``moodle-grading-worksheet.csv`` and
     ``<lms>-left-out.csv``; return the file and who was left out. ValueError when no student can go in it
     (nothing is written then) or an argument is wrong."""
@@ -301,8 +374,10 @@ def write(work: Path, lab: str, lms: str, assignment_id: Optional[str] = None, t
         raise ValueError(f"lms is one of {', '.join(LMSES)}, got {lms!r}")
     if lms == "canvas":
         if assignment_id is None:
-            raise ValueError("Canvas needs the assignment's id, which its download does not carry: give "
-                             "ASSIGNMENT_ID=<the number after /assignments/ in the assignment's address>")
+            raise ValueError(
+                "Canvas needs the assignment's id, which its download does not carry: give "
+                "ASSIGNMENT_ID=<the number after /assignments/ in the assignment's address>"
+            )
         rows, left_out = canvas_gradebook(work, lab, assignment_id, title, points)
     else:
         if assignment_id is not None or title:
@@ -328,11 +403,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write one lab's grades in the file Canvas or Moodle imports.")
     parser.add_argument("lab", choices=sorted(LABS))
     parser.add_argument("--lms", required=True, choices=LMSES)
-    parser.add_argument("--assignment-id", help="Canvas: the assignment's id (the number after /assignments/ "
-                                                "in its address)")
+    parser.add_argument(
+        "--assignment-id", help="Canvas: the assignment's id (the number after /assignments/ in its address)"
+    )
     parser.add_argument("--title", default="", help="Canvas: the column's title (default: the lab's name)")
-    parser.add_argument("--points", type=float, help="the LMS assignment's maximum: scores are scaled to it "
-                                                     "(default: the lab's own points)")
+    parser.add_argument(
+        "--points",
+        type=float,
+        help="the LMS assignment's maximum: scores are scaled to it (default: the lab's own points)",
+    )
     args = parser.parse_args(argv)
     work = Path(ROOT) / "autograder" / "work"
     try:
@@ -344,11 +423,15 @@ def main(argv=None) -> int:
         print(f"WARNING: left out of {target.name}: {sid}: {why}", file=sys.stderr)
     with open(target, newline="") as handle:
         count = sum(1 for _ in csv.reader(handle)) - 1
-    print(f"{args.lab}: {count} student(s) in {target.resolve()}, {len(left_out)} left out"
-          + (f" ({target.with_name(args.lms + '-left-out.csv').resolve()})" if left_out else ""))
+    print(
+        f"{args.lab}: {count} student(s) in {target.resolve()}, {len(left_out)} left out"
+        + (f" ({target.with_name(args.lms + '-left-out.csv').resolve()})" if left_out else "")
+    )
     if args.points is None:
-        print(f"{args.lab}: scores are out of the lab's own points: the {args.lms.capitalize()} assignment must "
-              "be out of the same maximum, or give POINTS=<its maximum>")
+        print(
+            f"{args.lab}: scores are out of the lab's own points: the {args.lms.capitalize()} assignment must "
+            "be out of the same maximum, or give POINTS=<its maximum>"
+        )
     return 0
 
 

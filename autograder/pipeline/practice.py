@@ -6,6 +6,7 @@ minus a line, and folds the line away under "Answer". A class's copy of the open
 (``metadata.paged_kv.near_answer: true``, kept by nbgrader in the release); ``for_open_lab`` replaces each run of
 them by one short note. Self-study copies and the copies of past labs keep them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,8 +14,10 @@ import copy
 import nbformat
 
 NEAR_ANSWER = "near_answer"
-PLACEHOLDER = ("*Left out of your class's copy while this lab is open: this practice shows code close to the "
-               "lab's answers. It comes back once the lab is past due.*")
+PLACEHOLDER = (
+    "*Left out of your class's copy while this lab is open: this practice shows code close to the "
+    "lab's answers. It comes back once the lab is past due.*"
+)
 
 
 def is_near_answer(cell) -> bool:

@@ -15,6 +15,7 @@ format minor version, broken JSON. ``repair`` rebuilds the notebook from the rel
 - what was changed or noticed goes to the instructor's log and, when it matters to the student, to
   a "Grading notes" cell at the top of the graded notebook (and so of the feedback).
 """
+
 from __future__ import annotations
 
 import ast
@@ -69,35 +70,53 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
             data = json.loads(text, strict=False)  # raw control characters inside strings (hand edits)
             result.record("json", "control characters in strings accepted")
         except ValueError as error:
-            result.record("invalid-json", str(error),
-                          f"Your file is not a valid notebook (JSON error: {error}), so none of it could be "
-                          "graded. Open it in Jupyter to check it, save it again and resubmit.")
+            result.record(
+                "invalid-json",
+                str(error),
+                f"Your file is not a valid notebook (JSON error: {error}), so none of it could be "
+                "graded. Open it in Jupyter to check it, save it again and resubmit.",
+            )
             return None
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
-        result.record("not-a-notebook", "no list of cells",
-                      "Your file is JSON but not a notebook (no cells), so none of it could be graded.")
+        result.record(
+            "not-a-notebook",
+            "no list of cells",
+            "Your file is JSON but not a notebook (no cells), so none of it could be graded.",
+        )
         return None
     major, minor = data.get("nbformat"), data.get("nbformat_minor")
     if major == 3:
         data = nbformat.reads(json.dumps(data), as_version=4)
         result.record("format", "nbformat 3 converted to 4")
     elif major != 4:
-        result.record("format", f"nbformat {major}.{minor}: read as version 4",
-                      f"Your notebook uses format {major}.{minor}; it was read as format 4.")
+        result.record(
+            "format",
+            f"nbformat {major}.{minor}: read as version 4",
+            f"Your notebook uses format {major}.{minor}; it was read as format 4.",
+        )
     elif isinstance(minor, int) and minor > 5:
         result.record("format-minor", f"nbformat 4.{minor}, newer than this nbformat knows: read as 4.5")
     metadata = data.get("metadata") or {}
     if "colab" in metadata or any("colab" in (c.get("metadata") or {}) for c in data["cells"]):
-        result.record("saved-by", "Google Colab", "Your notebook was saved by Google Colab; its cells were matched "
-                      "to the original ones by their content.")
+        result.record(
+            "saved-by",
+            "Google Colab",
+            "Your notebook was saved by Google Colab; its cells were matched to the original ones by their content.",
+        )
     cells = []
     for cell in data["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
             continue
         meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
         ids = {i for i in (cell.get("id"), meta.get("id")) if isinstance(i, str)}
-        cells.append({"type": cell["cell_type"], "source": _text(cell.get("source")), "ids": ids,
-                      "grade_id": _nbgrader(cell).get("grade_id")})
+        cells.append(
+            {
+                "type": cell["cell_type"],
+                "source": _text(cell.get("source")),
+                "ids": ids,
+                "grade_id": _nbgrader(cell).get("grade_id"),
+            }
+        )
     return cells
 
 
@@ -114,8 +133,9 @@ def defined_names(source: str) -> Tuple[Dict[str, Set[str]], Optional[str]]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             names[node.name] = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            names[node.name] |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets
-                                 if isinstance(t, ast.Name)}
+            names[node.name] |= {
+                t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+            }
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names[node.name] = set()
         elif isinstance(node, ast.Assign):
@@ -152,21 +172,39 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
     for r, cell in enumerate(release):  # by identical text
         if r not in matched:
             texts = _as_handed_out(cell.source)
-            s = next((i for i, c in enumerate(cells) if i not in used and c["type"] == cell.cell_type
-                      and normalized(c["source"]) in texts and cell.source.strip()), None)
+            s = next(
+                (
+                    i
+                    for i, c in enumerate(cells)
+                    if i not in used
+                    and c["type"] == cell.cell_type
+                    and normalized(c["source"]) in texts
+                    and cell.source.strip()
+                ),
+                None,
+            )
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # answer cells: the cell that defines what the answer must define
         if r not in matched and cell.metadata.get("nbgrader", {}).get("solution"):
             needed = set(_required(cell))
-            s = next((i for i, c in enumerate(cells) if i not in used and c["type"] == "code"
-                      and needed and needed <= set(defined_names(c["source"])[0])), None)
+            s = next(
+                (
+                    i
+                    for i, c in enumerate(cells)
+                    if i not in used and c["type"] == "code" and needed and needed <= set(defined_names(c["source"])[0])
+                ),
+                None,
+            )
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # edited copies of locked cells
         if r not in matched and cell.metadata.get("nbgrader", {}).get("locked") and cell.source.strip():
-            scores = [(difflib.SequenceMatcher(None, cell.source, c["source"]).ratio(), i)
-                      for i, c in enumerate(cells) if i not in used and c["type"] == cell.cell_type]
+            scores = [
+                (difflib.SequenceMatcher(None, cell.source, c["source"]).ratio(), i)
+                for i, c in enumerate(cells)
+                if i not in used and c["type"] == cell.cell_type
+            ]
             if scores and max(scores)[0] >= SIMILAR:
                 take(r, max(scores)[1])
     return matched
@@ -182,21 +220,30 @@ def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name
     """The notebook to grade for one submission (see the module doc). ``release`` is not modified."""
     result = Repaired(notebook=copy.deepcopy(release))
     if file_name and expected_name and file_name != expected_name:
-        result.record("file-name", f"{file_name} graded as {expected_name}",
-                      f"Your file was named `{file_name}`; it was graded as `{expected_name}`.")
+        result.record(
+            "file-name",
+            f"{file_name} graded as {expected_name}",
+            f"Your file was named `{file_name}`; it was graded as `{expected_name}`.",
+        )
     cells = read_cells(raw, result)
     if cells is None:
         _finish(result)
         return result
     if not any(c["grade_id"] for c in cells):
-        result.record("metadata", "no nbgrader metadata: cells matched by id and content",
-                      "Your notebook had lost its grading metadata; cells were matched to the original ones by "
-                      "their id and content.")
+        result.record(
+            "metadata",
+            "no nbgrader metadata: cells matched by id and content",
+            "Your notebook had lost its grading metadata; cells were matched to the original ones by "
+            "their id and content.",
+        )
     matched = match_cells(release.cells, cells)
     order = [matched[r] for r in sorted(matched)]
     if order != sorted(order):
-        result.record("reordered", "cells out of the release's order",
-                      "Some cells were moved; they were graded in the original order.")
+        result.record(
+            "reordered",
+            "cells out of the release's order",
+            "Some cells were moved; they were graded in the original order.",
+        )
     out: List[NotebookNode] = []
     added_after: Dict[int, List[int]] = {}
     last_release = -1
@@ -227,14 +274,20 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
     meta = cell.metadata.get("nbgrader", {})
     if meta.get("solution"):
         if submitted is None:
-            result.record("missing-answer", _label(cell),
-                          f"The answer cell `{_label(cell)}` was not found in your notebook; it was graded "
-                          "as the unanswered starter code.")
+            result.record(
+                "missing-answer",
+                _label(cell),
+                f"The answer cell `{_label(cell)}` was not found in your notebook; it was graded "
+                "as the unanswered starter code.",
+            )
         else:
             new.source = submitted["source"]
             if submitted["type"] != "code" and cell.cell_type == "code":
-                result.record("answer-type", _label(cell), f"Your answer cell `{_label(cell)}` had been turned "
-                              "into a text cell; it was graded as code.")
+                result.record(
+                    "answer-type",
+                    _label(cell),
+                    f"Your answer cell `{_label(cell)}` had been turned into a text cell; it was graded as code.",
+                )
         return new
     kind = "test" if meta.get("grade") else ("cell" if cell.cell_type == "code" else None)
     what = f"{'test' if kind == 'test' else 'given code'} cell `{_label(cell)}`"
@@ -242,9 +295,12 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
         return new
     if submitted is None:
         result.record(f"restored-{kind}", _label(cell), f"The {what} was missing; the original was put back.")
-    elif normalized(submitted["source"]) not in _as_handed_out(cell.source) and (meta.get("locked") or meta.get("grade")):
-        result.record(f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally "
-                      "written.")
+    elif normalized(submitted["source"]) not in _as_handed_out(cell.source) and (
+        meta.get("locked") or meta.get("grade")
+    ):
+        result.record(
+            f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally written."
+        )
     return new
 
 
@@ -280,8 +336,11 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
         names, error = defined_names(cell.source)
         meta = cell.metadata.get("nbgrader", {})
         if error and meta.get("solution"):
-            result.record("syntax-error", f"{_label(cell)} {error}",
-                          f"Your answer cell `{_label(cell)}` has a syntax error ({error}), so it defines nothing.")
+            result.record(
+                "syntax-error",
+                f"{_label(cell)} {error}",
+                f"Your answer cell `{_label(cell)}` has a syntax error ({error}), so it defines nothing.",
+            )
         for name, methods in names.items():
             defined.setdefault(name, set()).update(methods)
     for cell in release.cells:
@@ -291,15 +350,21 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
             if name not in defined:
                 others = sorted(n for n in defined if n not in _all_release_names(release))
                 seen = f" (your notebook defines {', '.join(others)})" if others else ""
-                result.record("renamed-todo", f"{name} missing{seen}",
-                              f"Your notebook does not define `{name}`{seen}. The tests call `{name}`, so they "
-                              "could not run your code: keep the names the lab gives.")
+                result.record(
+                    "renamed-todo",
+                    f"{name} missing{seen}",
+                    f"Your notebook does not define `{name}`{seen}. The tests call `{name}`, so they "
+                    "could not run your code: keep the names the lab gives.",
+                )
                 continue
             lost = sorted(methods - defined[name])
             if lost:
-                result.record("renamed-todo", f"{name} lacks {', '.join(lost)}",
-                              f"Your class `{name}` does not define {', '.join(f'`{m}`' for m in lost)}, which "
-                              "the tests call: keep the method names the lab gives.")
+                result.record(
+                    "renamed-todo",
+                    f"{name} lacks {', '.join(lost)}",
+                    f"Your class `{name}` does not define {', '.join(f'`{m}`' for m in lost)}, which "
+                    "the tests call: keep the method names the lab gives.",
+                )
 
 
 def _all_release_names(release: NotebookNode) -> Set[str]:
@@ -315,8 +380,17 @@ def _finish(result: Repaired) -> None:
     cells = [c for c in result.notebook.cells if c.get("id") != NOTES_CELL_ID]
     if result.notes:
         text = f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
-        cells.insert(0, from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
-                                   "source": text + note_lines(f"- {n}" for n in result.notes)}))
+        cells.insert(
+            0,
+            from_dict(
+                {
+                    "cell_type": "markdown",
+                    "id": NOTES_CELL_ID,
+                    "metadata": {},
+                    "source": text + note_lines(f"- {n}" for n in result.notes),
+                }
+            ),
+        )
     result.notebook.cells = cells
 
 

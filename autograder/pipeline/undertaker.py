@@ -10,6 +10,7 @@ process is the cleaner behind them, and what makes a re-run never meet a live le
 
     python -m autograder.pipeline.undertaker   # reads the pipe on its standard input
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,12 @@ GRACE_S = 15.0
 def start() -> Optional[subprocess.Popen]:
     """The undertaker of this process (None where it cannot start: grading goes on without it)."""
     try:
-        return subprocess.Popen([sys.executable, "-m", "autograder.pipeline.undertaker"], stdin=subprocess.PIPE,
-                                start_new_session=True, env=dict(os.environ))
+        return subprocess.Popen(
+            [sys.executable, "-m", "autograder.pipeline.undertaker"],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            env=dict(os.environ),
+        )
     except OSError:
         return None
 

@@ -6,6 +6,7 @@ tests' text, hidden tests included, is what grading needs) and its release, the 
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,11 @@ def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(base)
         parts = relative.parts
-        if (any(p in LEFT_OUT_DIRS for p in parts) or tuple(parts[:2]) in LEFT_OUT_TOP
-                or (parts[:2] == ("autograder", "labs") and "tests" in parts[2:])):
+        if (
+            any(p in LEFT_OUT_DIRS for p in parts)
+            or tuple(parts[:2]) in LEFT_OUT_TOP
+            or (parts[:2] == ("autograder", "labs") and "tests" in parts[2:])
+        ):
             continue
         if path.is_file() and not path.is_symlink() and path.suffix not in (".pyc", ".pyo"):
             yield str(relative), path.read_bytes()
@@ -63,8 +67,10 @@ def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
         yield from _entries(folder, repo)
     for folder in (SOURCE_DIR / lab, RELEASE_DIR / lab):
         for relative, data in _entries(folder, folder.parents[1]):
-            yield relative, (without_solutions(data) if folder.parent == SOURCE_DIR and
-                             relative.endswith(".ipynb") else data)
+            yield (
+                relative,
+                (without_solutions(data) if folder.parent == SOURCE_DIR and relative.endswith(".ipynb") else data),
+            )
     yield "autograder/BUILT_FROM", _commit(repo).encode()
 
 
@@ -82,7 +88,7 @@ def without_solutions(notebook: bytes) -> bytes:
         for line in cell.source.split("\n"):
             if line.strip() == "### BEGIN SOLUTION":
                 inside = True
-                kept += [line, line[:len(line) - len(line.lstrip())] + "raise NotImplementedError()"]
+                kept += [line, line[: len(line) - len(line.lstrip())] + "raise NotImplementedError()"]
             elif line.strip() == "### END SOLUTION":
                 inside = False
                 kept.append(line)
@@ -94,8 +100,9 @@ def without_solutions(notebook: bytes) -> bytes:
 
 def _commit(repo: Path) -> str:
     try:
-        done = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"], capture_output=True,
-                              text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(repo), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
         return done.stdout.strip() or "unknown commit"
     except (OSError, subprocess.SubprocessError):
         return "unknown commit"
@@ -104,10 +111,18 @@ def _commit(repo: Path) -> str:
 def prepare_gradebook(course: Path, lab: str) -> None:
     """Load ``lab`` into the gradebook of the course copy at ``course`` (``autograder/work/gradebook.db``), as
     the first ``make grade`` does, so that grading an upload starts at once (what Gradescope's setup.sh runs)."""
-    env = dict(os.environ, PYTHONPATH=str(course),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(course),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
     env.pop("PAGED_KV_COURSE_ROOT", None)
-    done = subprocess.run([sys.executable, "-m", "autograder.platforms.gradescope", "prepare", lab], cwd=course,
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder.platforms.gradescope", "prepare", lab],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"loading {lab} into the gradebook failed:\n{(done.stdout + done.stderr)[-3000:]}")

@@ -15,6 +15,7 @@ the message the feedback shows; visible tests ``visible``, hidden ones ``after_p
 ``extra_data`` (grader version, box level). Whatever happens it writes a results.json (a crash would show
 students "autograder failed" with no feedback): an upload with nothing to grade scores 0 with what to upload.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,13 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from autograder.platforms import bundle
-from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, print_for_instructor, write_results
+from autograder.platforms.one_upload import (
+    Outcome,
+    grade_or_failure,
+    grader_version,
+    print_for_instructor,
+    write_results,
+)
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 HIDDEN_VISIBILITY_ENV = "PAGED_KV_HIDDEN_VISIBILITY"
@@ -79,15 +86,32 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     """Gradescope's results.json for ``outcome``."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
-    tests = [{"name": t.name, "number": str(n + 1), "score": t.score, "max_score": t.max_score,
-              "status": "passed" if t.score >= t.max_score - 1e-9 else "failed", "output": t.output,
-              "visibility": hidden_visibility if t.hidden else "visible", "tags": [t.grade_id]}
-             for n, t in enumerate(outcome.tests)]
-    return {"score": outcome.score, "execution_time": int(round(outcome.seconds)),
-            "output": outcome.message(), "stdout_visibility": "hidden",
-            "tests": tests,
-            "extra_data": {"lab": outcome.lab, "grader_version": grader_version(), "box_level": outcome.isolation,
-                           "file": outcome.file}}
+    tests = [
+        {
+            "name": t.name,
+            "number": str(n + 1),
+            "score": t.score,
+            "max_score": t.max_score,
+            "status": "passed" if t.score >= t.max_score - 1e-9 else "failed",
+            "output": t.output,
+            "visibility": hidden_visibility if t.hidden else "visible",
+            "tags": [t.grade_id],
+        }
+        for n, t in enumerate(outcome.tests)
+    ]
+    return {
+        "score": outcome.score,
+        "execution_time": int(round(outcome.seconds)),
+        "output": outcome.message(),
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {
+            "lab": outcome.lab,
+            "grader_version": grader_version(),
+            "box_level": outcome.isolation,
+            "file": outcome.file,
+        },
+    }
 
 
 def run(lab: str, submission: Path, target: Path) -> dict:

@@ -10,6 +10,7 @@ feedback shows for it, never hidden-test source), the Grading notes (repairs, li
 and what the instructor should know (box level, seconds). An upload with no notebook to grade (none,
 several unrelated ones, not valid JSON) is not graded: every test scores 0 and ``problem`` says what to upload.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ from typing import List, Optional
 STUDENT = "student"
 NOT_GRADED = ("no-notebook", "invalid-json", "several-notebooks")
 # How the Grading notes of those kinds begin (``collect``, ``repair``): ``problem`` says it already.
-SAID_BY_THE_PROBLEM = ("No notebook of this lab", "Your submission holds", "Your file is not a valid notebook",
-                       "Your file is JSON but not a notebook")
+SAID_BY_THE_PROBLEM = (
+    "No notebook of this lab",
+    "Your submission holds",
+    "Your file is not a valid notebook",
+    "Your file is JSON but not a notebook",
+)
 
 
 @dataclass
@@ -86,14 +91,20 @@ def _gather(folder: Path, scratch: Path):
 def _what_to_upload(notebook: str, repairs: List[list]) -> str:
     kinds = {kind: detail for kind, detail in repairs}
     if "several-notebooks" in kinds:
-        return (f"Your upload holds several notebooks of this lab ({kinds['several-notebooks'][:300]}), so none was "
-                f"graded: upload one, the lab's notebook file `{notebook}`, alone.")
+        return (
+            f"Your upload holds several notebooks of this lab ({kinds['several-notebooks'][:300]}), so none was "
+            f"graded: upload one, the lab's notebook file `{notebook}`, alone."
+        )
     if "no-notebook" in kinds:
-        return (f"No notebook to grade was found in your upload ({kinds['no-notebook']}). Upload the lab's notebook "
-                f"file, `{notebook}`, alone (File > Download in JupyterLab or Colab), not a zip of a folder with "
-                "several notebooks, a PDF or a link.")
-    return (f"Your notebook is not a notebook file that can be read ({kinds['invalid-json'][:300]}). Download it again "
-            f"from JupyterLab or Colab (File > Download, `{notebook}`) and upload that file unchanged.")
+        return (
+            f"No notebook to grade was found in your upload ({kinds['no-notebook']}). Upload the lab's notebook "
+            f"file, `{notebook}`, alone (File > Download in JupyterLab or Colab), not a zip of a folder with "
+            "several notebooks, a PDF or a link."
+        )
+    return (
+        f"Your notebook is not a notebook file that can be read ({kinds['invalid-json'][:300]}). Download it again "
+        f"from JupyterLab or Colab (File > Download, `{notebook}`) and upload that file unchanged."
+    )
 
 
 def grade_upload(lab: str, folder: Path) -> Outcome:
@@ -116,12 +127,25 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
     kinds = {kind for kind, _ in repairs}
     work = ROOT / "autograder" / "work"
     if kinds & set(NOT_GRADED):
-        tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above",
-                            c["hidden"]) for c in cells]
-        notes = [n for n in student_notes(work / "submitted" / STUDENT / lab / notebook)
-                 if not n.startswith(SAID_BY_THE_PROBLEM)]  # (the problem says it, with what to upload)
-        return Outcome(lab, tests, notes, _what_to_upload(notebook, repairs), round(time.monotonic() - started, 1),
-                       file=record["file"], log=log, gradable=False)
+        tests = [
+            CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above", c["hidden"])
+            for c in cells
+        ]
+        notes = [
+            n
+            for n in student_notes(work / "submitted" / STUDENT / lab / notebook)
+            if not n.startswith(SAID_BY_THE_PROBLEM)
+        ]  # (the problem says it, with what to upload)
+        return Outcome(
+            lab,
+            tests,
+            notes,
+            _what_to_upload(notebook, repairs),
+            round(time.monotonic() - started, 1),
+            file=record["file"],
+            log=log,
+            gradable=False,
+        )
     summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout
     row = summary["students"][0]
     from autograder.verdict.events import events_path, read_record
@@ -139,17 +163,27 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
             output = "its checks passed here, but the cell failed when your notebook ran it: see your feedback"
         else:
             output = str(verdict.get("message") or "failed").strip()
-        tests.append(CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000],
-                                cell["hidden"]))
+        tests.append(
+            CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000], cell["hidden"])
+        )
     # The student reads what their feedback page says (the Grading notes, in sentences); the instructor's codes
     # and flags (similar-to-reference, why the box could not be trusted) go to stdout, which only staff read.
-    notes = student_notes(work / "autograded" / STUDENT / lab / notebook) or \
-        student_notes(work / "submitted" / STUDENT / lab / notebook)
+    notes = student_notes(work / "autograded" / STUDENT / lab / notebook) or student_notes(
+        work / "submitted" / STUDENT / lab / notebook
+    )
     log += [f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}" for event in events.get("events", [])]
     if not row.get("ok"):
         notes.append("Grading this notebook failed; your instructor has the log.")
-    return Outcome(lab, tests, notes, "", round(time.monotonic() - started, 1), summary.get("isolation", ""),
-                   record["file"], log=log)
+    return Outcome(
+        lab,
+        tests,
+        notes,
+        "",
+        round(time.monotonic() - started, 1),
+        summary.get("isolation", ""),
+        record["file"],
+        log=log,
+    )
 
 
 def student_notes(path: Path) -> List[str]:
@@ -209,8 +243,10 @@ def grade_or_failure(lab: str, folder: Path) -> Outcome:
 def print_for_instructor(outcome: Outcome, target: Path) -> None:
     """The platform job's stdout, which only the course's staff read: the score, the box level, where the results
     went, and the instructor's log lines (repairs and grading events, flags such as ``similar-to-reference``)."""
-    print(f"{outcome.lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
-          f"'{outcome.isolation or '-'}'; results: {target}")
+    print(
+        f"{outcome.lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
+        f"'{outcome.isolation or '-'}'; results: {target}"
+    )
     for line in outcome.log:
         print(f"  log: {line}")
 
@@ -225,7 +261,11 @@ def failure(lab: str, error: BaseException, cells: Optional[list] = None) -> Out
     """An ``Outcome`` for an upload the autograder could not grade at all (its own fault): 0, and why."""
     tests = [CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded", c["hidden"]) for c in cells or []]
     # A SystemExit is the grader's own stop for the instructor (a damaged gradebook): its text is theirs (stdout).
-    why = "its setup needs your instructor's attention" if isinstance(error, SystemExit) else \
-        f"{type(error).__name__}: {str(error)[:300]}"
-    return Outcome(lab, tests, [], f"The autograder could not grade this upload ({why}). Tell your instructor; "
-                                   "they have the log.")
+    why = (
+        "its setup needs your instructor's attention"
+        if isinstance(error, SystemExit)
+        else f"{type(error).__name__}: {str(error)[:300]}"
+    )
+    return Outcome(
+        lab, tests, [], f"The autograder could not grade this upload ({why}). Tell your instructor; they have the log."
+    )

@@ -12,6 +12,7 @@ time). PrairieLearn mounts the job at ``/grade``: the upload in ``/grade/student
 ``points``, ``max_points``, ``output``; hidden tests show their message, never their code). The student sees
 all of it; what only the instructor should read (the box level) goes to stdout, the grading job's log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,13 @@ from typing import List, Optional
 
 from autograder.platforms import bundle
 from autograder.platforms.gradescope import HIDDEN_VISIBILITY_ENV, VISIBILITIES
-from autograder.platforms.one_upload import Outcome, grade_or_failure, grader_version, print_for_instructor, write_results
+from autograder.platforms.one_upload import (
+    Outcome,
+    grade_or_failure,
+    grader_version,
+    print_for_instructor,
+    write_results,
+)
 
 IMAGE = "paged-kv-course/grader:latest"
 
@@ -79,13 +86,21 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     tests = [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output} for t in shown]
     held = [t for t in outcome.tests if t not in shown]
     if held:  # PrairieLearn shows every test at once: the hidden ones as one line, with no detail (as Gradescope)
-        tests.append({"name": f"hidden tests ({len(held)})", "points": round(sum(t.score for t in held), 4),
-                      "max_points": round(sum(t.max_score for t in held), 4),
-                      "output": "Each hidden test's result is shown once your instructor publishes them."})
-    return {"gradable": outcome.gradable, "score": round(outcome.score / maximum, 6) if maximum else 0.0,
-            "message": outcome.message(),
-            "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()})",
-            "tests": tests}
+        tests.append(
+            {
+                "name": f"hidden tests ({len(held)})",
+                "points": round(sum(t.score for t in held), 4),
+                "max_points": round(sum(t.max_score for t in held), 4),
+                "output": "Each hidden test's result is shown once your instructor publishes them.",
+            }
+        )
+    return {
+        "gradable": outcome.gradable,
+        "score": round(outcome.score / maximum, 6) if maximum else 0.0,
+        "message": outcome.message(),
+        "output": f"{outcome.lab}: {outcome.score:g} of {maximum:g} points (grader {grader_version()})",
+        "tests": tests,
+    }
 
 
 def run(lab: str, student: Path, target: Path) -> dict:
@@ -124,10 +139,21 @@ def build_question(lab: str, dest: Path) -> Path:
     runner.write_text(RUN_GRADER.format(lab=lab))
     runner.chmod(runner.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     (tests / "Dockerfile").write_text(DOCKERFILE.format(image=IMAGE))
-    info = {"uuid": question_uuid(lab), "title": f"paged-kv-course {lab}", "topic": "KV cache paging",
-            "tags": ["paged-kv-course", lab], "type": "v3", "singleVariant": True, "gradingMethod": "External",
-            "externalGradingOptions": {"enabled": True, "image": IMAGE, "entrypoint": "/grade/tests/run_grader",
-                                       "timeout": job_timeout_s(lab)}}
+    info = {
+        "uuid": question_uuid(lab),
+        "title": f"paged-kv-course {lab}",
+        "topic": "KV cache paging",
+        "tags": ["paged-kv-course", lab],
+        "type": "v3",
+        "singleVariant": True,
+        "gradingMethod": "External",
+        "externalGradingOptions": {
+            "enabled": True,
+            "image": IMAGE,
+            "entrypoint": "/grade/tests/run_grader",
+            "timeout": job_timeout_s(lab),
+        },
+    }
     (folder / "info.json").write_text(json.dumps(info, indent=2))
     notebook = LABS[lab]
     (folder / "question.html").write_text(
@@ -135,7 +161,8 @@ def build_question(lab: str, dest: Path) -> Path:
         "JupyterLab or Colab).</p>\n</pl-question-panel>\n\n"
         f'<pl-file-upload file-names="{notebook}"></pl-file-upload>\n\n'
         "<pl-submission-panel>\n<pl-external-grader-results></pl-external-grader-results>\n"
-        "<pl-file-preview></pl-file-preview>\n</pl-submission-panel>\n")
+        "<pl-file-preview></pl-file-preview>\n</pl-submission-panel>\n"
+    )
     return folder
 
 

@@ -9,6 +9,7 @@ Nothing here knows a lab by name: a new lab gets the whole class from its notebo
 ``write_export`` lays the class out as an LMS export (Canvas files, Moodle folders, zips, plain
 folders) for ``autograder.pipeline.collect``. ``check_outcome`` compares a graded student with the expectation.
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,7 +49,9 @@ class Expect:
 @dataclass
 class Student:
     sid: str
-    kind: str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander, link
+    kind: (
+        str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander, link
+    )
     label: str
     file_name: str
     content: bytes
@@ -75,18 +78,23 @@ class Lab:
 
     @property
     def grade_cells(self) -> Dict[str, float]:
-        return {_meta(c)["grade_id"]: float(_meta(c).get("points", 0)) for c in self.source["cells"]
-                if _meta(c).get("grade")}
+        return {
+            _meta(c)["grade_id"]: float(_meta(c).get("points", 0))
+            for c in self.source["cells"]
+            if _meta(c).get("grade")
+        }
 
     @property
     def visible(self) -> Set[str]:
-        return {_meta(c)["grade_id"] for c in self.source["cells"]
-                if _meta(c).get("grade") and not is_hidden_test(c)}
+        return {_meta(c)["grade_id"] for c in self.source["cells"] if _meta(c).get("grade") and not is_hidden_test(c)}
 
     def hidden_check(self, grade_id: str) -> Optional[str]:
         cell = next(c for c in self.source["cells"] if _meta(c).get("grade_id") == grade_id)
-        calls = [n.func.attr for n in ast.walk(ast.parse(_src(cell))) if isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")]
+        calls = [
+            n.func.attr
+            for n in ast.walk(ast.parse(_src(cell)))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")
+        ]
         return calls[0] if calls else None
 
 
@@ -109,16 +117,19 @@ def _with_answer(lab: Lab, edit: Callable[[str], str]) -> dict:
 
 def inject(code: str) -> Callable[[str], str]:
     """Put ``code`` at the top of the TODO's solution region (inside the function being written)."""
+
     def edit(source: str) -> str:
         lines = source.splitlines()
         at = next(i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line)
-        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-        return "\n".join(lines[:at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1:])
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        return "\n".join(lines[: at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1 :])
+
     return edit
 
 
 def inject_into_function(name: str, code: str) -> Callable[[str], str]:
     """Put ``code`` at the top of the body of the function ``name`` defined in the answer cell."""
+
     def edit(source: str) -> str:
         lines = source.splitlines()
         node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
@@ -127,6 +138,7 @@ def inject_into_function(name: str, code: str) -> Callable[[str], str]:
             at = node.body[0].end_lineno  # after the docstring
         indent = " " * node.body[0].col_offset
         return "\n".join(lines[:at] + [indent + line for line in code.splitlines()] + lines[at:])
+
     return edit
 
 
@@ -175,10 +187,12 @@ def delegations(lab: Lab) -> Dict[str, str]:
             owner = reference.__qualname__.split(".")[0]
             out["reference imported under another name"] = (
                 f"from {reference.__module__} import {owner} as _Engine\n"
-                f"return _Engine.{name}(self, {_call_args(function)})")
+                f"return _Engine.{name}(self, {_call_args(function)})"
+            )
     elif hasattr(paged_kv, name):
         out["reference imported under another name"] = (
-            f"from paged_kv import {name} as _engine\nreturn _engine({_call_args(function)})")
+            f"from paged_kv import {name} as _engine\nreturn _engine({_call_args(function)})"
+        )
     return out
 
 
@@ -204,6 +218,7 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     # Code put in a @triton.jit kernel is not run as Python (the kernel is compiled or interpreted), so
     # exit calls there fail the kernel instead of exiting: only the lost points are expected.
     kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
+
     def python_only(events):
         return set() if kernel else events
 
@@ -212,13 +227,32 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         fewer points than full marks when the lab has others (their tests still earn)."""
         return Expect(total=0.0, zero=all_ids, **kwargs) if single else Expect(below=total, **kwargs)
 
-    def add(kind: str, label: str, nb, expect: Expect, file_name: Optional[str] = None,
-            raw: Optional[bytes] = None, beside: bool = False, link: Optional[str] = None) -> None:
+    def add(
+        kind: str,
+        label: str,
+        nb,
+        expect: Expect,
+        file_name: Optional[str] = None,
+        raw: Optional[bytes] = None,
+        beside: bool = False,
+        link: Optional[str] = None,
+    ) -> None:
         sid = f"{kind}-{len(students):02d}"
         content = raw if raw is not None else json.dumps(nb, indent=1).encode()
-        students.append(Student(sid, kind, label, file_name or lab.notebook, content, expect,
-                                loops="endless loop" in label, beside=beside, link=link,
-                                findings_free=kind == "delegation" or (kind == "attack" and "(untouched code)" in label)))
+        students.append(
+            Student(
+                sid,
+                kind,
+                label,
+                file_name or lab.notebook,
+                content,
+                expect,
+                loops="endless loop" in label,
+                beside=beside,
+                link=link,
+                findings_free=kind == "delegation" or (kind == "attack" and "(untouched code)" in label),
+            )
+        )
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
     add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))
@@ -231,31 +265,65 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     for label, code in delegations(lab).items():
         add("delegation", label, _with_answer(lab, inject(code)), ruined())
     # Broken and hostile submissions.
-    add("hostile", "returns an object equal to everything", _with_answer(lab, inject(
-        "class _Agree:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
-        "    __hash__ = object.__hash__\n    __len__ = lambda self: 0\n    __getitem__ = lambda self, key: self\n"
-        "return _Agree()")), ruined())
-    add("hostile", "raises SystemExit in the TODO", _with_answer(lab, inject("raise SystemExit(1)")),
-        ruined(events=python_only({"exit-called"})))
+    add(
+        "hostile",
+        "returns an object equal to everything",
+        _with_answer(
+            lab,
+            inject(
+                "class _Agree:\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
+                "    __hash__ = object.__hash__\n    __len__ = lambda self: 0\n    __getitem__ = lambda self, key: self\n"
+                "return _Agree()"
+            ),
+        ),
+        ruined(),
+    )
+    add(
+        "hostile",
+        "raises SystemExit in the TODO",
+        _with_answer(lab, inject("raise SystemExit(1)")),
+        ruined(events=python_only({"exit-called"})),
+    )
     # A segmentation fault needs no import the provenance checks refuse (numpy's as_strided reads far away).
     crash = "import numpy as np\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(2,), strides=(2**44,)).sum()"
-    add("hostile", "crashes the kernel whenever the TODO runs", _with_answer(lab, inject(crash)),
-        ruined(events=python_only({"kernel-died"})))
-    add("hostile", "crashes its kernel before the answer", _insert(lab.source, lab.answer_index,
-                                                                   nbformat.v4.new_code_cell(crash)),
-        Expect(total=total, full=all_ids, events={"kernel-died"}))
-    add("hostile", "endless loop in the TODO", _with_answer(lab, inject("while True:\n    pass")),
-        ruined(events={"timeout"}, output=["Time limit"]))
+    add(
+        "hostile",
+        "crashes the kernel whenever the TODO runs",
+        _with_answer(lab, inject(crash)),
+        ruined(events=python_only({"kernel-died"})),
+    )
+    add(
+        "hostile",
+        "crashes its kernel before the answer",
+        _insert(lab.source, lab.answer_index, nbformat.v4.new_code_cell(crash)),
+        Expect(total=total, full=all_ids, events={"kernel-died"}),
+    )
+    add(
+        "hostile",
+        "endless loop in the TODO",
+        _with_answer(lab, inject("while True:\n    pass")),
+        ruined(events={"timeout"}, output=["Time limit"]),
+    )
     # Inside a @triton.jit kernel a try statement does not compile (the GPU-build check fails first, and
     # nothing loops): there the loop goes into the answer cell's Python helper, which the tests call.
-    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    stubborn = (
+        "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    )
     helper = next((n for n, f in todo_functions(lab).items() if not f.decorator_list), None) if kernel else None
-    add("hostile", "endless loop that ignores interrupts",
+    add(
+        "hostile",
+        "endless loop that ignores interrupts",
         _with_answer(lab, inject_into_function(helper, stubborn) if helper else inject(stubborn)),
-        ruined(events={"timeout"}))
-    add("hostile", "asks for more memory than the limit", _with_answer(lab, inject(
-        f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")), ruined(events={"memory"}))
-    probe = nbformat.v4.new_code_cell(textwrap.dedent(f"""\
+        ruined(events={"timeout"}),
+    )
+    add(
+        "hostile",
+        "asks for more memory than the limit",
+        _with_answer(lab, inject(f"_hog = bytearray({2 * memory_mb} * 1024 * 1024)")),
+        ruined(events={"memory"}),
+    )
+    probe = nbformat.v4.new_code_cell(
+        textwrap.dedent(f"""\
         import os, socket, glob
         try:
             socket.create_connection(("1.1.1.1", 53), timeout=3).close(); print("network: open")
@@ -267,12 +335,20 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
         try:
             open(os.path.join(repo, "paged_kv", "x.txt"), "w"); print("repo: writable")
         except OSError:
-            print("repo: read-only")"""))
+            print("repo: read-only")""")
+    )
     # Its imports are refused (so every test below scores 0); what it can reach is still the box's.
-    add("hostile", "reaches for the network, the solutions and the repository",
+    add(
+        "hostile",
+        "reaches for the network, the solutions and the repository",
         _insert(lab.source, lab.answer_index + 1, probe),
-        Expect(total=0.0, zero=all_ids, events={"integrity"},
-               boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"]))
+        Expect(
+            total=0.0,
+            zero=all_ids,
+            events={"integrity"},
+            boxed_output=["network: blocked", "solutions seen: 0", "repo: read-only"],
+        ),
+    )
     for kind, label, nb, expect, beside, *link in attack_students(lab):
         add(kind, label, nb, expect, beside=beside, link=link[0] if link else None)
     nb = copy.deepcopy(lab.source)
@@ -289,21 +365,39 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     required = todo_names(lab)
     renamed = _with_answer(lab, lambda s: s.replace(f" {required}(", f" my_{required}(", 1))
     add("broken", "renamed the TODO", renamed, ruined(repairs={"renamed-todo"}))
-    add("broken", "saved by Colab as 'Copy of …' (no ids, no nbgrader metadata)", _colab(lab.source),
+    add(
+        "broken",
+        "saved by Colab as 'Copy of …' (no ids, no nbgrader metadata)",
+        _colab(lab.source),
         Expect(total=total, full=all_ids, repairs={"saved-by", "metadata", "file-name"}),
-        file_name=f"Copy of {lab.notebook}")
+        file_name=f"Copy of {lab.notebook}",
+    )
     newer = copy.deepcopy(lab.source)
     newer["nbformat_minor"] = 99
     newer["metadata"]["jupyterlab_future"] = {"theme": "dark"}
     for cell in newer["cells"]:
         cell["metadata"]["collapsed_future"] = True
-    add("broken", "saved by a newer JupyterLab (format 4.99, new metadata)", newer,
-        Expect(total=total, full=all_ids, repairs={"format-minor"}))
-    add("broken", "renamed file", lab.source, Expect(total=total, full=all_ids, repairs={"file-name"}),
-        file_name="my lab final v2.ipynb")
+    add(
+        "broken",
+        "saved by a newer JupyterLab (format 4.99, new metadata)",
+        newer,
+        Expect(total=total, full=all_ids, repairs={"format-minor"}),
+    )
+    add(
+        "broken",
+        "renamed file",
+        lab.source,
+        Expect(total=total, full=all_ids, repairs={"file-name"}),
+        file_name="my lab final v2.ipynb",
+    )
     text = json.dumps(lab.source)
-    add("broken", "not valid JSON (cut short)", None, Expect(total=0.0, zero=all_ids, repairs={"invalid-json"}),
-        raw=text[: len(text) // 2].encode())
+    add(
+        "broken",
+        "not valid JSON (cut short)",
+        None,
+        Expect(total=0.0, zero=all_ids, repairs={"invalid-json"}),
+        raw=text[: len(text) // 2].encode(),
+    )
     return students
 
 
@@ -398,8 +492,11 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
     if not written or any(getattr(f, "__code__", None) is None or f.__code__.co_freevars for f in written.values()):
         return None  # nothing to write, or a closure: its source alone does not run
     # A class entry's own helper methods (``_admit`` beside ``schedule``) go into the class with them.
-    extra = {} if not isinstance(implementation, type) else {
-        n: f for n, f in vars(implementation).items() if inspect.isfunction(f) and n not in functions}
+    extra = (
+        {}
+        if not isinstance(implementation, type)
+        else {n: f for n, f in vars(implementation).items() if inspect.isfunction(f) and n not in functions}
+    )
     try:
         sources = {name: inspect.getsource(f) for name, f in written.items()}
         extra_sources = [textwrap.dedent(inspect.getsource(f)) for f in extra.values()]
@@ -414,14 +511,14 @@ def _catalogue_notebook(lab: Lab, implementation) -> Optional[dict]:
         for node in sorted(ast.walk(tree), key=lambda n: -getattr(n, "lineno", 0)):
             if isinstance(node, ast.FunctionDef) and node.name in sources:
                 start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
-                indent = lines[node.lineno - 1][:node.col_offset]
+                indent = lines[node.lineno - 1][: node.col_offset]
                 body = textwrap.dedent(sources[node.name]).splitlines()
                 body[0] = body[0].replace(f"def {body[0].split('def ')[1].split('(')[0]}(", f"def {node.name}(")
                 if last:
                     for source in extra_sources:
                         body += [""] + source.splitlines()
                     last = False
-                lines[start:node.end_lineno] = [indent + line if line else line for line in body]
+                lines[start : node.end_lineno] = [indent + line if line else line for line in body]
         return "\n\n".join(helpers + ["\n".join(lines)])
 
     return _with_answer(lab, edit)
@@ -437,8 +534,12 @@ def _helpers(functions) -> List[str]:
         function = todo.pop()
         for name in function.__code__.co_names:
             helper = function.__globals__.get(name)
-            if (inspect.isfunction(helper) and helper.__module__ == function.__module__ and name not in seen
-                    and not helper.__code__.co_freevars):
+            if (
+                inspect.isfunction(helper)
+                and helper.__module__ == function.__module__
+                and name not in seen
+                and not helper.__code__.co_freevars
+            ):
                 seen[name] = textwrap.dedent(inspect.getsource(helper))
                 todo.append(helper)
             elif name not in imports and _stdlib_import(name, helper):
@@ -453,9 +554,12 @@ def _stdlib_import(name: str, value) -> Optional[str]:
         alias = "" if module == name else f" as {name}"
         return f"import {module}{alias}" if module.split(".")[0] in sys.stdlib_module_names else None
     module = getattr(value, "__module__", None)
-    if (isinstance(module, str) and module.split(".")[0] in sys.stdlib_module_names
-            and (inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value))
-            and getattr(sys.modules.get(module), getattr(value, "__qualname__", ""), None) is value):
+    if (
+        isinstance(module, str)
+        and module.split(".")[0] in sys.stdlib_module_names
+        and (inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value))
+        and getattr(sys.modules.get(module), getattr(value, "__qualname__", ""), None) is value
+    ):
         alias = "" if value.__qualname__ == name else f" as {name}"
         return f"from {module} import {value.__qualname__}{alias}"
     return None
@@ -514,8 +618,15 @@ def _write_link(folder: Path, student: Student, targets: Dict[str, Student]) -> 
 
 
 # ---- checking --------------------------------------------------------------------------------------
-def check_outcome(student: Student, scores: Dict[str, float], maxima: Dict[str, float], repairs: Set[str],
-                  events: Set[str], outputs: str, boxed: bool) -> List[str]:
+def check_outcome(
+    student: Student,
+    scores: Dict[str, float],
+    maxima: Dict[str, float],
+    repairs: Set[str],
+    events: Set[str],
+    outputs: str,
+    boxed: bool,
+) -> List[str]:
     """What differs from the expectation (an empty list when the student was graded as described)."""
     expect, problems = student.expect, []
     total = sum(scores.values())
@@ -524,8 +635,9 @@ def check_outcome(student: Student, scores: Dict[str, float], maxima: Dict[str, 
     if expect.below is not None and total >= expect.below:
         problems.append(f"total {total}, expected less than {expect.below} ({scores})")
     problems += [f"{g} scored {scores.get(g)}, expected 0" for g in sorted(expect.zero) if scores.get(g, 0) != 0]
-    problems += [f"{g} scored {scores.get(g)}, expected {maxima[g]}" for g in sorted(expect.full)
-                 if scores.get(g) != maxima[g]]
+    problems += [
+        f"{g} scored {scores.get(g)}, expected {maxima[g]}" for g in sorted(expect.full) if scores.get(g) != maxima[g]
+    ]
     problems += [f"repair '{k}' not logged (got {sorted(repairs)})" for k in sorted(expect.repairs - repairs)]
     problems += [f"event '{k}' not logged (got {sorted(events)})" for k in sorted(expect.events - events)]
     problems += [f"output lacks {text!r}" for text in expect.output if text not in outputs]

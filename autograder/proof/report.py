@@ -10,6 +10,7 @@ submissions handled, seconds per student.
 solution and its correct variants, catalogued bugs, and one endless loop), default budgets; prints
 seconds per student and the class's time. Results go to ``bench/results/grading.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ import nbformat
 from autograder.course import notebook as nbread
 from autograder.course.layout import graded_labs  # noqa: F401 (read from here by the harness)
 from autograder.proof import classroom
+from autograder.box.limits import MEMORY_MB
 from autograder.pipeline.inert import live_markup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,8 +76,14 @@ class LabResult:
     feedback_leaks: List[str] = field(default_factory=list)
 
 
-def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[classroom.Student]] = None,
-            workers: Optional[int] = None, loop_budget: Optional[Dict[str, str]] = None) -> LabResult:
+def run_lab(
+    lab: str,
+    root: Path,
+    env: Dict[str, str],
+    students: Optional[List[classroom.Student]] = None,
+    workers: Optional[int] = None,
+    loop_budget: Optional[Dict[str, str]] = None,
+) -> LabResult:
     """Export, collect, grade and check one lab's class in the scratch course at ``root``.
 
     With ``loop_budget`` (environment overrides such as ``PAGED_KV_NOTEBOOK_TIMEOUT``), the students
@@ -85,8 +93,11 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
 
     from autograder.verdict.events import events_path, read_record
 
-    env = dict(env, PAGED_KV_COURSE_ROOT=str(root), PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(
+        env,
+        PAGED_KV_COURSE_ROOT=str(root),
+        PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
+    )
     info = classroom.load_lab(lab, root / "solutions", root / "course")
     memory = lab_memory_mb(lab, env)
     students = students if students is not None else classroom.build_class(info, root, memory_mb=memory)
@@ -97,15 +108,24 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     work = root / "autograder" / "work"
     # Three groups, one after the other: everyone else; the students whose code never ends (short budgets,
     # when given); the harm attacks with their honest bystanders, so that each hog runs beside an honest one.
-    groups = [[s for s in students if not (loop_budget and s.loops) and not s.beside and not s.findings_free],
-              [s for s in students if s.findings_free and not (loop_budget and s.loops) and not s.beside],
-              [s for s in students if loop_budget and s.loops and not s.beside],
-              [s for s in students if s.beside]]
+    groups = [
+        [s for s in students if not (loop_budget and s.loops) and not s.beside and not s.findings_free],
+        [s for s in students if s.findings_free and not (loop_budget and s.loops) and not s.beside],
+        [s for s in students if loop_budget and s.loops and not s.beside],
+        [s for s in students if s.beside],
+    ]
     budgets = [{}, {"PAGED_KV_FINDINGS_COST": "0"}, dict(loop_budget or {}), {}]
-    spec = [{"students": [ids[s.sid] for s in group], "budgets": extra}
-            for group, extra in zip(groups, budgets) if group]
-    graded = _run("autograder.pipeline.grade", lab, "--groups", json.dumps(spec),
-                  *(["--workers", str(workers)] if workers else []), env=env)
+    spec = [
+        {"students": [ids[s.sid] for s in group], "budgets": extra} for group, extra in zip(groups, budgets) if group
+    ]
+    graded = _run(
+        "autograder.pipeline.grade",
+        lab,
+        "--groups",
+        json.dumps(spec),
+        *(["--workers", str(workers)] if workers else []),
+        env=env,
+    )
     outputs = collected.stdout + graded.stdout
     path = work / "reports" / lab / "summary.json"
     if not path.exists():
@@ -118,14 +138,15 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
     scores, problems, leaks = {}, {}, []
     hidden_lines = secret_lines(info)
     seconds_of = {row["student"]: row["seconds"] for row in summary.get("students", [])}
-    honest = sorted(seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant")
-                    and not s.beside)
+    honest = sorted(
+        seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant") and not s.beside
+    )
     normal = honest[len(honest) // 2] if honest else None
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         for student in students:
             sid = ids[student.sid]
             try:
-                nb = gb.find_submission_notebook(info.notebook[:-len(".ipynb")], lab, sid)
+                nb = gb.find_submission_notebook(info.notebook[: -len(".ipynb")], lab, sid)
                 scores[student.sid] = {g.name: float(g.score or 0) for g in nb.grades}
             except MissingEntry:
                 scores[student.sid] = {}
@@ -135,13 +156,16 @@ def run_lab(lab: str, root: Path, env: Dict[str, str], students: Optional[List[c
             graded_nb = work / "autograded" / sid / lab / info.notebook
             outputs = _outputs(graded_nb) if graded_nb.exists() else ""
             problems[student.sid] = classroom.check_outcome(
-                student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap")
+                student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap"
+            )
             if student.kind == "untouched" and graded_nb.exists():
                 problems[student.sid] += _errors_outside_tests(graded_nb)
             took = seconds_of.get(sid, 0.0)
             if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
-                problems[student.sid].append(f"took {took:.1f} s beside a harm attack; an honest student takes "
-                                             f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)")
+                problems[student.sid].append(
+                    f"took {took:.1f} s beside a harm attack; an honest student takes "
+                    f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)"
+                )
             html = work / "feedback" / sid / lab / info.notebook.replace(".ipynb", ".html")
             if not html.exists():
                 problems[student.sid].append("no feedback HTML")
@@ -183,8 +207,13 @@ def _grader_lines(info: classroom.Lab) -> List[str]:
         for name in sorted(checks_modules(text)):
             for line in inspect.getsource(importlib.import_module(name)).splitlines():
                 code = line.strip()
-                if len(code) >= 24 and '"' not in code and "'" not in code and not code.startswith(
-                        ("#", "from ", "import ")) and code not in visible:
+                if (
+                    len(code) >= 24
+                    and '"' not in code
+                    and "'" not in code
+                    and not code.startswith(("#", "from ", "import "))
+                    and code not in visible
+                ):
                     lines.append(code)
     return sorted(set(lines))
 
@@ -196,7 +225,11 @@ def _outputs(path: Path) -> str:
         if cell.cell_type == "markdown":  # the Grading notes are character references: read them as a student does
             parts.append(unescape(cell.source))
         for output in cell.get("outputs", []):
-            parts += [output.get("text", ""), output.get("evalue", ""), str(output.get("data", {}).get("text/plain", ""))]
+            parts += [
+                output.get("text", ""),
+                output.get("evalue", ""),
+                str(output.get("data", {}).get("text/plain", "")),
+            ]
     return "\n".join(parts)
 
 
@@ -204,10 +237,13 @@ def _errors_outside_tests(path: Path) -> List[str]:
     """The untouched release may fail only in its test cells: a given cell that fails there greets every
     student with an error before they write a line."""
     nb = nbformat.read(path, as_version=4)
-    return [f"cell {n} (not a test) fails on the untouched release: {o.get('ename')}: {str(o.get('evalue'))[:120]}"
-            for n, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            and not nbread.is_graded(cell)
-            for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return [
+        f"cell {n} (not a test) fails on the untouched release: {o.get('ename')}: {str(o.get('evalue'))[:120]}"
+        for n, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and not nbread.is_graded(cell)
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
 
 
 def _hidden_lines(info: classroom.Lab) -> List[str]:
@@ -235,13 +271,24 @@ def describe(result: LabResult) -> Dict[str, str]:
     return rows
 
 
-COLUMNS = [("bug", "bugs caught"), ("variant", "variants accepted"), ("delegation", "delegation refused"),
-           ("hostile", "hostile handled"), ("broken", "broken handled"), ("attack", "attacks stopped"),
-           ("leak", "leaks stopped"), ("xss", "feedback inert"),
-           ("harm", "hogs contained"), ("bystander", "bystanders kept"),
-           ("link", "links refused"),
-           ("solution", "solution full"), ("untouched", "release zero"), ("s/student", "s/student"),
-           ("class s", "class s"), ("cpu s", "CPU s")]
+COLUMNS = [
+    ("bug", "bugs caught"),
+    ("variant", "variants accepted"),
+    ("delegation", "delegation refused"),
+    ("hostile", "hostile handled"),
+    ("broken", "broken handled"),
+    ("attack", "attacks stopped"),
+    ("leak", "leaks stopped"),
+    ("xss", "feedback inert"),
+    ("harm", "hogs contained"),
+    ("bystander", "bystanders kept"),
+    ("link", "links refused"),
+    ("solution", "solution full"),
+    ("untouched", "release zero"),
+    ("s/student", "s/student"),
+    ("class s", "class s"),
+    ("cpu s", "CPU s"),
+]
 
 
 def attack_table(results: List[LabResult]) -> str:
@@ -257,11 +304,14 @@ def attack_table(results: List[LabResult]) -> str:
             rows.setdefault(f"{student.kind}: {student.label}", {})[result.lab] = cell
         bystanders = [s for s in result.students if s.kind == "bystander"]
         if bystanders:
-            took = max(next((row["seconds"] for row in result.summary["students"]
-                             if row["student"] == result.ids[b.sid]), 0.0) for b in bystanders)
+            took = max(
+                next((row["seconds"] for row in result.summary["students"] if row["student"] == result.ids[b.sid]), 0.0)
+                for b in bystanders
+            )
             fine = all(not result.problems[b.sid] for b in bystanders)
-            rows.setdefault("bystanders beside the harm attacks (slowest)", {})[result.lab] = \
+            rows.setdefault("bystanders beside the harm attacks (slowest)", {})[result.lab] = (
                 f"{'ok' if fine else 'FAIL'} {took:.0f}s"
+            )
     width = max([len(k) for k in rows] + [10])
     lines = [f"{'attack class':<{width}}" + "".join(f"{lab[:12]:>14}" for lab in labs)]
     for label, cells in rows.items():
@@ -294,10 +344,16 @@ def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.St
     others = [s for s in full if s.kind in ("bug", "variant")]
     solution = next(s for s in full if s.kind == "solution")
     chosen = [looper] + attacks + others
-    chosen = chosen[:max(size, len(attacks) + 1)]
+    chosen = chosen[: max(size, len(attacks) + 1)]
     while len(chosen) < size:
-        copy = classroom.Student(f"solution-{len(chosen):02d}", "solution", "the solution", solution.file_name,
-                                 solution.content, solution.expect)
+        copy = classroom.Student(
+            f"solution-{len(chosen):02d}",
+            "solution",
+            "the solution",
+            solution.file_name,
+            solution.content,
+            solution.expect,
+        )
         chosen.append(copy)
     return chosen
 
@@ -306,17 +362,35 @@ def bench_class(info: classroom.Lab, root: Path, size: int) -> List[classroom.St
 # checks, silencing IPython twice over, making the reference agree, delegation in disguise twice over), and
 # issue #25's three syntax families that reach the reference with no name a rule could list (every lab whose
 # TODO is Python; a kernel lab's TODO is built from its text).
-EVERY_LAB_ATTACKS = ("replaces the graders' checks", "an IPython AST transformer", "the kernel always replies ok",
-                     "points the reference at its own code", "exec of the reference's source",
-                     "the reference's bytecode", "a fake triton", "the kernel hands its work",
-                     "the lab's launchers replaced",
-                     # issue #35: kernels the GPU compiler and the interpreter read differently (lab 06)
-                     "interpreter-only kernels", "a kernel whose constexpr the build fixes", "kernels whose docstring",
-                     "builtins as values", "attribute names as data", "pattern matching through __globals__")
+EVERY_LAB_ATTACKS = (
+    "replaces the graders' checks",
+    "an IPython AST transformer",
+    "the kernel always replies ok",
+    "points the reference at its own code",
+    "exec of the reference's source",
+    "the reference's bytecode",
+    "a fake triton",
+    "the kernel hands its work",
+    "the lab's launchers replaced",
+    # issue #35: kernels the GPU compiler and the interpreter read differently (lab 06)
+    "interpreter-only kernels",
+    "a kernel whose constexpr the build fixes",
+    "kernels whose docstring",
+    "builtins as values",
+    "attribute names as data",
+    "pattern matching through __globals__",
+)
 
 
-def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, memory_mb: int = 4096,
-                 share: Optional[Tuple[int, int]] = None, dealt: bool = True) -> List[classroom.Student]:
+def shared_class(
+    info: classroom.Lab,
+    root: Path,
+    lab_index: int,
+    labs: int,
+    memory_mb: int = MEMORY_MB,
+    share: Optional[Tuple[int, int]] = None,
+    dealt: bool = True,
+) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
     (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
@@ -341,25 +415,39 @@ def shared_class(info: classroom.Lab, root: Path, lab_index: int, labs: int, mem
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
             continue
-        if student.kind in own or (student.kind == "attack" and (
-                "(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))):
+        if student.kind in own or (
+            student.kind == "attack"
+            and ("(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))
+        ):
             kept.append(student)
         else:
             (disguises if student.kind == "attack" else pipeline).append(student)
     # The bystander is graded second: with one worker per core it runs beside the first harm attack.
     beside = harms[:1] + bystanders + harms[1:]
     place, places = share or (lab_index, labs)
-    return (kept + [s for n, s in enumerate(leaks) if n % len(leaks) == lab_index % len(leaks)] + beside
-            + ([s for n, s in enumerate(pipeline) if n % places == place % places]
-               + [s for n, s in enumerate(disguises) if n % 4 == place % 4]
-               + [s for n, s in enumerate(links) if n % 2 == place % 2] if dealt else []))
+    return (
+        kept
+        + [s for n, s in enumerate(leaks) if n % len(leaks) == lab_index % len(leaks)]
+        + beside
+        + (
+            [s for n, s in enumerate(pipeline) if n % places == place % places]
+            + [s for n, s in enumerate(disguises) if n % 4 == place % 4]
+            + [s for n, s in enumerate(links) if n % 2 == place % 2]
+            if dealt
+            else []
+        )
+    )
 
 
 def _honest_seconds(result: LabResult) -> Optional[float]:
     """Median grading seconds of the honest students (solution, variants, bugs) in the class."""
-    times = sorted(row["seconds"] for row in result.summary["students"]
-                   if any(result.ids[st.sid] == row["student"] and st.kind in ("solution", "variant", "bug")
-                          for st in result.students))
+    times = sorted(
+        row["seconds"]
+        for row in result.summary["students"]
+        if any(
+            result.ids[st.sid] == row["student"] and st.kind in ("solution", "variant", "bug") for st in result.students
+        )
+    )
     return round(times[len(times) // 2], 2) if times else None
 
 
@@ -390,15 +478,30 @@ def main(argv=None) -> int:
     if args.bench:
         out = REPO / "bench" / "results"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "grading.json").write_text(json.dumps([
-            {"lab": r.lab, "students": len(r.students), "class_seconds": round(r.seconds, 1),
-             "seconds_per_student": round(r.summary["seconds"] / len(r.students), 2),
-             "honest_seconds_per_student": _honest_seconds(r),
-             "attacks_stopped": sum(1 for st in r.students if st.kind in ("attack", "leak", "xss", "harm")
-                                    and not r.problems[st.sid]),
-             "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "xss", "harm")),
-             "cpu_seconds": r.summary.get("cpu_seconds"), "workers": r.summary.get("workers"),
-             "isolation": r.summary.get("isolation")} for r in results], indent=1))
+        (out / "grading.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "lab": r.lab,
+                        "students": len(r.students),
+                        "class_seconds": round(r.seconds, 1),
+                        "seconds_per_student": round(r.summary["seconds"] / len(r.students), 2),
+                        "honest_seconds_per_student": _honest_seconds(r),
+                        "attacks_stopped": sum(
+                            1
+                            for st in r.students
+                            if st.kind in ("attack", "leak", "xss", "harm") and not r.problems[st.sid]
+                        ),
+                        "attacks": sum(1 for st in r.students if st.kind in ("attack", "leak", "xss", "harm")),
+                        "cpu_seconds": r.summary.get("cpu_seconds"),
+                        "workers": r.summary.get("workers"),
+                        "isolation": r.summary.get("isolation"),
+                    }
+                    for r in results
+                ],
+                indent=1,
+            )
+        )
     failed = any(any(r.problems.values()) or r.feedback_leaks for r in results)
     return 1 if failed and not args.bench else 0
 

@@ -30,6 +30,7 @@ Moodle participant 42's folder under another name; a flat Moodle file named with
 are not notebooks and need no grading: ``test_collect_entries.py`` tries them on the folder and the Moodle
 paths (both entries refused and named).
 """
+
 from __future__ import annotations
 
 import ast
@@ -78,9 +79,15 @@ def _target(lab: Lab) -> dict:
     first_name = _entry_point(lab, list(functions))
     first = functions[first_name]
     kernel = any("jit" in ast.unparse(d) for d in first.decorator_list)
-    info = {"kernel": kernel, "function": first_name, "args": classroom._call_args(first), "class": None,
-            "starter": None, "methods": {},
-            "classmethod": any("classmethod" in ast.unparse(d) for d in first.decorator_list)}
+    info = {
+        "kernel": kernel,
+        "function": first_name,
+        "args": classroom._call_args(first),
+        "class": None,
+        "starter": None,
+        "methods": {},
+        "classmethod": any("classmethod" in ast.unparse(d) for d in first.decorator_list),
+    }
     if klass is not None:
         base = klass.bases[0].id if klass.bases and isinstance(klass.bases[0], ast.Name) else None
         info["class"], info["starter"] = klass.name, base
@@ -119,13 +126,19 @@ def _inject_into_todo(nb: dict, lab: Lab, code: str) -> dict:
     cell = nb["cells"][index]
     lines = _src(cell).splitlines()
     name = _target(lab)["function"]
-    span = next(((n.lineno - 1, n.end_lineno) for n in ast.walk(ast.parse(_src(cell)))
-                 if isinstance(n, ast.FunctionDef) and n.name == name), (0, len(lines)))
+    span = next(
+        (
+            (n.lineno - 1, n.end_lineno)
+            for n in ast.walk(ast.parse(_src(cell)))
+            if isinstance(n, ast.FunctionDef) and n.name == name
+        ),
+        (0, len(lines)),
+    )
     at = next((i for i in range(*span) if "### BEGIN SOLUTION" in lines[i] or "YOUR CODE HERE" in lines[i]), None)
     if at is None:
         raise ValueError(f"{lab.name}: no solution marker in the first answer cell")
-    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-    cell["source"] = "\n".join(lines[:at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1:])
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    cell["source"] = "\n".join(lines[: at + 1] + [indent + line for line in code.splitlines()] + lines[at + 1 :])
     return nb
 
 
@@ -149,92 +162,209 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         if only is None or label in only:
             out.append((label, nb_or_builder() if callable(nb_or_builder) else nb_or_builder))
 
-    add("replaces the graders' checks and the visible helpers", _with_cells(base, setup, [
-        "import importlib, pkgutil\nimport autograder.labs as _labs\n"
-        "for _info in pkgutil.iter_modules(_labs.__path__):\n"
-        "    try:\n        _module = importlib.import_module('autograder.labs.' + _info.name + '.checks')\n"
-        "    except ImportError:\n        continue\n"
-        "    for _name in dir(_module):\n"
-        "        if _name.startswith('check_'):\n"
-        "            setattr(_module, _name, lambda *a, **k: None)",
-        "expect_equal = expect = attempt = expect_raises = lambda *a, **k: None\n"
-        f"{grader} = lambda *a, **k: None"], "checks"))
-    add("an IPython AST transformer swallows every error", _with_cells(base, setup, [
-        "import ast\n\n\nclass _Swallow(ast.NodeTransformer):\n"
-        "    def visit_Module(self, node):\n"
-        "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
-        "        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]\n"
-        "        return ast.fix_missing_locations(node)\n\n\n"
-        "get_ipython().ast_transformers.append(_Swallow())"], "ast"))
-    add("the kernel always replies ok and shows no traceback", _with_cells(base, setup, [
-        "_shell = get_ipython()\n_shell.showtraceback = lambda *a, **k: None\n_shell._showtraceback = lambda *a, **k: None\n"
-        "_kernel = _shell.kernel\n_original = _kernel.do_execute\n\n\n"
-        "async def _always_ok(*args, **kwargs):\n    reply = _original(*args, **kwargs)\n"
-        "    if hasattr(reply, '__await__'):\n        reply = await reply\n    reply['status'] = 'ok'\n"
-        "    return reply\n\n\n_kernel.do_execute = _always_ok"], "ok"))
+    add(
+        "replaces the graders' checks and the visible helpers",
+        _with_cells(
+            base,
+            setup,
+            [
+                "import importlib, pkgutil\nimport autograder.labs as _labs\n"
+                "for _info in pkgutil.iter_modules(_labs.__path__):\n"
+                "    try:\n        _module = importlib.import_module('autograder.labs.' + _info.name + '.checks')\n"
+                "    except ImportError:\n        continue\n"
+                "    for _name in dir(_module):\n"
+                "        if _name.startswith('check_'):\n"
+                "            setattr(_module, _name, lambda *a, **k: None)",
+                "expect_equal = expect = attempt = expect_raises = lambda *a, **k: None\n"
+                f"{grader} = lambda *a, **k: None",
+            ],
+            "checks",
+        ),
+    )
+    add(
+        "an IPython AST transformer swallows every error",
+        _with_cells(
+            base,
+            setup,
+            [
+                "import ast\n\n\nclass _Swallow(ast.NodeTransformer):\n"
+                "    def visit_Module(self, node):\n"
+                "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+                "        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]\n"
+                "        return ast.fix_missing_locations(node)\n\n\n"
+                "get_ipython().ast_transformers.append(_Swallow())"
+            ],
+            "ast",
+        ),
+    )
+    add(
+        "the kernel always replies ok and shows no traceback",
+        _with_cells(
+            base,
+            setup,
+            [
+                "_shell = get_ipython()\n_shell.showtraceback = lambda *a, **k: None\n_shell._showtraceback = lambda *a, **k: None\n"
+                "_kernel = _shell.kernel\n_original = _kernel.do_execute\n\n\n"
+                "async def _always_ok(*args, **kwargs):\n    reply = _original(*args, **kwargs)\n"
+                "    if hasattr(reply, '__await__'):\n        reply = await reply\n    reply['status'] = 'ok'\n"
+                "    return reply\n\n\n_kernel.do_execute = _always_ok"
+            ],
+            "ok",
+        ),
+    )
     if t["class"] and t["methods"]:
         method = t["function"]
         module, owner = t["methods"][method]
         names = list(t["methods"])
-        add("points the reference at its own code", _with_cells(base, after_answer, [
-            f"import {module} as _reference\n"
-            f"for _name in {names!r}:\n"
-            f"    setattr(_reference.{owner}, _name, getattr({t['class']}, _name))"], "agree"))
-        add("exec of the reference's source under the TODO's name", _with_cells(base, after_answer, [
-            "import inspect, sys, textwrap\n"
-            f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
-            "    _scope = {}\n"
-            "    exec(textwrap.dedent(inspect.getsource(_ref)), vars(sys.modules[_ref.__module__]), _scope)\n"
-            f"    setattr({t['class']}, _name, _scope[_ref.__name__])"], "exec"))
-        add("the reference's bytecode renamed and rewrapped", _with_cells(base, after_answer, [
-            "import types\n"
-            f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
-            "    _ref = getattr(_ref, '__func__', _ref)\n"
-            "    _code = _ref.__code__.replace(co_filename='/tmp/ipykernel_1/123.py', co_name=_name)\n"
-            f"    setattr({t['class']}, _name, types.FunctionType(_code, _ref.__globals__, _name, _ref.__defaults__))"],
-            "bytecode"))
-        add("inherits the reference outright", lambda: _replace_todo(
-            base, f"import {module}\n\n\nclass {t['class']}({module}.{owner}):\n    pass\n"))
-        head, tail = owner[: len(owner) // 2], owner[len(owner) // 2:]
+        add(
+            "points the reference at its own code",
+            _with_cells(
+                base,
+                after_answer,
+                [
+                    f"import {module} as _reference\n"
+                    f"for _name in {names!r}:\n"
+                    f"    setattr(_reference.{owner}, _name, getattr({t['class']}, _name))"
+                ],
+                "agree",
+            ),
+        )
+        add(
+            "exec of the reference's source under the TODO's name",
+            _with_cells(
+                base,
+                after_answer,
+                [
+                    "import inspect, sys, textwrap\n"
+                    f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
+                    "    _scope = {}\n"
+                    "    exec(textwrap.dedent(inspect.getsource(_ref)), vars(sys.modules[_ref.__module__]), _scope)\n"
+                    f"    setattr({t['class']}, _name, _scope[_ref.__name__])"
+                ],
+                "exec",
+            ),
+        )
+        add(
+            "the reference's bytecode renamed and rewrapped",
+            _with_cells(
+                base,
+                after_answer,
+                [
+                    "import types\n"
+                    f"for _name, _ref in ((n, getattr({t['starter']}.__starter_of__, n)) for n in {t['starter']}.__todo__):\n"
+                    "    _ref = getattr(_ref, '__func__', _ref)\n"
+                    "    _code = _ref.__code__.replace(co_filename='/tmp/ipykernel_1/123.py', co_name=_name)\n"
+                    f"    setattr({t['class']}, _name, types.FunctionType(_code, _ref.__globals__, _name, _ref.__defaults__))"
+                ],
+                "bytecode",
+            ),
+        )
+        add(
+            "inherits the reference outright",
+            lambda: _replace_todo(base, f"import {module}\n\n\nclass {t['class']}({module}.{owner}):\n    pass\n"),
+        )
+        head, tail = owner[: len(owner) // 2], owner[len(owner) // 2 :]
         call = f"({t['args']})" if t["classmethod"] else (f"(self, {t['args']})" if t["args"] else "(self)")
-        add("a computed name finds the reference", lambda: _inject_into_todo(
-            base, lab, f"return getattr(getattr(__import__('{module}', fromlist=['x']), '{head}' + '{tail}'), "
-                       f"'{method}'){call}"))
-        add("gc finds the reference", lambda: _inject_into_todo(
-            base, lab, "import gc\n_found = next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
-                       f"o.__qualname__ == '{owner}.{method}' and o.__module__ == '{module}')\nreturn _found{call}"))
-        add("sys.modules finds the reference", lambda: _inject_into_todo(
-            base, lab, f"import sys\nreturn sys.modules['{module}'].{owner}.{method}{call}"))
-        add("torch.sys.modules finds the reference", lambda: _inject_into_todo(
-            base, lab, f"import torch\nreturn torch.sys.modules['{module}'].{owner}.{method}{call}"))
-        add("the starter's reference class holds the reference", lambda: _inject_into_todo(
-            base, lab, f"return {t['starter']}.__starter_of__.{method}{call}"))
-        add("ctypes turns an address into the reference", lambda: _inject_into_todo(
-            base, lab, f"import ctypes\n_module = ctypes.cast(id(__import__('{module}', fromlist=['x'])), "
-                       f"ctypes.py_object).value\nreturn getattr(_module, '{owner}').{method}{call}"))
+        add(
+            "a computed name finds the reference",
+            lambda: _inject_into_todo(
+                base,
+                lab,
+                f"return getattr(getattr(__import__('{module}', fromlist=['x']), '{head}' + '{tail}'), "
+                f"'{method}'){call}",
+            ),
+        )
+        add(
+            "gc finds the reference",
+            lambda: _inject_into_todo(
+                base,
+                lab,
+                "import gc\n_found = next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
+                f"o.__qualname__ == '{owner}.{method}' and o.__module__ == '{module}')\nreturn _found{call}",
+            ),
+        )
+        add(
+            "sys.modules finds the reference",
+            lambda: _inject_into_todo(base, lab, f"import sys\nreturn sys.modules['{module}'].{owner}.{method}{call}"),
+        )
+        add(
+            "torch.sys.modules finds the reference",
+            lambda: _inject_into_todo(
+                base, lab, f"import torch\nreturn torch.sys.modules['{module}'].{owner}.{method}{call}"
+            ),
+        )
+        add(
+            "the starter's reference class holds the reference",
+            lambda: _inject_into_todo(base, lab, f"return {t['starter']}.__starter_of__.{method}{call}"),
+        )
+        add(
+            "ctypes turns an address into the reference",
+            lambda: _inject_into_todo(
+                base,
+                lab,
+                f"import ctypes\n_module = ctypes.cast(id(__import__('{module}', fromlist=['x'])), "
+                f"ctypes.py_object).value\nreturn getattr(_module, '{owner}').{method}{call}",
+            ),
+        )
         pickle = f"c{module}\\n{owner}\\n.".encode().decode()
-        add("a pickle loaded by numpy brings the reference", lambda: _inject_into_todo(
-            base, lab, f"import numpy as np\nwith open('/tmp/ref.npy', 'wb') as _f:\n    _f.write(b'{pickle}')\n"
-                       f"return np.load('/tmp/ref.npy', allow_pickle=True).{method}{call}"))
+        add(
+            "a pickle loaded by numpy brings the reference",
+            lambda: _inject_into_todo(
+                base,
+                lab,
+                f"import numpy as np\nwith open('/tmp/ref.npy', 'wb') as _f:\n    _f.write(b'{pickle}')\n"
+                f"return np.load('/tmp/ref.npy', allow_pickle=True).{method}{call}",
+            ),
+        )
     elif t["methods"]:  # a function TODO
         module = next(iter(t["methods"].values()))[0]
         name = t["function"]
         call = f"({t['args']})"
-        add("exec of the reference's source under the TODO's name", _with_cells(base, after_answer, [
-            f"import inspect, sys\nimport {module} as _reference\n_scope = {{}}\n"
-            f"exec(inspect.getsource(_reference.{name}), vars(sys.modules['{module}']), _scope)\n"
-            f"{name} = _scope['{name}']"], "exec"))
-        add("the reference's bytecode renamed and rewrapped", _with_cells(base, after_answer, [
-            f"import types\nimport {module} as _reference\n_ref = _reference.{name}\n"
-            f"{name} = types.FunctionType(_ref.__code__.replace(co_filename='/tmp/ipykernel_1/9.py'), "
-            "_ref.__globals__, _ref.__name__, _ref.__defaults__)"], "bytecode"))
-        add("a computed name finds the reference", lambda: _inject_into_todo(
-            base, lab, f"return getattr(__import__('paged_kv'), '{name[:5]}' + '{name[5:]}'){call}"))
-        add("sys.modules finds the reference", lambda: _inject_into_todo(
-            base, lab, f"import sys\nreturn sys.modules['{module}'].{name}{call}"))
-        add("gc finds the reference", lambda: _inject_into_todo(
-            base, lab, f"import gc\nreturn next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
-                       f"o.__qualname__ == '{name}' and o.__module__ == '{module}'){call}"))
+        add(
+            "exec of the reference's source under the TODO's name",
+            _with_cells(
+                base,
+                after_answer,
+                [
+                    f"import inspect, sys\nimport {module} as _reference\n_scope = {{}}\n"
+                    f"exec(inspect.getsource(_reference.{name}), vars(sys.modules['{module}']), _scope)\n"
+                    f"{name} = _scope['{name}']"
+                ],
+                "exec",
+            ),
+        )
+        add(
+            "the reference's bytecode renamed and rewrapped",
+            _with_cells(
+                base,
+                after_answer,
+                [
+                    f"import types\nimport {module} as _reference\n_ref = _reference.{name}\n"
+                    f"{name} = types.FunctionType(_ref.__code__.replace(co_filename='/tmp/ipykernel_1/9.py'), "
+                    "_ref.__globals__, _ref.__name__, _ref.__defaults__)"
+                ],
+                "bytecode",
+            ),
+        )
+        add(
+            "a computed name finds the reference",
+            lambda: _inject_into_todo(
+                base, lab, f"return getattr(__import__('paged_kv'), '{name[:5]}' + '{name[5:]}'){call}"
+            ),
+        )
+        add(
+            "sys.modules finds the reference",
+            lambda: _inject_into_todo(base, lab, f"import sys\nreturn sys.modules['{module}'].{name}{call}"),
+        )
+        add(
+            "gc finds the reference",
+            lambda: _inject_into_todo(
+                base,
+                lab,
+                f"import gc\nreturn next(o for o in gc.get_objects() if type(o).__name__ == 'function' and "
+                f"o.__qualname__ == '{name}' and o.__module__ == '{module}'){call}",
+            ),
+        )
     for label, code in _syntax_families(t).items():
         add(label, lambda code=code: _inject_into_todo(base, lab, code))
     if t["kernel"]:
@@ -242,8 +372,10 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
         add(CONSTEXPR_VARIES, lambda: _constexpr_varies(base))
         add(DOCSTRING_DEF, lambda: _docstring_def(base))
         add("a fake triton whose 'kernel' computes in torch", lambda: _fake_triton(base, lab))
-        add("the kernel hands its work to the package's kernel", lambda: _inject_into_todo(
-            base, lab, "paged_kv.kernels.triton_kernels.paged_decode_kernel"))
+        add(
+            "the kernel hands its work to the package's kernel",
+            lambda: _inject_into_todo(base, lab, "paged_kv.kernels.triton_kernels.paged_decode_kernel"),
+        )
         add(LAUNCHERS_REPLACED, lambda: _launchers_replaced(base, lab))
     return out
 
@@ -252,17 +384,27 @@ def _integrity_attacks(lab: Lab, base: dict, only: Optional[set] = None) -> List
 # a value, a function that takes attribute names as data, structural pattern matching (which reads attributes,
 # dunders included, and dict keys without an attribute node) through a function's __globals__ to __import__.
 # In the grading box they reach the edition's stub: nothing is there to delegate to.
-SYNTAX_FAMILIES = ("builtins as values: functools.reduce(getattr, ...)", "attribute names as data: operator.attrgetter",
-                   "pattern matching through __globals__ to __import__")
+SYNTAX_FAMILIES = (
+    "builtins as values: functools.reduce(getattr, ...)",
+    "attribute names as data: operator.attrgetter",
+    "pattern matching through __globals__ to __import__",
+)
 
 
 INHERITS = "inherits the reference outright"
 # The attacks that call the reference itself, by a route the text rules know (they also show as findings).
-REFERENCE_ROUTES = ("exec of the reference's source under the TODO's name", "the reference's bytecode renamed and rewrapped",
-                    "inherits the reference outright", "a computed name finds the reference", "gc finds the reference",
-                    "sys.modules finds the reference", "torch.sys.modules finds the reference",
-                    "the starter's reference class holds the reference", "ctypes turns an address into the reference",
-                    "a pickle loaded by numpy brings the reference")
+REFERENCE_ROUTES = (
+    "exec of the reference's source under the TODO's name",
+    "the reference's bytecode renamed and rewrapped",
+    "inherits the reference outright",
+    "a computed name finds the reference",
+    "gc finds the reference",
+    "sys.modules finds the reference",
+    "torch.sys.modules finds the reference",
+    "the starter's reference class holds the reference",
+    "ctypes turns an address into the reference",
+    "a pickle loaded by numpy brings the reference",
+)
 
 
 def _syntax_families(t: dict) -> Dict[str, str]:
@@ -284,12 +426,14 @@ def _syntax_families(t: dict) -> Dict[str, str]:
         reach = f"case object({method}=_ref):\n            return _ref{call}"
     return {
         SYNTAX_FAMILIES[0]: f"import functools\nimport {module}\n"
-                            f"return functools.reduce(getattr, {dotted.split('.')!r}, paged_kv){call}",
+        f"return functools.reduce(getattr, {dotted.split('.')!r}, paged_kv){call}",
         SYNTAX_FAMILIES[1]: f"from operator import attrgetter\nimport {module}\n"
-                            f"return attrgetter({dotted!r})(paged_kv){call}",
-        SYNTAX_FAMILIES[2]: (f"match {anchor}:\n    case {globals_of}:\n"
-                             f"        _mod = _imp({module!r}, None, None, [{(owner or method)!r}])\n"
-                             f"match _mod:\n    {reach}"),
+        f"return attrgetter({dotted!r})(paged_kv){call}",
+        SYNTAX_FAMILIES[2]: (
+            f"match {anchor}:\n    case {globals_of}:\n"
+            f"        _mod = _imp({module!r}, None, None, [{(owner or method)!r}])\n"
+            f"match _mod:\n    {reach}"
+        ),
     }
 
 
@@ -305,7 +449,8 @@ def _fake_triton(base: dict, lab: Lab) -> dict:
         "            t = torch.arange(seq_len)\n"
         "            out.copy_(k_cache[table[t // block_size].long(), t % block_size, kv_head])\n"
         "        return launch\n\n\n"
-        "class _FakeTriton:\n    jit = InterpretedFunction()\n\n\ntriton = _FakeTriton()")
+        "class _FakeTriton:\n    jit = InterpretedFunction()\n\n\ntriton = _FakeTriton()"
+    )
     nb = _with_cells(base, _setup_index(lab) + 1, [fake], "triton")
     index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
     text = _src(nb["cells"][index]).replace("raise NotImplementedError()", "pass")
@@ -325,7 +470,8 @@ _FAKE_LAUNCHERS = (
     "_kl.run_decode = lambda kernel, grid_fn, case, name='': case.expected()\n"
     "_kl.run_fast_decode = lambda kernel, case, tile=64, name='': case.expected()\n"
     "run_gather, run_scores, run_attend = _kl.run_gather, _kl.run_scores, _kl.run_attend\n"
-    "run_decode, run_fast_decode = _kl.run_decode, _kl.run_fast_decode")
+    "run_decode, run_fast_decode = _kl.run_decode, _kl.run_fast_decode"
+)
 
 
 def _launchers_replaced(base: dict, lab: Lab) -> dict:
@@ -345,8 +491,11 @@ INTERPRETER_ONLY = "interpreter-only kernels: Python and torch behind an `if` th
 CONSTEXPR_VARIES = "a kernel whose constexpr the build fixes and a graded case varies"
 DOCSTRING_DEF = "kernels whose docstring holds the def the interpreter runs (the compiler reads the first def line)"
 # What the instructor's log shows for each (the kernel-text refusal; exec is also a provenance finding).
-KERNEL_ATTACK_EVENTS = {INTERPRETER_ONLY: {"integrity", "not-triton"}, CONSTEXPR_VARIES: {"launch-not-built"},
-                        DOCSTRING_DEF: {"not-triton"}}
+KERNEL_ATTACK_EVENTS = {
+    INTERPRETER_ONLY: {"integrity", "not-triton"},
+    CONSTEXPR_VARIES: {"launch-not-built"},
+    DOCSTRING_DEF: {"not-triton"},
+}
 
 # Inside ``if hasattr(k_cache_ptr.handle, "data"):`` (true only in the interpreter, whose tensors hold numpy data;
 # the compiler's hold IR values, so it builds the ``else`` branch): Python that reads and writes the tensors' memory
@@ -424,12 +573,14 @@ def interpreter_only_kernel(stub: str, name: str, built: str = "pass") -> str:
     code = f"TORCH_{name.upper()}"
     lines = stub.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == "raise NotImplementedError()")
-    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-    body = [f'{indent}if hasattr(k_cache_ptr.handle, "data"):  # the interpreter only: the GPU build never sees this',
-            f"{indent}    exec({code}, {{**globals(), **locals()}})",
-            f"{indent}else:  # what the GPU compiler builds"]
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    body = [
+        f'{indent}if hasattr(k_cache_ptr.handle, "data"):  # the interpreter only: the GPU build never sees this',
+        f"{indent}    exec({code}, {{**globals(), **locals()}})",
+        f"{indent}else:  # what the GPU compiler builds",
+    ]
     body += [indent + "    " + line if line.strip() else "" for line in textwrap.dedent(built).splitlines()]
-    return _torch_code(name) + "\n".join(lines[:at] + body + lines[at + 1:])
+    return _torch_code(name) + "\n".join(lines[:at] + body + lines[at + 1 :])
 
 
 def _torch_code(name: str) -> str:
@@ -446,10 +597,14 @@ def docstring_def_kernel(stub: str, name: str) -> str:
     params = ", ".join(a.arg for a in tree.body[0].args.args)
     lines = stub.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == "raise NotImplementedError()")
-    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-    body = [f'{indent}"""', f"def {name}({params}):", f"    exec(TORCH_{name.upper()}, {{**globals(), **locals()}})",
-            '    done = True  #"""']
-    return _torch_code(name) + "\n".join(lines[:at] + body + lines[at + 1:])
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    body = [
+        f'{indent}"""',
+        f"def {name}({params}):",
+        f"    exec(TORCH_{name.upper()}, {{**globals(), **locals()}})",
+        '    done = True  #"""',
+    ]
+    return _torch_code(name) + "\n".join(lines[:at] + body + lines[at + 1 :])
 
 
 def _solution_body(lab: Lab, name: str) -> str:
@@ -489,8 +644,12 @@ def _interpreter_only(base: dict, lab: Lab) -> dict:
     """Every kernel TODO of lab 06 computed in Python and torch behind ``if hasattr(k_cache_ptr.handle, "data")``:
     the GPU build is the ``else`` branch (empty, and step 5's honest tiles so that its build check has its tl.dot),
     the interpreter runs the torch code. Before issue 35 this scored 10/10 with no finding."""
-    return _each_kernel_todo(base, lambda name, stub: interpreter_only_kernel(
-        stub, name, _solution_body(lab, name) if name == "fast_decode_kernel" else "pass"))
+    return _each_kernel_todo(
+        base,
+        lambda name, stub: interpreter_only_kernel(
+            stub, name, _solution_body(lab, name) if name == "fast_decode_kernel" else "pass"
+        ),
+    )
 
 
 # Step 1 built at the build's block size (the first case's, 4) in honest Triton; every other block size takes a
@@ -531,16 +690,26 @@ def _constexpr_varies(base: dict) -> dict:
 def _leak_attacks(lab: Lab) -> List[Tuple[str, dict]]:
     end = len(lab.source["cells"])
     return [
-        ("looks for the graders' files and prints them", _with_cells(lab.source, end, [
-            "import glob\nfound = []\n"
-            "for depth in range(6):\n    prefix = '/' + '*/' * depth\n"
-            "    for pattern in ('autograder/labs/*/checks.py', 'autograder/tests/*.py', 'solutions/*/*.ipynb', "
-            "'labs/*/checks.py'):\n"
-            "        found += glob.glob(prefix + pattern)\n"
-            "print('grader files seen:', len(found))\nfor path in found[:20]:\n    print(open(path).read())"],
-            "files")),
-        ("prints the kernel's history after every test", _with_cells(lab.source, end, [
-            "print(In)\nprint(Out)\nprint(_ih)"], "history")),
+        (
+            "looks for the graders' files and prints them",
+            _with_cells(
+                lab.source,
+                end,
+                [
+                    "import glob\nfound = []\n"
+                    "for depth in range(6):\n    prefix = '/' + '*/' * depth\n"
+                    "    for pattern in ('autograder/labs/*/checks.py', 'autograder/tests/*.py', 'solutions/*/*.ipynb', "
+                    "'labs/*/checks.py'):\n"
+                    "        found += glob.glob(prefix + pattern)\n"
+                    "print('grader files seen:', len(found))\nfor path in found[:20]:\n    print(open(path).read())"
+                ],
+                "files",
+            ),
+        ),
+        (
+            "prints the kernel's history after every test",
+            _with_cells(lab.source, end, ["print(In)\nprint(Out)\nprint(_ih)"], "history"),
+        ),
     ]
 
 
@@ -565,8 +734,12 @@ print("keys of earlier students seen:", _seen)
 
 
 def _key_attacks(lab: Lab) -> List[Tuple[str, dict]]:
-    return [("leaves a key in its uid's keyring for the next student and searches for one",
-             _with_cells(lab.source, len(lab.source["cells"]), [KEY_STUDENT], "key"))]
+    return [
+        (
+            "leaves a key in its uid's keyring for the next student and searches for one",
+            _with_cells(lab.source, len(lab.source["cells"]), [KEY_STUDENT], "key"),
+        )
+    ]
 
 
 # Lab 05's register part delegated to the release part's own box (issue 35, item 6). That box holds the reference
@@ -578,12 +751,18 @@ def _key_attacks(lab: Lab) -> List[Tuple[str, dict]]:
 # so the part earns nothing.
 CROSS_PART_LAB = "05-prefix-cache"
 CROSS_PART_CELLS = ("lab05-visible-hash-blocks", "lab05-hidden-hash-blocks")
+
+
 def serve_or_fetch(module: str, reference: str, probe: str, name: str) -> str:
     """A cell that, wherever ``reference`` (an attribute path under ``module``, imported as ``_ref_module``) is the
     reference (``probe`` does not reach a stub), puts its code in ``_fetched`` and serves it over the abstract Unix
     socket ``name`` and as files ``/tmp/<name>``, ``/dev/shm/<name>``; wherever it is a stub, fetches it from them."""
-    return SERVE_OR_FETCH.replace("MODULE", module).replace("REFERENCE", reference).replace("PROBE", probe) \
+    return (
+        SERVE_OR_FETCH.replace("MODULE", module)
+        .replace("REFERENCE", reference)
+        .replace("PROBE", probe)
         .replace("NAME", name)
+    )
 
 
 SERVE_OR_FETCH = """\
@@ -633,8 +812,12 @@ if _holds_reference:
     _fetched.append(_code)
 threading.Thread(target=(lambda: _serve(_code)) if _holds_reference else _fetch, daemon=True).start()
 """
-CROSS_PART_SERVE = serve_or_fetch("paged_kv.cache.prefix_cache", "BlockManager.hash_blocks",
-                                  "_ref_module.BlockManager.hash_blocks(None, None)", "pkv-cross-part-05")
+CROSS_PART_SERVE = serve_or_fetch(
+    "paged_kv.cache.prefix_cache",
+    "BlockManager.hash_blocks",
+    "_ref_module.BlockManager.hash_blocks(None, None)",
+    "pkv-cross-part-05",
+)
 CROSS_PART_REGISTER = '''\
 class RegisteringManager(ReleasingManager):
     def hash_blocks(self, seq):
@@ -666,7 +849,8 @@ XSS_MARKDOWN = (
     "<a href=\"javascript:alert('raw link')\">raw link</a> <iframe srcdoc=\"<script>alert(1)</script>\"></iframe>\n"
     "<svg onload=alert('svg')></svg> <form action=\"javascript:alert('form')\"><button>go</button></form>\n"
     "<meta http-equiv=\"refresh\" content=\"0;url=javascript:alert('meta')\"> <base href=\"javascript:alert(1)//\">\n"
-    "<object data=\"javascript:alert('object')\"></object> <embed src=\"javascript:alert('embed')\">\n")
+    "<object data=\"javascript:alert('object')\"></object> <embed src=\"javascript:alert('embed')\">\n"
+)
 XSS_OUTPUTS = (
     "from IPython.display import HTML, SVG, Javascript, Markdown, display\nimport ipywidgets\n\n\n"
     "class _Shiny:\n    def _repr_html_(self):\n"
@@ -679,7 +863,8 @@ XSS_OUTPUTS = (
     "display(Markdown(\"[md](javascript:alert('md')) <script>alert('md script')</script>\"))\n"
     "display({'image/png': 'iVBORw0KGgo=\\\" onerror=\\\"alert(4)', 'text/plain': 'a forged image'}, raw=True,\n"
     "        metadata={'image/png': {'width': '1 onerror=alert(5)'}})\n"
-    "ipywidgets.HTML(\"<script>alert('widget')</script>\")")
+    "ipywidgets.HTML(\"<script>alert('widget')</script>\")"
+)
 # provenance refuses eval and quotes its line in the Grading notes: a backtick there ends a code span.
 XSS_QUOTED = "_quoted = eval(\"'`<img src=x onerror=alert(6)>` <script>alert(7)</script>'\")"
 
@@ -694,8 +879,12 @@ def _feedback_attacks(lab: Lab) -> List[Tuple[str, dict]]:
     at = max(i for i, c in enumerate(nb["cells"]) if _meta(c).get("grade")) + 1
     raw = dict(nbformat.v4.new_raw_cell("<script>alert('raw cell')</script>"), id="attack-xss-raw")
     raw["metadata"] = {"raw_mimetype": "text/html", "format": "text/html"}
-    nb["cells"][at:at] = [dict(nbformat.v4.new_markdown_cell(XSS_MARKDOWN), id="attack-xss-markdown"), raw,
-                          _code_cell(XSS_OUTPUTS, "attack-xss-outputs"), _code_cell(XSS_QUOTED, "attack-xss-quoted")]
+    nb["cells"][at:at] = [
+        dict(nbformat.v4.new_markdown_cell(XSS_MARKDOWN), id="attack-xss-markdown"),
+        raw,
+        _code_cell(XSS_OUTPUTS, "attack-xss-outputs"),
+        _code_cell(XSS_QUOTED, "attack-xss-quoted"),
+    ]
     return [("puts live markup in its feedback (markdown, outputs, a quoted line)", nb)]
 
 
@@ -703,22 +892,44 @@ def _harm_attacks(lab: Lab) -> List[Tuple[str, dict, Expect]]:
     end = len(lab.source["cells"])
     busy = f"while time.time() - t0 < {HOG_SECONDS}:"
     return [
-        ("busy threads on every core", [
-            "import time\nimport torch\ntorch.set_num_threads(16)\na = torch.randn(1200, 1200)\nt0 = time.time()\n"
-            f"{busy}\n    a @ a"], Expect()),
-        ("busy children in their own sessions", [
-            "import os, time\nfor _ in range(20):\n    if os.fork() == 0:\n        os.setsid()\n        t0 = time.time()\n"
-            f"        {busy}\n            pass\n        os._exit(0)\ntime.sleep(1)"], Expect()),
-        ("forks that each take 1.5 GiB", [
-            "import os, time\nfor _ in range(12):\n    if os.fork() == 0:\n        block = bytearray(1536 * 2**20)\n"
-            "        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
-            f"        time.sleep({HOG_SECONDS})\n        os._exit(0)\nfor _ in range(12):\n    os.wait()"],
-         Expect(events={"memory"})),
-        ("fills the disk", [
-            "for n in range(4):\n    with open(f'/tmp/fill-{n}', 'wb') as handle:\n        for _ in range(400):\n"
-            "            handle.write(b'x' * 2**20)"], Expect(boxed_output=["No space left on device"])),
-        ("floods the output and the error message", [
-            "print('x' * 60_000_000)", "raise ValueError('y' * 30_000_000)"], Expect(events={"output-cut"})),
+        (
+            "busy threads on every core",
+            [
+                "import time\nimport torch\ntorch.set_num_threads(16)\na = torch.randn(1200, 1200)\nt0 = time.time()\n"
+                f"{busy}\n    a @ a"
+            ],
+            Expect(),
+        ),
+        (
+            "busy children in their own sessions",
+            [
+                "import os, time\nfor _ in range(20):\n    if os.fork() == 0:\n        os.setsid()\n        t0 = time.time()\n"
+                f"        {busy}\n            pass\n        os._exit(0)\ntime.sleep(1)"
+            ],
+            Expect(),
+        ),
+        (
+            "forks that each take 1.5 GiB",
+            [
+                "import os, time\nfor _ in range(12):\n    if os.fork() == 0:\n        block = bytearray(1536 * 2**20)\n"
+                "        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
+                f"        time.sleep({HOG_SECONDS})\n        os._exit(0)\nfor _ in range(12):\n    os.wait()"
+            ],
+            Expect(events={"memory"}),
+        ),
+        (
+            "fills the disk",
+            [
+                "for n in range(4):\n    with open(f'/tmp/fill-{n}', 'wb') as handle:\n        for _ in range(400):\n"
+                "            handle.write(b'x' * 2**20)"
+            ],
+            Expect(boxed_output=["No space left on device"]),
+        ),
+        (
+            "floods the output and the error message",
+            ["print('x' * 60_000_000)", "raise ValueError('y' * 30_000_000)"],
+            Expect(events={"output-cut"}),
+        ),
     ], end
 
 
@@ -727,11 +938,17 @@ def link_students(lab: Lab) -> List[Tuple[str, str, None, Expect, bool, str]]:
     makes them): a notebook linked to the lab's solution (the instructor's, which no student can read) and
     a folder linked to the solution student's. Collection refuses both (score 0, the reason in the log and
     the Grading notes); the student linked to is graded as themselves."""
-    refused = Expect(total=0.0, zero=set(lab.grade_cells), repairs={"refused-entry"},
-                     output=["was not collected: it is a symbolic link"])
+    refused = Expect(
+        total=0.0,
+        zero=set(lab.grade_cells),
+        repairs={"refused-entry"},
+        output=["was not collected: it is a symbolic link"],
+    )
     solution = classroom.TESTS_DIR.parents[1] / "solutions" / lab.name / lab.notebook
-    return [("link", "links its notebook to the lab's solution", None, refused, False, str(solution)),
-            ("link", "links its folder to the solution student's folder", None, refused, False, "student:solution")]
+    return [
+        ("link", "links its notebook to the lab's solution", None, refused, False, str(solution)),
+        ("link", "links its folder to the solution student's folder", None, refused, False, "student:solution"),
+    ]
 
 
 # ---- the students ---------------------------------------------------------------------------------------
@@ -751,23 +968,55 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
             events.add("reached-stub")  # (a class that inherits the reference may be refused before any call)
         out.append(("attack", f"{label} (untouched code)", nb, Expect(total=0.0, zero=all_ids, events=events), False))
     if bug_notebook is not None:
-        strongest = {"points the reference at its own code", "a fake triton whose 'kernel' computes in torch",
-                     "exec of the reference's source under the TODO's name"}
+        strongest = {
+            "points the reference at its own code",
+            "a fake triton whose 'kernel' computes in torch",
+            "exec of the reference's source under the TODO's name",
+        }
         for label, nb in _integrity_attacks(lab, bug_notebook, only=strongest):
             if label in strongest:
-                out.append(("attack", f"{label} (a catalogued bug)", nb,
-                            Expect(total=0.0, zero=all_ids, events={"integrity"}), False))
+                out.append(
+                    (
+                        "attack",
+                        f"{label} (a catalogued bug)",
+                        nb,
+                        Expect(total=0.0, zero=all_ids, events={"integrity"}),
+                        False,
+                    )
+                )
     for label, nb in _leak_attacks(lab):
-        out.append(("leak", label, nb, Expect(total=total, full=all_ids, boxed_output=[] if "history" in label
-                                              else ["grader files seen: 0"]), False))
+        out.append(
+            (
+                "leak",
+                label,
+                nb,
+                Expect(total=total, full=all_ids, boxed_output=[] if "history" in label else ["grader files seen: 0"]),
+                False,
+            )
+        )
     for label, nb in _key_attacks(lab):
-        out.append(("leak", label, nb, Expect(total=total, full=all_ids,
-                                              boxed_output=["key left: refused", "keys of earlier students seen: 0"]),
-                    False))
+        out.append(
+            (
+                "leak",
+                label,
+                nb,
+                Expect(
+                    total=total, full=all_ids, boxed_output=["key left: refused", "keys of earlier students seen: 0"]
+                ),
+                False,
+            )
+        )
     for label, nb in _cross_part_attack(lab):  # graded with findings costing nothing, like every delegation
         part = set(CROSS_PART_CELLS)
-        out.append(("delegation", label, nb, Expect(total=total - sum(cells[g] for g in part), zero=part,
-                                                    full=all_ids - part), False))
+        out.append(
+            (
+                "delegation",
+                label,
+                nb,
+                Expect(total=total - sum(cells[g] for g in part), zero=part, full=all_ids - part),
+                False,
+            )
+        )
     for label, nb in _feedback_attacks(lab):
         out.append(("xss", label, nb, Expect(total=total, full=all_ids, events={"integrity"}), False))
     harms, end = _harm_attacks(lab)
@@ -775,6 +1024,13 @@ def attack_students(lab: Lab, bug_notebook: Optional[dict]) -> List[Tuple[str, s
         expect = Expect(total=total, full=all_ids, events=expect.events, boxed_output=expect.boxed_output)
         out.append(("harm", label, _with_cells(lab.source, end, sources, "harm"), expect, True))
         if number in (0, 2):  # with one worker per core, each bystander is graded while the next hogs run
-            out.append(("bystander", f"honest, graded beside the harm attacks ({number // 2 + 1})", lab.source,
-                        Expect(total=total, full=all_ids), True))
+            out.append(
+                (
+                    "bystander",
+                    f"honest, graded beside the harm attacks ({number // 2 + 1})",
+                    lab.source,
+                    Expect(total=total, full=all_ids),
+                    True,
+                )
+            )
     return out + link_students(lab)

@@ -16,6 +16,7 @@ shared CPU) so that they cost little; ``make grader-report`` grades everyone wit
 budgets. Each lab's first catalogued bug and one attack (``platform_picks``) are graded again through the
 Gradescope harness (``platform_harness``), and must score as ``make grade`` scored them, cell for cell.
 """
+
 from __future__ import annotations
 
 import csv
@@ -29,20 +30,36 @@ from typing import List
 import pytest
 
 import platform_harness
-from attacks import CONSTEXPR_VARIES, DOCSTRING_DEF, INTERPRETER_ONLY, LAUNCHERS_REPLACED, REFERENCE_ROUTES, SYNTAX_FAMILIES
+from attacks import (
+    CONSTEXPR_VARIES,
+    DOCSTRING_DEF,
+    INTERPRETER_ONLY,
+    LAUNCHERS_REPLACED,
+    REFERENCE_ROUTES,
+    SYNTAX_FAMILIES,
+)
 from autograder.proof import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
 LOOP_BUDGET = {"PAGED_KV_CELL_TIMEOUT": "5", "PAGED_KV_NOTEBOOK_TIMEOUT": "60"}
 HALVES = 2
 # What the instructor's log must show over the whole class (each half checks the share its students bring).
-LOGGED = {("repair", "restored-test"), ("repair", "invalid-json"), ("run", "timeout"), ("run", "kernel-died"),
-          ("run", "integrity"), ("run", "memory")}
+LOGGED = {
+    ("repair", "restored-test"),
+    ("repair", "invalid-json"),
+    ("run", "timeout"),
+    ("run", "kernel-died"),
+    ("run", "integrity"),
+    ("run", "memory"),
+}
 
 
 # One attack of each class goes through the Gradescope harness too, dealt out over the labs (``platform_picks``).
 ATTACK_CLASSES = (
-    ("the graders' checks replaced", lambda s: s.kind == "attack" and s.label.startswith("replaces the graders' checks")),
+    (
+        "the graders' checks replaced",
+        lambda s: s.kind == "attack" and s.label.startswith("replaces the graders' checks"),
+    ),
     ("a syntax family of delegation", lambda s: s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)),
     ("a route to the reference", lambda s: s.kind == "attack" and s.label.startswith(REFERENCE_ROUTES)),
     ("a leak", lambda s: s.kind == "leak"),
@@ -83,8 +100,13 @@ def _attack_class_of() -> dict:
     for index, lab in enumerate(LABS):
         students = _gradable(_class(lab, report.REPO))
         order = [ATTACK_CLASSES[(index + step) % len(ATTACK_CLASSES)] for step in range(len(ATTACK_CLASSES))]
-        options.append([name for name, matches in order if any(matches(s) for s in students)
-                        and (lab in DEALT_TO or name != "a harm attack")])
+        options.append(
+            [
+                name
+                for name, matches in order
+                if any(matches(s) for s in students) and (lab in DEALT_TO or name != "a harm attack")
+            ]
+        )
 
     def deal(at: int, taken: frozenset):
         if at == len(LABS):
@@ -108,8 +130,10 @@ def platform_picks(lab: str, students) -> list:
     gradable = _gradable(students)
     name = _attack_class_of()[lab]
     matches = dict(ATTACK_CLASSES)[name]
-    return [("a catalogued bug", next(s for s in gradable if s.kind == "bug")),
-            (name, next(s for s in gradable if matches(s)))]
+    return [
+        ("a catalogued bug", next(s for s in gradable if s.kind == "bug")),
+        (name, next(s for s in gradable if matches(s))),
+    ]
 
 
 def _expected_log(students) -> set:
@@ -127,16 +151,20 @@ def _work(result) -> Path:
 def define_tests(namespace: dict, half: int) -> None:
     """The fixture and the tests of one half of the labs, put into the test file's ``namespace``."""
     labs = labs_of(half)
-    params = [pytest.param(lab, student.label, id=f"{lab}-{student.kind}-{student.label}")
-              for lab in labs for student in _class(lab, report.REPO)]
+    params = [
+        pytest.param(lab, student.label, id=f"{lab}-{student.kind}-{student.label}")
+        for lab in labs
+        for student in _class(lab, report.REPO)
+    ]
 
     @pytest.fixture(scope="module")
     def graded(tmp_path_factory):
         results = {}
         for lab in labs:
             root = report.prepare_root(tmp_path_factory.mktemp(lab))
-            results[lab] = report.run_lab(lab, root, dict(os.environ), students=_class(lab, root),
-                                          loop_budget=LOOP_BUDGET)
+            results[lab] = report.run_lab(
+                lab, root, dict(os.environ), students=_class(lab, root), loop_budget=LOOP_BUDGET
+            )
         print("\n" + report.print_report(list(results.values())))
         return results
 
@@ -187,8 +215,11 @@ def define_tests(namespace: dict, half: int) -> None:
             for must in (LAUNCHERS_REPLACED, INTERPRETER_ONLY, CONSTEXPR_VARIES, DOCSTRING_DEF):
                 assert must in attacks, f"{lab}: no attack '{must}'"
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        families = {s.label for s in classroom.build_class(info, report.REPO)
-                    if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)}
+        families = {
+            s.label
+            for s in classroom.build_class(info, report.REPO)
+            if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)
+        }
         assert families <= set(kinds.get("attack", [])), f"{lab}: a syntax family of delegation is not graded"
 
     @pytest.mark.parametrize("lab", labs)
@@ -197,8 +228,11 @@ def define_tests(namespace: dict, half: int) -> None:
         reached in the box (a route to the reference the text rules need not know), or, in the kernel lab, by a
         kernel that is not all Triton or a launch whose own specialisation does not build (#35)."""
         with open(_work(graded[lab]) / "reports" / lab / "log.csv", newline="") as handle:
-            rows = [r for r in csv.DictReader(handle) if r["kind"] in ("integrity", "reached-stub", "not-triton",
-                                                                        "launch-not-built")]
+            rows = [
+                r
+                for r in csv.DictReader(handle)
+                if r["kind"] in ("integrity", "reached-stub", "not-triton", "launch-not-built")
+            ]
         attackers = {graded[lab].ids[s.sid] for s in graded[lab].students if s.kind == "attack"}
         assert attackers <= {r["student_id"] for r in rows}
         assert all("line" in r["detail"] for r in rows if r["kind"] == "integrity")
@@ -281,35 +315,50 @@ def define_tests(namespace: dict, half: int) -> None:
         seconds = {row["student"]: row["seconds"] for row in result.summary["students"]}
         lines = []
         for what, student in platform_picks(lab, result.students):
-            upload = platform_harness.write_upload(tmp_path / "uploads" / student.sid,
-                                                   {student.file_name: student.content})
+            upload = platform_harness.write_upload(
+                tmp_path / "uploads" / student.sid, {student.file_name: student.content}
+            )
             expected = result.scores[student.sid]
             runs = {"Gradescope": platform_harness.run_gradescope(image, upload, tmp_path / "gs")}
             if student.kind == "bug" and question is not None:
-                runs["PrairieLearn"] = platform_harness.run_prairielearn(question, upload, tmp_path / "pl",
-                                                                         hidden_visibility="visible")
+                runs["PrairieLearn"] = platform_harness.run_prairielearn(
+                    question, upload, tmp_path / "pl", hidden_visibility="visible"
+                )
             cells = list(runs["Gradescope"].scores())  # PrairieLearn's tests come in the same order, untagged
             # (with hidden tests visible, as here; by default they are one line: test_platforms checks it)
             for platform, run in runs.items():
                 jsonschema.validate(run.results, platform_harness.SCHEMAS[platform.lower()])
-                got = run.scores() if platform == "Gradescope" else dict(zip(cells, (
-                    float(t["points"]) for t in run.results["tests"]), strict=True))
+                got = (
+                    run.scores()
+                    if platform == "Gradescope"
+                    else dict(zip(cells, (float(t["points"]) for t in run.results["tests"]), strict=True))
+                )
                 assert got == pytest.approx(expected), f"{platform}, {what} ({student.label}): {got} != {expected}"
                 assert platform_harness.leaked(run, secret) == [], f"{platform}, {what}: hidden text in its results"
-                lines.append(f"{lab} {platform:12} {what:28} {run.seconds:6.1f} s "
-                             f"(make grade: {seconds.get(result.ids[student.sid], 0):.1f} s)")
+                lines.append(
+                    f"{lab} {platform:12} {what:28} {run.seconds:6.1f} s "
+                    f"(make grade: {seconds.get(result.ids[student.sid], 0):.1f} s)"
+                )
         print("\n" + "\n".join(lines))
 
-    tests = [graded, test_student_is_graded_as_described, test_feedback_never_shows_hidden_tests,
-             test_every_student_is_in_the_grades_csv_and_graded_without_errors,
-             test_the_instructor_log_lists_repairs_and_limits, test_the_red_team_covers_every_attack_class,
-             test_an_attack_shows_in_the_instructors_log, test_the_insight_report_shows_what_the_class_got_wrong,
-             test_gradescope_and_prairielearn_grade_as_make_grade]
+    tests = [
+        graded,
+        test_student_is_graded_as_described,
+        test_feedback_never_shows_hidden_tests,
+        test_every_student_is_in_the_grades_csv_and_graded_without_errors,
+        test_the_instructor_log_lists_repairs_and_limits,
+        test_the_red_team_covers_every_attack_class,
+        test_an_attack_shows_in_the_instructors_log,
+        test_the_insight_report_shows_what_the_class_got_wrong,
+        test_gradescope_and_prairielearn_grade_as_make_grade,
+    ]
     if half == 0:
-        tests += [test_the_insight_report_opens_in_chromium_with_its_plots,
-                  test_every_student_of_the_full_class_is_graded_in_some_lab,
-                  test_the_platform_picks_deal_every_attack_class_to_some_lab,
-                  test_the_whole_class_promises_every_kind_of_log_row]
+        tests += [
+            test_the_insight_report_opens_in_chromium_with_its_plots,
+            test_every_student_of_the_full_class_is_graded_in_some_lab,
+            test_the_platform_picks_deal_every_attack_class_to_some_lab,
+            test_the_whole_class_promises_every_kind_of_log_row,
+        ]
     namespace.update({getattr(t, "__name__", "graded"): t for t in tests})
     namespace["graded"] = graded
 

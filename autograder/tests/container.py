@@ -19,6 +19,7 @@ like this before the script starts:
 So bubblewrap and ``unshare`` really fail there (``probe`` in the container says so), and the box falls back to
 level ``rlimits`` with a uid per kernel, as on the platforms.
 """
+
 from __future__ import annotations
 
 import os
@@ -87,8 +88,9 @@ def _python_paths() -> List[str]:
 def _closed_on_the_way(path: str) -> List[str]:
     """The folders above ``path`` (not ``/``) that other accounts cannot enter, outermost first."""
     parts = path.strip("/").split("/")
-    return [folder for folder in ("/" + "/".join(parts[:i]) for i in range(1, len(parts)))
-            if not _open_to_others(folder)]
+    return [
+        folder for folder in ("/" + "/".join(parts[:i]) for i in range(1, len(parts))) if not _open_to_others(folder)
+    ]
 
 
 def closed_python_folder() -> Optional[str]:
@@ -108,7 +110,7 @@ def open_python_plans() -> Optional[List[Tuple[str, str]]]:
             continue
         if len(closed) > 1:
             return None
-        child = closed[0].rstrip("/") + "/" + path[len(closed[0]):].strip("/").split("/")[0]
+        child = closed[0].rstrip("/") + "/" + path[len(closed[0]) :].strip("/").split("/")[0]
         if (closed[0], child) not in plans:
             plans.append((closed[0], child))
     return plans
@@ -124,18 +126,26 @@ def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = Fal
     # a tmpfs over each closed folder on the way, the child on the way bound back (with what is mounted in it).
     for number, (closed, child) in enumerate([] if closed_python else (open_python_plans() or [])):
         held = keep / f"open-{number}"
-        lines += [f"mkdir -p {q(str(held))}", f"mount --rbind {q(child)} {q(str(held))}",
-                  f"mount -t tmpfs -o mode=0755 tmpfs {q(closed)}", f"mkdir -p {q(child)}",
-                  f"mount --move {q(str(held))} {q(child)}"]
+        lines += [
+            f"mkdir -p {q(str(held))}",
+            f"mount --rbind {q(child)} {q(str(held))}",
+            f"mount -t tmpfs -o mode=0755 tmpfs {q(closed)}",
+            f"mkdir -p {q(child)}",
+            f"mount --move {q(str(held))} {q(child)}",
+        ]
     for target, source in binds.items():
         lines += [f"mkdir -p {q(target)}", f"mount --bind {q(str(source))} {q(target)}"]
     venv = Path(os.path.realpath(sys.prefix))
     checkout = str(REPO)
     if docker and str(venv).startswith(checkout + "/"):  # hide the checkout, keep its environment
-        inside = str(venv)[len(checkout):].strip("/")
-        lines += [f"mkdir -p {q(str(keep / 'venv'))}", f"mount --bind {q(str(venv))} {q(str(keep / 'venv'))}",
-                  f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}", f"mkdir -p {q(checkout + '/' + inside)}",
-                  f"mount --move {q(str(keep / 'venv'))} {q(checkout + '/' + inside)}"]
+        inside = str(venv)[len(checkout) :].strip("/")
+        lines += [
+            f"mkdir -p {q(str(keep / 'venv'))}",
+            f"mount --bind {q(str(venv))} {q(str(keep / 'venv'))}",
+            f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}",
+            f"mkdir -p {q(checkout + '/' + inside)}",
+            f"mount --move {q(str(keep / 'venv'))} {q(checkout + '/' + inside)}",
+        ]
     elif docker:
         lines += [f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}"]
     if docker:
@@ -143,8 +153,15 @@ def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = Fal
     return "\n".join(lines)
 
 
-def in_container(script: str, binds: Dict[str, Path], scratch: Path, env: Optional[Dict[str, str]] = None,
-                 closed_python: bool = False, timeout: int = 600, docker: bool = True) -> subprocess.CompletedProcess:
+def in_container(
+    script: str,
+    binds: Dict[str, Path],
+    scratch: Path,
+    env: Optional[Dict[str, str]] = None,
+    closed_python: bool = False,
+    timeout: int = 600,
+    docker: bool = True,
+) -> subprocess.CompletedProcess:
     """``script`` (bash) run as a platform runs its autograder: see the module doc. Without ``docker``, only in a
     mount namespace where Python is open to every account (the machine's own capabilities, no filter)."""
     environment = dict(env if env is not None else os.environ)
@@ -159,8 +176,9 @@ def in_container(script: str, binds: Dict[str, Path], scratch: Path, env: Option
         enter = f"exec bash -c {q(script)}"
     wrapped = setup_lines(binds, scratch, closed_python, docker) + "\n" + enter
     try:
-        done = subprocess.run(["unshare", "-m", "bash", "-c", wrapped], env=environment, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            ["unshare", "-m", "bash", "-c", wrapped], env=environment, capture_output=True, text=True, timeout=timeout
+        )
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     done.tmpdir = tmpdir  # type: ignore[attr-defined]
@@ -180,4 +198,3 @@ def left_behind(*tags: str) -> list:
         if any(tag and tag in command for tag in tags):
             left.append(f"{entry.name}: {command[:160]}")
     return left
-

@@ -1,4 +1,5 @@
 """Run a notebook's code in this process, up to and including its graded answer cell (test cells skipped)."""
+
 from __future__ import annotations
 
 import linecache
@@ -25,7 +26,7 @@ def namespace_after_answer(path: Path) -> Dict[str, Any]:
     last_answer = graded_answer_index(cells)
     transform = TransformerManager().transform_cell
     namespace: Dict[str, Any] = {"__name__": "__notebook__"}
-    for index, cell in enumerate(cells[:last_answer + 1]):
+    for index, cell in enumerate(cells[: last_answer + 1]):
         if cell.metadata.get("nbgrader", {}).get("grade"):
             continue
         source = transform(cell.source)

@@ -7,6 +7,7 @@ then, in a fresh container of that image per upload, ``/autograder/run_autograde
 private mount namespace (``unshare -m``, root only), so the real scripts run with their real paths;
 ``setup.sh`` reuses this checkout's Python (``PAGED_KV_REUSE_PYTHON``) instead of installing.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,10 @@ from autograder.platforms import gradescope, prairielearn
 
 HERE = Path(__file__).resolve().parent
 # JSON Schemas written from each platform's specification of results.json (autograder/tests/schemas/).
-SCHEMAS = {name: json.loads((HERE / "schemas" / f"{name}_results.schema.json").read_text())
-           for name in ("gradescope", "prairielearn")}
+SCHEMAS = {
+    name: json.loads((HERE / "schemas" / f"{name}_results.schema.json").read_text())
+    for name in ("gradescope", "prairielearn")
+}
 
 
 def mount_problem() -> str:
@@ -45,13 +48,15 @@ def _env(**extra: str) -> Dict[str, str]:
     return env
 
 
-def in_platform(root: Path, mount_at: str, script: str, env: Dict[str, str],
-                timeout: int = 600) -> subprocess.CompletedProcess:
+def in_platform(
+    root: Path, mount_at: str, script: str, env: Dict[str, str], timeout: int = 600
+) -> subprocess.CompletedProcess:
     """``script`` (bash) with ``root`` bind-mounted at ``mount_at`` in a private mount namespace."""
     Path(mount_at).mkdir(exist_ok=True)
     wrapped = f"mount --make-rprivate / && mount --bind {root} {mount_at} && {script}"
-    return subprocess.run(["unshare", "-m", "bash", "-c", wrapped], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        ["unshare", "-m", "bash", "-c", wrapped], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @dataclass
@@ -86,10 +91,14 @@ def gradescope_image(lab: str, folder: Path) -> Path:
             path = Path(archive.extract(info, image / "source"))
             if not info.is_dir() and info.external_attr >> 16:
                 path.chmod((info.external_attr >> 16) & 0o7777)
-    done = in_platform(image, "/autograder", "bash /autograder/source/setup.sh && "
-                                             "cp /autograder/source/run_autograder /autograder/run_autograder && "
-                                             "chmod +x /autograder/run_autograder",
-                       _env(PAGED_KV_REUSE_PYTHON=sys.executable))
+    done = in_platform(
+        image,
+        "/autograder",
+        "bash /autograder/source/setup.sh && "
+        "cp /autograder/source/run_autograder /autograder/run_autograder && "
+        "chmod +x /autograder/run_autograder",
+        _env(PAGED_KV_REUSE_PYTHON=sys.executable),
+    )
     if done.returncode != 0:
         raise AssertionError(f"setup.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     if not (image / "source" / "course" / "autograder" / "work" / "gradebook.db").exists():
@@ -97,8 +106,7 @@ def gradescope_image(lab: str, folder: Path) -> Path:
     return image
 
 
-def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = False,
-                   closed_python: bool = False) -> Run:
+def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = False, closed_python: bool = False) -> Run:
     """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with ``docker``, in
     the emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
     seccomp profile), where the Python is out of the kernels' reach with ``closed_python``."""
@@ -106,12 +114,20 @@ def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = Fals
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
     (root / "results").mkdir()
-    return _graded(root, "/autograder", "cd /autograder && /autograder/run_autograder",
-                   _env(PAGED_KV_REUSE_PYTHON=sys.executable), docker, closed_python, scratch)
+    return _graded(
+        root,
+        "/autograder",
+        "cd /autograder && /autograder/run_autograder",
+        _env(PAGED_KV_REUSE_PYTHON=sys.executable),
+        docker,
+        closed_python,
+        scratch,
+    )
 
 
-def run_prairielearn(question: Path, upload: Path, scratch: Path, docker: bool = False,
-                     hidden_visibility: str = "") -> Run:
+def run_prairielearn(
+    question: Path, upload: Path, scratch: Path, docker: bool = False, hidden_visibility: str = ""
+) -> Run:
     """The question's entrypoint on ``upload``, mounted at /grade as PrairieLearn mounts a job (with ``docker``,
     in the emulation of a default Docker container; with ``hidden_visibility``, the course's
     ``PAGED_KV_HIDDEN_VISIBILITY``: ``visible`` lists every hidden test on its own)."""
@@ -119,26 +135,36 @@ def run_prairielearn(question: Path, upload: Path, scratch: Path, docker: bool =
     shutil.copytree(question / "tests", root / "tests", symlinks=True)
     shutil.copytree(upload, root / "student")
     extra = {"PAGED_KV_HIDDEN_VISIBILITY": hidden_visibility} if hidden_visibility else {}
-    return _graded(root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable, **extra), docker,
-                   False, scratch)
+    return _graded(
+        root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable, **extra), docker, False, scratch
+    )
 
 
-def _graded(root: Path, mount_at: str, script: str, env: Dict[str, str], docker: bool = False,
-            closed_python: bool = False, scratch: Path = Path("/tmp")) -> Run:
+def _graded(
+    root: Path,
+    mount_at: str,
+    script: str,
+    env: Dict[str, str],
+    docker: bool = False,
+    closed_python: bool = False,
+    scratch: Path = Path("/tmp"),
+) -> Run:
     """The platform's script run on the job laid out in ``root``: its results/results.json, stdout, seconds."""
     started = time.monotonic()
     if docker:
         import container
 
-        done = container.in_container(script, {mount_at: root}, scratch / f"{root.name}-mounts", env,
-                                      closed_python=closed_python)
+        done = container.in_container(
+            script, {mount_at: root}, scratch / f"{root.name}-mounts", env, closed_python=closed_python
+        )
     else:
         done = in_platform(root, mount_at, script, env)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return Run(json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds,
-               getattr(done, "tmpdir", ""))
+    return Run(
+        json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds, getattr(done, "tmpdir", "")
+    )
 
 
 def leaked(run: Run, secret_lines: List[str]) -> List[str]:

@@ -1,6 +1,7 @@
 """The LMS path's collection never follows a link, refuses one bad entry alone, limits sizes per entry
 and per student, never per class, and gives one student id to one student's entries only: entries that
 give the same id are all refused, never merged (``autograder.pipeline.collect``, ``entries``, ``entry_names``)."""
+
 from __future__ import annotations
 
 import csv
@@ -43,8 +44,26 @@ def _raw_zip(path: Path, name: str, data: bytes, crc: int, declared: int) -> Non
     """A one-entry zip written by hand (deflated ``data``), whose directory says ``declared`` bytes."""
     encoded = name.encode()
     local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, len(data), declared, len(encoded), 0)
-    central = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", (3 << 8) | 20, 20, 0, 8, 0, 0x21, crc, len(data),
-                          declared, len(encoded), 0, 0, 0, 0, (stat.S_IFREG | 0o644) << 16, 0)
+    central = struct.pack(
+        "<4s6H3L5H2L",
+        b"PK\x01\x02",
+        (3 << 8) | 20,
+        20,
+        0,
+        8,
+        0,
+        0x21,
+        crc,
+        len(data),
+        declared,
+        len(encoded),
+        0,
+        0,
+        0,
+        0,
+        (stat.S_IFREG | 0o644) << 16,
+        0,
+    )
     start = len(local) + len(encoded) + len(data)
     size = len(central) + len(encoded)
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, size, start, 0)
@@ -65,7 +84,7 @@ def _declare(archive: Path, name: str, size: int) -> None:
     at = raw.find(b"PK\x01\x02")
     while at >= 0:
         length = struct.unpack_from("<H", raw, at + 28)[0]
-        if raw[at + 46:at + 46 + length] == name.encode():
+        if raw[at + 46 : at + 46 + length] == name.encode():
             struct.pack_into("<L", raw, at + 24, size)
         at = raw.find(b"PK\x01\x02", at + 46)
     archive.write_bytes(bytes(raw))
@@ -176,8 +195,9 @@ def test_a_3_gib_entry_is_refused_from_the_directory_without_being_unpacked(tmp_
 
     found = collect.gather(export, tmp_path / "scratch")
 
-    assert found["bob"].refused == [(f"bob.zip/bob/{NOTEBOOK}",
-                                     "it declares 3072 MB, more than the 64 MB a file may have")]
+    assert found["bob"].refused == [
+        (f"bob.zip/bob/{NOTEBOOK}", "it declares 3072 MB, more than the 64 MB a file may have")
+    ]
     assert unpacked == [f"alice/{NOTEBOOK}"]  # the bomb's entry was never opened
     assert [f.read_bytes() for f in found["alice"].files] == [HONEST]
     assert sum(p.stat().st_size for p in (tmp_path / "scratch").rglob("*") if p.is_file()) < 1 << 20
@@ -192,7 +212,7 @@ def test_a_zip_whose_directory_understates_a_size_never_unpacks_more_than_it_dec
     _raw_zip(export / "bob.zip", f"bob/{NOTEBOOK}", data, zlib.crc32(real), declared=1000)
     found = collect.gather(export, tmp_path / "scratch")
     assert found["bob"].files == []
-    (entry, reason), = found["bob"].refused
+    ((entry, reason),) = found["bob"].refused
     assert entry == f"bob.zip/bob/{NOTEBOOK}" and reason.startswith("it cannot be unpacked (Bad CRC-32")
     assert max((p.stat().st_size for p in (tmp_path / "scratch").rglob("*") if p.is_file()), default=0) <= 1000
 
@@ -204,9 +224,12 @@ def test_a_students_budget_refuses_the_files_past_it_and_keeps_the_others():
             zf.writestr(f"bob/part{n}.txt", bytes(400))
     budget = entries.Budget(bytes_left=1000, files_left=10)
     got = list(entries.zip_entries(buffer.getvalue(), lambda _: budget))
-    assert [(p, r) for p, d, r in got] == [("bob/part0.txt", None), ("bob/part1.txt", None),
-                                           ("bob/part2.txt", "the submission's files together pass 256 MB"),
-                                           ("bob/part3.txt", "the submission's files together pass 256 MB")]
+    assert [(p, r) for p, d, r in got] == [
+        ("bob/part0.txt", None),
+        ("bob/part1.txt", None),
+        ("bob/part2.txt", "the submission's files together pass 256 MB"),
+        ("bob/part3.txt", "the submission's files together pass 256 MB"),
+    ]
     assert budget.bytes_left == 200
 
 
@@ -222,8 +245,10 @@ def test_one_bad_entry_among_many_honest_students_stops_nobody(tmp_path):
     root = _write_class(tmp_path / "course-root")
     records = {r["student"]: r for r in collect.collect(LAB, archive, root, root / "course", NOTEBOOK)}
     honest = [str(1000 + n) for n in range(40)]
-    assert all(records[s]["file"] == NOTEBOOK and not any(k == "refused-entry" for k, _ in records[s]["repairs"])
-               for s in honest)
+    assert all(
+        records[s]["file"] == NOTEBOOK and not any(k == "refused-entry" for k, _ in records[s]["repairs"])
+        for s in honest
+    )
     for student, reason in (("666", "leaves its folder"), ("777", "symbolic link"), ("888", "declares 3072 MB")):
         assert records[student]["file"] == "(none)"
         assert any(k == "refused-entry" and reason in d for k, d in records[student]["repairs"]), records[student]
@@ -233,9 +258,13 @@ def test_a_large_honest_class_is_never_refused_as_a_bomb(tmp_path):
     """1,300 notebooks with outputs of the measured size (420 kB each, 546 MB in all: more than the 512 MB
     that once refused a whole class's zip), stored as an LMS zips them."""
     nb = nbformat.reads(HONEST.decode(), as_version=4)
-    picture = os.urandom(315_000).hex()[:420_000 - len(HONEST)]
-    nb.cells.append(nbformat.v4.new_code_cell("plot()", outputs=[nbformat.v4.new_output(
-        "display_data", data={"image/png": picture, "text/plain": "<Figure>"})]))
+    picture = os.urandom(315_000).hex()[: 420_000 - len(HONEST)]
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "plot()",
+            outputs=[nbformat.v4.new_output("display_data", data={"image/png": picture, "text/plain": "<Figure>"})],
+        )
+    )
     raw = nbformat.writes(nb).encode()
     assert 400_000 < len(raw) <= 430_000
     archive = tmp_path / "class.zip"
@@ -254,20 +283,24 @@ def test_a_link_handed_to_write_submissions_is_refused_not_read(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / NOTEBOOK).symlink_to(outside)
     root = _write_class(tmp_path / "course-root")
-    records = collect.write_submissions(LAB, {"bob": collect.Submission("bob", files=[tmp_path / "sub" / NOTEBOOK])},
-                                        root, root / "course", NOTEBOOK)
+    records = collect.write_submissions(
+        LAB, {"bob": collect.Submission("bob", files=[tmp_path / "sub" / NOTEBOOK])}, root, root / "course", NOTEBOOK
+    )
     assert ("refused-entry", f"{NOTEBOOK}: it is a symbolic link") in records[0]["repairs"]
     assert SECRET not in _every_byte(root)
 
 
 def test_a_students_file_name_cannot_break_out_of_the_notes_code_span():
     assert collect._shown("a`<script>`\n.ipynb") == "a'<script>'?.ipynb"
-    assert entries._plain("Bad CRC-32 for file '<img src=x onerror=alert(1)>'") == \
-        "Bad CRC-32 for file '?img src?x onerror?alert(1)?'"
+    assert (
+        entries._plain("Bad CRC-32 for file '<img src=x onerror=alert(1)>'")
+        == "Bad CRC-32 for file '?img src?x onerror?alert(1)?'"
+    )
 
 
-@pytest.mark.parametrize("name, reason", [("/abs", "absolute"), ("a/../../b", "leaves"), ("", "no name"),
-                                          ("\\\\server\\x", "absolute")])
+@pytest.mark.parametrize(
+    "name, reason", [("/abs", "absolute"), ("a/../../b", "leaves"), ("", "no name"), ("\\\\server\\x", "absolute")]
+)
 def test_zip_names_that_are_not_plain_paths_inside_their_folder_are_refused(name, reason):
     with pytest.raises(entries.Refused, match=reason):
         entries.member_path(name)
@@ -321,8 +354,11 @@ def test_colliding_collect_entries_are_refused_and_both_named(tmp_path, capsys, 
     assert "Nothing was graded for you" in notes and not any(e in notes for e in clashing if e != sid), notes
     assert "was not collected" not in notes  # a refused file of either entry is the instructor's to read
     assert list((work / "originals" / LAB / sid).iterdir()) == []
-    for where in (rows["repairs.csv"], rows["log.csv"], [(sid, line) for line in err.splitlines()
-                                                          if line.startswith("WARNING: id collision")]):
+    for where in (
+        rows["repairs.csv"],
+        rows["log.csv"],
+        [(sid, line) for line in err.splitlines() if line.startswith("WARNING: id collision")],
+    ):
         assert len(where) == 1 and where[0][0] == sid and all(repr(e) in where[0][1] for e in clashing), where
     assert records[other]["file"] == NOTEBOOK and "id-collision" not in {k for k, _ in records[other]["repairs"]}
     if path == "moodle":
@@ -345,8 +381,10 @@ def test_a_moodle_display_name_that_carries_another_participants_id_takes_nothin
     """A folder's participant id is the group that ends its name: Mallory's display name that carries
     ``_42_assignsubmission_file_`` is participant 7's, and participant 42 keeps their own notebook."""
     export = tmp_path / "export"
-    for folder, content in (("Alice Smith_42_assignsubmission_file", HONEST),
-                            ("Mallory_42_assignsubmission_file__7_assignsubmission_file", SOLVED)):
+    for folder, content in (
+        ("Alice Smith_42_assignsubmission_file", HONEST),
+        ("Mallory_42_assignsubmission_file__7_assignsubmission_file", SOLVED),
+    ):
         (export / folder).mkdir(parents=True)
         (export / folder / NOTEBOOK).write_bytes(content)
     found = collect.gather(export, tmp_path / "scratch")
@@ -361,10 +399,12 @@ def test_a_flat_moodle_file_named_with_another_participants_id_is_refused_alone(
     gives nobody else anything."""
     export = tmp_path / "export"
     export.mkdir()
-    files = {f"Alice Smith_42_assignsubmission_file_{NOTEBOOK}": HONEST,
-             f"Mallory_7_assignsubmission_file_{NOTEBOOK}": HONEST,
-             f"Mallory_7_assignsubmission_file_x_42_assignsubmission_file_{NOTEBOOK}": SOLVED,
-             f"Mallory_7_assignsubmission_file_x_99_assignsubmission_file_{NOTEBOOK}": SOLVED}
+    files = {
+        f"Alice Smith_42_assignsubmission_file_{NOTEBOOK}": HONEST,
+        f"Mallory_7_assignsubmission_file_{NOTEBOOK}": HONEST,
+        f"Mallory_7_assignsubmission_file_x_42_assignsubmission_file_{NOTEBOOK}": SOLVED,
+        f"Mallory_7_assignsubmission_file_x_99_assignsubmission_file_{NOTEBOOK}": SOLVED,
+    }
     for name, content in files.items():
         (export / name).write_bytes(content)
     found = collect.gather(export, tmp_path / "scratch")
@@ -372,20 +412,32 @@ def test_a_flat_moodle_file_named_with_another_participants_id_is_refused_alone(
     assert [f.read_bytes() for f in found["42"].files] == [HONEST] and found["42"].refused == []
     assert [f.read_bytes() for f in found["7"].files] == [HONEST]
     assert [(e, r.split(" (")[0]) for e, r in found["7"].refused] == [
-        (name, "its name holds more than one LMS student id") for name in sorted(files)[2:]]
+        (name, "its name holds more than one LMS student id") for name in sorted(files)[2:]
+    ]
 
 
 def test_one_students_entries_share_an_id_and_two_students_entries_collide():
     read = entry_names.read_entry
-    one_student = [read("Bob Ray_8_assignsubmission_file", True), read("Bob Ray_8_assignsubmission_onlinetext", True),
-                   read(f"doejane_12345_1_{NOTEBOOK}", False), read("doejane_late_12345_2_notes.txt", False),
-                   read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False),
-                   read("Jo Li_5_assignsubmission_file_a.py", False)]
+    one_student = [
+        read("Bob Ray_8_assignsubmission_file", True),
+        read("Bob Ray_8_assignsubmission_onlinetext", True),
+        read(f"doejane_12345_1_{NOTEBOOK}", False),
+        read("doejane_late_12345_2_notes.txt", False),
+        read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False),
+        read("Jo Li_5_assignsubmission_file_a.py", False),
+    ]
     assert entry_names.collisions(one_student) == {}
-    clashing = [read("42", True), read("Alice Smith_42_assignsubmission_file", True), read("bob smith", True),
-                read("bob_smith.zip", False), read("bob_smith", True)]
-    assert entry_names.collisions(clashing) == {"42": ["42", "Alice Smith_42_assignsubmission_file"],
-                                                "bob_smith": ["bob smith", "bob_smith", "bob_smith.zip"]}
+    clashing = [
+        read("42", True),
+        read("Alice Smith_42_assignsubmission_file", True),
+        read("bob smith", True),
+        read("bob_smith.zip", False),
+        read("bob_smith", True),
+    ]
+    assert entry_names.collisions(clashing) == {
+        "42": ["42", "Alice Smith_42_assignsubmission_file"],
+        "bob_smith": ["bob smith", "bob_smith", "bob_smith.zip"],
+    }
     with pytest.raises(ValueError, match="Readings"):
         entry_names.collisions(["alice", "@alice"])
 
@@ -422,9 +474,11 @@ def test_the_labs_notebook_is_known_by_its_cells_when_its_name_says_nothing(tmp_
     none of the lab is "no notebook", again without an invalid-JSON note."""
     other = (RELEASE_DIR / "03-decode-growth" / "decode_growth.ipynb").read_bytes()
     export = tmp_path / "export"
-    for sid, files in (("one", {"final.ipynb": SOLVED, "scratch.ipynb": other}),
-                       ("two", {"final.ipynb": SOLVED, "final v2.ipynb": HONEST}),
-                       ("none", {"notes.ipynb": other, "scratch.ipynb": other})):
+    for sid, files in (
+        ("one", {"final.ipynb": SOLVED, "scratch.ipynb": other}),
+        ("two", {"final.ipynb": SOLVED, "final v2.ipynb": HONEST}),
+        ("none", {"notes.ipynb": other, "scratch.ipynb": other}),
+    ):
         (export / sid).mkdir(parents=True)
         for name, data in files.items():
             (export / sid / name).write_bytes(data)

@@ -1,5 +1,6 @@
 """Editions of the package: the box that grades lab NN, and a class's handout for lab NN, hold no
 implementation of lab NN's TODOs (or of any later lab's), whatever route reaches for one."""
+
 from __future__ import annotations
 
 import ast
@@ -14,16 +15,25 @@ from pathlib import Path
 import pytest
 
 from autograder.editions import manifest
-from autograder.editions.build import (LEFT_OUT, PACKAGE, REPO, EditionError, build_edition, edition_sources,
-                                       editions_dir, stub_module)
+from autograder.editions.build import (
+    LEFT_OUT,
+    PACKAGE,
+    REPO,
+    EditionError,
+    build_edition,
+    edition_sources,
+    editions_dir,
+    stub_module,
+)
 from autograder.pipeline import handout
 from autograder.course.layout import discover_labs
 from autograder.course.layout import graded_labs
 from autograder.verdict.provenance import normalized_tokens
 
 LABS = graded_labs(REPO / "solutions")
-EDITIONS = [(lab, None) for lab in LABS] + [(entry.lab, part.name) for entry in manifest.LABS
-                                            for part in entry.boxed_parts]
+EDITIONS = [(lab, None) for lab in LABS] + [
+    (entry.lab, part.name) for entry in manifest.LABS for part in entry.boxed_parts
+]
 
 
 def _cells(lab: str):
@@ -34,8 +44,9 @@ def _cells(lab: str):
 def test_every_graded_lab_is_in_the_manifest_with_each_graded_cell_in_exactly_one_part():
     assert [entry.lab for entry in manifest.LABS] == LABS
     for lab in LABS:
-        graded = [c["metadata"]["nbgrader"]["grade_id"] for c in _cells(lab)
-                  if c["metadata"].get("nbgrader", {}).get("grade")]
+        graded = [
+            c["metadata"]["nbgrader"]["grade_id"] for c in _cells(lab) if c["metadata"].get("nbgrader", {}).get("grade")
+        ]
         listed = [cell for part in manifest.BY_LAB[lab].parts for cell in part.cells]
         assert sorted(listed) == sorted(graded), lab
 
@@ -80,8 +91,13 @@ def test_every_function_an_edition_leaves_out_is_a_stub_with_its_signature(lab, 
 def _function_bodies(text: str):
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                                                 and isinstance(s.value.value, str))]
+            body = [
+                s
+                for s in node.body
+                if not (
+                    isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+                )
+            ]
             if body:
                 yield node.name, body
 
@@ -113,9 +129,16 @@ def test_no_source_file_of_an_edition_holds_the_body_of_a_function_it_leaves_out
 
 
 def _probe(folder: Path, names) -> list:
-    done = subprocess.run([sys.executable, "-m", "autograder.editions.probe", *names], cwd=folder.parent,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]), MPLBACKEND="Agg",
-                                   TRITON_INTERPRET="1"), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder.editions.probe", *names],
+        cwd=folder.parent,
+        env=dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]), MPLBACKEND="Agg", TRITON_INTERPRET="1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -176,8 +199,11 @@ def test_a_class_handout_carries_the_labs_up_to_its_lab_and_its_edition(tmp_path
     lab = "05-prefix-cache"
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
         names = archive.namelist()
-        package = {n[len("paged-kv-course/paged_kv/"):]: archive.read(n) for n in names
-                   if n.startswith("paged-kv-course/paged_kv/")}
+        package = {
+            n[len("paged-kv-course/paged_kv/") :]: archive.read(n)
+            for n in names
+            if n.startswith("paged-kv-course/paged_kv/")
+        }
         readme = archive.read("paged-kv-course/README.md").decode()
     labs = {Path(n).parts[2] for n in names if n.startswith("paged-kv-course/course/") and n.endswith(".ipynb")}
     assert labs == {p.name for p in (REPO / "course").iterdir() if p.name[:2] <= "05"}
@@ -231,8 +257,10 @@ def test_the_bug_hunts_close_to_lab_05s_answers_are_in_self_study_and_past_due_c
     holds the bug hunts, which the check finds; the class's copy says where they went."""
     lab = "05-prefix-cache"
     notebook = json.loads((REPO / "course" / lab / discover_labs(REPO / "course")[lab]).read_text())
-    assert {dotted.rsplit(".", 1)[1] for _, dotted, _ in _near_answers(notebook, lab)} >= {"_allocate_block",
-                                                                                             "allocate"}
+    assert {dotted.rsplit(".", 1)[1] for _, dotted, _ in _near_answers(notebook, lab)} >= {
+        "_allocate_block",
+        "allocate",
+    }
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
         text = archive.read(f"paged-kv-course/course/{lab}/prefix_cache.ipynb").decode()
     assert "class EveryBlockFromCache" not in text and "Left out of your class's copy" in text
@@ -267,14 +295,29 @@ def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
     lab = "05-prefix-cache"
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
         texts = {n: archive.read(n).decode() for n in archive.namelist() if n.endswith((".ipynb", ".md", "Makefile"))}
-        (tmp_path / colab_class.EDITION_ZIP).write_bytes(archive.read(f"paged-kv-course/colab/{colab_class.EDITION_ZIP}"))
+        (tmp_path / colab_class.EDITION_ZIP).write_bytes(
+            archive.read(f"paged-kv-course/colab/{colab_class.EDITION_ZIP}")
+        )
     notebooks = {n: t for n, t in texts.items() if n.endswith(".ipynb")}
     assert notebooks and not any("git+https" in t for t in texts.values())
     assert all(colab_class.COLAB_PATH in t for t in notebooks.values() if "google.colab" in t)
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                           "--target", str(tmp_path / "site"),
-                           f"paged-kv-course @ file://{tmp_path / colab_class.EDITION_ZIP}"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(tmp_path / "site"),
+            f"paged-kv-course @ file://{tmp_path / colab_class.EDITION_ZIP}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     installed = (tmp_path / "site" / "paged_kv" / "cache" / "prefix_cache.py").read_text()
     assert installed == edition_sources(lab)["cache/prefix_cache.py"].decode() and LEFT_OUT in installed
@@ -301,8 +344,12 @@ def test_a_notebook_from_a_class_handout_is_graded_without_an_edited_cell_note()
             for cell in nb.cells:
                 cell.pop("id", None)
                 cell.metadata = {}
-        result = repair.repair(nbformat.writes(nb).encode(), release, file_name="atomic_prefill.ipynb",
-                               expected_name="atomic_prefill.ipynb")
+        result = repair.repair(
+            nbformat.writes(nb).encode(),
+            release,
+            file_name="atomic_prefill.ipynb",
+            expected_name="atomic_prefill.ipynb",
+        )
         kinds = {kind for kind, _ in result.log}
         assert not kinds & {"edited-cell", "restored-cell", "added-cells"}, (keep_ids, result.log)
 
@@ -311,14 +358,18 @@ def test_a_handout_installs_the_students_pins_only(tmp_path):
     """The handout's requirements-lock.txt is requirements-student.txt: the developer lock's pins of the package's
     dependencies and its course extra, with what they need, and none of the hub's, the browser tests' or
     pytest's; the committed file is what tools/student_lock.py makes from this environment."""
-    done = subprocess.run([sys.executable, str(REPO / "tools" / "student_lock.py"), "--check"], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "student_lock.py"), "--check"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip")) as archive:
         lock = archive.read("paged-kv-course/requirements-lock.txt").decode()
     assert lock == (REPO / "requirements-student.txt").read_text()
     pins = {line.split("==")[0].lower() for line in lock.splitlines() if "==" in line and not line.startswith("#")}
-    developer = {line.split("==")[0].lower() for line in (REPO / "requirements-lock.txt").read_text().splitlines()
-                 if "==" in line and not line.startswith("#")}
+    developer = {
+        line.split("==")[0].lower()
+        for line in (REPO / "requirements-lock.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
     assert {"torch", "triton", "nbgrader", "jupyterlab", "xxhash"} <= pins <= developer
     assert not pins & {"jupyterhub", "playwright", "pytest", "hypothesis", "nbval", "pytest-xdist"}

@@ -1,5 +1,6 @@
 """A gradebook that is not a database, is damaged or is locked stops ``make grade`` with one line that names the
 file and what to do, never SQLAlchemy's traceback (``autograder.pipeline.gradebook_file``)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -51,7 +52,7 @@ def test_a_gradebook_with_damaged_pages_is_refused_and_a_sound_or_missing_one_is
     db = _database(tmp_path / "gradebook.db", rows=2000)
     assert gradebook_file.check(db) is None and gradebook_file.check(tmp_path / "none.db") is None
     raw = bytearray(db.read_bytes())
-    raw[3 * 4096:4 * 4096] = b"\xff" * 4096  # a page past the header
+    raw[3 * 4096 : 4 * 4096] = b"\xff" * 4096  # a page past the header
     db.write_bytes(bytes(raw))
     assert "is not a valid database (sqlite: database disk image is malformed)" in gradebook_file.check(db, LAB)
 

@@ -1,5 +1,6 @@
 """Graders grade: the solution passes, the untouched release fails, every catalogued bug fails, correct
 variants pass, and no TODO can be passed by delegating to the reference or by doctored objects."""
+
 import inspect
 
 import pytest
@@ -16,8 +17,11 @@ from paged_kv.lab.starters import KVCacheManagerWithoutDecode, KVCacheManagerWit
 
 
 def grader_checks(module):
-    return [f for name, f in inspect.getmembers(module, inspect.isfunction)
-            if name.startswith("check_") and f.__module__ == module.__name__]
+    return [
+        f
+        for name, f in inspect.getmembers(module, inspect.isfunction)
+        if name.startswith("check_") and f.__module__ == module.__name__
+    ]
 
 
 def _catalogued(lab):
@@ -34,8 +38,13 @@ def _catalogued(lab):
     if any(v is None for v in found):
         return None
     as_list = [list(v.values()) if isinstance(v, dict) else list(v) for v in found]
-    return (importlib.import_module(course_labs.checks_module(lab.lab)), lab.lab, lab.todo_object, *as_list,
-            lab.todo_method)
+    return (
+        importlib.import_module(course_labs.checks_module(lab.lab)),
+        lab.lab,
+        lab.todo_object,
+        *as_list,
+        lab.todo_method,
+    )
 
 
 # "lab01": (checks module, notebook folder, the notebook's TODO object, bugs, variants, TODO method or None)
@@ -59,7 +68,9 @@ def params(kind):
                 out.append(pytest.param(check, folder, name, id=f"{lab}-{check.__name__}"))
             else:
                 for variant in variants:
-                    out.append(pytest.param(check, variant, id=f"{lab}-{check.__name__}-{getattr(variant, '__name__', 'v')}"))
+                    out.append(
+                        pytest.param(check, variant, id=f"{lab}-{check.__name__}-{getattr(variant, '__name__', 'v')}")
+                    )
     return out
 
 
@@ -125,11 +136,21 @@ def test_ledger_bug_names_are_distinct_functions():
 def test_super_reaches_a_stub_not_the_reference(method):
     from paged_kv.lab import starters
 
-    starter = next(s for s in (starters.KVCacheManagerWithoutPrefill, starters.KVCacheManagerWithoutDecode,
-                               starters.KVCacheManagerWithoutReconstruction) if method in s.__todo__)
+    starter = next(
+        s
+        for s in (
+            starters.KVCacheManagerWithoutPrefill,
+            starters.KVCacheManagerWithoutDecode,
+            starters.KVCacheManagerWithoutReconstruction,
+        )
+        if method in s.__todo__
+    )
     namespace = {}
-    exec(f"class UsesSuper(starter):\n    def {method}(self, req):\n        return super().{method}(req)\n",
-         {"starter": starter}, namespace)
+    exec(
+        f"class UsesSuper(starter):\n    def {method}(self, req):\n        return super().{method}(req)\n",
+        {"starter": starter},
+        namespace,
+    )
     module = next(m for m, _, _, _, _, name in LABS.values() if name == method)
     failed = failures(module, namespace["UsesSuper"])
     assert set(failed) == {c.__name__ for c in grader_checks(module)}
@@ -139,7 +160,8 @@ def test_super_reaches_a_stub_not_the_reference(method):
 # -- doctored objects ------------------------------------------------------------------------------------
 def _doctored_ledger(*args):
     return {key: AlwaysEqual(0) for key in ("kv_bytes_per_token", "kv_bytes_per_block", "total_cache_bytes")} | {
-        "layout_shape": AgreeableList()}
+        "layout_shape": AgreeableList()
+    }
 
 
 class DoctoredPrefill(KVCacheManagerWithoutPrefill):
@@ -154,9 +176,11 @@ class DoctoredDecode(KVCacheManagerWithoutDecode):
         req.seq_len = AlwaysEqual(req.seq_len)
 
 
-@pytest.mark.parametrize("module, implementation", [(lab01_ledger, _doctored_ledger), (lab02_prefill, DoctoredPrefill),
-                                                    (lab03_decode, DoctoredDecode)],
-                         ids=["lab01-always-equal-ints", "lab02-agreeable-table", "lab03-always-equal-length"])
+@pytest.mark.parametrize(
+    "module, implementation",
+    [(lab01_ledger, _doctored_ledger), (lab02_prefill, DoctoredPrefill), (lab03_decode, DoctoredDecode)],
+    ids=["lab01-always-equal-ints", "lab02-agreeable-table", "lab03-always-equal-length"],
+)
 def test_objects_that_claim_equality_do_not_pass(module, implementation):
     failed = failures(module, implementation)
     assert set(failed) == {c.__name__ for c in grader_checks(module)}, failed

@@ -1,6 +1,7 @@
 """Grading dies whole: ``python -m autograder.pipeline.grade`` killed with SIGKILL in the middle of a class (as
 the OOM killer would) leaves, within seconds, no worker, no kernel, no cgroup of its own; a re-run meets no
 live leftover and gives the grades a clean run gives."""
+
 from __future__ import annotations
 
 import os
@@ -34,10 +35,19 @@ def _children(pid: int) -> Set[int]:
 
 def _cgroups_of(owners: Set[int]) -> List[Path]:
     version = limits.cgroup_version()
-    parents = [limits.CGROUP_ROOT / limits.PARENT] if version == "v2" else \
-        [limits.CGROUP_ROOT / c / limits.PARENT for c in limits.V1_CONTROLLERS] if version == "v1" else []
-    return [child for parent in parents for child in parent.glob("pkv-*")
-            if child.name.split("-")[1].isdigit() and int(child.name.split("-")[1]) in owners]
+    parents = (
+        [limits.CGROUP_ROOT / limits.PARENT]
+        if version == "v2"
+        else [limits.CGROUP_ROOT / c / limits.PARENT for c in limits.V1_CONTROLLERS]
+        if version == "v1"
+        else []
+    )
+    return [
+        child
+        for parent in parents
+        for child in parent.glob("pkv-*")
+        if child.name.split("-")[1].isdigit() and int(child.name.split("-")[1]) in owners
+    ]
 
 
 def _busy(cgroups: List[Path]) -> List[int]:
@@ -78,8 +88,9 @@ def course(tmp_path_factory):
             kinds.add(student.kind)
     assert {"solution", "untouched", "bug"} <= kinds and any(s.loops for s in students)
     env = dict(os.environ, PAGED_KV_COURSE_ROOT=str(root), **BUDGETS)
-    env["PYTHONPATH"] = os.pathsep.join([str(report.REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-                                                              if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(report.REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     ids = classroom.write_export(students, root / "exports" / LAB)
     report._run("autograder.pipeline.collect", LAB, str(root / "exports" / LAB), env=env)
     return root, env, students, ids
@@ -94,7 +105,7 @@ def _score_problems(root: Path, students, ids) -> List[str]:
     with Gradebook(f"sqlite:///{root / 'autograder' / 'work' / 'gradebook.db'}") as gb:
         for student in students:
             try:
-                nb = gb.find_submission_notebook(info.notebook[:-len(".ipynb")], LAB, ids[student.sid])
+                nb = gb.find_submission_notebook(info.notebook[: -len(".ipynb")], LAB, ids[student.sid])
                 cells = {g.name: float(g.score or 0) for g in nb.grades}
             except MissingEntry:
                 problems.append(f"{student.label}: not graded")
@@ -103,8 +114,11 @@ def _score_problems(root: Path, students, ids) -> List[str]:
             if expect.total is not None and total != pytest.approx(expect.total):
                 problems.append(f"{student.label}: total {total}, expected {expect.total}")
             problems += [f"{student.label}: {g} scored {cells.get(g)}, expected 0" for g in expect.zero if cells.get(g)]
-            problems += [f"{student.label}: {g} scored {cells.get(g)}, expected {info.grade_cells[g]}"
-                         for g in expect.full if cells.get(g) != info.grade_cells[g]]
+            problems += [
+                f"{student.label}: {g} scored {cells.get(g)}, expected {info.grade_cells[g]}"
+                for g in expect.full
+                if cells.get(g) != info.grade_cells[g]
+            ]
     return problems
 
 
@@ -124,9 +138,13 @@ def _workers(grader: int) -> Set[int]:
 def test_grading_killed_mid_class_leaves_nothing_running_and_a_rerun_grades_as_a_clean_run(course):
     root, env, students, ids = course
     mark = f"PKV_DIES_WHOLE_{uuid.uuid4().hex}"
-    grader = subprocess.Popen([sys.executable, "-m", "autograder.pipeline.grade", LAB, "--workers", "2"],
-                              cwd=report.REPO, env=dict(env, **{mark: "1"}), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "autograder.pipeline.grade", LAB, "--workers", "2"],
+        cwd=report.REPO,
+        env=dict(env, **{mark: "1"}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers: Set[int] = set()
     deadline = time.monotonic() + 240
     try:  # kill it once both workers have a kernel at work
@@ -147,7 +165,13 @@ def test_grading_killed_mid_class_leaves_nothing_running_and_a_rerun_grades_as_a
     assert _busy(_cgroups_of(workers)) == [], "a kernel outlived the grader"
     assert _cgroups_of(workers) == [], "a cgroup of the grader's kernels was left behind"
 
-    rerun = subprocess.run([sys.executable, "-m", "autograder.pipeline.grade", LAB], cwd=report.REPO, env=env,
-                           capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "autograder.pipeline.grade", LAB],
+        cwd=report.REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rerun.returncode in (0, 1) and "Traceback" not in rerun.stderr, rerun.stderr[-3000:]
     assert _score_problems(root, students, ids) == []

@@ -1,5 +1,6 @@
 """The grading pipeline's pieces on their own: LMS names, repairs, feedback filtering, the box's probe and
 the handout (collection's reading and unzipping: test_collect_entries.py)."""
+
 from __future__ import annotations
 
 import json
@@ -19,29 +20,45 @@ NOTEBOOK = "atomic_prefill.ipynb"
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("entry, folder, expected", [
-    ("doejane_12345_987654_atomic_prefill.ipynb", False, ("12345", "doejane", "atomic_prefill.ipynb")),
-    ("doejane_late_12345_987654_atomic_prefill-1.ipynb", False, ("12345", "doejane", "atomic_prefill-1.ipynb")),
-    ("doejane_12345_987654_lab_1_2_x.ipynb", False, ("12345", "doejane", "lab_1_2_x.ipynb")),  # before the attachment
-    ("Jane Doe_4242_assignsubmission_file_", True, ("4242", "Jane Doe", "")),
-    ("Jane Doe_4242_assignsubmission_file", True, ("4242", "Jane Doe", "")),  # Moodle 4's folders end so
-    ("Jane Doe_4242_assignsubmission_file_Copy of atomic_prefill.ipynb", False,
-     ("4242", "Jane Doe", "Copy of atomic_prefill.ipynb")),
-    ("Mallory_42_assignsubmission_file__7_assignsubmission_file_", True,  # a folder is read from the right
-     ("7", "Mallory_42_assignsubmission_file_", "")),
-    ("alice.zip", False, ("alice", "alice", "alice.zip")),
-    ("bob smith", True, ("bob_smith", "bob smith", "bob smith")),
-])
+@pytest.mark.parametrize(
+    "entry, folder, expected",
+    [
+        ("doejane_12345_987654_atomic_prefill.ipynb", False, ("12345", "doejane", "atomic_prefill.ipynb")),
+        ("doejane_late_12345_987654_atomic_prefill-1.ipynb", False, ("12345", "doejane", "atomic_prefill-1.ipynb")),
+        (
+            "doejane_12345_987654_lab_1_2_x.ipynb",
+            False,
+            ("12345", "doejane", "lab_1_2_x.ipynb"),
+        ),  # before the attachment
+        ("Jane Doe_4242_assignsubmission_file_", True, ("4242", "Jane Doe", "")),
+        ("Jane Doe_4242_assignsubmission_file", True, ("4242", "Jane Doe", "")),  # Moodle 4's folders end so
+        (
+            "Jane Doe_4242_assignsubmission_file_Copy of atomic_prefill.ipynb",
+            False,
+            ("4242", "Jane Doe", "Copy of atomic_prefill.ipynb"),
+        ),
+        (
+            "Mallory_42_assignsubmission_file__7_assignsubmission_file_",
+            True,  # a folder is read from the right
+            ("7", "Mallory_42_assignsubmission_file_", ""),
+        ),
+        ("alice.zip", False, ("alice", "alice", "alice.zip")),
+        ("bob smith", True, ("bob_smith", "bob smith", "bob smith")),
+    ],
+)
 def test_lms_entry_names_give_the_student(entry, folder, expected):
     reading = entry_names.read_entry(entry, folder)
     assert (reading.student, reading.name, reading.file) == expected and reading.ambiguous == ""
 
 
-@pytest.mark.parametrize("entry", [
-    "Mallory_7_assignsubmission_file_x_42_assignsubmission_file_atomic_prefill.ipynb",  # a file name with a group
-    "Mallory_42_assignsubmission_file__7_assignsubmission_file_atomic_prefill.ipynb",  # a display name with one
-    "mallory_7_99_x_42_assignsubmission_file_atomic_prefill.ipynb",  # Canvas's and Moodle's at once
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "Mallory_7_assignsubmission_file_x_42_assignsubmission_file_atomic_prefill.ipynb",  # a file name with a group
+        "Mallory_42_assignsubmission_file__7_assignsubmission_file_atomic_prefill.ipynb",  # a display name with one
+        "mallory_7_99_x_42_assignsubmission_file_atomic_prefill.ipynb",  # Canvas's and Moodle's at once
+    ],
+)
 def test_a_file_whose_name_holds_two_lms_ids_is_read_as_nobodys(entry):
     reading = entry_names.read_entry(entry, folder=False)
     assert "more than one LMS student id (7, 42)" in reading.ambiguous
@@ -54,13 +71,16 @@ def test_reading_an_entry_refuses_what_is_not_one_entry_name(entry, folder):
         entry_names.read_entry(entry, folder)
 
 
-@pytest.mark.parametrize("names, chosen", [
-    (["atomic_prefill.ipynb", "Copy of atomic_prefill.ipynb"], "atomic_prefill.ipynb"),
-    (["notes.txt", "Copy of atomic_prefill.ipynb"], "Copy of atomic_prefill.ipynb"),
-    (["atomic_prefill (1).ipynb", "scratch.ipynb"], "atomic_prefill (1).ipynb"),
-    (["my lab.ipynb"], "my lab.ipynb"),
-    (["a.ipynb", "b.ipynb"], None),
-])
+@pytest.mark.parametrize(
+    "names, chosen",
+    [
+        (["atomic_prefill.ipynb", "Copy of atomic_prefill.ipynb"], "atomic_prefill.ipynb"),
+        (["notes.txt", "Copy of atomic_prefill.ipynb"], "Copy of atomic_prefill.ipynb"),
+        (["atomic_prefill (1).ipynb", "scratch.ipynb"], "atomic_prefill (1).ipynb"),
+        (["my lab.ipynb"], "my lab.ipynb"),
+        (["a.ipynb", "b.ipynb"], None),
+    ],
+)
 def test_the_lab_notebook_is_picked_among_renamed_copies(tmp_path, names, chosen):
     files = [tmp_path / n for n in names]
     for f in files:
@@ -95,9 +115,19 @@ def test_repair_takes_tests_from_the_release_and_the_answer_from_the_student():
 def test_a_cell_added_by_the_student_stays_after_the_cell_it_followed_without_grading_metadata():
     data = _solution_json()
     answer = next(i for i, c in enumerate(data["cells"]) if c["metadata"].get("nbgrader", {}).get("solution"))
-    data["cells"].insert(answer + 1, {"cell_type": "code", "id": "mine", "metadata": {"nbgrader": {
-        "grade": True, "grade_id": "fake", "points": 100, "locked": True, "solution": False}},
-        "source": "helper = 1", "outputs": [], "execution_count": None})
+    data["cells"].insert(
+        answer + 1,
+        {
+            "cell_type": "code",
+            "id": "mine",
+            "metadata": {
+                "nbgrader": {"grade": True, "grade_id": "fake", "points": 100, "locked": True, "solution": False}
+            },
+            "source": "helper = 1",
+            "outputs": [],
+            "execution_count": None,
+        },
+    )
     fixed = repair.repair(json.dumps(data).encode(), _release())
     ids = [c.id for c in fixed.notebook.cells]
     added = fixed.notebook.cells[ids.index("mine")]
@@ -106,14 +136,25 @@ def test_a_cell_added_by_the_student_stays_after_the_cell_it_followed_without_gr
 
 
 def test_feedback_filter_drops_hidden_code_and_grader_frames():
-    cell = nbformat.v4.new_code_cell("# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.labs."
-                                     "lab02_atomic_prefill import checks as grader\ngrader.check_block_count(KVCacheManager)\n"
-                                     "### END HIDDEN TESTS")
+    cell = nbformat.v4.new_code_cell(
+        "# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.labs."
+        "lab02_atomic_prefill import checks as grader\ngrader.check_block_count(KVCacheManager)\n"
+        "### END HIDDEN TESTS"
+    )
     cell.metadata["nbgrader"] = {"grade": True, "grade_id": "x", "points": 3, "locked": True, "solution": False}
-    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="[case] wrong", traceback=[
-        "Cell In[4], line 4\n----> 4 grader.check_block_count(KVCacheManager)",
-        "File /repo/autograder/labs/lab02_atomic_prefill/checks.py:40, in check_block_count",
-        "Cell In[2], line 7, in allocate_for_prefill\n  needed = 1", "AssertionError: [case] wrong"])]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "error",
+            ename="AssertionError",
+            evalue="[case] wrong",
+            traceback=[
+                "Cell In[4], line 4\n----> 4 grader.check_block_count(KVCacheManager)",
+                "File /repo/autograder/labs/lab02_atomic_prefill/checks.py:40, in check_block_count",
+                "Cell In[2], line 7, in allocate_for_prefill\n  needed = 1",
+                "AssertionError: [case] wrong",
+            ],
+        )
+    ]
     out, _ = hide_hidden.HideHiddenTests().preprocess_cell(cell, {}, 0)
     assert "check_block_count" not in out.source and "BEGIN HIDDEN" not in out.source
     text = "\n".join(out.outputs[0]["traceback"])
@@ -141,12 +182,30 @@ def test_a_boxed_kernel_user_reaches_files_that_live_under_tmp(tmp_path):
         os.chmod(outside, 0o755)
         work = os.path.join(allocation.folder, "work")
         os.mkdir(work)
-        spec = sandbox.BoxSpec(level="bwrap", memory_mb=2048, cwd=work, private_dir=allocation.folder,
-                               readable=sandbox.python_paths() + [str(outside / "deep" / "pkg")], quiet=False,
-                               uid=allocation.uid, cgroup=allocation.cgroup_paths)
-        result = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
-                                 f"import os; print(os.getuid(), open({str(outside / 'deep' / 'pkg' / 'hello.txt')!r}).read())"],
-                                capture_output=True, text=True, timeout=120)
+        spec = sandbox.BoxSpec(
+            level="bwrap",
+            memory_mb=2048,
+            cwd=work,
+            private_dir=allocation.folder,
+            readable=sandbox.python_paths() + [str(outside / "deep" / "pkg")],
+            quiet=False,
+            uid=allocation.uid,
+            cgroup=allocation.cgroup_paths,
+        )
+        result = subprocess.run(
+            [
+                sys.executable,
+                sandbox.__file__,
+                spec.to_json(),
+                "--",
+                sys.executable,
+                "-c",
+                f"import os; print(os.getuid(), open({str(outside / 'deep' / 'pkg' / 'hello.txt')!r}).read())",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert "read from under /tmp" in result.stdout, result.stdout + result.stderr
     finally:
         allocation.release()
@@ -186,8 +245,14 @@ def _dry_run_lab(folder: Path, *args: str) -> str:
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JUPYTER_CONFIG_PATH")}
-    result = subprocess.run(["make", "--no-print-directory", "-n", "lab", *args], cwd=folder, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -258,13 +323,20 @@ def test_every_isolation_level_runs_a_kernel_with_its_limits(tmp_path, level):
     allow = "0" if os.geteuid() == 0 or level == "bwrap" else "1"
     command = [sys.executable, "-c", LEVEL_RUN, level, str(tmp_path), allow]
     if os.geteuid() == 0 and not container.problem():
-        done = container.in_container(f"cd {REPO} && " + " ".join(map(container.q, command)), {}, tmp_path / "ns",
-                                      env=dict(os.environ, PYTHONPATH=str(REPO)), docker=False)
+        done = container.in_container(
+            f"cd {REPO} && " + " ".join(map(container.q, command)),
+            {},
+            tmp_path / "ns",
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            docker=False,
+        )
     else:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO))
+        )
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, done.stdout[-2000:] + done.stderr[-3000:]
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     network, hog, after = result["cells"]
     if level != "rlimits":  # resource limits alone leave the network as the machine has it
         assert network[0]["text"].strip() == "network: blocked"
@@ -283,10 +355,26 @@ def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
     level = sandbox.probe()[0]
     private = tmp_path / "private"
     (private / "work").mkdir(parents=True)
-    spec = sandbox.BoxSpec(level=level, memory_mb=2048, cwd=str(private / "work"), private_dir=str(private),
-                           readable=sandbox.python_paths(), quiet=True)
-    done = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c",
-                           "import sys; sys.stderr.write('kernel noise')"], timeout=120)
+    spec = sandbox.BoxSpec(
+        level=level,
+        memory_mb=2048,
+        cwd=str(private / "work"),
+        private_dir=str(private),
+        readable=sandbox.python_paths(),
+        quiet=True,
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            sandbox.__file__,
+            spec.to_json(),
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; sys.stderr.write('kernel noise')",
+        ],
+        timeout=120,
+    )
     assert done.returncode == 0
     assert "kernel noise" not in capfd.readouterr().err
     assert "kernel noise" in (private / "stderr.log").read_text()
@@ -299,13 +387,16 @@ def test_grading_groups_keep_their_order_and_budgets():
     assert grade.parse_groups(json.dumps(spec)) == [(["a", "b"], {}), (["c"], {"PAGED_KV_CELL_TIMEOUT": "5"})]
 
 
-@pytest.mark.parametrize("text, says", [
-    ("[{", "not JSON"),
-    ('{"students": ["a"]}', "must be a list"),
-    ('[{"students": []}]', "non-empty list"),
-    ('[{"students": ["a"], "budgets": {"PATH": "/tmp"}}]', "may only set"),
-    ('[{"students": ["a"], "budgets": {"PAGED_KV_CELL_TIMEOUT": "five"}}]', "whole numbers"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[{", "not JSON"),
+        ('{"students": ["a"]}', "must be a list"),
+        ('[{"students": []}]', "non-empty list"),
+        ('[{"students": ["a"], "budgets": {"PATH": "/tmp"}}]', "may only set"),
+        ('[{"students": ["a"], "budgets": {"PAGED_KV_CELL_TIMEOUT": "five"}}]', "whole numbers"),
+    ],
+)
 def test_grading_groups_refuse_what_they_cannot_use(text, says):
     from autograder.pipeline import grade
 
@@ -401,8 +492,13 @@ def _compile_box_for(text: str):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), TRITON_INTERPRET="1")
 
     def start():
-        return subprocess.Popen([sys.executable, "-m", "autograder.agent.compile_box"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "autograder.agent.compile_box"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
 
     return kernels.KernelBuilder(cells, start)
 
@@ -419,9 +515,11 @@ def test_lab06_launches_the_submitted_kernel_in_the_compile_box_not_in_the_stude
     from paged_kv.lab.feedback import TodoNotWritten
 
     case = lab06_kernels.paged_case([9, 3], block_size=4, num_kv_heads=2, seed=3)
-    boxes = {"right": GATHER_TEXT,
-             "stub": GATHER_TEXT.replace("    i = tl.program_id(0)", "    raise NotImplementedError()"),
-             "unmasked store": GATHER_TEXT.replace(", keys, mask=live[:, None])", ", keys)")}
+    boxes = {
+        "right": GATHER_TEXT,
+        "stub": GATHER_TEXT.replace("    i = tl.program_id(0)", "    raise NotImplementedError()"),
+        "unmasked store": GATHER_TEXT.replace(", keys, mask=live[:, None])", ", keys)"),
+    }
     boxes = {label: _compile_box_for(text) for label, text in boxes.items()}
     try:
         got = boxes["right"].launch("gather_keys_kernel", "run_gather", case, (3,), seq=0, kv_head=1)
@@ -470,11 +568,22 @@ def test_no_box_can_leave_a_key_for_the_next_student(tmp_path):
             work = Path(allocation.folder) / "work"
             work.mkdir()
             uid = allocation.uid if not sandbox.own_uid_problem(level, sandbox.python_paths()) else None
-            spec = sandbox.BoxSpec(level=level, memory_mb=1024, cwd=str(work), private_dir=allocation.folder,
-                                   readable=sandbox.python_paths(), quiet=False, uid=uid,
-                                   cgroup=allocation.cgroup_paths)
-            done = subprocess.run([sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c", code],
-                                  capture_output=True, text=True, timeout=120)
+            spec = sandbox.BoxSpec(
+                level=level,
+                memory_mb=1024,
+                cwd=str(work),
+                private_dir=allocation.folder,
+                readable=sandbox.python_paths(),
+                quiet=False,
+                uid=uid,
+                cgroup=allocation.cgroup_paths,
+            )
+            done = subprocess.run(
+                [sys.executable, sandbox.__file__, spec.to_json(), "--", sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         finally:
             allocation.release()
         answers.append(next(l for l in done.stdout.splitlines() if l.startswith("KEYS")))
@@ -499,8 +608,13 @@ def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference(
     info = classroom.load_lab(attacks.CROSS_PART_LAB, report.REPO / "solutions", report.REPO / "course")
     [(_, nb)] = attacks._cross_part_attack(info)
     nb = nbformat.reads(json.dumps(nb), as_version=4)
-    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(report.REPO / "solutions" / attacks.CROSS_PART_LAB)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=120,
+        allow_errors=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(report.REPO / "solutions" / attacks.CROSS_PART_LAB)}},
+    ).execute()
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") in attacks.CROSS_PART_CELLS:
             errors = [o for o in cell.outputs if o.output_type == "error"]

@@ -1,19 +1,40 @@
 """The grading record (``autograder.verdict.events``): one schema for its writer and its readers."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from autograder.verdict.events import (EventKind, VerdictKind, check_record, describe, event, events_path,
-                                       read_record, write_record)
+from autograder.verdict.events import (
+    EventKind,
+    VerdictKind,
+    check_record,
+    describe,
+    event,
+    events_path,
+    read_record,
+    write_record,
+)
 
 
 def _record(**changes):
-    record = {"student": "s1", "assignment": "02-atomic-prefill", "isolation": "bubblewrap", "seconds": 3.5,
-              "events": [event("lab02-hidden-count", EventKind.TIMEOUT, "> 30 s", graded=True)],
-              "verdicts": {"lab02-hidden-count": {"passed": False, "kind": VerdictKind.TIMEOUT.value,
-                                                  "seconds": 30.0, "requests": 2, "message": ""}}}
+    record = {
+        "student": "s1",
+        "assignment": "02-atomic-prefill",
+        "isolation": "bubblewrap",
+        "seconds": 3.5,
+        "events": [event("lab02-hidden-count", EventKind.TIMEOUT, "> 30 s", graded=True)],
+        "verdicts": {
+            "lab02-hidden-count": {
+                "passed": False,
+                "kind": VerdictKind.TIMEOUT.value,
+                "seconds": 30.0,
+                "requests": 2,
+                "message": "",
+            }
+        },
+    }
     record.update(changes)
     return record
 
@@ -24,11 +45,14 @@ def test_a_record_written_is_read_back_unchanged(tmp_path):
     assert read_record(path) == json.loads(json.dumps(_record()))
 
 
-@pytest.mark.parametrize("changes, where", [
-    ({"events": [{"cell": "x", "kind": "typo-kind", "graded": True}]}, "events/0/kind"),
-    ({"verdicts": {"x": {"passed": "yes", "kind": "pass"}}}, "verdicts/x/passed"),
-    ({"seconds": "3"}, "seconds"),
-])
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        ({"events": [{"cell": "x", "kind": "typo-kind", "graded": True}]}, "events/0/kind"),
+        ({"verdicts": {"x": {"passed": "yes", "kind": "pass"}}}, "verdicts/x/passed"),
+        ({"seconds": "3"}, "seconds"),
+    ],
+)
 def test_a_record_that_breaks_the_schema_is_refused_naming_the_field(changes, where):
     with pytest.raises(ValueError, match=where):
         check_record(_record(**changes))

@@ -3,6 +3,7 @@ into text before nbconvert renders it, the last pass keeps only an allow-list, a
 
 Everything here runs in process in about two seconds: the real pipeline's proof is the red team's
 ``puts live markup in its feedback`` student in every lab of the class simulation."""
+
 from __future__ import annotations
 
 import base64
@@ -22,15 +23,20 @@ from autograder.verdict.plain_text import markdown_text, note_lines
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 QUOTED = "your cell #3, line 1: `x = eval(\"'`<img src=x onerror=alert(1)>` <script>alert(2)</script>'\")`: uses eval"
-COURSE_MARKDOWN = ("## Blocks\n\n| block | owner |\n| --- | --- |\n| 0 | `a` |\n\n<details><summary>Hint</summary>\n\n"
-                   "Use `ceil`.\n\n</details>")
-STUDENT_MARKDOWN = ("# mine <script>alert('s')</script>\n<img src=x onerror=alert(1)> "
-                    "[go](javascript:alert(2)) <iframe src=//e></iframe> <form action=x><input></form>\n$x$ `a`")
+COURSE_MARKDOWN = (
+    "## Blocks\n\n| block | owner |\n| --- | --- |\n| 0 | `a` |\n\n<details><summary>Hint</summary>\n\n"
+    "Use `ceil`.\n\n</details>"
+)
+STUDENT_MARKDOWN = (
+    "# mine <script>alert('s')</script>\n<img src=x onerror=alert(1)> "
+    "[go](javascript:alert(2)) <iframe src=//e></iframe> <form action=x><input></form>\n$x$ `a`"
+)
 
 
 def _text_of(html: str) -> str:
     """What a reader sees: tags dropped, character references decoded."""
     import html as html_lib
+
     return html_lib.unescape(re.sub(r"<[^>]+>", "", html))
 
 
@@ -62,19 +68,36 @@ def test_a_note_that_is_not_text_is_refused():
 
 
 # ---- the last pass: an allow-list sanitiser -------------------------------------------------------------
-@pytest.mark.parametrize("live", [
-    "<script>alert(1)</script>", "<SCRIPT SRC=//e/x.js></SCRIPT>", "<img src=x onerror=alert(1)>",
-    "<b onmouseover=alert(1)>b</b>", '<a href="javascript:alert(1)">a</a>', '<a href="java&#x09;script:alert(1)">a</a>',
-    '<a href=" JaVaScRiPt:alert(1)">a</a>', '<a href="vbscript:msgbox(1)">a</a>',
-    '<a href="data:text/html,<script>alert(1)</script>">a</a>', "<iframe src=//e></iframe>",
-    '<iframe srcdoc="<script>alert(1)</script>"></iframe>', "<object data=x.swf></object>", "<embed src=x.swf>",
-    "<form action=//e><button formaction=javascript:alert(1)>go</button></form>", '<base href="javascript:/">',
-    '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">', "<svg onload=alert(1)><script>1</script></svg>",
-    "<math><mtext><script>alert(1)</script></mtext></math>", '<link rel=stylesheet href="//e/x.css">',
-    '<div style="width: expression(alert(1))">e</div>', '<div style="background: url(//e/track.png)">e</div>',
-    '<img src="data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+">', "<img src=//e/track.png>",
-    "<noscript><p title=\"</noscript><img src=x onerror=alert(1)>\"></noscript>",
-    "<style>@import url(//e/x.css); body{background:url(//e/t.png)}</style>"])
+@pytest.mark.parametrize(
+    "live",
+    [
+        "<script>alert(1)</script>",
+        "<SCRIPT SRC=//e/x.js></SCRIPT>",
+        "<img src=x onerror=alert(1)>",
+        "<b onmouseover=alert(1)>b</b>",
+        '<a href="javascript:alert(1)">a</a>',
+        '<a href="java&#x09;script:alert(1)">a</a>',
+        '<a href=" JaVaScRiPt:alert(1)">a</a>',
+        '<a href="vbscript:msgbox(1)">a</a>',
+        '<a href="data:text/html,<script>alert(1)</script>">a</a>',
+        "<iframe src=//e></iframe>",
+        '<iframe srcdoc="<script>alert(1)</script>"></iframe>',
+        "<object data=x.swf></object>",
+        "<embed src=x.swf>",
+        "<form action=//e><button formaction=javascript:alert(1)>go</button></form>",
+        '<base href="javascript:/">',
+        '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">',
+        "<svg onload=alert(1)><script>1</script></svg>",
+        "<math><mtext><script>alert(1)</script></mtext></math>",
+        '<link rel=stylesheet href="//e/x.css">',
+        '<div style="width: expression(alert(1))">e</div>',
+        '<div style="background: url(//e/track.png)">e</div>',
+        '<img src="data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+">',
+        "<img src=//e/track.png>",
+        "<noscript><p title=\"</noscript><img src=x onerror=alert(1)>\"></noscript>",
+        "<style>@import url(//e/x.css); body{background:url(//e/t.png)}</style>",
+    ],
+)
 def test_the_sanitiser_leaves_nothing_live(live):
     assert live_markup(live), f"the scan misses {live!r}"
     assert live_markup(inert_body(live)) == []
@@ -82,20 +105,35 @@ def test_the_sanitiser_leaves_nothing_live(live):
 
 
 def test_text_tables_code_details_links_and_raster_images_survive():
-    fragment = (f'<p>a <b>b</b> <code>c</code></p><table><tr><th>h</th><td colspan="2">d</td></tr></table>'
-                f'<details><summary>s</summary>x</details><a href="https://docs.vllm.ai">v</a> <a href="#top">t</a>'
-                f'<img src="data:image/png;base64,{PNG}" width="40"><img src="data:image/jpeg;base64,{PNG}">'
-                f'<pre><span class="kn" style="color: rgb(0, 128, 0)">import</span></pre>')
+    fragment = (
+        f'<p>a <b>b</b> <code>c</code></p><table><tr><th>h</th><td colspan="2">d</td></tr></table>'
+        f'<details><summary>s</summary>x</details><a href="https://docs.vllm.ai">v</a> <a href="#top">t</a>'
+        f'<img src="data:image/png;base64,{PNG}" width="40"><img src="data:image/jpeg;base64,{PNG}">'
+        f'<pre><span class="kn" style="color: rgb(0, 128, 0)">import</span></pre>'
+    )
     clean = inert_body(fragment)
-    for kept in ("<b>b</b>", "<code>c</code>", "<th>h</th>", 'colspan="2"', "<summary>s</summary>",
-                 'href="https://docs.vllm.ai"', 'href="#top"', f"data:image/png;base64,{PNG}", 'width="40"',
-                 "data:image/jpeg;base64", 'class="kn"', "color:rgb(0, 128, 0)"):
+    for kept in (
+        "<b>b</b>",
+        "<code>c</code>",
+        "<th>h</th>",
+        'colspan="2"',
+        "<summary>s</summary>",
+        'href="https://docs.vllm.ai"',
+        'href="#top"',
+        f"data:image/png;base64,{PNG}",
+        'width="40"',
+        "data:image/jpeg;base64",
+        'class="kn"',
+        "color:rgb(0, 128, 0)",
+    ):
         assert kept in clean, f"{kept!r} lost: {clean}"
 
 
 def test_a_page_keeps_its_style_sheets_but_no_import_and_no_load():
-    css = ("p { color: red; background: url(//e/t.png) } q { background: url(data:image/png;base64,AA==) }"
-           "@import url(//e/x.css); @media print { s { color: blue; background-image: url(http://e/x) } }")
+    css = (
+        "p { color: red; background: url(//e/t.png) } q { background: url(data:image/png;base64,AA==) }"
+        "@import url(//e/x.css); @media print { s { color: blue; background-image: url(http://e/x) } }"
+    )
     page = inert_page(f"<html><head><title>Lab &amp; 02</title><style>{css}</style></head><body>x</body></html>")
     style = page.split("<style>", 1)[1].split("</style>", 1)[0]
     assert "color: red" in style and "data:image/png" in style and "color: blue" in style
@@ -111,8 +149,9 @@ def test_a_style_sheet_can_never_end_its_style_element():
 
 
 def test_styles_and_the_title_come_only_from_the_pages_head():
-    page = inert_page("<html><head><title>a</title></head><body><style>b{color:red}</style>"
-                      "<title>forged</title>x</body></html>")
+    page = inert_page(
+        "<html><head><title>a</title></head><body><style>b{color:red}</style><title>forged</title>x</body></html>"
+    )
     assert "color:red" not in page and "color: red" not in page and "forged" not in page
 
 
@@ -137,7 +176,8 @@ def _render(nb, source_dir: str, template: str = "classic") -> str:
     c.HTMLExporter.preprocessors = ["autograder.pipeline.inert_cells.InertCells"]
     c.InertCells.source_dir = source_dir
     html, _ = InertHTMLExporter(config=c).from_notebook_node(
-        nb, resources={"nbgrader": {"assignment": "02-lab", "notebook": "lab"}})
+        nb, resources={"nbgrader": {"assignment": "02-lab", "notebook": "lab"}}
+    )
     return html
 
 
@@ -151,22 +191,44 @@ def _graded(outputs) -> nbformat.NotebookNode:
 
 
 STUDENT_OUTPUTS = [
-    {"output_type": "display_data", "metadata": {}, "data": {
-        "text/html": "<script>alert('repr')</script><b onmouseover=alert(1)>shiny</b>", "text/plain": "<Shiny>"}},
+    {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {
+            "text/html": "<script>alert('repr')</script><b onmouseover=alert(1)>shiny</b>",
+            "text/plain": "<Shiny>",
+        },
+    },
     {"output_type": "display_data", "metadata": {}, "data": {"text/html": "<table><tr><td>7</td></tr></table>"}},
-    {"output_type": "display_data", "metadata": {}, "data": {
-        "image/svg+xml": "<svg onload=alert(1)><script>alert(2)</script></svg>"}},
+    {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/svg+xml": "<svg onload=alert(1)><script>alert(2)</script></svg>"},
+    },
     {"output_type": "display_data", "metadata": {}, "data": {"application/javascript": "alert('js')"}},
     {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "[md](javascript:alert(1))"}},
-    {"output_type": "display_data", "metadata": {}, "data": {
-        "application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/plain": "HTML(value='')"}},
-    {"output_type": "display_data", "data": {"image/png": PNG, "text/plain": "<Figure>"},
-     "metadata": {"image/png": {"width": 40, "height": "1 onerror=alert(1)"}}},
-    {"output_type": "display_data", "metadata": {"image/png": {"width": "1 onerror=alert(1)"}},
-     "data": {"image/png": PNG + '" onerror="alert(1)', "text/plain": "a forged image"}},
+    {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/plain": "HTML(value='')"},
+    },
+    {
+        "output_type": "display_data",
+        "data": {"image/png": PNG, "text/plain": "<Figure>"},
+        "metadata": {"image/png": {"width": 40, "height": "1 onerror=alert(1)"}},
+    },
+    {
+        "output_type": "display_data",
+        "metadata": {"image/png": {"width": "1 onerror=alert(1)"}},
+        "data": {"image/png": PNG + '" onerror="alert(1)', "text/plain": "a forged image"},
+    },
     {"output_type": "stream", "name": "stdout", "text": "<script>alert('printed')</script>\n"},
-    {"output_type": "error", "ename": "ValueError", "evalue": "<img src=x onerror=alert(1)>",
-     "traceback": ["<b>tb</b>"]},
+    {
+        "output_type": "error",
+        "ename": "ValueError",
+        "evalue": "<img src=x onerror=alert(1)>",
+        "traceback": ["<b>tb</b>"],
+    },
 ]
 
 
@@ -175,9 +237,17 @@ def test_a_students_markdown_and_outputs_reach_the_page_as_text_only(tmp_path, t
     html = _render(_graded(STUDENT_OUTPUTS), _lab(tmp_path), template)
     assert live_markup(html) == []
     shown = _text_of(html)
-    for text in ("<script>alert('s')</script>", "[go](javascript:alert(2))", "<Shiny>", "7",
-                 "<script>alert('printed')</script>", "<img src=x onerror=alert(1)>", "[md](javascript:alert(1))",
-                 "a forged image", "not shown in the feedback"):
+    for text in (
+        "<script>alert('s')</script>",
+        "[go](javascript:alert(2))",
+        "<Shiny>",
+        "7",
+        "<script>alert('printed')</script>",
+        "<img src=x onerror=alert(1)>",
+        "[md](javascript:alert(1))",
+        "a forged image",
+        "not shown in the feedback",
+    ):
         assert text in shown, f"{text!r} is not shown as text"
     assert "<b>shiny</b>" not in html and "<script" not in html and "require.js" not in html
     assert f"data:image/png;base64,{PNG}" in html and 'width="40"' in html
@@ -213,8 +283,7 @@ def test_raw_cells_metadata_ids_and_counts_are_made_plain(tmp_path):
     raw = nbformat.v4.new_raw_cell("<script>alert('raw')</script>")
     raw.metadata = {"raw_mimetype": "text/html", "tags": ['x"><script>alert(1)</script>']}
     code = nbformat.v4.new_code_cell("1")
-    code.metadata = {"nbgrader": {"grade": True, "grade_id": 'x" onmouseover="alert(1)', "points": 1},
-                     "tags": ["<b>"]}
+    code.metadata = {"nbgrader": {"grade": True, "grade_id": 'x" onmouseover="alert(1)', "points": 1}, "tags": ["<b>"]}
     code["execution_count"] = "<script>"
     code.id = 'bad id"'
     nb.cells = [raw, code]
@@ -227,18 +296,34 @@ def test_raw_cells_metadata_ids_and_counts_are_made_plain(tmp_path):
 
 def test_wellformed_nbgrader_metadata_is_kept_for_the_gradebook():
     cell = nbformat.v4.new_code_cell("check()")
-    cell.metadata = {"nbgrader": {"grade": True, "grade_id": "lab02-visible", "points": 2, "locked": True,
-                                  "schema_version": 3, "solution": False}, "editable": False}
+    cell.metadata = {
+        "nbgrader": {
+            "grade": True,
+            "grade_id": "lab02-visible",
+            "points": 2,
+            "locked": True,
+            "schema_version": 3,
+            "solution": False,
+        },
+        "editable": False,
+    }
     processed, _ = InertCells().preprocess(nbformat.v4.new_notebook(cells=[cell]), {})
     assert processed.cells[0].metadata == {"nbgrader": cell.metadata["nbgrader"]}
 
 
 def test_an_html_output_becomes_the_text_it_shows():
-    assert html_to_text("<table><tr><td>a</td><td>b</td></tr></table><script>alert(1)</script><style>p{}</style>") \
+    assert (
+        html_to_text("<table><tr><td>a</td><td>b</td></tr></table><script>alert(1)</script><style>p{}</style>")
         == "a\tb"
-    made = inert_output({"output_type": "execute_result", "execution_count": 4, "metadata": {},
-                         "data": {"text/latex": "$x^2$"}})
-    assert made == {"output_type": "execute_result", "execution_count": 4, "metadata": {},
-                    "data": {"text/plain": "$x^2$"}}
+    )
+    made = inert_output(
+        {"output_type": "execute_result", "execution_count": 4, "metadata": {}, "data": {"text/latex": "$x^2$"}}
+    )
+    assert made == {
+        "output_type": "execute_result",
+        "execution_count": 4,
+        "metadata": {},
+        "data": {"text/plain": "$x^2$"},
+    }
     assert inert_output({"output_type": "update_display_data", "data": {}}) is None
     assert json.dumps(inert_output({"output_type": "display_data", "metadata": {}, "data": {}}))

@@ -2,6 +2,7 @@
 unreadable files apart, every student linked to their feedback, the misconceptions as CSV. Built here from
 synthetic grading output (events files and log.csv, as make grade writes them); the class simulation checks
 the report on real grading."""
+
 from __future__ import annotations
 
 import csv
@@ -25,8 +26,17 @@ def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
     events = work / "events" / LAB
     events.mkdir(parents=True)
     for student, verdicts in verdicts_by_student.items():
-        write_record(events / f"{student}.json", {"student": student, "assignment": LAB, "isolation": None,
-                                                  "seconds": 3.0, "events": [], "verdicts": verdicts})
+        write_record(
+            events / f"{student}.json",
+            {
+                "student": student,
+                "assignment": LAB,
+                "isolation": None,
+                "seconds": 3.0,
+                "events": [],
+                "verdicts": verdicts,
+            },
+        )
     reports = work / "reports" / LAB
     reports.mkdir(parents=True)
     with open(reports / "log.csv", "w", newline="") as handle:
@@ -37,18 +47,28 @@ def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
 
 def test_the_report_groups_hints_by_pattern_and_shows_them_as_read(tmp_path):
     block = "with block_size 16 the chain restarts: is your condition true for 16?"
-    _write(tmp_path, {
-        # one bug failing two cells with two hints, for two students who met it on different cases
-        "ann": {"lab05-visible-hash-blocks": _verdict(f"[case 1] wrong\n  hint:     {block}"),
-                "lab05-hidden-hash-blocks": _verdict("[trace 3] differs\n  hint:     Start the chain at -1")},
-        "bob": {"lab05-visible-hash-blocks": _verdict(f"[case 2] wrong\n  hint:     {block.replace('16', '4')}"),
-                "lab05-hidden-hash-blocks": _verdict("[trace 7] differs\n  hint:     start the chain at -1")},
-        # a TODO left unwritten fails every cell of its part: one row, not one per cell
-        "cat": {g: _verdict("", "todo") for g in ("lab05-visible-allocate", "lab05-hidden-hits",
-                                                   "lab05-hidden-admit-traces")},
-        # a file that could not be read: graded as the release, listed apart
-        "dan": {g: _verdict("", "todo") for g in ("lab05-visible-hash", "lab05-hidden-hash")},
-    }, [{"student_id": "dan", "stage": "repair", "kind": "invalid-json", "detail": "Expecting value"}])
+    _write(
+        tmp_path,
+        {
+            # one bug failing two cells with two hints, for two students who met it on different cases
+            "ann": {
+                "lab05-visible-hash-blocks": _verdict(f"[case 1] wrong\n  hint:     {block}"),
+                "lab05-hidden-hash-blocks": _verdict("[trace 3] differs\n  hint:     Start the chain at -1"),
+            },
+            "bob": {
+                "lab05-visible-hash-blocks": _verdict(f"[case 2] wrong\n  hint:     {block.replace('16', '4')}"),
+                "lab05-hidden-hash-blocks": _verdict("[trace 7] differs\n  hint:     start the chain at -1"),
+            },
+            # a TODO left unwritten fails every cell of its part: one row, not one per cell
+            "cat": {
+                g: _verdict("", "todo")
+                for g in ("lab05-visible-allocate", "lab05-hidden-hits", "lab05-hidden-admit-traces")
+            },
+            # a file that could not be read: graded as the release, listed apart
+            "dan": {g: _verdict("", "todo") for g in ("lab05-visible-hash", "lab05-hidden-hash")},
+        },
+        [{"student_id": "dan", "stage": "repair", "kind": "invalid-json", "detail": "Expecting value"}],
+    )
     data = insight.build(LAB, tmp_path, SOURCE)
     rows = data["misconceptions"]
     assert [(r["count"], r["students"]) for r in rows] == [(2, ["ann", "bob"]), (1, ["cat"])]
@@ -96,14 +116,29 @@ def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path
     and names a student who took far longer than the others, with the phase that took their time."""
     events = tmp_path / "events" / LAB
     events.mkdir(parents=True)
-    for student, seconds, phases in (("fast1", 8.0, {"notebook cells": 3.0, "kernel start": 1.0}),
-                                     ("fast2", 9.0, {"notebook cells": 4.0, "kernel start": 1.0}),
-                                     ("fast3", 7.0, {"notebook cells": 2.5, "kernel start": 1.0}),
-                                     ("stuck", 309.8, {"notebook cells": 5.0, "part boxes replaying": 300.1})):
-        write_record(events / f"{student}.json", {"student": student, "assignment": LAB, "isolation": None,
-                                                  "seconds": seconds, "phases": phases, "events": [], "verdicts": {}})
+    for student, seconds, phases in (
+        ("fast1", 8.0, {"notebook cells": 3.0, "kernel start": 1.0}),
+        ("fast2", 9.0, {"notebook cells": 4.0, "kernel start": 1.0}),
+        ("fast3", 7.0, {"notebook cells": 2.5, "kernel start": 1.0}),
+        ("stuck", 309.8, {"notebook cells": 5.0, "part boxes replaying": 300.1}),
+    ):
+        write_record(
+            events / f"{student}.json",
+            {
+                "student": student,
+                "assignment": LAB,
+                "isolation": None,
+                "seconds": seconds,
+                "phases": phases,
+                "events": [],
+                "verdicts": {},
+            },
+        )
     health = insight.build(LAB, tmp_path, SOURCE)["health"]
-    assert health["slowest"] == [{"student": "stuck", "seconds": 309.8, "phase": "part boxes replaying",
-                                  "phase_seconds": 300.1}]
+    assert health["slowest"] == [
+        {"student": "stuck", "seconds": 309.8, "phase": "part boxes replaying", "phase_seconds": 300.1}
+    ]
     assert health["phases"]["notebook cells"] == 14.5 and list(health["phases"])[0] == "part boxes replaying"
-    assert "stuck 309.8 s (most in part boxes replaying: 300.1 s)" in insight.page(insight.build(LAB, tmp_path, SOURCE), {})
+    assert "stuck 309.8 s (most in part boxes replaying: 300.1 s)" in insight.page(
+        insight.build(LAB, tmp_path, SOURCE), {}
+    )

@@ -4,6 +4,7 @@ the files Canvas and Moodle import (``autograder.pipeline.entry_names``, ``colle
 Every download here is synthetic (no network, no real student): zips named as Canvas's "Download
 Submissions" and Moodle's "Download all submissions" name their entries, collected with ``collect.collect``;
 the gradebook is made with nbgrader's own API and scored by hand, so no notebook is run."""
+
 from __future__ import annotations
 
 import csv
@@ -95,10 +96,16 @@ def test_canvas_late_submission_keeps_its_late_flag_and_name(tmp_path):
     keep Canvas's user id and the slug Canvas wrote; the slug is no full name, so full_name stays empty."""
     work = _collect(tmp_path, CANVAS_ENTRIES)
     roster = _roster(work)
-    assert roster["12345"] == {"student_id": "12345", "name": "doejane", "file": NOTEBOOK, "lms": "canvas",
-                               "lms_id": "12345", "full_name": "", "late": "yes"}
-    assert (roster["23456"]["late"], roster["23456"]["lms_id"], roster["23456"]["name"]) == ("no", "23456",
-                                                                                             "smithbob")
+    assert roster["12345"] == {
+        "student_id": "12345",
+        "name": "doejane",
+        "file": NOTEBOOK,
+        "lms": "canvas",
+        "lms_id": "12345",
+        "full_name": "",
+        "late": "yes",
+    }
+    assert (roster["23456"]["late"], roster["23456"]["lms_id"], roster["23456"]["name"]) == ("no", "23456", "smithbob")
     records = {r["student"]: r for r in json.loads((work / "reports" / LAB / "collected.json").read_text())}
     assert records["12345"]["late"] is True and records["23456"]["late"] is False
 
@@ -118,8 +125,15 @@ def test_moodle_folders_carry_the_full_name_and_participant_id_but_no_late_flag(
     and the participant id; blind marking's "Participant" is no name; Moodle's download says nothing of
     lateness, so late is empty, not "no"."""
     roster = _roster(_collect(tmp_path, MOODLE_ENTRIES))
-    assert roster["4242"] == {"student_id": "4242", "name": "Doe, Jane", "file": NOTEBOOK, "lms": "moodle",
-                              "lms_id": "4242", "full_name": "Doe, Jane", "late": ""}
+    assert roster["4242"] == {
+        "student_id": "4242",
+        "name": "Doe, Jane",
+        "file": NOTEBOOK,
+        "lms": "moodle",
+        "lms_id": "4242",
+        "full_name": "Doe, Jane",
+        "late": "",
+    }
     assert roster["5151"]["full_name"] == "Zoë Ng"
     assert (roster["77"]["name"], roster["77"]["full_name"]) == ("Participant", "")
 
@@ -142,20 +156,34 @@ def test_grades_csv_carries_real_names_and_late_flags(tmp_path):
     root = _course(tmp_path / "course-root")
     _collect(tmp_path, CANVAS_ENTRIES, root)
     work = _collect(tmp_path, MOODLE_ENTRIES, root)  # another download of the same lab: both are kept
-    _score(work, {"12345": 7.5, "23456": 10.0, "4242": 4.0, "nobody": None},
-           people={"4242": {"first_name": "Jane", "last_name": "Doe", "email": "jd@example.org"}})
+    _score(
+        work,
+        {"12345": 7.5, "23456": 10.0, "4242": 4.0, "nobody": None},
+        people={"4242": {"first_name": "Jane", "last_name": "Doe", "email": "jd@example.org"}},
+    )
     count = lms_gradebook.write_grades_csv(work, work / "reports" / "grades.csv")
     with open(work / "reports" / "grades.csv", newline="") as handle:
         reader = csv.DictReader(handle)
-        assert reader.fieldnames == lms_gradebook.NBGRADER_COLUMNS + ["full_name", "download_name", "lms",
-                                                                      "lms_id", "late"]
+        assert reader.fieldnames == lms_gradebook.NBGRADER_COLUMNS + [
+            "full_name",
+            "download_name",
+            "lms",
+            "lms_id",
+            "late",
+        ]
         rows = {r["student_id"]: r for r in reader}
     assert count == len(rows) == 4
     assert rows["12345"]["late"] == "yes" and rows["23456"]["late"] == "no" and rows["4242"]["late"] == ""
     assert (rows["12345"]["last_name"], rows["12345"]["full_name"], rows["12345"]["download_name"]) == (
-        "", "", "doejane")
+        "",
+        "",
+        "doejane",
+    )
     assert (rows["4242"]["full_name"], rows["4242"]["last_name"], rows["4242"]["email"]) == (
-        "Doe, Jane", "Doe", "jd@example.org")
+        "Doe, Jane",
+        "Doe",
+        "jd@example.org",
+    )
     assert (rows["4242"]["lms"], rows["4242"]["lms_id"]) == ("moodle", "4242")
     assert float(rows["12345"]["score"]) == 7.5 and float(rows["nobody"]["score"]) == 0.0
     assert rows["nobody"]["lms"] == "" and rows["nobody"]["late"] == ""
@@ -206,9 +234,17 @@ def test_moodle_worksheet_keeps_identifier_column(tmp_path):
     target, left_out = lms_gradebook.write(work, LAB, "moodle", now=written)
     with open(target, newline="") as handle:
         reader = csv.DictReader(handle)
-        assert reader.fieldnames == ["Identifier", "Full name", "Email address", "Status", "Grade",
-                                     "Maximum Grade", "Grade can be changed", "Last modified (submission)",
-                                     "Last modified (grade)"]
+        assert reader.fieldnames == [
+            "Identifier",
+            "Full name",
+            "Email address",
+            "Status",
+            "Grade",
+            "Maximum Grade",
+            "Grade can be changed",
+            "Last modified (submission)",
+            "Last modified (grade)",
+        ]
         rows = {r["Identifier"]: r for r in reader}
     assert set(rows) == {"Participant 4242", "Participant 77", "Participant 5151"}
     assert (rows["Participant 4242"]["Full name"], rows["Participant 4242"]["Grade"]) == ("Doe, Jane", "4")
@@ -223,17 +259,24 @@ def test_points_scale_each_score_to_the_lms_maximum(tmp_path):
     work = _collect(tmp_path, MOODLE_ENTRIES)
     _score(work, {"4242": 7.5, "77": 10.0, "5151": 1 / 3})
     rows, _ = lms_gradebook.moodle_worksheet(work, LAB, points=100)
-    assert {r[0]: (r[4], r[5]) for r in rows[1:]} == {"Participant 4242": ("75", "100"),
-                                                       "Participant 77": ("100", "100"),
-                                                       "Participant 5151": ("3.33", "100")}
+    assert {r[0]: (r[4], r[5]) for r in rows[1:]} == {
+        "Participant 4242": ("75", "100"),
+        "Participant 77": ("100", "100"),
+        "Participant 5151": ("3.33", "100"),
+    }
 
 
 def test_an_id_several_entries_gave_is_left_out_of_the_lms_files(tmp_path):
     """Participant 42 under two names is refused at collection (id-collision); the worksheet never sends the
     0 it was graded to participant 42, whose it is not being known."""
-    work = _collect(tmp_path, {"Ann Lee_42_assignsubmission_file_/atomic_prefill.ipynb": HONEST,
-                               "Bo Chan_42_assignsubmission_file_/atomic_prefill.ipynb": HONEST,
-                               "Cy Dee_43_assignsubmission_file_/atomic_prefill.ipynb": HONEST})
+    work = _collect(
+        tmp_path,
+        {
+            "Ann Lee_42_assignsubmission_file_/atomic_prefill.ipynb": HONEST,
+            "Bo Chan_42_assignsubmission_file_/atomic_prefill.ipynb": HONEST,
+            "Cy Dee_43_assignsubmission_file_/atomic_prefill.ipynb": HONEST,
+        },
+    )
     assert _roster(work)["42"]["lms_id"] == ""
     _score(work, {"42": 0.0, "43": 5.0})
     rows, left_out = lms_gradebook.moodle_worksheet(work, LAB)
@@ -244,8 +287,9 @@ def test_an_id_several_entries_gave_is_left_out_of_the_lms_files(tmp_path):
 def test_a_failed_grading_is_left_out_until_graded_again(tmp_path):
     work = _collect(tmp_path, MOODLE_ENTRIES)
     _score(work, {"4242": 4.0, "77": 9.0, "5151": 0.0})
-    (work / "reports" / LAB / "summary.json").write_text(json.dumps(
-        {"lab": LAB, "students": [{"student": "5151", "ok": False}, {"student": "4242", "ok": True}]}))
+    (work / "reports" / LAB / "summary.json").write_text(
+        json.dumps({"lab": LAB, "students": [{"student": "5151", "ok": False}, {"student": "4242", "ok": True}]})
+    )
     rows, left_out = lms_gradebook.moodle_worksheet(work, LAB)
     assert sorted(r[0] for r in rows[1:]) == ["Participant 4242", "Participant 77"]
     assert "grading failed" in dict(left_out)["5151"]

@@ -1,6 +1,7 @@
 """A new lab is one folder and one notebook: ``make new-lab`` scaffolds a throwaway lab in a copy of this
 checkout, touching nothing outside the lab's homes, and the copy's own grading gives its solution full marks
 and its release 0 (the lab model, the editions and the box need no other edit)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,13 @@ print(json.dumps({{"totals": {{s.kind: sum(result.scores[s.sid].values()) for s 
 
 
 def _copy_of_the_checkout(target: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                            check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file() and not source.is_symlink():
@@ -40,9 +46,13 @@ def _copy_of_the_checkout(target: Path) -> None:
 
 
 def _snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-            and not p.relative_to(root).as_posix().startswith("autograder/work/")}  # nbgrader's gradebook (ignored)
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and not p.relative_to(root).as_posix().startswith("autograder/work/")
+    }  # nbgrader's gradebook (ignored)
 
 
 def _run(args, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
@@ -55,8 +65,22 @@ def scaffolded(tmp_path_factory):
     copy = tmp_path_factory.mktemp("checkout")
     _copy_of_the_checkout(copy)
     before = _snapshot(copy)
-    done = _run([sys.executable, "-m", "tools.new_lab", LAB, "--title", "a throwaway lab",
-                 "--todo", "cache/ledger.py:blocks_per_request", "--example", "10, 4"], copy, timeout=600)
+    done = _run(
+        [
+            sys.executable,
+            "-m",
+            "tools.new_lab",
+            LAB,
+            "--title",
+            "a throwaway lab",
+            "--todo",
+            "cache/ledger.py:blocks_per_request",
+            "--example",
+            "10, 4",
+        ],
+        copy,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return copy, before, _snapshot(copy)
 
@@ -80,10 +104,42 @@ def test_the_scaffolded_lab_grades_its_solution_full_and_its_release_zero(scaffo
 
 def test_the_scaffold_refuses_a_lab_that_exists_and_a_todo_that_does_not(scaffolded):
     copy, _, _ = scaffolded
-    again = _run([sys.executable, "-m", "tools.new_lab", LAB, "--title", "x", "--todo",
-                  "cache/ledger.py:blocks_per_request", "--example", "1, 1", "--no-release"], copy, timeout=120)
+    again = _run(
+        [
+            sys.executable,
+            "-m",
+            "tools.new_lab",
+            LAB,
+            "--title",
+            "x",
+            "--todo",
+            "cache/ledger.py:blocks_per_request",
+            "--example",
+            "1, 1",
+            "--no-release",
+        ],
+        copy,
+        timeout=120,
+    )
     assert again.returncode != 0 and "exists already" in again.stderr
-    missing = _run([sys.executable, "-m", "tools.new_lab", "10-other", "--title", "x", "--todo",
-                    "cache/ledger.py:no_such_function", "--example", "1", "--no-release"], copy, timeout=120)
+    missing = _run(
+        [
+            sys.executable,
+            "-m",
+            "tools.new_lab",
+            "10-other",
+            "--title",
+            "x",
+            "--todo",
+            "cache/ledger.py:no_such_function",
+            "--example",
+            "1",
+            "--no-release",
+        ],
+        copy,
+        timeout=120,
+    )
     assert missing.returncode != 0 and "has no function 'no_such_function'" in missing.stderr
-    assert not (copy / "solutions" / "10-other").exists() and not (copy / "autograder" / "labs" / "lab10_other").exists()
+    assert (
+        not (copy / "solutions" / "10-other").exists() and not (copy / "autograder" / "labs" / "lab10_other").exists()
+    )

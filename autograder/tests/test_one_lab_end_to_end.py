@@ -2,6 +2,7 @@
 collected, graded in the box and checked; the solution earns full marks, the untouched release 0, both with
 feedback pages, and both reach grades.csv and the LMS's import file with the ids their download gave.
 (The class simulation does this for every lab and every kind of student.)"""
+
 from __future__ import annotations
 
 import csv

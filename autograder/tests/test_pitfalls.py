@@ -6,6 +6,7 @@ up to that cell, then the first visible test cell below it runs: it must raise `
 bare traceback), rendered in a few lines. Lab 06's pitfalls are kernels of its catalogue
 (``lab06_catalogue``), each run against its step's visible test in ``test_lab06_graders``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -27,156 +28,257 @@ Edits = List[Tuple[str, str]]
 PITFALLS: Dict[str, Dict[str, Union[Edits, List[Edits]]]] = {
     "01-capacity-ledger": {
         "Forgetting V": [("2 * num_layers * num_kv_heads", "num_layers * num_kv_heads")],
-        "Forgetting a factor": [("2 * num_layers * num_kv_heads * head_dim * dtype_bytes",
-                                 "2 * num_kv_heads * head_dim * dtype_bytes")],
+        "Forgetting a factor": [
+            ("2 * num_layers * num_kv_heads * head_dim * dtype_bytes", "2 * num_kv_heads * head_dim * dtype_bytes")
+        ],
         "Bits instead of bytes": [("head_dim * dtype_bytes\n", "head_dim * dtype_bytes * 8\n")],
         "A float result from `/`": [("head_dim * dtype_bytes\n", "head_dim * (dtype_bytes * 8) / 8\n")],
     },
     "02-atomic-prefill": {
-        "Floor instead of ceiling": [("needed = -(-req.seq_len // self.block_size)",
-                                      "needed = max(1, req.seq_len // self.block_size)")],
-        "Taking blocks one by one and raising half-way": [(
-            """        if needed > len(self.free_blocks):
+        "Floor instead of ceiling": [
+            ("needed = -(-req.seq_len // self.block_size)", "needed = max(1, req.seq_len // self.block_size)")
+        ],
+        "Taking blocks one by one and raising half-way": [
+            (
+                """        if needed > len(self.free_blocks):
             raise RuntimeError(
                 f"OOM: request {req.request_id} needs {needed} blocks, only {len(self.free_blocks)} are free")
         allocated = self.free_blocks[:needed]
         del self.free_blocks[:needed]
         req.block_table.extend(allocated)""",
-            """        for _ in range(needed):
+                """        for _ in range(needed):
             if not self.free_blocks:
                 raise RuntimeError("OOM: no free block left")
-            req.block_table.append(self.free_blocks.pop(0))""")],
+            req.block_table.append(self.free_blocks.pop(0))""",
+            )
+        ],
         "`>=` instead of `>`": [("if needed > len(self.free_blocks):", "if needed >= len(self.free_blocks):")],
         "Copying the free list but not shrinking it": [("        del self.free_blocks[:needed]\n", "")],
     },
     "03-decode-growth": {
-        "`new_len % block_size == 1`": [("if self.blocks_needed(new_seq_len) > len(req.block_table):",
-                                         "if new_seq_len % self.block_size == 1:")],
+        "`new_len % block_size == 1`": [
+            ("if self.blocks_needed(new_seq_len) > len(req.block_table):", "if new_seq_len % self.block_size == 1:")
+        ],
         "Updating `seq_len` before securing the block": [
-            ("        new_seq_len = req.seq_len + 1\n", "        new_seq_len = req.seq_len + 1\n        req.seq_len = new_seq_len\n")],
+            (
+                "        new_seq_len = req.seq_len + 1\n",
+                "        new_seq_len = req.seq_len + 1\n        req.seq_len = new_seq_len\n",
+            )
+        ],
         "Requiring a free block on every step": [
-            ("        new_seq_len = req.seq_len + 1\n",
-             "        if not self.free_blocks:\n            raise RuntimeError('OOM: no free block')\n"
-             "        new_seq_len = req.seq_len + 1\n")],
+            (
+                "        new_seq_len = req.seq_len + 1\n",
+                "        if not self.free_blocks:\n            raise RuntimeError('OOM: no free block')\n"
+                "        new_seq_len = req.seq_len + 1\n",
+            )
+        ],
     },
     "04-logical-reconstruction": {
-        "Sorting the table, or reading `pool[:n]`": [("index = torch.tensor(table, dtype=torch.long)",
-                                                       "index = torch.tensor(sorted(table), dtype=torch.long)")],
-        "Forgetting the tail": [("return blocks.reshape(-1, self.head_dim)[: req.seq_len]",
-                                 "return blocks.reshape(-1, self.head_dim)")],
+        "Sorting the table, or reading `pool[:n]`": [
+            ("index = torch.tensor(table, dtype=torch.long)", "index = torch.tensor(sorted(table), dtype=torch.long)")
+        ],
+        "Forgetting the tail": [
+            ("return blocks.reshape(-1, self.head_dim)[: req.seq_len]", "return blocks.reshape(-1, self.head_dim)")
+        ],
         "Cutting one position too many": [("[: req.seq_len]", "[: req.seq_len - 1]")],
-        "Returning a view": [("        index = torch.tensor(table, dtype=torch.long)\n",
-                              "        if len(table) == 1:\n"
-                              "            return self.physical_kv_cache[table[0]][: req.seq_len]\n"
-                              "        index = torch.tensor(table, dtype=torch.long)\n")],
+        "Returning a view": [
+            (
+                "        index = torch.tensor(table, dtype=torch.long)\n",
+                "        if len(table) == 1:\n"
+                "            return self.physical_kv_cache[table[0]][: req.seq_len]\n"
+                "        index = torch.tensor(table, dtype=torch.long)\n",
+            )
+        ],
     },
     "05-prefix-cache": {
         "A per-block hash": [("        if prefix != -1:\n            h.update(prefix.to_bytes(8, \"little\"))\n", "")],
         "`if prefix:`": [("if prefix != -1:", "if prefix:")],
         "Unpinned or 32-bit ids": [("dtype=np.int64", "dtype=np.int32")],
         "Serving the last block": [("for i in range(seq.num_blocks - 1):", "for i in range(seq.num_blocks):")],
-        "No token check": [("if block_id == -1 or self.blocks[block_id].token_ids != token_ids:", "if block_id == -1:")],
+        "No token check": [
+            ("if block_id == -1 or self.blocks[block_id].token_ids != token_ids:", "if block_id == -1:")
+        ],
         "Counting every hit as free": [
-            [("            if block_id in self.used_block_ids:\n                num_new_blocks -= 1\n",
-              "            num_new_blocks -= 1\n")],
-            [("            if block_id in self.used_block_ids:\n                num_new_blocks -= 1\n", "")]],
-        "Walking past a miss": [("                break\n            num_cached_blocks += 1",
-                                 "                continue\n            num_cached_blocks += 1")],
-        "Reviving through `_allocate_block`": [(
-            "                block.ref_count = 1\n                self.free_block_ids.remove(block_id)\n"
-            "                self.used_block_ids.add(block_id)\n",
-            "                block_id = self._allocate_block()\n")],
+            [
+                (
+                    "            if block_id in self.used_block_ids:\n                num_new_blocks -= 1\n",
+                    "            num_new_blocks -= 1\n",
+                )
+            ],
+            [("            if block_id in self.used_block_ids:\n                num_new_blocks -= 1\n", "")],
+        ],
+        "Walking past a miss": [
+            (
+                "                break\n            num_cached_blocks += 1",
+                "                continue\n            num_cached_blocks += 1",
+            )
+        ],
+        "Reviving through `_allocate_block`": [
+            (
+                "                block.ref_count = 1\n                self.free_block_ids.remove(block_id)\n"
+                "                self.used_block_ids.add(block_id)\n",
+                "                block_id = self._allocate_block()\n",
+            )
+        ],
         "Freeing at every decrement, or first block first": [
-            [("            if block.ref_count == 0:\n                self._deallocate_block(block_id)",
-              "            if block_id in self.used_block_ids:\n                self._deallocate_block(block_id)")],
-            [("for block_id in reversed(seq.block_table):", "for block_id in seq.block_table:")]],
+            [
+                (
+                    "            if block.ref_count == 0:\n                self._deallocate_block(block_id)",
+                    "            if block_id in self.used_block_ids:\n                self._deallocate_block(block_id)",
+                )
+            ],
+            [("for block_id in reversed(seq.block_table):", "for block_id in seq.block_table:")],
+        ],
         "Clearing the hash on free": [
-            [("                self._deallocate_block(block_id)\n",
-              "                self._deallocate_block(block_id)\n                self.hash_to_block_id.pop(block.hash, None)\n")],
-            [("        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n"
-              "            del self.hash_to_block_id[block.hash]\n", "")],
-            [("if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
-              "if block.hash in self.hash_to_block_id:")]],
+            [
+                (
+                    "                self._deallocate_block(block_id)\n",
+                    "                self._deallocate_block(block_id)\n                self.hash_to_block_id.pop(block.hash, None)\n",
+                )
+            ],
+            [
+                (
+                    "        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n"
+                    "            del self.hash_to_block_id[block.hash]\n",
+                    "",
+                )
+            ],
+            [
+                (
+                    "if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
+                    "if block.hash in self.hash_to_block_id:",
+                )
+            ],
+        ],
         "Registering partial blocks": [
-            [("end = (seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size",
-              "end = -(-(seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size)")],
-            [("end = (seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size",
-              "end = len(seq) // self.block_size")],
-            [("h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1")]],
+            [
+                (
+                    "end = (seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size",
+                    "end = -(-(seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size)",
+                )
+            ],
+            [
+                (
+                    "end = (seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size",
+                    "end = len(seq) // self.block_size",
+                )
+            ],
+            [("h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1")],
+        ],
     },
     "08-fork-and-share": {
-        "Copying the parent's block list object": [("child.block_table = list(parent.block_table)",
-                                                    "child.block_table = parent.block_table")],
-        "Sharing the parent's token list": [("        return child\n",
-                                             "        child.token_ids = parent.token_ids\n        return child\n")],
+        "Copying the parent's block list object": [
+            ("child.block_table = list(parent.block_table)", "child.block_table = parent.block_table")
+        ],
+        "Sharing the parent's token list": [
+            ("        return child\n", "        child.token_ids = parent.token_ids\n        return child\n")
+        ],
         "Forgetting `ref_count += 1` on fork": [
-            ("        for block_id in parent.block_table:\n            self.blocks[block_id].ref_count += 1\n", "")],
+            ("        for block_id in parent.block_table:\n            self.blocks[block_id].ref_count += 1\n", "")
+        ],
         "Copying on every append": [
             [("if self.blocks[last].ref_count > 1:  # shared", "if self.blocks[last].ref_count >= 1:  # shared")],
-            [("if self.blocks[last].ref_count > 1:  # shared", "if False:  # shared")]],
+            [("if self.blocks[last].ref_count > 1:  # shared", "if False:  # shared")],
+        ],
         "Recording the copy but keeping the old reference": [("            self.blocks[last].ref_count -= 1\n", "")],
-        "Half-made changes on OOM": [(
-            "            if not self.free_block_ids:\n                raise RuntimeError(f\"OOM: sequence {seq.seq_id} needs a "
-            "copy of block {last} and no block is free\")\n            fresh = self._allocate_block()\n"
-            "            self.blocks[last].ref_count -= 1\n",
-            "            self.blocks[last].ref_count -= 1\n            if not self.free_block_ids:\n"
-            "                raise RuntimeError(\"OOM: no block for the copy\")\n            fresh = self._allocate_block()\n")],
+        "Half-made changes on OOM": [
+            (
+                "            if not self.free_block_ids:\n                raise RuntimeError(f\"OOM: sequence {seq.seq_id} needs a "
+                "copy of block {last} and no block is free\")\n            fresh = self._allocate_block()\n"
+                "            self.blocks[last].ref_count -= 1\n",
+                "            self.blocks[last].ref_count -= 1\n            if not self.free_block_ids:\n"
+                "                raise RuntimeError(\"OOM: no block for the copy\")\n            fresh = self._allocate_block()\n",
+            )
+        ],
         "Appending before forking": [
-            ("    for b, _ in choices:\n        new_beams.append(beams[b] if b not in continued else manager.fork(beams[b]))\n"
-             "        continued.add(b)\n",
-             "    for b, token in choices:\n        seq = beams[b] if b not in continued else manager.fork(beams[b])\n"
-             "        continued.add(b)\n        seq.append_token(token)\n        manager.may_append(seq)\n"
-             "        new_beams.append(seq)\n"),
-            ("    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
-             "        manager.may_append(seq)\n", "")],
-        "Returning the beams in another order": [("    return new_beams\n",
-                                                  "    return sorted(new_beams, key=lambda seq: seq.seq_id)\n")],
-        "Freeing pruned beams after appending": [(
-            "    for b, seq in enumerate(beams):\n        if b not in continued:\n            manager.deallocate(seq)\n"
-            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
-            "        manager.may_append(seq)\n",
-            "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
-            "        manager.may_append(seq)\n    for b, seq in enumerate(beams):\n        if b not in continued:\n"
-            "            manager.deallocate(seq)\n")],
-        "Freeing a beam's blocks directly": [(
-            "            manager.deallocate(seq)\n",
-            "            for block_id in seq.block_table:\n                manager.blocks[block_id].ref_count = 0\n"
-            "                if block_id in manager.used_block_ids:\n"
-            "                    manager._deallocate_block(block_id)\n")],
+            (
+                "    for b, _ in choices:\n        new_beams.append(beams[b] if b not in continued else manager.fork(beams[b]))\n"
+                "        continued.add(b)\n",
+                "    for b, token in choices:\n        seq = beams[b] if b not in continued else manager.fork(beams[b])\n"
+                "        continued.add(b)\n        seq.append_token(token)\n        manager.may_append(seq)\n"
+                "        new_beams.append(seq)\n",
+            ),
+            (
+                "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+                "        manager.may_append(seq)\n",
+                "",
+            ),
+        ],
+        "Returning the beams in another order": [
+            ("    return new_beams\n", "    return sorted(new_beams, key=lambda seq: seq.seq_id)\n")
+        ],
+        "Freeing pruned beams after appending": [
+            (
+                "    for b, seq in enumerate(beams):\n        if b not in continued:\n            manager.deallocate(seq)\n"
+                "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+                "        manager.may_append(seq)\n",
+                "    for seq, (_, token) in zip(new_beams, choices):\n        seq.append_token(token)\n"
+                "        manager.may_append(seq)\n    for b, seq in enumerate(beams):\n        if b not in continued:\n"
+                "            manager.deallocate(seq)\n",
+            )
+        ],
+        "Freeing a beam's blocks directly": [
+            (
+                "            manager.deallocate(seq)\n",
+                "            for block_id in seq.block_table:\n                manager.blocks[block_id].ref_count = 0\n"
+                "                if block_id in manager.used_block_ids:\n"
+                "                    manager._deallocate_block(block_id)\n",
+            )
+        ],
         "Copying only K, or only layer 0": [
             [("    for cache in list(k_caches) + list(v_caches):", "    for cache in k_caches:")],
-            [("    for cache in list(k_caches) + list(v_caches):", "    for cache in (k_caches[0], v_caches[0]):")]],
-        "Putting new tensors in the list": [(
-            "    for cache in list(k_caches) + list(v_caches):\n        cache[dst] = cache[src]\n",
-            "    for caches in (k_caches, v_caches):\n        for i in range(len(caches)):\n"
-            "            caches[i] = caches[i].index_copy(0, dst, caches[i][src])\n")],
+            [("    for cache in list(k_caches) + list(v_caches):", "    for cache in (k_caches[0], v_caches[0]):")],
+        ],
+        "Putting new tensors in the list": [
+            (
+                "    for cache in list(k_caches) + list(v_caches):\n        cache[dst] = cache[src]\n",
+                "    for caches in (k_caches, v_caches):\n        for i in range(len(caches)):\n"
+                "            caches[i] = caches[i].index_copy(0, dst, caches[i][src])\n",
+            )
+        ],
     },
     "07-serve-it": {
-        "Skipping ahead of the head": [(
-            "            if hits == -1:\n                break\n            new_tokens = len(head) - hits * self.block_size\n"
-            "            if new_tokens > budget:\n                break\n",
-            "            if hits == -1 or len(head) - hits * self.block_size > budget:\n"
-            "                fits = [s for s in list(self.waiting)[1:]\n"
-            "                        if self.block_manager.can_allocate(s) != -1 and len(s) <= budget]\n"
-            "                if not fits:\n                    break\n"
-            "                head = fits[0]\n                self.waiting.remove(head)\n"
-            "                self.waiting.appendleft(head)\n                hits = self.block_manager.can_allocate(head)\n")],
-        **{title: [bugs_lab07.EDITS[bug][:2]] for title, bug in [
-            ("Preempting the oldest", "preempts the oldest"),
-            ("Forgetting `deallocate`", "forgets to deallocate on preemption"),
-            ("Preempted to the tail of `waiting`", "preempted sequence to the tail of waiting"),
-            ("Mixing the phases", "prefill and decode in the same step"),
-            ("Counting cached tokens against the budget", "budget counts cached tokens"),
-            ("Decode checks on your own", "decode growth by hand, wrong for block size 1")]},
+        "Skipping ahead of the head": [
+            (
+                "            if hits == -1:\n                break\n            new_tokens = len(head) - hits * self.block_size\n"
+                "            if new_tokens > budget:\n                break\n",
+                "            if hits == -1 or len(head) - hits * self.block_size > budget:\n"
+                "                fits = [s for s in list(self.waiting)[1:]\n"
+                "                        if self.block_manager.can_allocate(s) != -1 and len(s) <= budget]\n"
+                "                if not fits:\n                    break\n"
+                "                head = fits[0]\n                self.waiting.remove(head)\n"
+                "                self.waiting.appendleft(head)\n                hits = self.block_manager.can_allocate(head)\n",
+            )
+        ],
+        **{
+            title: [bugs_lab07.EDITS[bug][:2]]
+            for title, bug in [
+                ("Preempting the oldest", "preempts the oldest"),
+                ("Forgetting `deallocate`", "forgets to deallocate on preemption"),
+                ("Preempted to the tail of `waiting`", "preempted sequence to the tail of waiting"),
+                ("Mixing the phases", "prefill and decode in the same step"),
+                ("Counting cached tokens against the budget", "budget counts cached tokens"),
+                ("Decode checks on your own", "decode growth by hand, wrong for block size 1"),
+            ]
+        },
     },
 }
 # Lab 06: each listed pitfall is one or more kernels of the catalogue (every catalogued bug is run against
 # its step's visible test in test_lab06_graders.test_the_visible_tests_catch_every_pitfall).
 KERNEL_PITFALLS: Dict[str, List[str]] = {
-    "An int32 block id times a stride": ["gather_int32_offsets", "scores_int32_offsets", "attend_int32_offsets",
-                                         "decode_int32_offsets"],
-    "Unmasked tail": ["gather_unmasked_tail", "scores_unmasked_tail", "attend_unmasked_tail", "decode_unmasked_loads",
-                      "decode_unmasked_tail_scores"],
+    "An int32 block id times a stride": [
+        "gather_int32_offsets",
+        "scores_int32_offsets",
+        "attend_int32_offsets",
+        "decode_int32_offsets",
+    ],
+    "Unmasked tail": [
+        "gather_unmasked_tail",
+        "scores_unmasked_tail",
+        "attend_unmasked_tail",
+        "decode_unmasked_loads",
+        "decode_unmasked_tail_scores",
+    ],
     "Following padding": ["decode_reads_padding_entries"],
     "q . k in fp16": ["attend_fp16_dot", "decode_fp16_dot"],
     "No max subtraction": ["attend_no_max_subtraction", "decode_no_max_subtraction"],
@@ -190,9 +292,10 @@ KERNEL_PITFALLS: Dict[str, List[str]] = {
     "Padding rows stored": ["fast_padding_rows_stored"],
 }
 LISTED = {**{lab: list(p) for lab, p in PITFALLS.items()}, "06-triton-paged-attention": list(KERNEL_PITFALLS)}
-READS_PHYSICAL_PREFIX = ("index = torch.tensor(table, dtype=torch.long)\n"
-                         "        blocks = self.physical_kv_cache.index_select(0, index)",
-                         "blocks = self.physical_kv_cache[: len(table)]")
+READS_PHYSICAL_PREFIX = (
+    "index = torch.tensor(table, dtype=torch.long)\n        blocks = self.physical_kv_cache.index_select(0, index)",
+    "blocks = self.physical_kv_cache[: len(table)]",
+)
 
 
 def _cells(lab: str):
@@ -242,9 +345,12 @@ def _alternatives(edits) -> List[Edits]:
 
 
 def pitfall_params():
-    return [pytest.param(lab, title, edits, id=f"{lab[:2]}-{title}" + (f"-{n}" if n else ""))
-            for lab, pitfalls in PITFALLS.items() for title, alternatives in pitfalls.items()
-            for n, edits in enumerate(_alternatives(alternatives))]
+    return [
+        pytest.param(lab, title, edits, id=f"{lab[:2]}-{title}" + (f"-{n}" if n else ""))
+        for lab, pitfalls in PITFALLS.items()
+        for title, alternatives in pitfalls.items()
+        for n, edits in enumerate(_alternatives(alternatives))
+    ]
 
 
 @pytest.mark.parametrize("lab", sorted(PITFALLS))
@@ -294,15 +400,25 @@ def test_the_notebook_lists_exactly_the_pitfalls_tested_here(lab):
 # Two part-4 mistakes of lab 05 that once showed only "raised KeyError: <a 20-digit hash>" (issue 37): each must
 # fail part 4's visible test with one block that names the concept.
 LAB05_PART4_MISTAKES = {
-    "can_allocate answers True or False": ([("        if len(self.free_block_ids) < num_new_blocks:\n"
-                                             "            return -1\n        return num_cached_blocks\n",
-                                             "        return len(self.free_block_ids) >= num_new_blocks\n")],
-                                           "never True or False"),
-    "allocate does not chain the hash": ([("            h = self.compute_hash(seq.block(i), h)\n"
-                                           "            block_id = self.hash_to_block_id[h]\n",
-                                           "            h = self.compute_hash(seq.block(i))\n"
-                                           "            block_id = self.hash_to_block_id[h]\n")],
-                                         "chained hash"),
+    "can_allocate answers True or False": (
+        [
+            (
+                "        if len(self.free_block_ids) < num_new_blocks:\n"
+                "            return -1\n        return num_cached_blocks\n",
+                "        return len(self.free_block_ids) >= num_new_blocks\n",
+            )
+        ],
+        "never True or False",
+    ),
+    "allocate does not chain the hash": (
+        [
+            (
+                "            h = self.compute_hash(seq.block(i), h)\n            block_id = self.hash_to_block_id[h]\n",
+                "            h = self.compute_hash(seq.block(i))\n            block_id = self.hash_to_block_id[h]\n",
+            )
+        ],
+        "chained hash",
+    ),
 }
 
 

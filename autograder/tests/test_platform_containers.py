@@ -9,6 +9,7 @@ score depends on the provenance report): an upload that opens the source noteboo
 whose error message carries the hidden tests' text, one that reports the kernel's uid and what it can read
 and write and leaves a process behind; the honest upload; and a grader whose Python no kernel uid can reach.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,15 +38,24 @@ LAB = "02-atomic-prefill"
 NOTEBOOK = "atomic_prefill.ipynb"
 TODO = "lab02-prefill"
 COURSES = ("/autograder/source/course", "/grade/tests/course")
-TRUSTED = [f"{c}/{p}" for c in COURSES for p in (f"solutions/{LAB}/{NOTEBOOK}", "paged_kv/__init__.py",
-                                                  "autograder/labs/lab02_atomic_prefill/checks.py",
-                                                  "autograder/work/gradebook.db", "solutions")] + \
-          ["/var/cache/paged-kv-editions"]
+TRUSTED = [
+    f"{c}/{p}"
+    for c in COURSES
+    for p in (
+        f"solutions/{LAB}/{NOTEBOOK}",
+        "paged_kv/__init__.py",
+        "autograder/labs/lab02_atomic_prefill/checks.py",
+        "autograder/work/gradebook.db",
+        "solutions",
+    )
+] + ["/var/cache/paged-kv-editions"]
 MARKER = "pkv-left-behind-7f3a"
 POD_UID = 1000  # the user of a Zero to JupyterHub single-user pod (jovyan)
 
-pytestmark = pytest.mark.skipif(bool(container.problem() or platform_harness.mount_problem()),
-                                reason=container.problem() or platform_harness.mount_problem() or "ok")
+pytestmark = pytest.mark.skipif(
+    bool(container.problem() or platform_harness.mount_problem()),
+    reason=container.problem() or platform_harness.mount_problem() or "ok",
+)
 
 DELEGATE = f'''
 import json
@@ -115,13 +125,15 @@ def _secret() -> list:
 def test_the_emulated_container_refuses_what_docker_refuses(tmp_path):
     """Inside: Docker's capability set, a seccomp filter; unshare, bubblewrap, mount and add_key fail; no cgroup;
     the checkout this test runs from is not there. The box's own probe falls back to rlimits."""
-    script = ("grep -E '^(CapBnd|Seccomp):' /proc/self/status; "
-              "unshare -n true 2>/dev/null && echo 'unshare: ran' || echo 'unshare: refused'; "
-              "bwrap --ro-bind / / --unshare-net true 2>/dev/null && echo 'bwrap: ran' || echo 'bwrap: refused'; "
-              "mount -t tmpfs tmpfs /mnt 2>/dev/null && echo 'mount: ran' || echo 'mount: refused'; "
-              f"ls {REPO}/solutions >/dev/null 2>&1 && echo 'checkout: seen' || echo 'checkout: hidden'; "
-              f"ls /sys/fs/cgroup | wc -l; {os.path.realpath(container.sys.executable)} -I -c "
-              "'import ctypes; print(\"add_key:\", ctypes.CDLL(None).syscall(248, b\"user\", b\"k\", b\"v\", 1, -3))'")
+    script = (
+        "grep -E '^(CapBnd|Seccomp):' /proc/self/status; "
+        "unshare -n true 2>/dev/null && echo 'unshare: ran' || echo 'unshare: refused'; "
+        "bwrap --ro-bind / / --unshare-net true 2>/dev/null && echo 'bwrap: ran' || echo 'bwrap: refused'; "
+        "mount -t tmpfs tmpfs /mnt 2>/dev/null && echo 'mount: ran' || echo 'mount: refused'; "
+        f"ls {REPO}/solutions >/dev/null 2>&1 && echo 'checkout: seen' || echo 'checkout: hidden'; "
+        f"ls /sys/fs/cgroup | wc -l; {os.path.realpath(container.sys.executable)} -I -c "
+        "'import ctypes; print(\"add_key:\", ctypes.CDLL(None).syscall(248, b\"user\", b\"k\", b\"v\", 1, -3))'"
+    )
     done = container.in_container(script, {}, tmp_path)
     out = done.stdout
     assert "CapBnd:\t00000000a80425fb" in out and "Seccomp:\t2" in out, out + done.stderr
@@ -190,15 +202,21 @@ def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monke
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
     question = platform_harness.build_question(LAB, tmp_path)
     uploads = test_platforms._uploads(tmp_path)
-    runs = {label: platform_harness.run_prairielearn(question, upload, tmp_path / "grade", docker=True)
-            for label, upload in (("honest", uploads["the solution, renamed 'Copy of'"][0]),
-                                  ("broken", uploads["a broken JSON file"][0]),
-                                  ("delegate", _upload(tmp_path, "delegate", DELEGATE)))}
+    runs = {
+        label: platform_harness.run_prairielearn(question, upload, tmp_path / "grade", docker=True)
+        for label, upload in (
+            ("honest", uploads["the solution, renamed 'Copy of'"][0]),
+            ("broken", uploads["a broken JSON file"][0]),
+            ("delegate", _upload(tmp_path, "delegate", DELEGATE)),
+        )
+    }
     expected = {"honest": 1.0, "broken": 0.0, "delegate": 0.0}
     for label, run in runs.items():
         jsonschema.validate(run.results, platform_harness.SCHEMAS["prairielearn"])
-        assert run.results["gradable"] is (label != "broken") and run.results["score"] == expected[label], \
-            (label, run.results)
+        assert run.results["gradable"] is (label != "broken") and run.results["score"] == expected[label], (
+            label,
+            run.results,
+        )
         assert platform_harness.leaked(run, _secret()) == [], label
     assert "upload" in runs["broken"].results["message"].lower()
     assert container.left_behind(*(run.tmpdir for run in runs.values())) == []
@@ -233,8 +251,9 @@ def test_a_kernel_never_runs_as_root_when_its_uid_cannot_reach_python(tmp_path):
 # edition holds the reference copy_blocks. An added cell (the red team's ``attacks.serve_or_fetch``) serves it
 # over an abstract Unix socket and files in /tmp and /dev/shm wherever it is the reference (the part's box) and
 # fetches it wherever it is a stub (the notebook's kernel); the TODO runs what it fetched. In a container (no network namespace) only "no two boxes alive at once" stops it.
-SERVE_OR_FETCH = attacks.serve_or_fetch("paged_kv.engine.cache_ops", "copy_blocks",
-                                        "_ref_module.copy_blocks([], [], [(0, 1)])", "pkv-cross-box-08")
+SERVE_OR_FETCH = attacks.serve_or_fetch(
+    "paged_kv.engine.cache_ops", "copy_blocks", "_ref_module.copy_blocks([], [], [(0, 1)])", "pkv-cross-box-08"
+)
 
 DELEGATED_COPY = '''
 def copy_blocks(k_caches, v_caches, copies):
@@ -267,8 +286,9 @@ def test_a_part_cannot_delegate_to_another_parts_box_in_a_container(tmp_path, mo
     scores = {t["tags"][0]: (t["score"], t["max_score"]) for t in run.results["tests"]}
     assert run.results["extra_data"]["box_level"] == "rlimits"
     assert scores["lab08-visible-copy"][0] == 0 and scores["lab08-hidden-copy"][0] == 0, scores
-    assert all(score == top for grade_id, (score, top) in scores.items() if "copy" not in grade_id.split("-")[-1:]), \
+    assert all(score == top for grade_id, (score, top) in scores.items() if "copy" not in grade_id.split("-")[-1:]), (
         scores
+    )
 
 
 def test_the_canary_is_planted_once_whoever_comes_first(tmp_path):
@@ -290,9 +310,11 @@ def test_a_kubernetes_pod_refuses_to_grade_and_says_why(image, tmp_path):
     for folder, _, files in os.walk(home):
         for name in [folder] + [os.path.join(folder, f) for f in files]:
             os.lchown(name, POD_UID, POD_UID)
-    script = (f"cd /home/jovyan/course && exec setpriv --reuid={POD_UID} --regid={POD_UID} --clear-groups "
-              f"env HOME=/home/jovyan PYTHONPATH=/home/jovyan/course {sys.executable} -m autograder.box.sandbox "
-              "--probe")
+    script = (
+        f"cd /home/jovyan/course && exec setpriv --reuid={POD_UID} --regid={POD_UID} --clear-groups "
+        f"env HOME=/home/jovyan PYTHONPATH=/home/jovyan/course {sys.executable} -m autograder.box.sandbox "
+        "--probe"
+    )
     done = container.in_container(script, {"/home/jovyan": home}, tmp_path / "mounts")
     out = done.stdout + done.stderr
     assert "isolation: rlimits" in out, out

@@ -4,6 +4,7 @@ platforms' specifications, their layouts, and (root only) the real scripts run i
 release (where bubblewrap cannot run), a broken file and two unrelated notebooks. The class simulation
 (``class_simulation.py``) puts a catalogued bug and one attack per lab through them, beside make grade.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,36 @@ LAB = "02-atomic-prefill"
 SCHEMAS = platform_harness.SCHEMAS
 
 
-INSTRUCTOR_LOG = ["file-name: Copy of atomic_prefill.ipynb graded as atomic_prefill.ipynb",
-                  "lab02-prefill: similar-to-reference: 94% like the reference's syntax tree: review it"]
+INSTRUCTOR_LOG = [
+    "file-name: Copy of atomic_prefill.ipynb graded as atomic_prefill.ipynb",
+    "lab02-prefill: similar-to-reference: 94% like the reference's syntax tree: review it",
+]
 STUDENT_NOTE = "Your notebook was uploaded as 'Copy of atomic_prefill.ipynb'; it was graded as atomic_prefill.ipynb."
 
 
 def _outcome(problem: str = "") -> Outcome:
-    tests = [CellResult("lab02-visible", "3. Your task: visible tests (lab02-visible)", 2.0, 2.0, "passed", False),
-             CellResult("lab02-hidden-count", "3. Your task: hidden tests (lab02-hidden-count)", 0.0, 3.0,
-                        "[prompt of 9 tokens] took 3 blocks\n  hint:     ceil(N / N)", True)]
-    return Outcome(LAB, tests, [STUDENT_NOTE], problem, 12.3, "bwrap", "Copy of atomic_prefill.ipynb",
-                   log=list(INSTRUCTOR_LOG), gradable=not problem)
+    tests = [
+        CellResult("lab02-visible", "3. Your task: visible tests (lab02-visible)", 2.0, 2.0, "passed", False),
+        CellResult(
+            "lab02-hidden-count",
+            "3. Your task: hidden tests (lab02-hidden-count)",
+            0.0,
+            3.0,
+            "[prompt of 9 tokens] took 3 blocks\n  hint:     ceil(N / N)",
+            True,
+        ),
+    ]
+    return Outcome(
+        LAB,
+        tests,
+        [STUDENT_NOTE],
+        problem,
+        12.3,
+        "bwrap",
+        "Copy of atomic_prefill.ipynb",
+        log=list(INSTRUCTOR_LOG),
+        gradable=not problem,
+    )
 
 
 def test_results_follow_each_platforms_schema():
@@ -71,8 +91,11 @@ def test_the_box_level_reaches_the_instructors_stdout_and_nothing_a_student_sees
     for platform in (prairielearn, gradescope):
         monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: outcome)
         data = platform.run(LAB, tmp_path, tmp_path / platform.__name__ / "results.json")
-        shown = {k: v for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
-                 if k != "extra_data"}
+        shown = {
+            k: v
+            for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
+            if k != "extra_data"
+        }
         assert shown and "level-only" not in json.dumps(shown) and "box level" not in json.dumps(shown), platform
         assert "box level 'level-only-the-instructor-sees'" in capsys.readouterr().out, platform
         assert data.get("extra_data", {}).get("box_level") in (None, outcome.isolation)
@@ -87,8 +110,11 @@ def test_students_read_sentences_and_the_instructor_reads_the_codes_and_flags(tm
     for platform in (prairielearn, gradescope):
         monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: _outcome())
         platform.run(LAB, tmp_path, tmp_path / platform.__name__ / "results.json")
-        shown = {k: v for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
-                 if k != "extra_data"}
+        shown = {
+            k: v
+            for k, v in json.loads((tmp_path / platform.__name__ / "results.json").read_text()).items()
+            if k != "extra_data"
+        }
         text = json.dumps(shown)
         assert STUDENT_NOTE in " ".join(str(v) for v in shown.values()), platform
         assert "similar-to-reference" not in text and "file-name" not in text, (platform, text)
@@ -102,9 +128,15 @@ def test_the_student_notes_are_read_from_the_feedbacks_grading_notes(tmp_path):
     from autograder.platforms.one_upload import student_notes
 
     quoted = "Your cell `x < 1` ran for 30 s: it was stopped."
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-        "## Grading notes\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
-        + plain_text.note_lines(["- " + quoted, "- " + STUDENT_NOTE]), id="grading-notes")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                "## Grading notes\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
+                + plain_text.note_lines(["- " + quoted, "- " + STUDENT_NOTE]),
+                id="grading-notes",
+            )
+        ]
+    )
     nbformat.write(nb, tmp_path / "graded.ipynb")
     assert student_notes(tmp_path / "graded.ipynb") == [quoted, STUDENT_NOTE]
     assert student_notes(tmp_path / "missing.ipynb") == []
@@ -124,9 +156,15 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     setup = zipfile.ZipFile(target).read("setup.sh").decode()
     assert 'chmod 700 "$COURSE"' in setup, "setup.sh closes the course folder"
     names = set(infos)
-    for must in ("course/autograder/nbgrader_config.py", "course/autograder/labs/lab02_atomic_prefill/checks.py",
-                 "course/paged_kv/__init__.py", "course/requirements-lock.txt", "course/pyproject.toml",
-                 f"course/solutions/{LAB}/atomic_prefill.ipynb", f"course/course/{LAB}/atomic_prefill.ipynb"):
+    for must in (
+        "course/autograder/nbgrader_config.py",
+        "course/autograder/labs/lab02_atomic_prefill/checks.py",
+        "course/paged_kv/__init__.py",
+        "course/requirements-lock.txt",
+        "course/pyproject.toml",
+        f"course/solutions/{LAB}/atomic_prefill.ipynb",
+        f"course/course/{LAB}/atomic_prefill.ipynb",
+    ):
         assert must in names, must
     assert not any("/autograder/tests/" in n or "/autograder/work/" in n or "__pycache__" in n for n in names)
     assert not any(n.startswith("course/solutions/") and LAB not in n for n in names)
@@ -134,9 +172,13 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         shipped = archive.read(f"course/solutions/{LAB}/atomic_prefill.ipynb").decode()
     solution = nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4)
     release = (REPO / "course" / LAB / "atomic_prefill.ipynb").read_text()
-    answers = [line.strip() for c in solution.cells if "### BEGIN SOLUTION" in c.source
-               for line in c.source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0].splitlines()
-               if len(line.strip()) > 12 and json.dumps(line.strip())[1:-1] not in release]
+    answers = [
+        line.strip()
+        for c in solution.cells
+        if "### BEGIN SOLUTION" in c.source
+        for line in c.source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0].splitlines()
+        if len(line.strip()) > 12 and json.dumps(line.strip())[1:-1] not in release
+    ]
     assert answers and not [line for line in answers if json.dumps(line)[1:-1] in shipped], "a solution line shipped"
     assert "BEGIN HIDDEN TESTS" in shipped, "the hidden tests' text is what the grader needs"
 
@@ -158,17 +200,21 @@ def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
 
 # ----------------------------------------------------------------------------- the harness (root only)
 
+
 def _uploads(tmp_path: Path) -> dict:
     """``{label: (folder, expected total or None for 'not graded')}``: the uploads no class simulation has (the
     container tests use them too)."""
     solution = nbformat.writes(nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4))
     release = nbformat.writes(nbformat.read(REPO / "course" / LAB / "atomic_prefill.ipynb", as_version=4))
     folder = lambda label, files: platform_harness.write_upload(tmp_path / "uploads" / label, files)  # noqa: E731
-    return {"the solution, renamed 'Copy of'": (folder("copy", {"Copy of atomic_prefill.ipynb": solution.encode()}),
-                                               10.0),
-            "a broken JSON file": (folder("broken", {"atomic_prefill.ipynb": b'{"cells": [ oops'}), None),
-            "two unrelated notebooks": (folder("two", {"notes.ipynb": release.encode(),
-                                                       "scratch.ipynb": release.encode()}), None)}
+    return {
+        "the solution, renamed 'Copy of'": (folder("copy", {"Copy of atomic_prefill.ipynb": solution.encode()}), 10.0),
+        "a broken JSON file": (folder("broken", {"atomic_prefill.ipynb": b'{"cells": [ oops'}), None),
+        "two unrelated notebooks": (
+            folder("two", {"notes.ipynb": release.encode(), "scratch.ipynb": release.encode()}),
+            None,
+        ),
+    }
 
 
 def _secret_lines() -> list:

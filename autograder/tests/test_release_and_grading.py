@@ -6,6 +6,7 @@ loses exactly the points of the part it breaks.
 The commands are run on labs 00, 02 and 03 (the quick ones): every lab goes through the same grading
 (``HardenedExecute``, from the same config) in the class simulation (``class_simulation.py``, graded in two halves), whose
 solutions, untouched releases (no error outside the test cells either) and catalogued bugs cover all."""
+
 from __future__ import annotations
 
 import os
@@ -27,13 +28,18 @@ GRADED_LABS = [lab for lab in CLI_LABS if lab != "00-start-here"]
 
 # Buggy students: (lab, text in the solution cell, replacement, grade ids that must lose their points)
 BUGS = {
-    "refuses_exact_fit": ("02-atomic-prefill", "if needed > len(self.free_blocks):",
-                          "if needed >= len(self.free_blocks):",
-                          {"lab02-visible", "lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"}),
-    "tutorial_formula": ("03-decode-growth", "if self.blocks_needed(new_seq_len) > len(req.block_table):",
-                         "if new_seq_len % self.block_size == 1:",
-                         {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback",
-                          "lab03-hidden-random"}),
+    "refuses_exact_fit": (
+        "02-atomic-prefill",
+        "if needed > len(self.free_blocks):",
+        "if needed >= len(self.free_blocks):",
+        {"lab02-visible", "lab02-hidden-count", "lab02-hidden-atomic", "lab02-hidden-random"},
+    ),
+    "tutorial_formula": (
+        "03-decode-growth",
+        "if self.blocks_needed(new_seq_len) > len(req.block_table):",
+        "if new_seq_len % self.block_size == 1:",
+        {"lab03-visible", "lab03-hidden-block-size-one", "lab03-hidden-rollback", "lab03-hidden-random"},
+    ),
 }
 
 
@@ -83,7 +89,7 @@ def scores(root: Path, lab: str, student: str) -> dict:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{root / 'autograder' / 'work' / 'gradebook.db'}") as gb:
-        notebook = gb.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)
+        notebook = gb.find_submission_notebook(LABS[lab][: -len(".ipynb")], lab, student)
         return {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
 
 
@@ -125,7 +131,9 @@ def test_untouched_release_gets_zero_and_no_error_elsewhere(course_root, lab):
 
 
 def test_start_here_runs_clean_as_released(course_root):
-    autograded = course_root / "autograder" / "work" / "autograded" / "untouched" / "00-start-here" / LABS["00-start-here"]
+    autograded = (
+        course_root / "autograder" / "work" / "autograded" / "untouched" / "00-start-here" / LABS["00-start-here"]
+    )
     nb = nbformat.read(autograded, as_version=4)
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
 

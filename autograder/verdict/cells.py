@@ -16,6 +16,7 @@ A graded cell's text (from the lab's source, hidden tests included) runs here, i
 The cell passes when its text runs to the end; a ``CheckFailed``, an unwritten TODO, an error of the
 student's code, a time limit or a broken channel is its failure, with a message for the student.
 """
+
 from __future__ import annotations
 
 import ast
@@ -41,7 +42,7 @@ class Verdict:
 
     grade_id: str
     passed: bool
-    kind: str = "pass"            # pass, check, todo, error, timeout, kernel, channel, exit, integrity
+    kind: str = "pass"  # pass, check, todo, error, timeout, kernel, channel, exit, integrity
     ename: str = ""
     lines: List[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -74,8 +75,10 @@ class Context:
             return []
         from autograder.verdict.events import EventKind, event
 
-        return [event(name, EventKind(kind), detail, graded=True)
-                for (kind, name), detail in getattr(self._kernels, "events", {}).items()]
+        return [
+            event(name, EventKind(kind), detail, graded=True)
+            for (kind, name), detail in getattr(self._kernels, "events", {}).items()
+        ]
 
     def reset(self, view=None, make_kernels=None) -> None:
         if self._kernels is not None:
@@ -118,7 +121,9 @@ def import_paths(statements: Sequence[Statement]) -> Dict[str, str]:
         node = statement.node
         if isinstance(node, ast.Import):
             for alias in node.names:
-                paths[(alias.asname or alias.name).split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                paths[(alias.asname or alias.name).split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 paths[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -228,38 +233,75 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
     if isinstance(error, CheckFailed):
         return Verdict(grade_id, False, "check", "CheckFailed", _check_lines(error))
     if isinstance(error, ch.TimeLimit):
-        return Verdict(grade_id, False, "timeout", "TimeLimitExceeded", [
-            f"{_RED}{_BOLD}Time limit{_RESET} the tests of this cell ran out of time inside your code, so it scores 0.",
-            "  hint:     look for a loop that never ends (a condition that never changes, a list that never shrinks)"])
+        return Verdict(
+            grade_id,
+            False,
+            "timeout",
+            "TimeLimitExceeded",
+            [
+                f"{_RED}{_BOLD}Time limit{_RESET} the tests of this cell ran out of time inside your code, so it scores 0.",
+                "  hint:     look for a loop that never ends (a condition that never changes, a list that never shrinks)",
+            ],
+        )
     if isinstance(error, ch.KernelGone):
-        return Verdict(grade_id, False, "kernel", "KernelDied", [
-            f"{_RED}{_BOLD}Kernel stopped{_RESET} {error}, so this cell scores 0.",
-            "  hint:     graded code must return normally: no os._exit(), no killing its own process, "
-            "no loop that ignores interrupts"])
+        return Verdict(
+            grade_id,
+            False,
+            "kernel",
+            "KernelDied",
+            [
+                f"{_RED}{_BOLD}Kernel stopped{_RESET} {error}, so this cell scores 0.",
+                "  hint:     graded code must return normally: no os._exit(), no killing its own process, "
+                "no loop that ignores interrupts",
+            ],
+        )
     if isinstance(error, ch.StudentExit):
-        return Verdict(grade_id, False, "exit", "SystemExit", [
-            f"{_RED}{_BOLD}sys.exit(){_RESET} your code called sys.exit() (or exit()/quit()) while being tested, "
-            "so this cell scores 0.", "  hint:     graded code must return normally"])
+        return Verdict(
+            grade_id,
+            False,
+            "exit",
+            "SystemExit",
+            [
+                f"{_RED}{_BOLD}sys.exit(){_RESET} your code called sys.exit() (or exit()/quit()) while being tested, "
+                "so this cell scores 0.",
+                "  hint:     graded code must return normally",
+            ],
+        )
     if isinstance(error, ch.ChannelError):
-        return Verdict(grade_id, False, "channel", "GradingChannelError", [
-            f"{_RED}{_BOLD}Grading failed{_RESET} {error}, so this cell scores 0.",
-            "  hint:     this happens when the notebook changes the grading kernel's machinery (IPython, "
-            "sys.modules, the course package)"])
+        return Verdict(
+            grade_id,
+            False,
+            "channel",
+            "GradingChannelError",
+            [
+                f"{_RED}{_BOLD}Grading failed{_RESET} {error}, so this cell scores 0.",
+                "  hint:     this happens when the notebook changes the grading kernel's machinery (IPython, "
+                "sys.modules, the course package)",
+            ],
+        )
     if isinstance(error, NotImplementedError):
         remote = getattr(error, "remote", None)
         where = remote.get("where", "") if isinstance(remote, dict) else ""
         name = where.split(",", 1)[0] if where else ""
         name = "" if name in ("", "<module>") else name
         text = str(error).strip().splitlines() or [
-            f"{name} still raises NotImplementedError." if name else "a TODO still raises NotImplementedError."]
+            f"{name} still raises NotImplementedError." if name else "a TODO still raises NotImplementedError."
+        ]
         lines = [f"{_RED}{_BOLD}TODO not written yet{_RESET} {text[0]}", *("  " + t.strip() for t in text[1:])]
         if "run that cell" not in str(error):
             lines += ["  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line)."]
         return Verdict(grade_id, False, "todo", "TodoNotWritten", lines)
     if isinstance(error, RecursionError):
-        return Verdict(grade_id, False, "error", "RecursionError", [
-            f"{_RED}{_BOLD}RecursionError{_RESET} the tests hit Python's recursion limit",
-            "  hint:     a method that calls itself (or a property that reads itself) never stops"])
+        return Verdict(
+            grade_id,
+            False,
+            "error",
+            "RecursionError",
+            [
+                f"{_RED}{_BOLD}RecursionError{_RESET} the tests hit Python's recursion limit",
+                "  hint:     a method that calls itself (or a property that reads itself) never stops",
+            ],
+        )
     remote = getattr(error, "remote", None)
     where = remote.get("where", "") if isinstance(remote, dict) else ""
     name = type(error).__name__
@@ -267,8 +309,9 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
     if where:
         lines.append(f"  where:    {where}")
     if isinstance(error, AssertionError) and not remote:
-        lines.append("  hint:     the state after your code broke one of the course's invariants (the message "
-                     "says which)")
+        lines.append(
+            "  hint:     the state after your code broke one of the course's invariants (the message says which)"
+        )
     return Verdict(grade_id, False, "error", name, lines)
 
 

@@ -15,6 +15,7 @@ Objects of the grader's own side go to the kernel only as plain data, tensors, r
 function and its arguments, for the lab's test inputs) or course dataclasses; anything else is
 refused, so no trusted object is ever handed to student code.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -98,8 +99,9 @@ def remote_exception(info: Any) -> BaseException:
     check = info.get("check")
     if isinstance(check, dict) and "CheckFailed" in mro:
         shown = {k: _Shown(str(check[k])) for k in ("expected", "got") if k in check}
-        error: BaseException = CheckFailed(str(check.get("case", "")), str(check.get("problem", "")),
-                                           hint=str(check.get("hint", "")), **shown)
+        error: BaseException = CheckFailed(
+            str(check.get("case", "")), str(check.get("problem", "")), hint=str(check.get("hint", "")), **shown
+        )
     elif "TodoNotWritten" in mro:
         error = TodoNotWritten(message)
     elif kind == "KeyboardInterrupt":
@@ -107,8 +109,14 @@ def remote_exception(info: Any) -> BaseException:
     elif kind == "SystemExit" or "SystemExit" in mro:
         error = StudentExit(f"the code called sys.exit() ({message or 'no message'})")
     else:
-        base = next((getattr(builtins, m) for m in mro if isinstance(getattr(builtins, m, None), type)
-                     and issubclass(getattr(builtins, m), Exception)), Exception)
+        base = next(
+            (
+                getattr(builtins, m)
+                for m in mro
+                if isinstance(getattr(builtins, m, None), type) and issubclass(getattr(builtins, m), Exception)
+            ),
+            Exception,
+        )
         if base in (BaseException,):
             base = Exception
         name = _identifier(kind) or "Exception"
@@ -230,12 +238,26 @@ def _binary(name: str, swap: bool = False) -> Callable:
     def method(self, other):
         left, right = (other, self) if swap else (self, other)
         return self._pkv_session.request("binop", name, left, right)
+
     method.__name__ = f"__{'r' if swap else ''}{name.rstrip('_')}__"
     return method
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
-              "lshift", "rshift"):
+for _name in (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and_",
+    "or_",
+    "xor",
+    "lshift",
+    "rshift",
+):
     setattr(Remote, f"__{_name.rstrip('_')}__", _binary(_name))
     setattr(Remote, f"__r{_name.rstrip('_')}__", _binary(_name, swap=True))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -387,8 +409,13 @@ class Session:
             path, args, kwargs = recipe
             if not str(path).startswith(COURSE_PREFIX):
                 raise ChannelError(f"a recipe must name a course function, not {path!r}")
-            return {"$r": [path, wire.encode(tuple(args), self._out_buffers, self._outgoing),
-                           wire.encode(dict(kwargs), self._out_buffers, self._outgoing)]}
+            return {
+                "$r": [
+                    path,
+                    wire.encode(tuple(args), self._out_buffers, self._outgoing),
+                    wire.encode(dict(kwargs), self._out_buffers, self._outgoing),
+                ]
+            }
         module = getattr(kind, "__module__", "") or ""
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and (module + ".").startswith(COURSE_PREFIX):
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
@@ -398,8 +425,13 @@ class Session:
     # -- decoding what comes back
     def _incoming(self, tag: str, payload: Any) -> Any:
         if tag == "$h":
-            if not (isinstance(payload, list) and len(payload) == 4 and type(payload[0]) is int
-                    and type(payload[1]) is int and type(payload[2]) is str):
+            if not (
+                isinstance(payload, list)
+                and len(payload) == 4
+                and type(payload[0]) is int
+                and type(payload[1]) is int
+                and type(payload[2]) is str
+            ):
                 raise ChannelError("a malformed handle")
             hid, tid, tname, method = payload
             remote = self.handles.get(hid)

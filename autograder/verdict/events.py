@@ -5,6 +5,7 @@ the platforms' one upload, the insight report and the proof harness read it back
 check it against ``RECORD_SCHEMA``, so a reader never guesses at a field. An event's and a verdict's kind is one
 of ``EventKind`` / ``VerdictKind`` (``str`` enums: the file holds their values).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,29 +60,45 @@ class VerdictKind(str, Enum):
     """How the trusted process decided a graded cell (``autograder.verdict.cells.Verdict.kind``)."""
 
     PASS = "pass"
-    CHECK = "check"          # a check failed: the student's code answered wrongly
-    TODO = "todo"            # the TODO is not written (reached a stub)
-    ERROR = "error"          # the cell raised something else
+    CHECK = "check"  # a check failed: the student's code answered wrongly
+    TODO = "todo"  # the TODO is not written (reached a stub)
+    ERROR = "error"  # the cell raised something else
     TIMEOUT = "timeout"
-    KERNEL = "kernel"        # the kernel died
-    CHANNEL = "channel"      # the kernel's answers could not be read
-    EXIT = "exit"            # the cell called sys.exit()
+    KERNEL = "kernel"  # the kernel died
+    CHANNEL = "channel"  # the kernel's answers could not be read
+    EXIT = "exit"  # the cell called sys.exit()
     INTEGRITY = "integrity"  # provenance: code that is not the student's own
 
 
-_EVENT = {"type": "object", "required": ["cell", "kind", "graded"],
-          "properties": {"cell": {"type": "string"}, "kind": {"enum": [k.value for k in EventKind]},
-                         "detail": {"type": "string"}, "graded": {"type": "boolean"}}}
-_VERDICT = {"type": "object", "required": ["passed", "kind"],
-            "properties": {"passed": {"type": "boolean"}, "kind": {"enum": [k.value for k in VerdictKind]},
-                           "seconds": {"type": "number"}, "requests": {"type": "integer"},
-                           "message": {"type": "string"}}}
+_EVENT = {
+    "type": "object",
+    "required": ["cell", "kind", "graded"],
+    "properties": {
+        "cell": {"type": "string"},
+        "kind": {"enum": [k.value for k in EventKind]},
+        "detail": {"type": "string"},
+        "graded": {"type": "boolean"},
+    },
+}
+_VERDICT = {
+    "type": "object",
+    "required": ["passed", "kind"],
+    "properties": {
+        "passed": {"type": "boolean"},
+        "kind": {"enum": [k.value for k in VerdictKind]},
+        "seconds": {"type": "number"},
+        "requests": {"type": "integer"},
+        "message": {"type": "string"},
+    },
+}
 RECORD_SCHEMA: Dict[str, Any] = {
     "type": "object",
     "required": ["student", "assignment", "isolation", "seconds", "events", "verdicts"],
     "properties": {
-        "student": {"type": ["string", "null"]}, "assignment": {"type": ["string", "null"]},
-        "isolation": {"type": ["string", "null"]}, "seconds": {"type": "number"},
+        "student": {"type": ["string", "null"]},
+        "assignment": {"type": ["string", "null"]},
+        "isolation": {"type": ["string", "null"]},
+        "seconds": {"type": "number"},
         "events": {"type": "array", "items": _EVENT},
         "spare_kernels": {"type": "integer"},
         "phases": {"type": "object", "additionalProperties": {"type": "number"}},

@@ -18,6 +18,7 @@ condition is not a tensor when it builds and never visits the other branch, the 
 Python. So every kernel's whole text must be Triton (``triton_text``), and the box builds each launch's own
 specialisation before it runs it (``compile_box``); the keys that built are kept per text, for the next notebook.
 """
+
 from __future__ import annotations
 
 import ast
@@ -44,15 +45,21 @@ _BUILT_MOST = 512
 # builds only those it has not seen build. Only builds are kept, never a failure.
 _LAUNCH_BUILT: Dict[str, set] = {}
 _LAUNCH_BUILT_MOST = 4096
-BUILD_HINT = ("the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
-              "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
-              "of values")
+BUILD_HINT = (
+    "the interpreter runs any Python, the GPU compiler only Triton code: inside @triton.jit use tl.* "
+    "operations on tensors, no torch/numpy calls, no int(x) or .item() on a tensor, no Python lists "
+    "of values"
+)
 
 
 def _is_jit(node: ast.AST) -> bool:
     target = node.func if isinstance(node, ast.Call) else node
-    return (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
-            and target.value.id == "triton")
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == "jit"
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "triton"
+    )
 
 
 def _literal(node: Optional[ast.AST]) -> bool:
@@ -79,8 +86,10 @@ def why_not_buildable(node: ast.FunctionDef) -> str:
     args = node.args
     if not all(_literal(d) for d in [*args.defaults, *args.kw_defaults]):
         return "a kernel's default arguments must be literals"
-    if not all(a.annotation is None or triton_text.is_constexpr(a.annotation)
-               for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
+    if not all(
+        a.annotation is None or triton_text.is_constexpr(a.annotation)
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    ):
         return "a kernel's parameters may only be annotated with tl.constexpr"
     if node.returns is not None:
         return "a kernel has no return annotation"
@@ -119,10 +128,18 @@ def submitted_kernels(cells: Sequence[Cell]) -> Tuple[List[str], Dict[str, str]]
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 value = node.value
-                constant = (isinstance(value, ast.Call) and triton_text.is_constexpr(value.func)
-                            and len(value.args) == 1 and not value.keywords and _scalar_literal(value.args[0]))
-                if value is not None and all(isinstance(t, ast.Name) for t in targets) and (
-                        _literal(value) or constant):
+                constant = (
+                    isinstance(value, ast.Call)
+                    and triton_text.is_constexpr(value.func)
+                    and len(value.args) == 1
+                    and not value.keywords
+                    and _scalar_literal(value.args[0])
+                )
+                if (
+                    value is not None
+                    and all(isinstance(t, ast.Name) for t in targets)
+                    and (_literal(value) or constant)
+                ):
                     for target in targets:
                         if target.id in triton_text.MODULES or target.id.startswith("_"):
                             continue  # the compile box's own names (tl, triton, __builtins__) stay its own
@@ -160,9 +177,17 @@ def stub_kernels(cells: Sequence[Cell]) -> set:
             continue
         for node in cell.tree.body:
             if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
-                (stubs.add if any(isinstance(n, ast.Name) and n.id == "NotImplementedError" or isinstance(
-                    n, ast.Attribute) and n.attr == "NotImplementedError" for n in ast.walk(node))
-                 else stubs.discard)(node.name)
+                (
+                    stubs.add
+                    if any(
+                        isinstance(n, ast.Name)
+                        and n.id == "NotImplementedError"
+                        or isinstance(n, ast.Attribute)
+                        and n.attr == "NotImplementedError"
+                        for n in ast.walk(node)
+                    )
+                    else stubs.discard
+                )(node.name)
     return stubs
 
 
@@ -222,9 +247,11 @@ class KernelBuilder:
         shape = reason.startswith(SHAPE_RULES)
         if not shape:
             self.events.setdefault(("not-triton", name), reason)
-        return CheckFailed(name, f"cannot be built for a GPU: {reason}",
-                           hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is" if shape
-                           else triton_text.HINT)
+        return CheckFailed(
+            name,
+            f"cannot be built for a GPU: {reason}",
+            hint="write the kernel as `@triton.jit` above a plain `def`, as the stub is" if shape else triton_text.HINT,
+        )
 
     def _request(self, request: dict, timeout: float = BUILD_TIMEOUT_S) -> dict:
         return self._exchange(request, [], timeout)[0]
@@ -242,8 +269,7 @@ class KernelBuilder:
             self._define_error = str(reply["error"])
         return reply, answer
 
-    def launch(self, name: str, launcher: str, case: Any, grid: Optional[Sequence[int]] = None,
-               **params: int):
+    def launch(self, name: str, launcher: str, case: Any, grid: Optional[Sequence[int]] = None, **params: int):
         """``paged_kv.lab.kernel_lab.<launcher>`` of the submitted kernel ``name``, run in the compile box on
         ``case`` (rebuilt there from its recipe) with ``grid`` (checked plain ints): the output tensor, or the
         launcher's ``CheckFailed`` / ``TodoNotWritten``."""
@@ -255,16 +281,24 @@ class KernelBuilder:
         path, args, kwargs = case._pkv_recipe
         buffers: List[bytes] = []
         seen = _LAUNCH_BUILT.get(self._text_key(name), set())
-        request = {"op": "launch", "name": name, "launcher": launcher, "params": dict(params),
-                   "grid": None if grid is None else [int(g) for g in grid],
-                   "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects),
-                   "built": sorted(seen)}
+        request = {
+            "op": "launch",
+            "name": name,
+            "launcher": launcher,
+            "params": dict(params),
+            "grid": None if grid is None else [int(g) for g in grid],
+            "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects),
+            "built": sorted(seen),
+        }
         try:
             reply, answer = self._exchange(request, buffers, LAUNCH_TIMEOUT_S)
         except wire.WireError as error:
-            raise CheckFailed(name, f"the compile box that runs your kernel failed ({error})",
-                              hint="a kernel that runs for minutes or crashes its process ends here: check "
-                                   "your loop bounds and the offsets you add to pointers") from None
+            raise CheckFailed(
+                name,
+                f"the compile box that runs your kernel failed ({error})",
+                hint="a kernel that runs for minutes or crashes its process ends here: check "
+                "your loop bounds and the offsets you add to pointers",
+            ) from None
         self._remember_builds(name, reply.get("builds"))
         if "ok" in reply:
             tree = reply["ok"]
@@ -281,8 +315,11 @@ class KernelBuilder:
             return _raise(cls(str(case_label), str(problem), hint=str(hint), **dict(shown)))
         if "memory" in reply:
             raise MemoryError(str(reply["memory"]))
-        raise CheckFailed(name, f"the compile box could not run your kernel: {str(reply.get('error'))[:800]}",
-                          hint=str(reply.get("hint", "")) or BUILD_HINT)
+        raise CheckFailed(
+            name,
+            f"the compile box could not run your kernel: {str(reply.get('error'))[:800]}",
+            hint=str(reply.get("hint", "")) or BUILD_HINT,
+        )
 
     def build(self, name: str, args: Sequence[Any], arch: int = 90):
         """``paged_kv.kernels.triton_compile.GpuBuild`` of the submitted ``name``, or ``CheckFailed`` (the lab's messages)."""
@@ -307,9 +344,16 @@ class KernelBuilder:
             if arch == 90:  # the arch every launch is built for
                 self._remember_builds(name, [reply.get("key")])
             info = reply["ok"]
-            return GpuBuild(int(info["arch"]), int(info["num_warps"]), int(info["num_stages"]),
-                            int(info["shared_bytes"]), info.get("registers"), info.get("spill_bytes"), {},
-                            tuple(str(d) for d in info.get("dots", ()))[:16])
+            return GpuBuild(
+                int(info["arch"]),
+                int(info["num_warps"]),
+                int(info["num_stages"]),
+                int(info["shared_bytes"]),
+                info.get("registers"),
+                info.get("spill_bytes"),
+                {},
+                tuple(str(d) for d in info.get("dots", ()))[:16],
+            )
         message = str(reply.get("error", "the kernel could not be built"))[:800]
         if reply.get("compiler"):
             raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {message}", hint=BUILD_HINT)

@@ -12,6 +12,7 @@ The grader reads a submission against the lab's source notebook (``solutions/``,
 use. Cell sources are turned into Python first (IPython magics and shell escapes become calls, as
 IPython runs them).
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,7 +46,6 @@ def parse(source: str) -> Optional[ast.Module]:
 
 
 _text = cell_text
-
 
 
 # ---- what code binds and reads -----------------------------------------------------------------------
@@ -179,8 +179,8 @@ class Statement:
 @dataclass
 class Cell:
     index: int
-    kind: str               # given, answer, added, graded, text
-    source: str             # for graded cells: the source notebook's text (hidden tests included)
+    kind: str  # given, answer, added, graded, text
+    source: str  # for graded cells: the source notebook's text (hidden tests included)
     cell_id: str = ""
     grade_id: str = ""
     points: float = 0.0
@@ -197,9 +197,9 @@ class LabSource:
 
     path: Path
     cells: List[dict]
-    graded: Dict[str, str] = field(default_factory=dict)      # grade_id -> source text
-    given_texts: Set[str] = field(default_factory=set)        # normalized texts of given code cells
-    answer_ids: Set[str] = field(default_factory=set)         # grade_ids of answer cells
+    graded: Dict[str, str] = field(default_factory=dict)  # grade_id -> source text
+    given_texts: Set[str] = field(default_factory=set)  # normalized texts of given code cells
+    answer_ids: Set[str] = field(default_factory=set)  # grade_ids of answer cells
 
     @classmethod
     def read(cls, path: Path) -> "LabSource":
@@ -230,8 +230,9 @@ def classify(nb, lab: LabSource) -> List[Cell]:
             continue
         grade_id = meta.get("grade_id", "")
         if meta.get("grade") and grade_id in lab.graded:
-            made = Cell(index, GRADED, lab.graded[grade_id], cell.get("id", ""), grade_id,
-                        float(meta.get("points", 0) or 0))
+            made = Cell(
+                index, GRADED, lab.graded[grade_id], cell.get("id", ""), grade_id, float(meta.get("points", 0) or 0)
+            )
         elif meta.get("solution") and not meta.get("grade"):
             made = Cell(index, ANSWER, source, cell.get("id", ""), grade_id)
         elif normalized(source) in lab.given_texts or not source.strip():

@@ -6,6 +6,7 @@ put anywhere in a markdown cell, renders as exactly ``text``, so a backtick cann
 ``<`` cannot open a tag and a ``$`` cannot start math. ``html_text(text)`` is the same for an HTML element's
 content, line ends kept. ``note_lines(lines)`` is the *Grading notes* cell's list, built from them.
 """
+
 from __future__ import annotations
 
 from typing import Iterable

@@ -30,6 +30,7 @@ What is refused (each with the reason shown to the student):
 ``similar_to_reference`` flags, for the instructor only, a TODO whose normalised syntax tree is
 nearly the reference's (students hold the package: pasting cannot be prevented, only shown).
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,36 +46,179 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from autograder.verdict.notebook import ANSWER, GIVEN, GRADED, Cell, python_of, statement_binds
 
 ALLOWED_MODULES = {
-    "math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "typing", "dataclasses", "enum",
-    "random", "statistics", "time", "copy", "numbers", "fractions", "decimal", "array", "abc", "textwrap",
-    "pprint", "re", "json", "hashlib", "struct", "contextlib", "warnings", "operator", "datetime",
-    "numpy", "torch", "triton", "xxhash", "matplotlib", "ipywidgets", "__future__",
+    "math",
+    "cmath",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "typing",
+    "dataclasses",
+    "enum",
+    "random",
+    "statistics",
+    "time",
+    "copy",
+    "numbers",
+    "fractions",
+    "decimal",
+    "array",
+    "abc",
+    "textwrap",
+    "pprint",
+    "re",
+    "json",
+    "hashlib",
+    "struct",
+    "contextlib",
+    "warnings",
+    "operator",
+    "datetime",
+    "numpy",
+    "torch",
+    "triton",
+    "xxhash",
+    "matplotlib",
+    "ipywidgets",
+    "__future__",
 }
-DENIED_SUBMODULES = ("torch.utils.cpp_extension", "torch.multiprocessing", "torch.hub", "torch.package",
-                     "torch.serialization", "torch.distributed", "torch.utils.data", "torch.jit", "torch.library",
-                     "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "triton.runtime", "triton.backends",
-                     "triton.compiler", "matplotlib.cbook", "ipywidgets.embed")
+DENIED_SUBMODULES = (
+    "torch.utils.cpp_extension",
+    "torch.multiprocessing",
+    "torch.hub",
+    "torch.package",
+    "torch.serialization",
+    "torch.distributed",
+    "torch.utils.data",
+    "torch.jit",
+    "torch.library",
+    "numpy.ctypeslib",
+    "numpy.f2py",
+    "numpy.distutils",
+    "triton.runtime",
+    "triton.backends",
+    "triton.compiler",
+    "matplotlib.cbook",
+    "ipywidgets.embed",
+)
 DENIED_NAMES = {
-    "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "get_ipython", "In", "Out",
-    "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "exit", "quit", "__builtins__", "__builtin__", "__loader__",
-    "__spec__", "__file__", "input", "help",
+    "eval",
+    "exec",
+    "compile",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+    "get_ipython",
+    "In",
+    "Out",
+    "_ih",
+    "_oh",
+    "_dh",
+    "_i",
+    "_ii",
+    "_iii",
+    "exit",
+    "quit",
+    "__builtins__",
+    "__builtin__",
+    "__loader__",
+    "__spec__",
+    "__file__",
+    "input",
+    "help",
 }
 _HISTORY = re.compile(r"^_(i?\d+|_+)$")
 MODEL_DUNDERS = {
-    "__init__", "__new__", "__post_init__", "__name__", "__qualname__", "__doc__", "__repr__", "__str__",
-    "__format__", "__len__", "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__", "__setitem__",
-    "__delitem__", "__missing__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
-    "__bool__", "__call__", "__enter__", "__exit__", "__add__", "__sub__", "__mul__", "__truediv__",
-    "__floordiv__", "__mod__", "__pow__", "__neg__", "__pos__", "__abs__", "__index__", "__int__", "__float__",
-    "__radd__", "__rsub__", "__rmul__", "__iadd__", "__isub__", "__matmul__", "__and__", "__or__", "__xor__",
+    "__init__",
+    "__new__",
+    "__post_init__",
+    "__name__",
+    "__qualname__",
+    "__doc__",
+    "__repr__",
+    "__str__",
+    "__format__",
+    "__len__",
+    "__iter__",
+    "__next__",
+    "__reversed__",
+    "__contains__",
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__missing__",
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__hash__",
+    "__bool__",
+    "__call__",
+    "__enter__",
+    "__exit__",
+    "__add__",
+    "__sub__",
+    "__mul__",
+    "__truediv__",
+    "__floordiv__",
+    "__mod__",
+    "__pow__",
+    "__neg__",
+    "__pos__",
+    "__abs__",
+    "__index__",
+    "__int__",
+    "__float__",
+    "__radd__",
+    "__rsub__",
+    "__rmul__",
+    "__iadd__",
+    "__isub__",
+    "__matmul__",
+    "__and__",
+    "__or__",
+    "__xor__",
 }
 DENIED_ATTRIBUTES = {
-    "mro", "sys", "os", "builtins", "gc", "inspect", "importlib", "ctypes", "ctypeslib", "types", "subprocess",
-    "modules", "pickle", "marshal", "threading", "multiprocessing", "signal", "socket", "attrgetter",
-    "methodcaller", "get_type_hints", "load_library", "load_inline", "cpp_extension", "get_field", "f2py",
+    "mro",
+    "sys",
+    "os",
+    "builtins",
+    "gc",
+    "inspect",
+    "importlib",
+    "ctypes",
+    "ctypeslib",
+    "types",
+    "subprocess",
+    "modules",
+    "pickle",
+    "marshal",
+    "threading",
+    "multiprocessing",
+    "signal",
+    "socket",
+    "attrgetter",
+    "methodcaller",
+    "get_type_hints",
+    "load_library",
+    "load_inline",
+    "cpp_extension",
+    "get_field",
+    "f2py",
 }
-DENIED_MODULE_CALLS = {("numpy", "load"), ("torch", "load"), ("numpy", "loads"), ("torch", "loads"),
-                       ("numpy", "fromregex")}
+DENIED_MODULE_CALLS = {
+    ("numpy", "load"),
+    ("torch", "load"),
+    ("numpy", "loads"),
+    ("torch", "loads"),
+    ("numpy", "fromregex"),
+}
 _FRAME_ATTRIBUTE = re.compile(r"^(f|tb|gi|cr|ag|co)_[a-z]+$")
 DENIED_COURSE_NAMES = {"with_reference_todos", "starter"}
 ALLOWED_MAGICS = {"time", "timeit", "matplotlib"}
@@ -100,14 +244,14 @@ class Finding:
 class LabNames:
     """What the given cells make of names: imports (with their paths), and which lead to the reference."""
 
-    given: Set[str] = field(default_factory=set)                  # every name a given or test cell binds
-    given_imports: Dict[str, str] = field(default_factory=dict)   # name -> dotted path
-    given_functions: Set[str] = field(default_factory=set)        # defs and classes of given cells
-    reference_bearing: Set[str] = field(default_factory=set)      # given names leading to a reference
-    module_names: Set[str] = field(default_factory=set)           # given names bound to modules
-    todo_names: Set[str] = field(default_factory=set)             # names the answer cells must define
-    course_paths: Set[str] = field(default_factory=set)           # paged_kv paths the given cells import
-    reference_codes: Set[Any] = field(default_factory=set)        # code objects of the references
+    given: Set[str] = field(default_factory=set)  # every name a given or test cell binds
+    given_imports: Dict[str, str] = field(default_factory=dict)  # name -> dotted path
+    given_functions: Set[str] = field(default_factory=set)  # defs and classes of given cells
+    reference_bearing: Set[str] = field(default_factory=set)  # given names leading to a reference
+    module_names: Set[str] = field(default_factory=set)  # given names bound to modules
+    todo_names: Set[str] = field(default_factory=set)  # names the answer cells must define
+    course_paths: Set[str] = field(default_factory=set)  # paged_kv paths the given cells import
+    reference_codes: Set[Any] = field(default_factory=set)  # code objects of the references
 
 
 # ---- what the lab's names are -----------------------------------------------------------------------------
@@ -138,8 +282,12 @@ def lab_names(cells: Sequence[Cell], references: Iterable[Any], todo_names: Iter
             names.module_names.add(name)
         if path.split(".")[0] == "paged_kv":
             names.course_paths.add(path)
-            if isinstance(obj, types.ModuleType) or name in DENIED_COURSE_NAMES or \
-                    path.rsplit(".", 1)[-1] in DENIED_COURSE_NAMES or _leads_to(obj, reference_codes):
+            if (
+                isinstance(obj, types.ModuleType)
+                or name in DENIED_COURSE_NAMES
+                or path.rsplit(".", 1)[-1] in DENIED_COURSE_NAMES
+                or _leads_to(obj, reference_codes)
+            ):
                 names.reference_bearing.add(name)
     return names
 
@@ -212,10 +360,10 @@ def _magic_free(source: str) -> Tuple[str, List[Tuple[int, str]]]:
         return "\n".join([""] * len(raw)), refused
     for number, line in enumerate(raw, 1):
         stripped = line.lstrip()
-        indent = line[:len(line) - len(stripped)]
+        indent = line[: len(line) - len(stripped)]
         if stripped.startswith("%") or stripped.startswith("!"):
             name = stripped[1:].split(maxsplit=1)[0] if len(stripped) > 1 else ""
-            rest = stripped[1 + len(name):].strip()
+            rest = stripped[1 + len(name) :].strip()
             if stripped.startswith("%") and name in ALLOWED_MAGICS:
                 lines.append(indent + (rest if name != "matplotlib" and rest and not rest.startswith("-") else "pass"))
             else:
@@ -232,11 +380,10 @@ def _magic_free(source: str) -> Tuple[str, List[Tuple[int, str]]]:
 class _Reader(ast.NodeVisitor):
     """Walks one student cell and records findings (see the module doc)."""
 
-    def __init__(self, cell: Cell, label: str, lab: LabNames, tainted: Set[str], own: Set[str],
-                 lines: List[str]):
+    def __init__(self, cell: Cell, label: str, lab: LabNames, tainted: Set[str], own: Set[str], lines: List[str]):
         self.cell, self.label, self.lab, self.tainted, self.own, self.lines = cell, label, lab, tainted, own, lines
         self.findings: List[Finding] = []
-        self.deferred = 0          # > 0 inside a function, lambda or class body (runs when graded)
+        self.deferred = 0  # > 0 inside a function, lambda or class body (runs when graded)
         self.imported_modules: Set[str] = set()
         self.module_paths: Dict[str, str] = {}
         self.scopes: List[Tuple[str, Set[str]]] = []  # ("function" | "class" | "comprehension", local names)
@@ -276,10 +423,17 @@ class _Reader(ast.NodeVisitor):
             bound = alias.asname or alias.name
             if module.split(".")[0] == "paged_kv":
                 obj = _resolve(full)
-                if obj is None or isinstance(obj, types.ModuleType) or alias.name in DENIED_COURSE_NAMES or \
-                        _leads_to(obj, self.lab.reference_codes):
-                    self.flag(node, f"imports {full} from the course package, which leads to paged_kv's "
-                                    "implementation of a TODO: use the lab's given code and your own")
+                if (
+                    obj is None
+                    or isinstance(obj, types.ModuleType)
+                    or alias.name in DENIED_COURSE_NAMES
+                    or _leads_to(obj, self.lab.reference_codes)
+                ):
+                    self.flag(
+                        node,
+                        f"imports {full} from the course package, which leads to paged_kv's "
+                        "implementation of a TODO: use the lab's given code and your own",
+                    )
                 continue
             self._import(node, module, None, False, check_only=True)
             self._rebinds_import(node, bound, full)
@@ -288,15 +442,41 @@ class _Reader(ast.NodeVisitor):
     def _import(self, node, path: str, bound: Optional[str], aliased: bool, check_only: bool = False) -> None:
         top = path.split(".")[0]
         if top == "paged_kv":
-            self.flag(node, f"imports {path}: the course package's implementation is not yours to use; the lab's "
-                            "setup imports what you need")
+            self.flag(
+                node,
+                f"imports {path}: the course package's implementation is not yours to use; the lab's "
+                "setup imports what you need",
+            )
             return
-        if top not in ALLOWED_MODULES or any(path == d or path.startswith(d + ".") for d in DENIED_SUBMODULES) \
-                or any(part.startswith("_") for part in path.split(".")[1:]):
-            scope = BELOW if top in ("IPython", "ipykernel", "autograder", "sys", "gc", "ctypes", "importlib",
-                                     "builtins", "inspect", "types", "os") else TODO
-            self.flag(node, f"imports {path}, which a graded notebook may not use (it can reach the grading "
-                            "machinery or the reference): the lab needs only Python, numpy, torch and triton", scope)
+        if (
+            top not in ALLOWED_MODULES
+            or any(path == d or path.startswith(d + ".") for d in DENIED_SUBMODULES)
+            or any(part.startswith("_") for part in path.split(".")[1:])
+        ):
+            scope = (
+                BELOW
+                if top
+                in (
+                    "IPython",
+                    "ipykernel",
+                    "autograder",
+                    "sys",
+                    "gc",
+                    "ctypes",
+                    "importlib",
+                    "builtins",
+                    "inspect",
+                    "types",
+                    "os",
+                )
+                else TODO
+            )
+            self.flag(
+                node,
+                f"imports {path}, which a graded notebook may not use (it can reach the grading "
+                "machinery or the reference): the lab needs only Python, numpy, torch and triton",
+                scope,
+            )
             return
         if not check_only and bound:
             self.imported_modules.add(bound)
@@ -320,20 +500,35 @@ class _Reader(ast.NodeVisitor):
             return
         if isinstance(node.ctx, ast.Load):
             if name in DENIED_NAMES or _HISTORY.match(name):
-                what = "IPython's internals" if name in ("get_ipython", "In", "Out") or name.startswith("_") \
+                what = (
+                    "IPython's internals"
+                    if name in ("get_ipython", "In", "Out") or name.startswith("_")
                     else "dynamic code or the kernel"
+                )
                 self.flag(node, f"uses `{name}` ({what}): not allowed in a graded notebook", BELOW)
             elif self.deferred and name not in self.own:
                 if name in self.lab.reference_bearing:
-                    self.flag(node, f"uses `{name}` inside your code: it leads to paged_kv's implementation of a "
-                                    "TODO, which earns nothing (write it yourself)")
-                elif name in self.lab.given and name not in self.lab.given_imports \
-                        and name not in self.lab.given_functions:
-                    self.flag(node, f"uses `{name}`, a variable of a given or test cell, inside your code: "
-                                    "make your own objects instead")
+                    self.flag(
+                        node,
+                        f"uses `{name}` inside your code: it leads to paged_kv's implementation of a "
+                        "TODO, which earns nothing (write it yourself)",
+                    )
+                elif (
+                    name in self.lab.given
+                    and name not in self.lab.given_imports
+                    and name not in self.lab.given_functions
+                ):
+                    self.flag(
+                        node,
+                        f"uses `{name}`, a variable of a given or test cell, inside your code: "
+                        "make your own objects instead",
+                    )
                 elif name in self.tainted:
-                    self.flag(node, f"uses `{name}`, which holds something taken from a given or test cell's "
-                                    "objects: write your TODO from your own code only")
+                    self.flag(
+                        node,
+                        f"uses `{name}`, which holds something taken from a given or test cell's "
+                        "objects: write your TODO from your own code only",
+                    )
 
     # -- attributes
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -345,17 +540,30 @@ class _Reader(ast.NodeVisitor):
         if attr.startswith("__") and attr.endswith("__") and attr not in MODEL_DUNDERS:
             self.flag(node, f"reads `.{attr}` (introspection): it can reach code that is not yours", BELOW)
         elif _FRAME_ATTRIBUTE.match(attr) or attr in DENIED_ATTRIBUTES:
-            self.flag(node, f"reads `.{attr}` (frames, code objects or modules): not allowed in a graded notebook",
-                      BELOW)
+            self.flag(
+                node, f"reads `.{attr}` (frames, code objects or modules): not allowed in a graded notebook", BELOW
+            )
         elif attr.startswith("_") and root in (self.lab.module_names | self.imported_modules):
             self.flag(node, f"reads `{root}.{attr}`, a private part of a library", BELOW)
-        elif root in self.lab.module_names | self.imported_modules and \
-                (self._module_path(root), attr) in DENIED_MODULE_CALLS:
+        elif (
+            root in self.lab.module_names | self.imported_modules
+            and (self._module_path(root), attr) in DENIED_MODULE_CALLS
+        ):
             self.flag(node, f"`{root}.{attr}` loads pickled objects, which can run any code", BELOW)
-        if store and root is not None and root not in self.own and root not in ("self", "cls") and \
-                not self._local(root) and (root in self.lab.given or root in self.imported_modules):
-            self.flag(node, f"changes `{root}`'s attribute `{attr}`: monkeypatching a library, a given class or "
-                            "the course package is not allowed", BELOW)
+        if (
+            store
+            and root is not None
+            and root not in self.own
+            and root not in ("self", "cls")
+            and not self._local(root)
+            and (root in self.lab.given or root in self.imported_modules)
+        ):
+            self.flag(
+                node,
+                f"changes `{root}`'s attribute `{attr}`: monkeypatching a library, a given class or "
+                "the course package is not allowed",
+                BELOW,
+            )
 
     def _module_path(self, name: Optional[str]) -> str:
         path = self.module_paths.get(name or "") or self.lab.given_imports.get(name or "", name or "")
@@ -374,8 +582,12 @@ class _Reader(ast.NodeVisitor):
         if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr"):
             name = node.args[1] if len(node.args) > 1 else None
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.flag(node, f"{func.id}() with a computed name hides which attribute it reaches: use a string "
-                                "literal (or the attribute itself)", BELOW)
+                self.flag(
+                    node,
+                    f"{func.id}() with a computed name hides which attribute it reaches: use a string "
+                    "literal (or the attribute itself)",
+                    BELOW,
+                )
             elif node.args:
                 self._attribute(node, name.value, node.args[0], func.id in ("setattr", "delattr"))
         self.generic_visit(node)
@@ -389,7 +601,7 @@ class _Reader(ast.NodeVisitor):
         kind = "class" if isinstance(node, ast.ClassDef) else "function"
         self.scopes.append((kind, _scope_locals(node)))
         self.deferred += 1
-        for child in (node.body if isinstance(node.body, list) else [node.body]):
+        for child in node.body if isinstance(node.body, list) else [node.body]:
             self.visit(child)
         self.deferred -= 1
         self.scopes.pop()
@@ -404,14 +616,24 @@ class _Reader(ast.NodeVisitor):
 
     def _defines(self, node) -> None:
         if not self.deferred and node.name in self.lab.given_imports:
-            self.flag(node, f"redefines `{node.name}`, which the lab's setup imports "
-                            f"({self.lab.given_imports[node.name]})", BELOW)
+            self.flag(
+                node,
+                f"redefines `{node.name}`, which the lab's setup imports ({self.lab.given_imports[node.name]})",
+                BELOW,
+            )
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._defines(node)
-        self._deferred(node, [*node.decorator_list, *node.args.defaults, *[d for d in node.args.kw_defaults if d],
-                              *([node.returns] if node.returns else []),
-                              *[a.annotation for a in node.args.args if a.annotation]])
+        self._deferred(
+            node,
+            [
+                *node.decorator_list,
+                *node.args.defaults,
+                *[d for d in node.args.kw_defaults if d],
+                *([node.returns] if node.returns else []),
+                *[a.annotation for a in node.args.args if a.annotation],
+            ],
+        )
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -502,20 +724,39 @@ def check_submission(cells: Sequence[Cell], lab: LabNames) -> List[Finding]:
 
             for name in sorted(free_names(cell.tree) & set(tainted)):
                 origin = tainted[name]
-                findings.append(Finding(origin.cell_index, origin.cell_label, origin.line, origin.code,
-                                        f"gives `{name}`, which the tests use, something taken from a given or "
-                                        "test cell's objects (paged_kv's implementation earns nothing)", BELOW))
+                findings.append(
+                    Finding(
+                        origin.cell_index,
+                        origin.cell_label,
+                        origin.line,
+                        origin.code,
+                        f"gives `{name}`, which the tests use, something taken from a given or "
+                        "test cell's objects (paged_kv's implementation earns nothing)",
+                        BELOW,
+                    )
+                )
             continue
         if not cell.student:
             continue
-        label = (f"your answer cell `{cell.grade_id}`" if cell.kind == ANSWER and cell.grade_id
-                 else f"your cell #{cell.index + 1}" + (" (added)" if cell.kind != ANSWER else ""))
+        label = (
+            f"your answer cell `{cell.grade_id}`"
+            if cell.kind == ANSWER and cell.grade_id
+            else f"your cell #{cell.index + 1}" + (" (added)" if cell.kind != ANSWER else "")
+        )
         source, refused = _magic_free(cell.source)
         lines = cell.source.splitlines()
         for number, text in refused:
-            findings.append(Finding(cell.index, label, number, text[:160],
-                                    "IPython magics and shell commands (other than %time, %timeit, %matplotlib) "
-                                    "are not allowed in a graded notebook", BELOW))
+            findings.append(
+                Finding(
+                    cell.index,
+                    label,
+                    number,
+                    text[:160],
+                    "IPython magics and shell commands (other than %time, %timeit, %matplotlib) "
+                    "are not allowed in a graded notebook",
+                    BELOW,
+                )
+            )
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -555,9 +796,16 @@ def _todo_bindings(cell: Cell, tree: ast.Module, lab: LabNames, label: str, line
         for name in sorted(statement_binds(node) & lab.todo_names):
             line = getattr(node, "lineno", 0)
             text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-            out.append(Finding(cell.index, label, line, text[:160],
-                               f"binds the TODO's name `{name}` without def or class: write the TODO as code",
-                               TODO if cell.kind == ANSWER else BELOW))
+            out.append(
+                Finding(
+                    cell.index,
+                    label,
+                    line,
+                    text[:160],
+                    f"binds the TODO's name `{name}` without def or class: write the TODO as code",
+                    TODO if cell.kind == ANSWER else BELOW,
+                )
+            )
     return out
 
 
@@ -578,14 +826,20 @@ def normalized_tokens(function: ast.AST) -> List[str]:
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return tree
 
 
-def similar_to_reference(cells: Sequence[Cell], references: Iterable[Any], threshold: float = 0.92
-                         ) -> List[Tuple[str, str, float]]:
+def similar_to_reference(
+    cells: Sequence[Cell], references: Iterable[Any], threshold: float = 0.92
+) -> List[Tuple[str, str, float]]:
     """``(TODO function, reference, similarity)`` for each written TODO whose body is nearly a reference's."""
     refs = {}
     for ref in references:

@@ -6,6 +6,7 @@ finding), reaches the gradebook through the cell's outputs written here: ``show_
 ``error_output`` (a 0 with its reason), ``soften_errors`` (a part that passed in its own box), and the
 *Grading notes* cell (``add_notes``) that says what grading changed or noticed.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,13 +19,14 @@ from autograder.verdict.plain_text import note_lines
 
 NOTES_CELL_ID = "grading-notes"
 NOTES_TITLE = "## Grading notes"
-MAX_ERROR_TEXT = 4000     # characters of an error's message kept in a cell's output
+MAX_ERROR_TEXT = 4000  # characters of an error's message kept in a cell's output
 
 
 def error_output(name: str, message: str) -> NotebookNode:
     """An error output: the cell scores 0 (nbgrader gives points to a graded cell without one)."""
-    return from_dict({"output_type": "error", "ename": name, "evalue": message,
-                      "traceback": [f"\x1b[0;31m{name}\x1b[0m: {message}"]})
+    return from_dict(
+        {"output_type": "error", "ename": name, "evalue": message, "traceback": [f"\x1b[0;31m{name}\x1b[0m: {message}"]}
+    )
 
 
 def note_output(message: str) -> NotebookNode:
@@ -41,8 +43,9 @@ def verdict_output(verdict: Verdict) -> NotebookNode:
     """A failed verdict as the cell's error output (its message first, kept short)."""
     lines = [cap(line, MAX_ERROR_TEXT) for line in verdict.lines][:60] or [verdict.kind]
     plain = re.sub(r"\x1b\[[0-9;]*m", "", lines[0])
-    return from_dict({"output_type": "error", "ename": verdict.ename or "TestFailed", "evalue": plain,
-                      "traceback": lines})
+    return from_dict(
+        {"output_type": "error", "ename": verdict.ename or "TestFailed", "evalue": plain, "traceback": lines}
+    )
 
 
 def show_verdict(cell, verdict: Verdict, kernel_error: bool, visible: bool) -> None:
@@ -55,16 +58,16 @@ def show_verdict(cell, verdict: Verdict, kernel_error: bool, visible: bool) -> N
     for output in cell.get("outputs", []):
         kind = output.get("output_type")
         if kind == "execute_result":
-            output = from_dict({"output_type": "display_data", "data": output.get("data", {}),
-                                "metadata": output.get("metadata", {})})
+            output = from_dict(
+                {"output_type": "display_data", "data": output.get("data", {}), "metadata": output.get("metadata", {})}
+            )
         elif kind == "stream" and output.get("name") == "stderr":
             output = from_dict({"output_type": "stream", "name": "stdout", "text": output.get("text", "")})
         kept.append(output)
     if not verdict.passed and not kernel_error:  # a kernel error already says why (and scores 0)
         kept.append(verdict_output(verdict))
     elif verdict.passed and not kernel_error and not visible:
-        kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                               "text": "Hidden tests passed.\n"}))
+        kept.append(from_dict({"output_type": "stream", "name": "stdout", "text": "Hidden tests passed.\n"}))
     cell.outputs = kept
 
 
@@ -78,12 +81,22 @@ def soften_errors(cell, part: str) -> None:
             continue
         lines = [re.sub(r"\x1b\[[0-9;]*m", "", str(line)) for line in output.get("traceback", [])]
         text = "\n".join(lines) or f"{output.get('ename')}: {output.get('evalue')}"
-        kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                               "text": f"In your notebook this cell raised (there it runs your code for every part):\n"
-                                       f"{text}\n"}))
-    kept.append(note_output(f"Graded with the reference's versions of the other parts (part {part!r} is yours), "
-                            "these tests passed: the error above comes from another part of your code, whose own "
-                            "tests say which."))
+        kept.append(
+            from_dict(
+                {
+                    "output_type": "stream",
+                    "name": "stdout",
+                    "text": f"In your notebook this cell raised (there it runs your code for every part):\n{text}\n",
+                }
+            )
+        )
+    kept.append(
+        note_output(
+            f"Graded with the reference's versions of the other parts (part {part!r} is yours), "
+            "these tests passed: the error above comes from another part of your code, whose own "
+            "tests say which."
+        )
+    )
     cell.outputs = kept
 
 
@@ -92,8 +105,14 @@ def add_notes(nb, lines: List[str]) -> None:
     whatever a line quotes (a student's code) can neither close a code span nor open a tag (``plain_text``)."""
     cell = next((c for c in nb.cells if c.get("id") == NOTES_CELL_ID), None)
     if cell is None:
-        cell = from_dict({"cell_type": "markdown", "id": NOTES_CELL_ID, "metadata": {},
-                          "source": f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. "
-                                    "Points were given for what ran."})
+        cell = from_dict(
+            {
+                "cell_type": "markdown",
+                "id": NOTES_CELL_ID,
+                "metadata": {},
+                "source": f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. "
+                "Points were given for what ran.",
+            }
+        )
         nb.cells.insert(0, cell)
     cell.source = cell.source.rstrip("\n") + "\n\n" + note_lines(lines)

@@ -8,6 +8,7 @@ regions and the code lines of the grader modules those regions import; a line an
 in the notebook), a short one, a comment or an import, and the graders' message text (in quotes: the hints a
 failed check shows) are not secret.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,8 +23,8 @@ from typing import Iterable, Tuple
 from autograder.course.notebook import BEGIN, END, cell_text, checks_modules, hidden_regions, without_hidden  # noqa: F401
 
 REMOVED = "[a line of the grader's hidden tests was removed here]"
-MIN_HIDDEN = 16   # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret
-MIN_GRADER = 24   # characters of a grader's code line
+MIN_HIDDEN = 16  # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret
+MIN_GRADER = 24  # characters of a grader's code line
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -54,8 +55,14 @@ def _secret_lines(path: str, _mtime: float) -> Tuple[str, ...]:
         texts_at = _string_lines(source)
         for number, line in enumerate(source.splitlines(), start=1):
             code = line.strip()
-            if (number not in texts_at and len(code) >= MIN_GRADER and '"' not in code and "'" not in code
-                    and not code.startswith(("#", "from ", "import ")) and code not in visible):
+            if (
+                number not in texts_at
+                and len(code) >= MIN_GRADER
+                and '"' not in code
+                and "'" not in code
+                and not code.startswith(("#", "from ", "import "))
+                and code not in visible
+            ):
                 lines.add(code)
     return tuple(sorted(lines, key=len, reverse=True))
 
@@ -66,8 +73,15 @@ def _string_lines(source: str) -> set:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    return {n for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and node.end_lineno and node.end_lineno > node.lineno for n in range(node.lineno, node.end_lineno + 1)}
+    return {
+        n
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.end_lineno
+        and node.end_lineno > node.lineno
+        for n in range(node.lineno, node.end_lineno + 1)
+    }
 
 
 def secret_lines(source_notebook: Path) -> Tuple[str, ...]:

@@ -32,6 +32,7 @@ and ``... if ... else ...``, must be Triton code:
 tensor API are fixed lists, reviewed against Triton 3.7's code generator (``builtin_namespace``) and
 ``dir(tl.tensor)``; the ``tl`` names come from the installed Triton.
 """
+
 from __future__ import annotations
 
 import ast
@@ -41,39 +42,178 @@ from typing import Iterable, Optional, Sequence, Set
 # The code generator's builtin_namespace (len, list, range, float, int, isinstance, getattr, hasattr, print,
 # min, max) less what inspects an object: the compiler answers those once, on its own values.
 BUILTINS = frozenset({"range", "min", "max", "float", "int", "len", "list", "print"})
-INTROSPECTION = frozenset({"hasattr", "getattr", "setattr", "delattr", "isinstance", "issubclass", "type", "vars",
-                           "dir", "globals", "locals", "id", "callable", "eval", "exec", "compile", "__import__",
-                           "open", "super", "object", "repr", "str", "bool", "breakpoint", "input", "memoryview"})
+INTROSPECTION = frozenset(
+    {
+        "hasattr",
+        "getattr",
+        "setattr",
+        "delattr",
+        "isinstance",
+        "issubclass",
+        "type",
+        "vars",
+        "dir",
+        "globals",
+        "locals",
+        "id",
+        "callable",
+        "eval",
+        "exec",
+        "compile",
+        "__import__",
+        "open",
+        "super",
+        "object",
+        "repr",
+        "str",
+        "bool",
+        "breakpoint",
+        "input",
+        "memoryview",
+    }
+)
 MODULES = ("tl", "triton")
 TRITON_FUNCTIONS = frozenset({"cdiv", "next_power_of_2"})
 TL_REFUSED = frozenset({"extra", "target_info"})  # answers that depend on the target the code is built for
 # tl.tensor's public methods and attributes (dir(tl.tensor) in Triton 3.7, and what __init__ sets), less
 # .item and .handle: the interpreter's tensors hold numpy arrays there.
-TENSOR_API = frozenset({
-    "T", "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
-    "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv", "ceil",
-    "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather", "histogram", "log",
-    "log2", "logical_and", "logical_or", "max", "min", "permute", "ravel", "reduce", "reduce_or", "reshape",
-    "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum", "to", "trans",
-    "view", "xor_sum", "dtype", "shape", "type", "numel"})
+TENSOR_API = frozenset(
+    {
+        "T",
+        "abs",
+        "advance",
+        "argmax",
+        "argmin",
+        "associative_scan",
+        "atomic_add",
+        "atomic_and",
+        "atomic_cas",
+        "atomic_max",
+        "atomic_min",
+        "atomic_or",
+        "atomic_xchg",
+        "atomic_xor",
+        "broadcast_to",
+        "cast",
+        "cdiv",
+        "ceil",
+        "cos",
+        "cumprod",
+        "cumsum",
+        "erf",
+        "exp",
+        "exp2",
+        "expand_dims",
+        "flip",
+        "floor",
+        "gather",
+        "histogram",
+        "log",
+        "log2",
+        "logical_and",
+        "logical_or",
+        "max",
+        "min",
+        "permute",
+        "ravel",
+        "reduce",
+        "reduce_or",
+        "reshape",
+        "rsqrt",
+        "sigmoid",
+        "sin",
+        "softmax",
+        "sort",
+        "split",
+        "sqrt",
+        "sqrt_rn",
+        "store",
+        "sum",
+        "to",
+        "trans",
+        "view",
+        "xor_sum",
+        "dtype",
+        "shape",
+        "type",
+        "numel",
+    }
+)
 # Triton's dtypes (tl.dtype, tl.pointer_type, tl.block_type): what a kernel asks of them.
-DTYPE_API = frozenset({
-    "element_ty", "scalar", "name", "primitive_bitwidth", "int_bitwidth", "int_signedness", "fp_mantissa_width",
-    "exponent_bias", "address_space", "const", "nbytes", "with_element_ty", "get_int_max_value",
-    "get_int_min_value", "is_bf16", "is_block", "is_bool", "is_const", "is_dtype", "is_floating", "is_fp16",
-    "is_fp32", "is_fp64", "is_fp8", "is_fp8e4b15", "is_fp8e4b8", "is_fp8e4nv", "is_fp8e5", "is_fp8e5b16",
-    "is_int", "is_int1", "is_int16", "is_int32", "is_int64", "is_int8", "is_int_signed", "is_int_unsigned",
-    "is_ptr", "is_standard_floating", "is_uint16", "is_uint32", "is_uint64", "is_uint8", "is_void"})
+DTYPE_API = frozenset(
+    {
+        "element_ty",
+        "scalar",
+        "name",
+        "primitive_bitwidth",
+        "int_bitwidth",
+        "int_signedness",
+        "fp_mantissa_width",
+        "exponent_bias",
+        "address_space",
+        "const",
+        "nbytes",
+        "with_element_ty",
+        "get_int_max_value",
+        "get_int_min_value",
+        "is_bf16",
+        "is_block",
+        "is_bool",
+        "is_const",
+        "is_dtype",
+        "is_floating",
+        "is_fp16",
+        "is_fp32",
+        "is_fp64",
+        "is_fp8",
+        "is_fp8e4b15",
+        "is_fp8e4b8",
+        "is_fp8e4nv",
+        "is_fp8e5",
+        "is_fp8e5b16",
+        "is_int",
+        "is_int1",
+        "is_int16",
+        "is_int32",
+        "is_int64",
+        "is_int8",
+        "is_int_signed",
+        "is_int_unsigned",
+        "is_ptr",
+        "is_standard_floating",
+        "is_uint16",
+        "is_uint32",
+        "is_uint64",
+        "is_uint8",
+        "is_void",
+    }
+)
 NEVER = frozenset({"handle", "data", "item", "tolist", "numpy", "fn", "src"})
 MESSAGE_CALLS = frozenset({"print", "static_print", "device_print", "static_assert", "device_assert"})
-BIN_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift,
-           ast.BitAnd, ast.BitOr, ast.BitXor)
+BIN_OPS = (
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.LShift,
+    ast.RShift,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.BitXor,
+)
 COMPARE_OPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-ANSWER = ("the GPU compiler decides it once, when it builds, and the interpreter runs it as Python, so the two "
-          "would run different code")
-HINT = ("inside @triton.jit write only Triton: tl.* operations, arithmetic and comparisons on tensors, "
-        "range/tl.static_range loops, min/max, and the tensor's own API (.to, .dtype, .shape); a global must be "
-        "tl.constexpr(<a literal>)")
+ANSWER = (
+    "the GPU compiler decides it once, when it builds, and the interpreter runs it as Python, so the two "
+    "would run different code"
+)
+HINT = (
+    "inside @triton.jit write only Triton: tl.* operations, arithmetic and comparisons on tensors, "
+    "range/tl.static_range loops, min/max, and the tensor's own API (.to, .dtype, .shape); a global must be "
+    "tl.constexpr(<a literal>)"
+)
 
 
 @lru_cache(maxsize=1)
@@ -99,8 +239,11 @@ def tl_math_names() -> frozenset:
         return frozenset()
     import types
 
-    return frozenset(n for n in dir(tl.math) if not n.startswith("_")
-                     and not isinstance(getattr(tl.math, n), types.ModuleType) and n[0].islower())
+    return frozenset(
+        n
+        for n in dir(tl.math)
+        if not n.startswith("_") and not isinstance(getattr(tl.math, n), types.ModuleType) and n[0].islower()
+    )
 
 
 def bound_names(node: ast.FunctionDef) -> Set[str]:
@@ -120,8 +263,9 @@ class _Refused(Exception):
         self.node, self.rule = node, rule
 
 
-def why_not_triton(node: ast.FunctionDef, kernels: Iterable[str] = (), constants: Iterable[str] = (),
-                   lines: Sequence[str] = ()) -> str:
+def why_not_triton(
+    node: ast.FunctionDef, kernels: Iterable[str] = (), constants: Iterable[str] = (), lines: Sequence[str] = ()
+) -> str:
     """Why ``node``'s text is not all Triton (``"line N of its cell: `code`: rule"``), or ``''``.
 
     ``kernels``: the names of the student's ``@triton.jit`` functions; ``constants``: the globals bound to
@@ -149,10 +293,17 @@ class _Checker:
     def check(self) -> None:
         for name in sorted(self.bound):
             if name in MODULES or name == "range":  # the rules below read these as Triton's
-                where = next((n for n in ast.walk(self.node) if isinstance(n, ast.Name) and n.id == name
-                              and isinstance(n.ctx, ast.Store)), self.node)
-                raise _Refused(where, f"a kernel may not rebind `{name}`: it would no longer be what Triton "
-                                      "gives that name")
+                where = next(
+                    (
+                        n
+                        for n in ast.walk(self.node)
+                        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                    ),
+                    self.node,
+                )
+                raise _Refused(
+                    where, f"a kernel may not rebind `{name}`: it would no longer be what Triton gives that name"
+                )
         self.statements(self.node.body)
 
     # ---- statements -----------------------------------------------------------------------------------
@@ -209,11 +360,17 @@ class _Checker:
             if not (s.cause is None and s.exc is not None and _is_not_implemented(s.exc)):
                 raise _Refused(s, "the only `raise` in a kernel is the stub's `raise NotImplementedError()`")
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
-            raise _Refused(s, "`import` is Python, not Triton: a kernel runs only Triton operations, and "
-                              "only the interpreter would run it")
+            raise _Refused(
+                s,
+                "`import` is Python, not Triton: a kernel runs only Triton operations, and "
+                "only the interpreter would run it",
+            )
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            raise _Refused(s, "a function or class defined inside a kernel is not Triton: write a helper as "
-                              "its own top-level @triton.jit function")
+            raise _Refused(
+                s,
+                "a function or class defined inside a kernel is not Triton: write a helper as "
+                "its own top-level @triton.jit function",
+            )
         else:
             raise _Refused(s, f"`{type(s).__name__.lower()}` is not a statement the Triton compiler lowers")
 
@@ -239,9 +396,12 @@ class _Checker:
             if at:
                 where = ast.Constant(value="def")
                 where.lineno = getattr(e, "lineno", 0) + at  # that line of a triple-quoted string
-                raise _Refused(where, "a line of a string in a kernel starts with `def`: Triton's compiler reads a "
-                                      "kernel from its first `def` line, the interpreter from its last, so the two "
-                                      "would run different code")
+                raise _Refused(
+                    where,
+                    "a line of a string in a kernel starts with `def`: Triton's compiler reads a "
+                    "kernel from its first `def` line, the interpreter from its last, so the two "
+                    "would run different code",
+                )
             return
         if isinstance(e, ast.Name):
             return self.name(e)
@@ -282,8 +442,11 @@ class _Checker:
             return self.comprehension(e)
         if isinstance(e, ast.JoinedStr):
             if id(e) not in self.messages:
-                raise _Refused(e, "an f-string in a kernel is only a message (print, tl.static_assert, assert): "
-                                  f"what it makes of a value, {ANSWER}")
+                raise _Refused(
+                    e,
+                    "an f-string in a kernel is only a message (print, tl.static_assert, assert): "
+                    f"what it makes of a value, {ANSWER}",
+                )
             for value in e.values:
                 if isinstance(value, ast.FormattedValue):
                     self.expr(value.value)
@@ -301,9 +464,12 @@ class _Checker:
             return
         if name in INTROSPECTION:
             raise _Refused(e, f"`{name}` is Python introspection, not Triton: {ANSWER}")
-        raise _Refused(e, f"`{name}` is neither a parameter or variable of the kernel, nor tl/triton, another "
-                          "@triton.jit function of your cells, range/min/max/float/int/len/list/print, or a "
-                          "global made with tl.constexpr(<a literal>)")
+        raise _Refused(
+            e,
+            f"`{name}` is neither a parameter or variable of the kernel, nor tl/triton, another "
+            "@triton.jit function of your cells, range/min/max/float/int/len/list/print, or a "
+            "global made with tl.constexpr(<a literal>)",
+        )
 
     def attribute(self, e: ast.Attribute) -> None:
         chain = _module_chain(e, self.bound)
@@ -312,9 +478,12 @@ class _Checker:
         self.expr(e.value)
         attr = e.attr
         if attr.startswith("_") or attr in NEVER or attr not in TENSOR_API | DTYPE_API:
-            raise _Refused(e, f"`.{attr}` is not part of a Triton tensor's or dtype's API (.dtype, .shape, .T, "
-                              ".to(...), .element_ty, ...): on the interpreter's tensors it reaches Python objects "
-                              "that a compiled kernel does not have")
+            raise _Refused(
+                e,
+                f"`.{attr}` is not part of a Triton tensor's or dtype's API (.dtype, .shape, .T, "
+                ".to(...), .element_ty, ...): on the interpreter's tensors it reaches Python objects "
+                "that a compiled kernel does not have",
+            )
 
     def module_attribute(self, e: ast.Attribute, chain: list) -> None:
         """``tl.X[.Y]`` / ``triton.language.X[.Y]`` / ``triton.cdiv``: the language's own names."""
@@ -323,18 +492,24 @@ class _Checker:
             if rest[:1] == ["language"]:
                 rest = rest[1:]
                 if not rest:
-                    raise _Refused(e, "use triton.language's functions and types (tl.load, tl.float32), not "
-                                      "the module as a value")
+                    raise _Refused(
+                        e, "use triton.language's functions and types (tl.load, tl.float32), not the module as a value"
+                    )
             elif len(rest) == 1 and rest[0] in TRITON_FUNCTIONS:
                 return
             else:
-                raise _Refused(e, f"`{'.'.join(chain)}` is not part of the Triton language: inside a kernel use "
-                                  "tl.* (and triton.cdiv, triton.next_power_of_2)")
+                raise _Refused(
+                    e,
+                    f"`{'.'.join(chain)}` is not part of the Triton language: inside a kernel use "
+                    "tl.* (and triton.cdiv, triton.next_power_of_2)",
+                )
         first = rest[0]
         if first.startswith("_") or first not in tl_names():
-            raise _Refused(e, f"`tl.{first}` is not part of the Triton language a kernel may use"
-                              + (" (its answer depends on the target the code is built for)"
-                                 if first in TL_REFUSED else ""))
+            raise _Refused(
+                e,
+                f"`tl.{first}` is not part of the Triton language a kernel may use"
+                + (" (its answer depends on the target the code is built for)" if first in TL_REFUSED else ""),
+            )
         if first == "math" and len(rest) > 1:
             if rest[1] not in tl_math_names():
                 raise _Refused(e, f"`tl.math.{rest[1]}` is not a function of tl.math")
@@ -362,18 +537,28 @@ class _Checker:
         op, right = e.ops[0], e.comparators[0]
         if isinstance(op, (ast.Is, ast.IsNot)):
             if not any(isinstance(side, ast.Constant) and side.value is None for side in (e.left, right)):
-                raise _Refused(e, "`is` compares with None only: on a specialised int the compiler compares a "
-                                  f"Python 1, the interpreter a tensor, and {ANSWER}")
+                raise _Refused(
+                    e,
+                    "`is` compares with None only: on a specialised int the compiler compares a "
+                    f"Python 1, the interpreter a tensor, and {ANSWER}",
+                )
         elif not isinstance(op, COMPARE_OPS):
             raise _Refused(e, f"the comparison {type(op).__name__} is not Triton")
         self.expr(e.left)
         self.expr(right)
 
     def comprehension(self, e: ast.ListComp) -> None:
-        if len(e.generators) != 1 or e.generators[0].ifs or e.generators[0].is_async or not isinstance(
-                e.generators[0].target, ast.Name):
-            raise _Refused(e, "a comprehension in a kernel has one `for` over a tuple and no `if` (the compiler "
-                              "ignores its `if`, the interpreter does not)")
+        if (
+            len(e.generators) != 1
+            or e.generators[0].ifs
+            or e.generators[0].is_async
+            or not isinstance(e.generators[0].target, ast.Name)
+        ):
+            raise _Refused(
+                e,
+                "a comprehension in a kernel has one `for` over a tuple and no `if` (the compiler "
+                "ignores its `if`, the interpreter does not)",
+            )
         self.expr(e.generators[0].iter)
         self.expr(e.elt)
 
@@ -383,8 +568,10 @@ def why_not_one_def(text: str) -> str:
     (Triton's compiler reads a kernel from its first such line, the interpreter from its last), or ``''``."""
     if sum(line.lstrip().startswith("def ") for line in text.splitlines()) == 1:
         return ""
-    return ("its text has more than one line that starts with `def`: Triton's compiler reads a kernel from its first, "
-            "the interpreter from its last")
+    return (
+        "its text has more than one line that starts with `def`: Triton's compiler reads a kernel from its first, "
+        "the interpreter from its last"
+    )
 
 
 def _module_chain(e: ast.Attribute, bound: Set[str]) -> Optional[list]:
@@ -418,7 +605,9 @@ def _is_range(func: ast.expr) -> bool:
     if isinstance(func, ast.Name):
         return func.id == "range"
     chain = _module_chain(func, set()) if isinstance(func, ast.Attribute) else None
-    return chain is not None and chain[-1] in ("range", "static_range") and chain[:-1] in (["tl"], ["triton", "language"])
+    return (
+        chain is not None and chain[-1] in ("range", "static_range") and chain[:-1] in (["tl"], ["triton", "language"])
+    )
 
 
 def _is_not_implemented(exc: ast.expr) -> bool:

@@ -3,6 +3,7 @@
 Messages name the argument, show the value that came in, and say what was expected, so that a
 student reading a traceback knows what to fix without opening this file.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -48,11 +49,16 @@ def check_instance(name: str, value: Any, cls: type) -> None:
         raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}: {value!r}")
 
 
-def check_block_ids(name: str, block_ids: Iterable[Any], num_blocks: int, *, allow_duplicates: bool = False) -> List[int]:
+def check_block_ids(
+    name: str, block_ids: Iterable[Any], num_blocks: int, *, allow_duplicates: bool = False
+) -> List[int]:
     """Validate a list of physical block ids: ints in ``[0, num_blocks)``, distinct unless allowed."""
     ids = list(block_ids)
-    if (set(map(type, ids)) <= {int} and (not ids or (min(ids) >= 0 and max(ids) < num_blocks))
-            and (allow_duplicates or len(set(ids)) == len(ids))):
+    if (
+        set(map(type, ids)) <= {int}
+        and (not ids or (min(ids) >= 0 and max(ids) < num_blocks))
+        and (allow_duplicates or len(set(ids)) == len(ids))
+    ):
         return ids  # the common case, checked by C-level builtins; the loop below names what is wrong
     for position, block_id in enumerate(ids):
         if isinstance(block_id, bool) or not isinstance(block_id, numbers.Integral):

@@ -6,6 +6,7 @@ builds: ``LAB`` is the lab whose TODOs (with every later lab's) the edition leav
 part of a multi-part lab whose TODOs a grading box leaves out (None: all of that lab's), and ``STUBBED``
 the qualified names of what it left out.
 """
+
 from typing import FrozenSet, Optional
 
 LAB: Optional[str] = None

@@ -13,6 +13,7 @@ the pool when its last reference goes.
 This is what vLLM's V0 block manager did (block tables forked, copy-on-write of the last block);
 see lab 08 for what later engines do instead.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -43,7 +44,8 @@ class ForkingBlockManager(BlockManager):
         if len(parent.block_table) != parent.num_blocks:
             raise ValueError(
                 f"sequence {parent.seq_id} has {len(parent)} tokens but blocks for {len(parent.block_table)} "
-                f"block(s) only; call may_append for its newest token before forking it")
+                f"block(s) only; call may_append for its newest token before forking it"
+            )
         child = Sequence(parent.token_ids, self.block_size)
         child.num_prompt_tokens = parent.num_prompt_tokens
         child.num_cached_tokens = parent.num_cached_tokens
@@ -70,7 +72,8 @@ class ForkingBlockManager(BlockManager):
             need = "a new block" if seq.num_blocks > len(seq.block_table) else "a copy of its shared last block"
             raise RuntimeError(
                 f"OOM: sequence {seq.seq_id} needs {need} for token {len(seq)} but none of {self.num_blocks} "
-                "blocks is free; check can_append first or free a branch")
+                "blocks is free; check can_append first or free a branch"
+            )
         if seq.num_blocks > len(seq.block_table):
             seq.block_table.append(self._allocate_block())
             return
@@ -92,5 +95,8 @@ FORKING_METHODS = ("fork", "may_append", "take_copies", "deallocate")
 def is_forking_manager_class(cls) -> bool:
     """A ``BlockManager`` class with fork, copy-on-write and copies to take (``ForkingBlockManager``, or a
     class built on lab 08's starter)."""
-    return (isinstance(cls, type) and issubclass(cls, BlockManager)
-            and all(callable(getattr(cls, name, None)) for name in FORKING_METHODS))
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, BlockManager)
+        and all(callable(getattr(cls, name, None)) for name in FORKING_METHODS)
+    )

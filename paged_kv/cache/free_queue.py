@@ -5,6 +5,7 @@ nano-vllm keeps its free ids in a ``deque`` and pulls a cached block out of the 
 ``OrderedDict`` (itself a hash map over a doubly linked list) gives the same three operations in
 O(1) while keeping the deque's order and method names.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

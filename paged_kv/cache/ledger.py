@@ -11,6 +11,7 @@ buffers; since vLLM v0.21 also the captured CUDA graphs). nano-vllm writes it as
 ``total * utilization - used - peak + current``. ``runtime_bytes`` is that measured part; with
 ``runtime_bytes=0`` the budget is an upper bound.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,15 +65,26 @@ def estimate_kv_cache_bytes(
 #: Where the same bytes live in real code: (who, tensor shape, what it means). The byte count of a
 #: pool is the same in every layout; only the order of the axes (what is contiguous) differs.
 KV_LAYOUTS: List[Tuple[str, str, str]] = [
-    ("the tutorial (lab 01's layout_shape)", "[num_layers, 2, num_kv_heads, block_size, head_dim]",
-     "one tensor per block: a teaching layout, no engine stores it this way"),
-    ("nano-vllm (model_runner.py, commit bb823b3)", "[2, num_layers, num_blocks, block_size, num_kv_heads, head_dim]",
-     "one tensor for the whole pool; layer i reads kv_cache[0, i] (K) and kv_cache[1, i] (V)"),
-    ("vLLM v0.10, V1 FlashAttention backend", "[2, num_blocks, block_size, num_kv_heads, head_size]",
-     "one tensor per layer, K at index 0 and V at index 1 (get_kv_cache_shape)"),
-    ("this course from lab 04 on (paged_kv.kernels.attention, lab 06's kernel)",
-     "[num_blocks, block_size, num_kv_heads, head_dim]",
-     "per layer, one tensor for K and one for V: FlashAttention's paged layout"),
+    (
+        "the tutorial (lab 01's layout_shape)",
+        "[num_layers, 2, num_kv_heads, block_size, head_dim]",
+        "one tensor per block: a teaching layout, no engine stores it this way",
+    ),
+    (
+        "nano-vllm (model_runner.py, commit bb823b3)",
+        "[2, num_layers, num_blocks, block_size, num_kv_heads, head_dim]",
+        "one tensor for the whole pool; layer i reads kv_cache[0, i] (K) and kv_cache[1, i] (V)",
+    ),
+    (
+        "vLLM v0.10, V1 FlashAttention backend",
+        "[2, num_blocks, block_size, num_kv_heads, head_size]",
+        "one tensor per layer, K at index 0 and V at index 1 (get_kv_cache_shape)",
+    ),
+    (
+        "this course from lab 04 on (paged_kv.kernels.attention, lab 06's kernel)",
+        "[num_blocks, block_size, num_kv_heads, head_dim]",
+        "per layer, one tensor for K and one for V: FlashAttention's paged layout",
+    ),
 ]
 
 
@@ -125,8 +137,9 @@ def get_preset(name: str) -> ModelPreset:
         raise ValueError(f"unknown model preset {name!r}; known presets: {sorted(MODEL_PRESETS)}") from None
 
 
-def blocks_that_fit(free_bytes: int, block_size: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                    dtype_bytes: int = 2) -> int:
+def blocks_that_fit(
+    free_bytes: int, block_size: int, num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int = 2
+) -> int:
     """How many whole KV blocks fit in ``free_bytes`` of memory (0 when not even one does)."""
     free_bytes = check_int("free_bytes", free_bytes, minimum=0)
     per_block = estimate_kv_cache_bytes(1, block_size, num_layers, num_kv_heads, head_dim, dtype_bytes)
@@ -154,8 +167,7 @@ def _check_fraction(name: str, value: float) -> float:
     return float(value)
 
 
-def kv_budget_bytes(gpu_bytes: int, weight_bytes: int, memory_utilization: float = 0.9,
-                    runtime_bytes: int = 0) -> int:
+def kv_budget_bytes(gpu_bytes: int, weight_bytes: int, memory_utilization: float = 0.9, runtime_bytes: int = 0) -> int:
     """Bytes left for the KV cache, floored at 0:
     ``int(gpu_bytes * memory_utilization) - weight_bytes - runtime_bytes``.
 
@@ -185,9 +197,17 @@ VLLM_PROFILE_LOG: Dict[str, object] = {
 }
 
 
-def capacity_plan(model: Union[str, ModelPreset], gpu_bytes: int, *, block_size: int = 16,
-                  kv_dtype_bytes: int = 2, weight_dtype_bytes: int = 2, request_len: int = 4096,
-                  memory_utilization: float = 0.9, runtime_bytes: int = 0) -> Dict[str, int]:
+def capacity_plan(
+    model: Union[str, ModelPreset],
+    gpu_bytes: int,
+    *,
+    block_size: int = 16,
+    kv_dtype_bytes: int = 2,
+    weight_dtype_bytes: int = 2,
+    request_len: int = 4096,
+    memory_utilization: float = 0.9,
+    runtime_bytes: int = 0,
+) -> Dict[str, int]:
     """What one GPU holds for ``model``: KV budget after the weights (and ``runtime_bytes``), blocks,
     tokens and ``request_len``-token requests.
 
@@ -199,12 +219,15 @@ def capacity_plan(model: Union[str, ModelPreset], gpu_bytes: int, *, block_size:
         raise TypeError(f"model must be a preset name or a ModelPreset, got {type(model).__name__}")
     request_len = check_positive_int("request_len", request_len)
     if request_len > preset.max_context:
-        raise ValueError(f"request_len={request_len} is longer than {preset.name}'s context of "
-                         f"{preset.max_context} tokens (its max_position_embeddings)")
+        raise ValueError(
+            f"request_len={request_len} is longer than {preset.name}'s context of "
+            f"{preset.max_context} tokens (its max_position_embeddings)"
+        )
     weights = preset.weight_bytes(weight_dtype_bytes)
     budget = kv_budget_bytes(gpu_bytes, weights, memory_utilization, runtime_bytes)
-    num_blocks = blocks_that_fit(budget, block_size, preset.num_layers, preset.num_kv_heads,
-                                 preset.head_dim, kv_dtype_bytes)
+    num_blocks = blocks_that_fit(
+        budget, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim, kv_dtype_bytes
+    )
     return {
         "weight_bytes": weights,
         "kv_budget_bytes": budget,

@@ -13,6 +13,7 @@ Invariants kept by every method (and checked by the tests):
 Allocation policy: take the lowest free ids first; released ids go back and the free list is kept
 sorted. This is a teaching manager (lists, as in the tutorial); ``BlockManager`` is the O(1) one.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List

@@ -11,6 +11,7 @@ a later request can still hit it until the block is handed out again. Fixed here
 starts its hash chain at -1, decode growth is right for ``block_size == 1``, and every operation on
 the free queue is O(1) (no ``deque.remove``).
 """
+
 from __future__ import annotations
 
 from itertools import count
@@ -82,14 +83,16 @@ class Sequence:
         i = check_int("i", i, minimum=0)
         if i >= self.num_blocks:
             raise IndexError(f"block index {i} out of range: the sequence has {self.num_blocks} block(s)")
-        return self.token_ids[i * self.block_size:(i + 1) * self.block_size]
+        return self.token_ids[i * self.block_size : (i + 1) * self.block_size]
 
     def append_token(self, token_id: int) -> None:
         self.token_ids.append(check_int("token_id", token_id, minimum=0))
 
     def __repr__(self) -> str:
-        return (f"Sequence(seq_id={self.seq_id}, len={len(self)}, block_size={self.block_size}, "
-                f"block_table={self.block_table}, num_cached_tokens={self.num_cached_tokens})")
+        return (
+            f"Sequence(seq_id={self.seq_id}, len={len(self)}, block_size={self.block_size}, "
+            f"block_table={self.block_table}, num_cached_tokens={self.num_cached_tokens})"
+        )
 
 
 class Block:
@@ -137,8 +140,10 @@ class BlockManagerBase:
         """Move a used block whose ref count reached 0 to the back of the free queue (its hash stays)."""
         ref_count = self.blocks[block_id].ref_count
         if ref_count != 0:
-            raise ValueError(f"_deallocate_block({block_id}): block {block_id} still has ref_count {ref_count}; "
-                             "free a block only when its ref_count reaches 0")
+            raise ValueError(
+                f"_deallocate_block({block_id}): block {block_id} still has ref_count {ref_count}; "
+                "free a block only when its ref_count reaches 0"
+            )
         if block_id not in self.used_block_ids:
             raise ValueError(f"_deallocate_block({block_id}): block {block_id} is already free (freed twice?)")
         self.used_block_ids.remove(block_id)

@@ -4,6 +4,7 @@
 generated token and caches it. Both raise ``RuntimeError('OOM ...')`` and change nothing when the
 pool is too small. Tests, graders, pictures and benchmarks all drive managers through these.
 """
+
 from __future__ import annotations
 
 from paged_kv.cache.checks import check_instance
@@ -30,8 +31,7 @@ def prefill(manager: BlockManagerBase, seq: Sequence) -> int:
     num_cached_blocks = manager.can_allocate(seq)
     if num_cached_blocks == -1:
         raise RuntimeError(
-            f"OOM: sequence {seq.seq_id} needs up to {seq.num_blocks} block(s), "
-            f"only {manager.num_free_blocks} free"
+            f"OOM: sequence {seq.seq_id} needs up to {seq.num_blocks} block(s), only {manager.num_free_blocks} free"
         )
     manager.allocate(seq, num_cached_blocks)
     compute_rest(manager, seq)

@@ -10,6 +10,7 @@ stubs), and so does the box that grades lab NN: a TODO can only be passed by the
 property); ``stub_kernel`` stands for a Triton kernel the edition leaves out (``kernel[grid](...)`` and
 ``kernel(...)`` both raise).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, List

@@ -5,6 +5,7 @@ the blocks it shares with its siblings (``ForkingBlockManager``), and the runner
 copy-on-write copies before each decode step. ``ForkStats`` records, after every step, the blocks the
 branches hold together against the blocks they would hold as independent requests.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,9 @@ class ForkStats:
         return 1 - sum(self.shared) / total if total else 0.0
 
 
-def advance_beams(manager: ForkingBlockManager, beams: SequenceType[Sequence],
-                  choices: SequenceType[Tuple[int, int]]) -> List[Sequence]:
+def advance_beams(
+    manager: ForkingBlockManager, beams: SequenceType[Sequence], choices: SequenceType[Tuple[int, int]]
+) -> List[Sequence]:
     """One beam-search step on shared blocks: new beam ``i`` is ``beams[b] + [token]`` for
     ``choices[i] == (b, token)``; returns the new beams in the order of ``choices``.
 
@@ -55,8 +57,10 @@ def advance_beams(manager: ForkingBlockManager, beams: SequenceType[Sequence],
     arguments are checked before anything changes; an OOM in ``may_append`` propagates.
     """
     if not is_forking_manager_class(type(manager)):
-        raise TypeError(f"manager must be a BlockManager with {', '.join(FORKING_METHODS)} (a ForkingBlockManager), "
-                        f"got {type(manager).__name__}")
+        raise TypeError(
+            f"manager must be a BlockManager with {', '.join(FORKING_METHODS)} (a ForkingBlockManager), "
+            f"got {type(manager).__name__}"
+        )
     beams = list(beams)
     for seq in beams:
         check_instance("beam", seq, Sequence)
@@ -89,25 +93,38 @@ def advance_beams(manager: ForkingBlockManager, beams: SequenceType[Sequence],
 class _Branches:
     """A manager, a runner and the live branches of one prompt: prefill, fork, decode, free."""
 
-    def __init__(self, model: TinyLlama, prompt_ids: SequenceType[int], max_tokens: int, block_size: int,
-                 num_blocks: Optional[int], branches: int, manager_class: type = ForkingBlockManager,
-                 copy_blocks: Callable = _copy_blocks):
+    def __init__(
+        self,
+        model: TinyLlama,
+        prompt_ids: SequenceType[int],
+        max_tokens: int,
+        block_size: int,
+        num_blocks: Optional[int],
+        branches: int,
+        manager_class: type = ForkingBlockManager,
+        copy_blocks: Callable = _copy_blocks,
+    ):
         if not isinstance(model, TinyLlama):
             raise TypeError(f"model must be a TinyLlama, got {type(model).__name__}")
         if not is_forking_manager_class(manager_class):
-            raise TypeError(f"manager_class must be a BlockManager class with {', '.join(FORKING_METHODS)} (a "
-                            f"ForkingBlockManager), got {manager_class!r}")
+            raise TypeError(
+                f"manager_class must be a BlockManager class with {', '.join(FORKING_METHODS)} (a "
+                f"ForkingBlockManager), got {manager_class!r}"
+            )
         if not callable(copy_blocks):
-            raise TypeError(f"copy_blocks must be callable like paged_kv.engine.cache_ops.copy_blocks, got "
-                            f"{type(copy_blocks).__name__}")
+            raise TypeError(
+                f"copy_blocks must be callable like paged_kv.engine.cache_ops.copy_blocks, got "
+                f"{type(copy_blocks).__name__}"
+            )
         self.block_size = check_positive_int("block_size", block_size)
         check_positive_int("max_tokens", max_tokens)
         prompt = [check_int("token id", t, minimum=0) for t in prompt_ids]
         if not prompt:
             raise ValueError("the prompt must hold at least one token")
         if len(prompt) + max_tokens > model.config.max_model_len:
-            raise ValueError(f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds max_model_len "
-                             f"{model.config.max_model_len}")
+            raise ValueError(
+                f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds max_model_len {model.config.max_model_len}"
+            )
         # Enough for every branch to hold its own copy of everything: sharing can only use less.
         need = branches * math.ceil((len(prompt) + max_tokens) / block_size) + branches
         self.num_blocks = check_positive_int("num_blocks", num_blocks) if num_blocks is not None else need
@@ -150,10 +167,19 @@ class _Branches:
 
 
 @torch.inference_mode()
-def parallel_sample(model: TinyLlama, prompt_ids: SequenceType[int], n: int, max_tokens: int, *,
-                    temperature: float = 1.0, seed: int = 0, block_size: int = 16,
-                    num_blocks: Optional[int] = None, manager_class: type = ForkingBlockManager,
-                    copy_blocks: Callable = _copy_blocks) -> Tuple[List[List[int]], ForkStats]:
+def parallel_sample(
+    model: TinyLlama,
+    prompt_ids: SequenceType[int],
+    n: int,
+    max_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    block_size: int = 16,
+    num_blocks: Optional[int] = None,
+    manager_class: type = ForkingBlockManager,
+    copy_blocks: Callable = _copy_blocks,
+) -> Tuple[List[List[int]], ForkStats]:
     """``n`` sampled continuations of one prompt (branch ``i`` sampled with seed ``seed + i``), sharing
     the prompt's blocks: ``(outputs, stats)``. The first token of every branch comes from the prompt's
     logits, so the prefill runs once. ``manager_class`` and ``copy_blocks`` replace the package's
@@ -177,10 +203,19 @@ def parallel_sample(model: TinyLlama, prompt_ids: SequenceType[int], n: int, max
 
 
 @torch.inference_mode()
-def beam_search(model: TinyLlama, prompt_ids: SequenceType[int], width: int, max_tokens: int, *,
-                block_size: int = 16, num_blocks: Optional[int] = None, manager_class: type = ForkingBlockManager,
-                copy_blocks: Callable = _copy_blocks, advance: Callable = advance_beams,
-                on_step: Optional[Callable] = None) -> Tuple[List[Tuple[List[int], float]], ForkStats]:
+def beam_search(
+    model: TinyLlama,
+    prompt_ids: SequenceType[int],
+    width: int,
+    max_tokens: int,
+    *,
+    block_size: int = 16,
+    num_blocks: Optional[int] = None,
+    manager_class: type = ForkingBlockManager,
+    copy_blocks: Callable = _copy_blocks,
+    advance: Callable = advance_beams,
+    on_step: Optional[Callable] = None,
+) -> Tuple[List[Tuple[List[int], float]], ForkStats]:
     """Beam search of ``width`` beams for ``max_tokens`` tokens (no end token, no length penalty): the
     beams as ``(tokens, summed log-probability)``, best first, and the memory ``stats``.
 

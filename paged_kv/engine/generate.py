@@ -3,6 +3,7 @@
 ``generate_no_cache`` recomputes the whole sequence for every new token; ``generate_contiguous``
 keeps the textbook contiguous KV cache. Both return the generated token ids.
 """
+
 from __future__ import annotations
 
 from typing import List, Sequence
@@ -23,13 +24,17 @@ def _check(model: TinyLlama, prompt_ids: Sequence[int], params: SamplingParams) 
     if not ids:
         raise ValueError("the prompt must hold at least one token")
     if len(ids) + params.max_tokens - 1 > model.config.max_model_len:
-        raise ValueError(f"prompt ({len(ids)}) + max_tokens ({params.max_tokens}) - 1 exceeds max_model_len "
-                         f"{model.config.max_model_len}")
+        raise ValueError(
+            f"prompt ({len(ids)}) + max_tokens ({params.max_tokens}) - 1 exceeds max_model_len "
+            f"{model.config.max_model_len}"
+        )
     return ids
 
 
 @torch.inference_mode()
-def generate_no_cache(model: TinyLlama, prompt_ids: Sequence[int], params: SamplingParams = SamplingParams()) -> List[int]:
+def generate_no_cache(
+    model: TinyLlama, prompt_ids: Sequence[int], params: SamplingParams = SamplingParams()
+) -> List[int]:
     """Every step runs the model over all tokens so far and keeps only the last position's logits."""
     ids = _check(model, prompt_ids, params)
     device = model.embed.weight.device
@@ -44,12 +49,20 @@ def generate_no_cache(model: TinyLlama, prompt_ids: Sequence[int], params: Sampl
 
 
 @torch.inference_mode()
-def generate_contiguous(model: TinyLlama, prompt_ids: Sequence[int], params: SamplingParams = SamplingParams()) -> List[int]:
+def generate_contiguous(
+    model: TinyLlama, prompt_ids: Sequence[int], params: SamplingParams = SamplingParams()
+) -> List[int]:
     """Prefill the prompt into a contiguous cache, then one token per step."""
     ids = _check(model, prompt_ids, params)
     c, device = model.config, model.embed.weight.device
-    cache = ContiguousKVCache(c.num_layers, len(ids) + params.max_tokens, c.num_kv_heads, c.head_dim,
-                              dtype=model.embed.weight.dtype, device=device)
+    cache = ContiguousKVCache(
+        c.num_layers,
+        len(ids) + params.max_tokens,
+        c.num_kv_heads,
+        c.head_dim,
+        dtype=model.embed.weight.dtype,
+        device=device,
+    )
     gen, out = params.generator(), []
     new = ids
     for _ in range(params.max_tokens):

@@ -7,6 +7,7 @@
 - ``PagedKV``: many sequences in a shared pool of blocks; new K/V go to their slots, attention reads
   through block tables (what the engine uses).
 """
+
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence as SequenceType
@@ -44,7 +45,7 @@ class NoCache:
         outs = []
         for cq, ck, cv in chunks:
             b, t = shape if shape else (1, cq.shape[0])
-            qh = cq.reshape(b, t, *cq.shape[1:]).transpose(1, 2)                       # [B, Hq, T, D]
+            qh = cq.reshape(b, t, *cq.shape[1:]).transpose(1, 2)  # [B, Hq, T, D]
             kh = ck.reshape(b, t, *ck.shape[1:]).transpose(1, 2).repeat_interleave(group, dim=1)
             vh = cv.reshape(b, t, *cv.shape[1:]).transpose(1, 2).repeat_interleave(group, dim=1)
             out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
@@ -59,8 +60,15 @@ class ContiguousKVCache:
     layer; the caller then calls ``advance(n)``.
     """
 
-    def __init__(self, num_layers: int, max_len: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device=None):
+    def __init__(
+        self,
+        num_layers: int,
+        max_len: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device=None,
+    ):
         shape = (num_layers, max_len, num_kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -75,8 +83,9 @@ class ContiguousKVCache:
         self.v[layer, start:end] = v
         q_pos = torch.arange(start, end, device=q.device)
         allowed = torch.arange(end, device=q.device)[None, :] <= q_pos[:, None]
-        out = masked_attention(q[None], self.k[layer, :end][None], self.v[layer, :end][None], allowed[None],
-                               q.shape[-1] ** -0.5)
+        out = masked_attention(
+            q[None], self.k[layer, :end][None], self.v[layer, :end][None], allowed[None], q.shape[-1] ** -0.5
+        )
         return out[0]
 
     def advance(self, n: int) -> None:
@@ -92,9 +101,16 @@ class PagedKV:
     calls ``paged_prefill_attention_ref``, whose queries also see the cached prefix.
     """
 
-    def __init__(self, k_caches: List[torch.Tensor], v_caches: List[torch.Tensor], slot_mapping: torch.Tensor,
-                 block_tables: torch.Tensor, seq_lens: torch.Tensor, query_lens: Optional[torch.Tensor] = None,
-                 decode_attention: DecodeAttention = paged_decode_attention_ref):
+    def __init__(
+        self,
+        k_caches: List[torch.Tensor],
+        v_caches: List[torch.Tensor],
+        slot_mapping: torch.Tensor,
+        block_tables: torch.Tensor,
+        seq_lens: torch.Tensor,
+        query_lens: Optional[torch.Tensor] = None,
+        decode_attention: DecodeAttention = paged_decode_attention_ref,
+    ):
         if query_lens is None and slot_mapping.shape[0] != seq_lens.shape[0]:
             raise ValueError("a decode step has exactly one new token per sequence")
         self.k_caches, self.v_caches = k_caches, v_caches

@@ -15,6 +15,7 @@ Requests arriving together are served with continuous batching: a finished reque
 handed to the next waiting one on the following step. ``step_log`` and each ``RequestState`` keep
 what the course plots: tokens computed, prefix hits, blocks in use, TTFT and TPOT.
 """
+
 from __future__ import annotations
 
 import time
@@ -113,21 +114,32 @@ class LLMEngine:
     lab 06 has the same signature). ``clock``: seconds, for TTFT/TPOT.
     """
 
-    def __init__(self, model: TinyLlama, num_blocks: int, block_size: int = 16, *, max_num_seqs: int = 16,
-                 max_num_batched_tokens: Optional[int] = None, scheduler: SchedulerFactory = Scheduler,
-                 decode_attention: DecodeAttention = paged_decode_attention_ref,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        model: TinyLlama,
+        num_blocks: int,
+        block_size: int = 16,
+        *,
+        max_num_seqs: int = 16,
+        max_num_batched_tokens: Optional[int] = None,
+        scheduler: SchedulerFactory = Scheduler,
+        decode_attention: DecodeAttention = paged_decode_attention_ref,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         check_instance("model", model, TinyLlama)
         self.model = model
         self.max_model_len = model.config.max_model_len
         if max_num_batched_tokens is None:
             max_num_batched_tokens = 4 * self.max_model_len
         if check_positive_int("max_num_batched_tokens", max_num_batched_tokens) < self.max_model_len:
-            raise ValueError(f"max_num_batched_tokens={max_num_batched_tokens} must be at least max_model_len="
-                             f"{self.max_model_len}: a preempted sequence is recomputed in one prefill")
+            raise ValueError(
+                f"max_num_batched_tokens={max_num_batched_tokens} must be at least max_model_len="
+                f"{self.max_model_len}: a preempted sequence is recomputed in one prefill"
+            )
         self.block_manager = BlockManager(num_blocks, block_size)
-        self.scheduler = scheduler(self.block_manager, max_num_seqs=max_num_seqs,
-                                   max_num_batched_tokens=max_num_batched_tokens)
+        self.scheduler = scheduler(
+            self.block_manager, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+        )
         if not isinstance(self.scheduler, SchedulerBase):
             raise TypeError(f"scheduler must build a SchedulerBase, got {type(self.scheduler).__name__}")
         self.runner = ModelRunner(model, num_blocks, block_size, decode_attention)
@@ -155,17 +167,21 @@ class LLMEngine:
         if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, (str, list, tuple)):
             raise TypeError(f"prompt must be a str or a list of ints, got {type(prompt).__name__}")
         ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        seq = Sequence(ids, self.block_size)   # checks: non-empty, non-negative ints
+        seq = Sequence(ids, self.block_size)  # checks: non-empty, non-negative ints
         if max(ids) >= self.model.config.vocab_size:
             raise ValueError(f"token ids must be < vocab_size={self.model.config.vocab_size}, got {max(ids)}")
-        longest = len(ids) + params.max_tokens - 1   # the last sampled token is never fed back
+        longest = len(ids) + params.max_tokens - 1  # the last sampled token is never fed back
         if longest > self.max_model_len:
-            raise ValueError(f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} needs {longest} positions "
-                             f"but the model serves at most max_model_len={self.max_model_len}; shorten one of them")
+            raise ValueError(
+                f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} needs {longest} positions "
+                f"but the model serves at most max_model_len={self.max_model_len}; shorten one of them"
+            )
         if ceil_div(longest, self.block_size) > self.block_manager.num_blocks:
-            raise ValueError(f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} needs "
-                             f"{ceil_div(longest, self.block_size)} blocks of {self.block_size} but the pool has only "
-                             f"{self.block_manager.num_blocks}: it could never finish, even alone")
+            raise ValueError(
+                f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} needs "
+                f"{ceil_div(longest, self.block_size)} blocks of {self.block_size} but the pool has only "
+                f"{self.block_manager.num_blocks}: it could never finish, even alone"
+            )
         return seq
 
     def has_unfinished(self) -> bool:
@@ -179,8 +195,10 @@ class LLMEngine:
         was_running = {id(s) for s in self.scheduler.running}
         seqs, is_prefill = self.scheduler.schedule()
         if not isinstance(seqs, list) or not seqs:
-            raise RuntimeError(f"the scheduler returned {seqs!r} while {len(self.scheduler.waiting)} sequence(s) wait "
-                               f"and {len(self.scheduler.running)} run: an empty step would loop forever")
+            raise RuntimeError(
+                f"the scheduler returned {seqs!r} while {len(self.scheduler.waiting)} sequence(s) wait "
+                f"and {len(self.scheduler.running)} run: an empty step would loop forever"
+            )
         preempted = [s for s in self.scheduler.waiting if id(s) in was_running]
         for seq in preempted:
             self._by_seq[seq.seq_id].num_preemptions += 1
@@ -195,7 +213,7 @@ class LLMEngine:
         now = self.clock()  # after sampling: reading each token back to the host waits for the device's work
         finished = []
         for seq, state, token in zip(seqs, states, tokens):
-            self.block_manager.hash_blocks(seq)          # after the K/V exist, never before
+            self.block_manager.hash_blocks(seq)  # after the K/V exist, never before
             seq.num_cached_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
             seq.append_token(token)
@@ -207,12 +225,22 @@ class LLMEngine:
                 self.scheduler.finish(seq)
                 state.finish_time = now
                 finished.append(state)
-        self.step_log.append(StepRecord(
-            index=len(self.step_log), is_prefill=is_prefill, num_seqs=len(seqs), computed_tokens=computed,
-            cached_tokens=cached, preempted=len(preempted),
-            blocks_in_use=self.block_manager.num_blocks - self.block_manager.num_free_blocks,
-            kv_slots_filled=self._filled_slots(), kv_slots_reserved=self.scheduler.reserved_blocks() * self.block_size,
-            num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting), end_time=now))
+        self.step_log.append(
+            StepRecord(
+                index=len(self.step_log),
+                is_prefill=is_prefill,
+                num_seqs=len(seqs),
+                computed_tokens=computed,
+                cached_tokens=cached,
+                preempted=len(preempted),
+                blocks_in_use=self.block_manager.num_blocks - self.block_manager.num_free_blocks,
+                kv_slots_filled=self._filled_slots(),
+                kv_slots_reserved=self.scheduler.reserved_blocks() * self.block_size,
+                num_running=len(self.scheduler.running),
+                num_waiting=len(self.scheduler.waiting),
+                end_time=now,
+            )
+        )
         return finished
 
     def _filled_slots(self) -> int:
@@ -236,15 +264,18 @@ class LLMEngine:
             steps += 1
         return [self.requests[i] for i in sorted(self.requests)]
 
-    def generate(self, prompts: SequenceType[Union[str, SequenceType[int]]],
-                 params: Union[SamplingParams, SequenceType[SamplingParams]] = SamplingParams()) -> List[RequestState]:
+    def generate(
+        self,
+        prompts: SequenceType[Union[str, SequenceType[int]]],
+        params: Union[SamplingParams, SequenceType[SamplingParams]] = SamplingParams(),
+    ) -> List[RequestState]:
         """Add every prompt (all arrive now), serve them all, return their states in prompt order."""
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)) or not prompts:
             raise TypeError("prompts must be a non-empty list of strings or token-id lists")
         param_list = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
         if len(param_list) != len(prompts):
             raise ValueError(f"got {len(prompts)} prompts but {len(param_list)} SamplingParams")
-        for p, sp in zip(prompts, param_list):   # every request is checked before any is queued
+        for p, sp in zip(prompts, param_list):  # every request is checked before any is queued
             self._new_sequence(p, sp)
         ids = [self.add_request(p, sp) for p, sp in zip(prompts, param_list)]
         self.run()

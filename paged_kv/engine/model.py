@@ -9,6 +9,7 @@ live and what each query may see (a paged cache, a contiguous cache, or nothing 
 ``load_tiny_model()`` returns the model this project trained on CPython's documentation text
 (``tools/train_tiny_model.py``; weights in ``paged_kv/engine/data/``).
 """
+
 from __future__ import annotations
 
 import math
@@ -89,8 +90,8 @@ class RMSNorm(nn.Module):
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple:
     """``cos, sin`` of shape ``[N, 1, head_dim]`` for integer ``positions [N]`` (half-split layout)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
-    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]          # [N, D/2]
-    angles = torch.cat([angles, angles], dim=-1)[:, None, :]                  # [N, 1, D]
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [N, D/2]
+    angles = torch.cat([angles, angles], dim=-1)[:, None, :]  # [N, 1, D]
     return angles.cos(), angles.sin()
 
 
@@ -175,16 +176,22 @@ class TinyLlama(nn.Module):
     def _check_inputs(self, input_ids, positions) -> None:
         for name, t in (("input_ids", input_ids), ("positions", positions)):
             if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype not in (torch.int32, torch.int64):
-                raise TypeError(f"{name} must be a 1-D int tensor, got "
-                                f"{getattr(t, 'dtype', type(t).__name__)} of shape {tuple(getattr(t, 'shape', ()))}")
+                raise TypeError(
+                    f"{name} must be a 1-D int tensor, got "
+                    f"{getattr(t, 'dtype', type(t).__name__)} of shape {tuple(getattr(t, 'shape', ()))}"
+                )
         if input_ids.shape != positions.shape or input_ids.numel() == 0:
-            raise ValueError(f"input_ids {tuple(input_ids.shape)} and positions {tuple(positions.shape)} "
-                             "must have one (non-zero) length")
+            raise ValueError(
+                f"input_ids {tuple(input_ids.shape)} and positions {tuple(positions.shape)} "
+                "must have one (non-zero) length"
+            )
         if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size:
             raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}")
         if int(positions.min()) < 0 or int(positions.max()) >= self.config.max_model_len:
-            raise ValueError(f"positions must lie in 0..{self.config.max_model_len - 1} (max_model_len), "
-                             f"got {int(positions.min())}..{int(positions.max())}")
+            raise ValueError(
+                f"positions must lie in 0..{self.config.max_model_len - 1} (max_model_len), "
+                f"got {int(positions.min())}..{int(positions.max())}"
+            )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -202,12 +209,19 @@ def init_weights(model: TinyLlama, seed: int) -> None:
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
             else:
-                scale = std / math.sqrt(2 * model.config.num_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else std
+                scale = (
+                    std / math.sqrt(2 * model.config.num_layers)
+                    if name.endswith(("o_proj.weight", "down_proj.weight"))
+                    else std
+                )
                 p.copy_(torch.randn(p.shape, generator=gen) * scale)
 
 
-def load_tiny_model(path: Union[str, Path, None] = None, dtype: torch.dtype = torch.float32,
-                    device: Optional[Union[str, torch.device]] = None) -> TinyLlama:
+def load_tiny_model(
+    path: Union[str, Path, None] = None,
+    dtype: torch.dtype = torch.float32,
+    device: Optional[Union[str, torch.device]] = None,
+) -> TinyLlama:
     """The model trained by ``tools/train_tiny_model.py``, in eval mode (weights stored in float16)."""
     checkpoint = read_checkpoint(path)
     model = TinyLlama(ModelConfig.from_dict(checkpoint["config"]))

@@ -5,6 +5,7 @@ For each scheduled sequence it lays out the tokens to compute (prefill: position
 newest token), their *slots* in the pool, the block tables and the lengths, then runs the model with
 a ``PagedKV`` context and returns the logits of each sequence's last position.
 """
+
 from __future__ import annotations
 
 from typing import List, Sequence as SequenceType, Tuple
@@ -27,16 +28,26 @@ class ModelRunner:
     ``num_computed_tokens`` counts every token that went through the model: prefix-cache hits do not.
     """
 
-    def __init__(self, model: TinyLlama, num_blocks: int, block_size: int,
-                 decode_attention: DecodeAttention = paged_decode_attention_ref, copy_blocks=copy_blocks):
+    def __init__(
+        self,
+        model: TinyLlama,
+        num_blocks: int,
+        block_size: int,
+        decode_attention: DecodeAttention = paged_decode_attention_ref,
+        copy_blocks=copy_blocks,
+    ):
         check_instance("model", model, TinyLlama)
         if not callable(copy_blocks):
-            raise TypeError(f"copy_blocks must be callable like paged_kv.engine.cache_ops.copy_blocks, got "
-                            f"{type(copy_blocks).__name__}")
+            raise TypeError(
+                f"copy_blocks must be callable like paged_kv.engine.cache_ops.copy_blocks, got "
+                f"{type(copy_blocks).__name__}"
+            )
         self.copy_blocks = copy_blocks
         if not callable(decode_attention):
-            raise TypeError(f"decode_attention must be callable like paged_decode_attention_ref, got "
-                            f"{type(decode_attention).__name__}")
+            raise TypeError(
+                f"decode_attention must be callable like paged_decode_attention_ref, got "
+                f"{type(decode_attention).__name__}"
+            )
         self.model = model
         self.num_blocks = check_positive_int("num_blocks", num_blocks)
         self.block_size = check_positive_int("block_size", block_size)
@@ -58,14 +69,20 @@ class ModelRunner:
             start, count = seq.num_cached_tokens, seq.num_scheduled_tokens
             end = start + count
             if is_prefill and (count < 1 or end != len(seq)):
-                raise ValueError(f"prefill of sequence {seq.seq_id}: cached {start} + scheduled {count} tokens must "
-                                 f"cover all {len(seq)} tokens, with at least one scheduled")
+                raise ValueError(
+                    f"prefill of sequence {seq.seq_id}: cached {start} + scheduled {count} tokens must "
+                    f"cover all {len(seq)} tokens, with at least one scheduled"
+                )
             if not is_prefill and (count != 1 or end != len(seq)):
-                raise ValueError(f"decode of sequence {seq.seq_id}: expected 1 scheduled token after "
-                                 f"{len(seq) - 1} cached, got {count} scheduled after {start} cached")
+                raise ValueError(
+                    f"decode of sequence {seq.seq_id}: expected 1 scheduled token after "
+                    f"{len(seq) - 1} cached, got {count} scheduled after {start} cached"
+                )
             if seq.num_blocks > len(seq.block_table) or (seq.block_table and max(seq.block_table) >= self.num_blocks):
-                raise ValueError(f"sequence {seq.seq_id} has {len(seq)} tokens but block table {seq.block_table} "
-                                 f"(pool of {self.num_blocks}); was may_append/allocate called?")
+                raise ValueError(
+                    f"sequence {seq.seq_id} has {len(seq)} tokens but block table {seq.block_table} "
+                    f"(pool of {self.num_blocks}); was may_append/allocate called?"
+                )
             ids.extend(seq.token_ids[start:end])
             positions.append(torch.arange(start, end))
             slots.append(slots_for(seq.block_table, start, end, self.block_size))
@@ -74,9 +91,14 @@ class ModelRunner:
         width = max(len(seq.block_table) for seq in seqs)
         tables = [seq.block_table + [0] * (width - len(seq.block_table)) for seq in seqs]  # padding never read
         dev = self.device
-        return (torch.tensor(ids, device=dev), torch.cat(positions).to(dev), torch.cat(slots).to(dev),
-                torch.tensor(tables, dtype=torch.int32, device=dev), torch.tensor(seq_lens, dtype=torch.int32, device=dev),
-                torch.tensor(query_lens, dtype=torch.int32, device=dev))
+        return (
+            torch.tensor(ids, device=dev),
+            torch.cat(positions).to(dev),
+            torch.cat(slots).to(dev),
+            torch.tensor(tables, dtype=torch.int32, device=dev),
+            torch.tensor(seq_lens, dtype=torch.int32, device=dev),
+            torch.tensor(query_lens, dtype=torch.int32, device=dev),
+        )
 
     @torch.inference_mode()
     def run(self, seqs: List[Sequence], is_prefill: bool, copies: SequenceType[Tuple[int, int]] = ()) -> torch.Tensor:
@@ -93,8 +115,15 @@ class ModelRunner:
         ids, positions, slots, tables, seq_lens, query_lens = self._layout(seqs, is_prefill)
         if copies:
             self.copy_blocks(list(self.k_caches), list(self.v_caches), list(copies))
-        context = PagedKV(self.k_caches, self.v_caches, slots, tables, seq_lens,
-                          query_lens if is_prefill else None, self.decode_attention)
+        context = PagedKV(
+            self.k_caches,
+            self.v_caches,
+            slots,
+            tables,
+            seq_lens,
+            query_lens if is_prefill else None,
+            self.decode_attention,
+        )
         hidden = self.model(ids, positions, context)
         self.num_computed_tokens += ids.numel()
         last = torch.cumsum(query_lens.long(), 0) - 1

@@ -1,4 +1,5 @@
 """How a request picks its next token: greedy (temperature 0) or seeded sampling."""
+
 from __future__ import annotations
 
 import numbers
@@ -18,13 +19,21 @@ class SamplingParams:
     seed: Optional[int] = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, numbers.Integral) or self.max_tokens < 1:
+        if (
+            isinstance(self.max_tokens, bool)
+            or not isinstance(self.max_tokens, numbers.Integral)
+            or self.max_tokens < 1
+        ):
             raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, numbers.Real) \
-                or not 0 <= self.temperature < float("inf"):
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, numbers.Real)
+            or not 0 <= self.temperature < float("inf")
+        ):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral)
-                                      or self.seed < 0):
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0
+        ):
             raise ValueError(f"seed must be None or a non-negative int, got {self.seed!r}")
 
     def generator(self) -> Optional[torch.Generator]:

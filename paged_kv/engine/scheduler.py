@@ -15,6 +15,7 @@ chunked prefill, like nano-vllm before its commit 8d63a98):
 ``SchedulerBase`` holds the queues and everything around the decision; ``Scheduler`` adds the
 decision itself (``schedule`` and ``preempt``), which is what lab 07 asks students to write.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -51,11 +52,15 @@ class SchedulerBase:
         if any(s is seq for s in self.waiting) or any(s is seq for s in self.running):
             raise ValueError(f"sequence {seq.seq_id} is already queued")
         if seq.num_blocks > self.block_manager.num_blocks:
-            raise ValueError(f"sequence {seq.seq_id} needs {seq.num_blocks} blocks but the whole pool has "
-                             f"{self.block_manager.num_blocks}: it could never run")
+            raise ValueError(
+                f"sequence {seq.seq_id} needs {seq.num_blocks} blocks but the whole pool has "
+                f"{self.block_manager.num_blocks}: it could never run"
+            )
         if len(seq) > self.max_num_batched_tokens:
-            raise ValueError(f"sequence {seq.seq_id} has {len(seq)} tokens, more than max_num_batched_tokens="
-                             f"{self.max_num_batched_tokens}: its prefill could never be scheduled")
+            raise ValueError(
+                f"sequence {seq.seq_id} has {len(seq)} tokens, more than max_num_batched_tokens="
+                f"{self.max_num_batched_tokens}: its prefill could never be scheduled"
+            )
         self.waiting.append(seq)
 
     def is_finished(self) -> bool:
@@ -152,18 +157,23 @@ class MaxReservationScheduler(Scheduler):
     never needs preemption: its reservation always covers its growth.
     """
 
-    def __init__(self, block_manager: BlockManager, max_model_len: int, max_num_seqs: int = 16,
-                 max_num_batched_tokens: int = 512):
+    def __init__(
+        self, block_manager: BlockManager, max_model_len: int, max_num_seqs: int = 16, max_num_batched_tokens: int = 512
+    ):
         super().__init__(block_manager, max_num_seqs, max_num_batched_tokens)
         self.max_model_len = check_positive_int("max_model_len", max_model_len)
         self.blocks_per_request = -(-self.max_model_len // self.block_size)
         if self.blocks_per_request > block_manager.num_blocks:
-            raise ValueError(f"one reservation of {self.max_model_len} tokens needs {self.blocks_per_request} blocks; "
-                             f"the pool has {block_manager.num_blocks}")
+            raise ValueError(
+                f"one reservation of {self.max_model_len} tokens needs {self.blocks_per_request} blocks; "
+                f"the pool has {block_manager.num_blocks}"
+            )
 
     def add(self, seq: Sequence) -> None:
         if len(seq) > self.max_model_len:
-            raise ValueError(f"sequence {seq.seq_id} has {len(seq)} tokens, more than max_model_len={self.max_model_len}")
+            raise ValueError(
+                f"sequence {seq.seq_id} has {len(seq)} tokens, more than max_model_len={self.max_model_len}"
+            )
         super().add(seq)
 
     def reserved_blocks(self) -> int:
@@ -177,18 +187,22 @@ class MaxReservationScheduler(Scheduler):
     def schedule(self) -> Tuple[List[Sequence], bool]:
         scheduled: List[Sequence] = []
         budget = self.max_num_batched_tokens
-        while (self.waiting and len(scheduled) < self.max_num_seqs and len(self.running) < self.max_running
-               and len(self.waiting[0]) <= budget):
+        while (
+            self.waiting
+            and len(scheduled) < self.max_num_seqs
+            and len(self.running) < self.max_running
+            and len(self.waiting[0]) <= budget
+        ):
             seq = self.waiting.popleft()
-            self.block_manager.allocate(seq, 0)      # no prefix sharing in the baseline
+            self.block_manager.allocate(seq, 0)  # no prefix sharing in the baseline
             seq.num_scheduled_tokens = len(seq)
             budget -= len(seq)
             self.running.append(seq)
             scheduled.append(seq)
         if scheduled:
             return scheduled, True
-        for seq in list(self.running)[:self.max_num_seqs]:
-            self.block_manager.may_append(seq)       # inside its reservation: never runs out
+        for seq in list(self.running)[: self.max_num_seqs]:
+            self.block_manager.may_append(seq)  # inside its reservation: never runs out
             seq.num_scheduled_tokens = 1
             scheduled.append(seq)
         return scheduled, False

@@ -1,4 +1,5 @@
 """Byte-level tokenizer of the tiny model: token id = one UTF-8 byte (vocabulary of 256)."""
+
 from __future__ import annotations
 
 from typing import List, Sequence

@@ -6,6 +6,7 @@ Shapes: ``q [num_seqs, num_q_heads, head_dim]``; ``k_cache``/``v_cache``
 Query head ``h`` reads KV head ``h // (num_q_heads // num_kv_heads)`` (grouped-query attention).
 Token ``pos`` of sequence ``s`` lives at ``k_cache[block_tables[s, pos // block_size], pos % block_size]``.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -36,13 +37,16 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> Tuple[int
     if kv_dim != head_dim:
         raise ValueError(f"q has head_dim {head_dim} but the cache has head_dim {kv_dim}")
     if not q.is_floating_point() or q.dtype != k_cache.dtype or q.dtype != v_cache.dtype:
-        raise TypeError(f"q, k_cache, v_cache must share one float dtype, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+        raise TypeError(
+            f"q, k_cache, v_cache must share one float dtype, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}"
+        )
     if num_q_heads % num_kv_heads:
         raise ValueError(f"num_q_heads={num_q_heads} must be a multiple of num_kv_heads={num_kv_heads}")
     if block_tables.shape[0] != num_seqs or seq_lens.shape[0] != num_seqs:
         raise ValueError(
             f"q has {num_seqs} sequences but block_tables has {block_tables.shape[0]} rows and seq_lens "
-            f"{seq_lens.shape[0]} entries")
+            f"{seq_lens.shape[0]} entries"
+        )
     _check_tables(block_tables, seq_lens, num_blocks, block_size)
     return num_seqs, num_q_heads, num_kv_heads, head_dim, block_size
 
@@ -51,8 +55,10 @@ def _check_tables(block_tables, seq_lens, num_blocks: int, block_size: int) -> N
     if block_tables.dtype not in _INDEX_DTYPES or seq_lens.dtype not in _INDEX_DTYPES:
         raise TypeError(f"block_tables and seq_lens must be int32/int64, got {block_tables.dtype}, {seq_lens.dtype}")
     if block_tables.shape[0] != seq_lens.shape[0] or seq_lens.shape[0] == 0:
-        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but seq_lens has {seq_lens.shape[0]} entries "
-                         "(need the same number, at least one)")
+        raise ValueError(
+            f"block_tables has {block_tables.shape[0]} rows but seq_lens has {seq_lens.shape[0]} entries "
+            "(need the same number, at least one)"
+        )
     max_len = block_tables.shape[1] * block_size
     if int(seq_lens.min()) < 1 or int(seq_lens.max()) > max_len:
         raise ValueError(f"every seq_len must be in 1..{max_len} (max_blocks * block_size), got {seq_lens.tolist()}")
@@ -75,30 +81,35 @@ def gather_kv(cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.T
     block_size = cache.shape[1]
     max_len = int(seq_lens.max())
     pos = torch.arange(max_len, device=cache.device)
-    valid = pos[None, :] < seq_lens[:, None].long()                   # [S, L]
+    valid = pos[None, :] < seq_lens[:, None].long()  # [S, L]
     logical_block = (pos // block_size).expand(len(seq_lens), -1)
-    physical = torch.gather(block_tables.long(), 1, logical_block)    # [S, L]
+    physical = torch.gather(block_tables.long(), 1, logical_block)  # [S, L]
     physical = torch.where(valid, physical, torch.zeros_like(physical))  # padding entries never read
     out = cache[physical, (pos % block_size)[None, :].expand_as(physical)]
     return out * valid[..., None, None].to(out.dtype)
 
 
-def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                               block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                               scale: Optional[float] = None) -> torch.Tensor:
+def paged_decode_attention_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: Optional[float] = None,
+) -> torch.Tensor:
     """Softmax attention of each sequence's query over its cached keys; returns ``[num_seqs, num_q_heads, head_dim]``.
 
     Computed in float32 and returned in ``q.dtype``; ``scale`` defaults to ``head_dim ** -0.5``.
     """
     num_seqs, num_q_heads, num_kv_heads, head_dim, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     if scale is None:
-        scale = head_dim ** -0.5
+        scale = head_dim**-0.5
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise ValueError(f"scale must be a positive float, got {scale!r}")
     group = num_q_heads // num_kv_heads
-    k = gather_kv(k_cache, block_tables, seq_lens).float()            # [S, L, Hkv, D]
+    k = gather_kv(k_cache, block_tables, seq_lens).float()  # [S, L, Hkv, D]
     v = gather_kv(v_cache, block_tables, seq_lens).float()
-    qg = q.float().reshape(num_seqs, num_kv_heads, group, head_dim)   # [S, Hkv, G, D]
+    qg = q.float().reshape(num_seqs, num_kv_heads, group, head_dim)  # [S, Hkv, G, D]
     scores = torch.einsum("skgd,slkd->skgl", qg, k) * scale
     valid = torch.arange(k.shape[1], device=q.device)[None, :] < seq_lens[:, None].long()
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))

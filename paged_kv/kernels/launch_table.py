@@ -8,6 +8,7 @@ know the kernel's occupancy before its first launch). An entry is used only on a
 anything else falls back to the defaults in ``triton_attention``. The table ships empty until a GPU
 run fills it, and its ``about`` says so.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ from typing import Iterable, List, Optional, Tuple
 from paged_kv.kernels.occupancy import KernelResources
 
 TABLE_PATH = Path(__file__).with_name("launch_table.json")
-EMPTY_ABOUT = ("No GPU sweep has been recorded yet: plan_launch uses its defaults. Fill it on a GPU with "
-               "`PYTHONPATH=. python3 bench/tune_paged_attention.py --write`.")
+EMPTY_ABOUT = (
+    "No GPU sweep has been recorded yet: plan_launch uses its defaults. Fill it on a GPU with "
+    "`PYTHONPATH=. python3 bench/tune_paged_attention.py --write`."
+)
 _REQUIRED = ("gpu", "triton", "date", "block_size", "head_dim", "group", "tile", "num_warps", "num_stages")
 
 
@@ -120,8 +123,12 @@ def write_table(entries: Iterable[TunedLaunch], path: Path = TABLE_PATH, about: 
     merged = {e.key: e for e in old.entries}
     merged.update({e.key: e for e in entries})
     ordered: List[TunedLaunch] = sorted(merged.values(), key=lambda e: e.key)
-    text = about or (old.about if old.entries else "Winners of bench/tune_paged_attention.py, one per GPU and "
-                     "(block size, head dim, group); plan_launch falls back to its defaults elsewhere.")
+    text = about or (
+        old.about
+        if old.entries
+        else "Winners of bench/tune_paged_attention.py, one per GPU and "
+        "(block size, head dim, group); plan_launch falls back to its defaults elsewhere."
+    )
     table = LaunchTable(text, tuple(ordered))
     Path(path).write_text(json.dumps({"about": table.about, "entries": [asdict(e) for e in ordered]}, indent=2) + "\n")
     return table

@@ -22,6 +22,7 @@ hold them: 65,536 registers and 64 warps per SM (the H100 figures of Modal's GPU
 "occupancy", which match the CUDA guide's table for 8.0 and 9.0), and the largest shared-memory
 carve-out per SM, 164 KiB on 8.0 and 228 KiB on 9.0 (the carve-out steps of ``cuda_occupancy.h``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,14 +40,21 @@ class SmLimits:
     max_warps: int = 64
     max_programs: int = 32
     shared_bytes: int = 228 * 1024
-    register_unit: int = 256          # registers are allocated per warp in units of this many
-    shared_unit: int = 128            # shared memory is allocated per program in units of this many bytes
-    reserved_shared: int = 1024       # bytes the driver keeps per program
+    register_unit: int = 256  # registers are allocated per warp in units of this many
+    shared_unit: int = 128  # shared memory is allocated per program in units of this many bytes
+    reserved_shared: int = 1024  # bytes the driver keeps per program
     sub_partitions: int = 4
 
     def __post_init__(self):
-        for field in ("registers", "max_warps", "max_programs", "shared_bytes", "register_unit", "shared_unit",
-                      "sub_partitions"):
+        for field in (
+            "registers",
+            "max_warps",
+            "max_programs",
+            "shared_bytes",
+            "register_unit",
+            "shared_unit",
+            "sub_partitions",
+        ):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"SmLimits.{field} must be a positive int, got {value!r}")
@@ -105,8 +113,13 @@ def limits_of_device(props, capability) -> SmLimits:
     registers = getattr(props, "regs_per_multiprocessor", None) or base.registers
     threads = getattr(props, "max_threads_per_multi_processor", None) or base.max_warps * WARP
     shared = getattr(props, "shared_memory_per_multiprocessor", None) or base.shared_bytes
-    return SmLimits(f"sm_{capability[0]}{capability[1]}", registers=int(registers), max_warps=int(threads) // WARP,
-                    max_programs=max_programs_of(capability), shared_bytes=int(shared))
+    return SmLimits(
+        f"sm_{capability[0]}{capability[1]}",
+        registers=int(registers),
+        max_warps=int(threads) // WARP,
+        max_programs=max_programs_of(capability),
+        shared_bytes=int(shared),
+    )
 
 
 def _round_up(value: int, unit: int) -> int:
@@ -137,4 +150,3 @@ def one_wave_splits(programs: int, wave: int, max_splits: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     return max(1, min(max_splits, wave // programs))
-

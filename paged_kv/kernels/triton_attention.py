@@ -6,6 +6,7 @@ The kernel reads K and V straight through the block table (no gathered copy), pa
 query-head group into one ``tl.dot``, accumulates in float32, and splits long sequences over several
 programs (flash-decoding) when there are too few (sequence, KV head) pairs to fill the GPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,14 @@ import torch
 
 from paged_kv.kernels.attention import check_paged_inputs
 from paged_kv.kernels.launch_table import LaunchTable, load_table
-from paged_kv.kernels.occupancy import SM90, KernelResources, SmLimits, limits_of_device, one_wave_splits, programs_per_sm
+from paged_kv.kernels.occupancy import (
+    SM90,
+    KernelResources,
+    SmLimits,
+    limits_of_device,
+    one_wave_splits,
+    programs_per_sm,
+)
 
 MAX_HEAD_DIM = 256
 MIN_DOT = 16  # tl.dot's K must be >= 16 (Triton 3.5.0 to 3.7.1, NVIDIA); 3.4.0 and earlier needed M, N >= 16 too
@@ -45,6 +53,7 @@ FALLBACK_PROGRAMS_PER_SM = 2  # used only while the compiled kernel's occupancy 
 
 ResourcesFor = Callable[[int, int, int], Optional[KernelResources]]
 
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -61,13 +70,17 @@ def check_supported(q: torch.Tensor, native: bool) -> None:
     if q.dtype not in _DTYPES:
         raise TypeError(f"the Triton kernel handles float16, bfloat16 and float32, got {q.dtype}")
     if q.dtype == torch.bfloat16 and not native:
-        raise TypeError("bfloat16 cannot be computed by Triton's interpreter on the CPU (its numpy backend stores "
-                        "bf16 as raw bits: triton-lang/triton#4972, #11584). Use float16 or float32 here, or run "
-                        "on a GPU with compute capability 8.0+ where bf16 is native.")
+        raise TypeError(
+            "bfloat16 cannot be computed by Triton's interpreter on the CPU (its numpy backend stores "
+            "bf16 as raw bits: triton-lang/triton#4972, #11584). Use float16 or float32 here, or run "
+            "on a GPU with compute capability 8.0+ where bf16 is native."
+        )
     head_dim = q.shape[-1]
     if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"head_dim {head_dim} is larger than this kernel's limit of {MAX_HEAD_DIM} "
-                         "(its accumulator lives in registers); use paged_decode_attention_ref")
+        raise ValueError(
+            f"head_dim {head_dim} is larger than this kernel's limit of {MAX_HEAD_DIM} "
+            "(its accumulator lives in registers); use paged_decode_attention_ref"
+        )
 
 
 def _positive_int(name: str, value) -> int:
@@ -76,12 +89,25 @@ def _positive_int(name: str, value) -> int:
     return value
 
 
-def plan_launch(num_seqs: int, num_kv_heads: int, max_seq_len: int, *, native: bool, sm_count: int = 132,
-                stages: Optional[int] = None, num_splits: Optional[int] = None, tile: Optional[int] = None,
-                num_warps: Optional[int] = None, block_size: Optional[int] = None, head_dim: Optional[int] = None,
-                group: Optional[int] = None, gpu: Optional[str] = None,
-                resources: Union[KernelResources, ResourcesFor, None] = None, limits: SmLimits = SM90,
-                table: Optional[LaunchTable] = None) -> LaunchPlan:
+def plan_launch(
+    num_seqs: int,
+    num_kv_heads: int,
+    max_seq_len: int,
+    *,
+    native: bool,
+    sm_count: int = 132,
+    stages: Optional[int] = None,
+    num_splits: Optional[int] = None,
+    tile: Optional[int] = None,
+    num_warps: Optional[int] = None,
+    block_size: Optional[int] = None,
+    head_dim: Optional[int] = None,
+    group: Optional[int] = None,
+    gpu: Optional[str] = None,
+    resources: Union[KernelResources, ResourcesFor, None] = None,
+    limits: SmLimits = SM90,
+    table: Optional[LaunchTable] = None,
+) -> LaunchPlan:
     """Pick tile, warps, stages and splits for one call.
 
     Tile, warps and stages: the arguments when given, else the launch table's entry for this ``gpu`` name
@@ -105,8 +131,14 @@ def plan_launch(num_seqs: int, num_kv_heads: int, max_seq_len: int, *, native: b
     num_warps = _positive_int("num_warps", num_warps or (tuned.num_warps if tuned else DEFAULT_WARPS))
     stages = _positive_int("stages", stages or (tuned.num_stages if tuned else DEFAULT_STAGES)) if native else 1
     if num_splits is None:
-        num_splits, rule = _splits(num_seqs * num_kv_heads, max_seq_len, native, sm_count, limits,
-                                   _resources_of(resources, tuned, tile, num_warps, stages))
+        num_splits, rule = _splits(
+            num_seqs * num_kv_heads,
+            max_seq_len,
+            native,
+            sm_count,
+            limits,
+            _resources_of(resources, tuned, tile, num_warps, stages),
+        )
         source += f"; {rule}"
     _positive_int("num_splits", num_splits)
     tokens_per_split = math.ceil(math.ceil(max_seq_len / num_splits) / tile) * tile
@@ -117,14 +149,18 @@ def plan_launch(num_seqs: int, num_kv_heads: int, max_seq_len: int, *, native: b
 def _resources_of(resources, tuned, tile: int, num_warps: int, stages: int) -> Optional[KernelResources]:
     if callable(resources):
         resources = resources(tile, num_warps, stages)
-    if resources is None and tuned is not None and (tuned.tile, tuned.num_warps, tuned.num_stages) == \
-            (tile, num_warps, stages):
+    if (
+        resources is None
+        and tuned is not None
+        and (tuned.tile, tuned.num_warps, tuned.num_stages) == (tile, num_warps, stages)
+    ):
         resources = tuned.resources
     return resources
 
 
-def _splits(pairs: int, max_seq_len: int, native: bool, sm_count: int, limits: SmLimits,
-            resources: Optional[KernelResources]) -> Tuple[int, str]:
+def _splits(
+    pairs: int, max_seq_len: int, native: bool, sm_count: int, limits: SmLimits, resources: Optional[KernelResources]
+) -> Tuple[int, str]:
     """(splits, the rule that chose them) for ``pairs`` (sequence, KV head) programs."""
     if not native:
         return 1, "interpreter: one split"
@@ -133,8 +169,10 @@ def _splits(pairs: int, max_seq_len: int, native: bool, sm_count: int, limits: S
         per_sm = programs_per_sm(resources, limits)
         if per_sm < 1:
             raise ValueError(f"the kernel does not fit on one SM of {limits.name}: {resources}")
-        return one_wave_splits(pairs, sm_count * per_sm, most), \
-            f"one wave of {sm_count} x {per_sm} programs ({resources.registers} registers, {resources.shared_bytes} B shared)"
+        return (
+            one_wave_splits(pairs, sm_count * per_sm, most),
+            f"one wave of {sm_count} x {per_sm} programs ({resources.registers} registers, {resources.shared_bytes} B shared)",
+        )
     wanted = math.ceil(FALLBACK_PROGRAMS_PER_SM * sm_count / pairs)
     return max(1, min(wanted, most)), f"occupancy unknown: about {FALLBACK_PROGRAMS_PER_SM} programs per SM"
 
@@ -169,22 +207,48 @@ def launch(q, k_cache, v_cache, block_tables, seq_lens, out, scale: float, plan:
         part_out = part_lse = out  # unused when SPLIT is False
     grid = (num_seqs, num_kv_heads, plan.num_splits)
     compiled = kern.paged_decode_kernel[grid](
-        q, k_cache, v_cache, block_tables, seq_lens, out, part_out, part_lse,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        out,
+        part_out,
+        part_lse,
         scale * kern.LOG2E,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(),
-        *block_tables.stride(), *out.stride(),
-        plan.tokens_per_split, plan.num_splits,
-        GROUP=group, GROUP_PAD=max(MIN_DOT, _next_pow2(group)), HEAD_DIM=head_dim,
-        DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)), BLOCK_SIZE=block_size, TILE=plan.tile, SPLIT=split,
-        FP32_DOT=q.dtype == torch.float32, num_warps=plan.num_warps, num_stages=plan.num_stages)
+        *q.stride(),
+        *k_cache.stride(),
+        *v_cache.stride(),
+        *block_tables.stride(),
+        *out.stride(),
+        plan.tokens_per_split,
+        plan.num_splits,
+        GROUP=group,
+        GROUP_PAD=max(MIN_DOT, _next_pow2(group)),
+        HEAD_DIM=head_dim,
+        DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)),
+        BLOCK_SIZE=block_size,
+        TILE=plan.tile,
+        SPLIT=split,
+        FP32_DOT=q.dtype == torch.float32,
+        num_warps=plan.num_warps,
+        num_stages=plan.num_stages,
+    )
     resources = KernelResources.of_compiled(compiled)
     if resources is not None:
         _OBSERVED[_variant(q, k_cache, plan.tile, plan.num_warps, plan.num_stages)] = resources
     if split:
         kern.merge_splits_kernel[(num_seqs, num_q_heads)](
-            part_out, part_lse, out, plan.num_splits, *out.stride(),
-            HEAD_DIM=head_dim, DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)),
-            SPLITS_PAD=max(2, _next_pow2(plan.num_splits)), num_warps=4)
+            part_out,
+            part_lse,
+            out,
+            plan.num_splits,
+            *out.stride(),
+            HEAD_DIM=head_dim,
+            DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)),
+            SPLITS_PAD=max(2, _next_pow2(plan.num_splits)),
+            num_warps=4,
+        )
     return out
 
 
@@ -194,14 +258,28 @@ def device_context(q: torch.Tensor, k_cache: torch.Tensor, native: bool) -> dict
     if not native:
         return {}
     props = torch.cuda.get_device_properties(q.device)
-    return dict(sm_count=props.multi_processor_count, gpu=props.name, limits=limits_of_device(props, (props.major, props.minor)),
-                block_size=k_cache.shape[1], head_dim=q.shape[2], group=q.shape[1] // k_cache.shape[2],
-                resources=observed_resources(q, k_cache))
+    return dict(
+        sm_count=props.multi_processor_count,
+        gpu=props.name,
+        limits=limits_of_device(props, (props.major, props.minor)),
+        block_size=k_cache.shape[1],
+        head_dim=q.shape[2],
+        group=q.shape[1] // k_cache.shape[2],
+        resources=observed_resources(q, k_cache),
+    )
 
 
-def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: Optional[float] = None, *,
-                           num_splits: Optional[int] = None, tile: Optional[int] = None) -> torch.Tensor:
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: Optional[float] = None,
+    *,
+    num_splits: Optional[int] = None,
+    tile: Optional[int] = None,
+) -> torch.Tensor:
     """Softmax attention of each sequence's one new query over its paged K/V: ``[num_seqs, num_q_heads, head_dim]``.
 
     Same shapes and semantics as ``paged_kv.kernels.attention.paged_decode_attention_ref`` (GQA, ragged
@@ -221,7 +299,14 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
     if native and q.device.type != "cuda":
         raise ValueError(f"Triton runs natively on the GPU here ({kern.MODE.reason}): move the tensors to 'cuda'")
-    plan = plan_launch(num_seqs, num_kv_heads, int(seq_lens.max()), native=native, num_splits=num_splits, tile=tile,
-                       **device_context(q, k_cache, native))
+    plan = plan_launch(
+        num_seqs,
+        num_kv_heads,
+        int(seq_lens.max()),
+        native=native,
+        num_splits=num_splits,
+        tile=tile,
+        **device_context(q, k_cache, native),
+    )
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     return launch(q, k_cache, v_cache, block_tables, seq_lens, out, float(scale), plan)

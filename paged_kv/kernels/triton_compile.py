@@ -8,6 +8,7 @@ with a ``CompilationError``. In interpreter mode every ``@triton.jit`` function,
 Triton's own standard library (``tl.max``, ``tl.sum``...), is an ``InterpretedFunction``; the
 compile swaps in real ``JITFunction`` twins for its duration and puts everything back after.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -25,6 +26,7 @@ import torch
 
 from paged_kv.kernels.triton_mode import require_triton
 
+
 @dataclass(frozen=True)
 class GpuBuild:
     """What the GPU compiler made of a kernel: its IRs and the resources one program needs."""
@@ -41,8 +43,10 @@ class GpuBuild:
     def summary(self) -> str:
         regs = "?" if self.registers is None else self.registers
         spills = "?" if self.spill_bytes is None else self.spill_bytes
-        return (f"sm_{self.arch}: {regs} registers/thread, {spills} bytes spilled, {self.shared_bytes} bytes shared "
-                f"memory, {self.num_warps} warps, {self.num_stages} stages")
+        return (
+            f"sm_{self.arch}: {regs} registers/thread, {spills} bytes spilled, {self.shared_bytes} bytes shared "
+            f"memory, {self.num_warps} warps, {self.num_stages} stages"
+        )
 
 
 def signature_of(kernel, args: Mapping[str, Any]):
@@ -76,8 +80,9 @@ def signature_of(kernel, args: Mapping[str, Any]):
     return signature, constexprs, attrs
 
 
-def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4,
-                    num_stages: int = 2, resources: bool = True) -> GpuBuild:
+def compile_for_gpu(
+    kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4, num_stages: int = 2, resources: bool = True
+) -> GpuBuild:
     """Compile ``kernel`` for ``sm_{arch}`` as if launched with ``args``; raise Triton's error if it cannot be.
     ``resources=False`` skips asking ``ptxas`` for registers and spills (``None`` in the build)."""
     require_triton()
@@ -88,15 +93,25 @@ def compile_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warp
     signature, constexprs, attrs = signature_of(kernel, args)
     with _real_jit_functions() as to_jit:
         source = ASTSource(fn=to_jit(kernel), signature=signature, constexprs=constexprs, attrs=attrs)
-        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": num_warps, "num_stages": num_stages})
+        compiled = triton.compile(
+            source, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+        )
     registers, spills = _ptxas_resources(compiled.asm.get("ptx"), arch) if resources else (None, None)
-    return GpuBuild(arch, num_warps, num_stages, int(compiled.metadata.shared), registers, spills, compiled.asm,
-                    dot_shapes(compiled.asm.get("ttir")))
+    return GpuBuild(
+        arch,
+        num_warps,
+        num_stages,
+        int(compiled.metadata.shared),
+        registers,
+        spills,
+        compiled.asm,
+        dot_shapes(compiled.asm.get("ttir")),
+    )
 
 
-def compile_program_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4,
-                            num_stages: int = 2) -> str:
+def compile_program_for_gpu(
+    kernel, args: Mapping[str, Any], *, arch: int = 90, num_warps: int = 4, num_stages: int = 2
+) -> str:
     """Compile ``kernel`` for ``sm_{arch}`` as launched with ``args`` through Triton's GPU IR (TTGIR) and return that
     IR's text; raise Triton's error if it cannot be. What the program computes is fixed by then (constexprs
     folded, dead branches dropped, types checked); LLVM IR, PTX and the cubin are left out (about three quarters
@@ -111,8 +126,9 @@ def compile_program_for_gpu(kernel, args: Mapping[str, Any], *, arch: int = 90, 
     try:
         with _real_jit_functions() as to_jit, _stages_through_ttgir():
             source = ASTSource(fn=to_jit(kernel), signature=signature, constexprs=constexprs, attrs=attrs)
-            triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                           options={"num_warps": num_warps, "num_stages": num_stages})
+            triton.compile(
+                source, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+            )
     except _ProgramBuilt as done:
         return done.ttgir
     return ""
@@ -166,8 +182,13 @@ def specialisation(kernel, args: Mapping[str, Any]) -> Tuple[str, str]:
     Two launches with the same key run the same compiled code; the description names the constexprs and the
     ints specialised to 1 (``"BLOCK_SIZE=4, HEAD_DIM=16, kv_head=1"``)."""
     signature, constexprs, attrs = signature_of(kernel, args)
-    key = repr((sorted(signature.items()), sorted((k, repr(v)) for k, v in constexprs.items()),
-                sorted((k, repr(v)) for k, v in attrs.items())))
+    key = repr(
+        (
+            sorted(signature.items()),
+            sorted((k, repr(v)) for k, v in constexprs.items()),
+            sorted((k, repr(v)) for k, v in attrs.items()),
+        )
+    )
     return key, ", ".join(f"{name}={value!r}" for name, value in constexprs.items())
 
 
@@ -224,8 +245,11 @@ def _real_jit_functions() -> Iterator:
     def to_jit(kernel):
         return _rebind(kernel, JITFunction, made)
 
-    namespaces = [m.__dict__ for name, m in list(sys.modules.items())
-                  if name.startswith("triton.language") and isinstance(m, types.ModuleType)]
+    namespaces = [
+        m.__dict__
+        for name, m in list(sys.modules.items())
+        if name.startswith("triton.language") and isinstance(m, types.ModuleType)
+    ]
     import triton.language as tl
 
     for namespace in namespaces:
@@ -280,8 +304,11 @@ def _ptxas_resources(ptx: Optional[str], arch: int):
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx)
-        result = subprocess.run([ptxas, "-v", f"--gpu-name={gpu_name}", str(src), "-o", str(Path(tmp) / "k.cubin")],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [ptxas, "-v", f"--gpu-name={gpu_name}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
     log = result.stdout + result.stderr
     regs = re.search(r"Used (\d+) registers", log)
     stores = re.search(r"(\d+) bytes spill stores", log)

@@ -23,16 +23,41 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, part_out_ptr, part_lse_ptr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    tables_ptr,
+    lens_ptr,
+    out_ptr,
+    part_out_ptr,
+    part_lse_ptr,
     qk_scale,
-    stride_qs, stride_qh, stride_qd,
-    stride_kb, stride_ks, stride_kh, stride_kd,
-    stride_vb, stride_vs, stride_vh, stride_vd,
-    stride_ts, stride_tb,
-    stride_os, stride_oh, stride_od,
-    tokens_per_split, num_splits,
-    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, DIM_PAD: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr,
+    stride_qs,
+    stride_qh,
+    stride_qd,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_vd,
+    stride_ts,
+    stride_tb,
+    stride_os,
+    stride_oh,
+    stride_od,
+    tokens_per_split,
+    num_splits,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    DIM_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE: tl.constexpr,
+    SPLIT: tl.constexpr,
+    FP32_DOT: tl.constexpr,
 ):
     """``qk_scale`` is ``scale * log2(e)``; outputs ``[S, Hq, D]`` or, with ``SPLIT``, partials
     ``[S, Hq, num_splits, D]`` (fp32, normalised) and their base-2 log-sum-exp ``[S, Hq, num_splits]``."""
@@ -48,8 +73,11 @@ def paged_decode_kernel(
     row_ok = rows < GROUP
     dim_ok = dims < HEAD_DIM
     q_heads = (kv_head * GROUP + rows).to(tl.int64)
-    q = tl.load(q_ptr + seq * stride_qs + q_heads[:, None] * stride_qh + dims[None, :] * stride_qd,
-                mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
+    q = tl.load(
+        q_ptr + seq * stride_qs + q_heads[:, None] * stride_qh + dims[None, :] * stride_qd,
+        mask=row_ok[:, None] & dim_ok[None, :],
+        other=0.0,
+    )
 
     m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l = tl.zeros([GROUP_PAD], tl.float32)
@@ -63,8 +91,11 @@ def paged_decode_kernel(
         block = tl.load(table_row + (pos // BLOCK_SIZE) * stride_tb, mask=live, other=0).to(tl.int64)
         slot = (pos % BLOCK_SIZE).to(tl.int64)
         kv_mask = live[:, None] & dim_ok[None, :]
-        k = tl.load(k_head + block[:, None] * stride_kb + slot[:, None] * stride_ks + dims[None, :] * stride_kd,
-                    mask=kv_mask, other=0.0)
+        k = tl.load(
+            k_head + block[:, None] * stride_kb + slot[:, None] * stride_ks + dims[None, :] * stride_kd,
+            mask=kv_mask,
+            other=0.0,
+        )
         if FP32_DOT:
             scores = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
@@ -74,8 +105,11 @@ def paged_decode_kernel(
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(scores - m_new[:, None])
         l = l * alpha + tl.sum(p, 1)
-        v = tl.load(v_head + block[:, None] * stride_vb + slot[:, None] * stride_vs + dims[None, :] * stride_vd,
-                    mask=kv_mask, other=0.0)
+        v = tl.load(
+            v_head + block[:, None] * stride_vb + slot[:, None] * stride_vs + dims[None, :] * stride_vd,
+            mask=kv_mask,
+            other=0.0,
+        )
         if FP32_DOT:
             acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
         else:
@@ -91,14 +125,26 @@ def paged_decode_kernel(
         lse = tl.where(has_tokens, m + tl.log2(tl.where(has_tokens, l, 1.0)), float("-inf"))
         tl.store(part_lse_ptr + base, lse, mask=row_ok)
     else:
-        tl.store(out_ptr + seq * stride_os + q_heads[:, None] * stride_oh + dims[None, :] * stride_od,
-                 out.to(out_ptr.dtype.element_ty), mask=out_mask)
+        tl.store(
+            out_ptr + seq * stride_os + q_heads[:, None] * stride_oh + dims[None, :] * stride_od,
+            out.to(out_ptr.dtype.element_ty),
+            mask=out_mask,
+        )
 
 
 @triton.jit
-def merge_splits_kernel(part_out_ptr, part_lse_ptr, out_ptr, num_splits,
-                        stride_os, stride_oh, stride_od,
-                        HEAD_DIM: tl.constexpr, DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr):
+def merge_splits_kernel(
+    part_out_ptr,
+    part_lse_ptr,
+    out_ptr,
+    num_splits,
+    stride_os,
+    stride_oh,
+    stride_od,
+    HEAD_DIM: tl.constexpr,
+    DIM_PAD: tl.constexpr,
+    SPLITS_PAD: tl.constexpr,
+):
     """One program per (sequence, query head): weight each split's output by ``2**(lse - max lse)``."""
     seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
@@ -109,8 +155,14 @@ def merge_splits_kernel(part_out_ptr, part_lse_ptr, out_ptr, num_splits,
     base = (seq * num_heads + head) * num_splits + splits
     lse = tl.load(part_lse_ptr + base, mask=split_ok, other=float("-inf"))
     weight = tl.exp2(lse - tl.max(lse, 0))
-    parts = tl.load(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :],
-                    mask=split_ok[:, None] & (dims < HEAD_DIM)[None, :], other=0.0)
+    parts = tl.load(
+        part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :],
+        mask=split_ok[:, None] & (dims < HEAD_DIM)[None, :],
+        other=0.0,
+    )
     out = tl.sum(weight[:, None] * parts, 0) / tl.sum(weight, 0)
-    tl.store(out_ptr + seq * stride_os + head * stride_oh + dims * stride_od, out.to(out_ptr.dtype.element_ty),
-             mask=dims < HEAD_DIM)
+    tl.store(
+        out_ptr + seq * stride_os + head * stride_oh + dims * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=dims < HEAD_DIM,
+    )

@@ -14,6 +14,7 @@ calls it for you. Rules, in order:
    PR's thread), so they get the interpreter and an explanation instead of a crash.
 4. Otherwise (no GPU): interpreter.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -56,28 +57,39 @@ def _cuda_capability() -> Tuple[Optional[Tuple[int, int]], str]:
     return tuple(torch.cuda.get_device_capability()), torch.cuda.get_device_name()
 
 
-def decide(override: Optional[str], interpret_env: Optional[str], capability: Optional[Tuple[int, int]],
-           gpu_name: str = "") -> TritonMode:
+def decide(
+    override: Optional[str], interpret_env: Optional[str], capability: Optional[Tuple[int, int]], gpu_name: str = ""
+) -> TritonMode:
     """Pure decision from the environment and the GPU's compute capability (``None``: no CUDA GPU)."""
     if override not in (None, "", "interpret", "native"):
         raise ValueError(f"{_OVERRIDE} must be 'interpret' or 'native', got {override!r}")
     if override == "native":
         if capability is None:
             raise RuntimeError(f"{_OVERRIDE}=native but torch sees no CUDA GPU; unset it to use the interpreter")
-        return TritonMode(True, "cuda", f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})",
-                          capability)
+        return TritonMode(
+            True, "cuda", f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})", capability
+        )
     if override == "interpret":
         return TritonMode(False, "cpu", f"forced by {_OVERRIDE}=interpret: kernels run on the CPU, slowly", capability)
     if interpret_env not in (None, "", "0", "false", "False"):
         return TritonMode(False, "cpu", "TRITON_INTERPRET=1 was already set: kernels run on the CPU", capability)
     if capability is None:
-        return TritonMode(False, "cpu", "no CUDA GPU: kernels run in Triton's interpreter on the CPU "
-                                        "(same code, numpy underneath; correct but slow, so sizes stay small)")
+        return TritonMode(
+            False,
+            "cpu",
+            "no CUDA GPU: kernels run in Triton's interpreter on the CPU "
+            "(same code, numpy underneath; correct but slow, so sizes stay small)",
+        )
     sm = f"sm_{capability[0]}{capability[1]}"
     if tuple(capability) < MIN_CAPABILITY:
-        return TritonMode(False, "cpu", f"{gpu_name or 'this GPU'} is {sm}; Triton 3.3+ supports compute capability "
-                                        "8.0+ only (a T4 is 7.5), so kernels run in the interpreter on the CPU. "
-                                        "For native speed choose an L4, A100 or H100 runtime.", capability)
+        return TritonMode(
+            False,
+            "cpu",
+            f"{gpu_name or 'this GPU'} is {sm}; Triton 3.3+ supports compute capability "
+            "8.0+ only (a T4 is 7.5), so kernels run in the interpreter on the CPU. "
+            "For native speed choose an L4, A100 or H100 runtime.",
+            capability,
+        )
     return TritonMode(True, "cuda", f"{gpu_name} ({sm}): kernels are compiled for the GPU", capability)
 
 
@@ -115,8 +127,10 @@ def interpreter_problem(triton_version: Optional[str], numpy_version: Optional[s
     if not triton_version or not numpy_version:
         return None
     if _version_tuple(triton_version) < (3, 7) and _version_tuple(numpy_version) >= (2, 4):
-        return (f"Triton {triton_version}'s interpreter fails with numpy {numpy_version} (triton-lang/triton#9171): "
-                "`pip install 'numpy<2.4'` or `pip install 'triton>=3.7'`.")
+        return (
+            f"Triton {triton_version}'s interpreter fails with numpy {numpy_version} (triton-lang/triton#9171): "
+            "`pip install 'numpy<2.4'` or `pip install 'triton>=3.7'`."
+        )
     return None
 
 
@@ -138,8 +152,10 @@ def _check_not_imported_in_other_mode(mode: TritonMode) -> None:
         return
     interpreted = type(getattr(language, "max", None)).__name__ == "InterpretedFunction"
     if interpreted != (not mode.native):
-        raise RuntimeError(f"triton was imported before the course chose its mode ({mode.name}), in the other mode. "
-                           "Restart the kernel and run the setup cell before importing triton yourself.")
+        raise RuntimeError(
+            f"triton was imported before the course chose its mode ({mode.name}), in the other mode. "
+            "Restart the kernel and run the setup cell before importing triton yourself."
+        )
 
 
 def _scope_device_calls() -> None:
@@ -190,6 +206,8 @@ def triton_available() -> bool:
 def require_triton() -> None:
     """Raise a readable ``ImportError`` when triton is missing."""
     if not triton_available():
-        raise ImportError("the Triton kernels need the 'triton' package, which this Python does not have "
-                          "(Colab's CPU runtimes do not ship it). Install it with `pip install triton` "
-                          "(Linux x86-64); on CPU its interpreter runs the kernels.")
+        raise ImportError(
+            "the Triton kernels need the 'triton' package, which this Python does not have "
+            "(Colab's CPU runtimes do not ship it). Install it with `pip install triton` "
+            "(Linux x86-64); on CPU its interpreter runs the kernels."
+        )

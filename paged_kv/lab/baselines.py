@@ -16,6 +16,7 @@ decode step for every running request per iteration, and report where the pool w
 the iterations in which a request was waiting for memory (the server is full): the paper's Figure 2
 categories, as fractions of the pool.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -55,7 +56,9 @@ def reserve_oracle(prompt_len: int, output_len: int, max_len: int) -> int:
 
 
 POLICIES: Dict[str, ReservationPolicy] = {
-    "Orca (Max)": reserve_max, "Orca (Pow2)": reserve_pow2, "Orca (Oracle)": reserve_oracle,
+    "Orca (Max)": reserve_max,
+    "Orca (Pow2)": reserve_pow2,
+    "Orca (Oracle)": reserve_oracle,
 }
 
 
@@ -70,7 +73,7 @@ class FirstFitArena:
     def __init__(self, capacity: int):
         self.capacity = check_positive_int("capacity", capacity)
         self.holes: List[List[int]] = [[0, self.capacity]]  # sorted, disjoint [start, size]
-        self.used: Dict[int, int] = {}                       # start -> size
+        self.used: Dict[int, int] = {}  # start -> size
 
     def allocate(self, size: int) -> Optional[int]:
         """The start of a free range of ``size`` slots, or None when no single hole is large enough."""
@@ -156,13 +159,25 @@ class _UsageMeter:
 
     def result(self, preemptions: int = 0) -> KVUsage:
         if not self.full:
-            raise ValueError(f"{self.system}: the pool was never full (no request ever waited); "
-                             "use more requests or a smaller capacity")
+            raise ValueError(
+                f"{self.system}: the pool was never full (no request ever waited); "
+                "use more requests or a smaller capacity"
+            )
         total = self.capacity * self.full
         tokens, future, internal, held = self.sums
-        return KVUsage(self.system, self.capacity, tokens / total, future / total, internal / total,
-                       (total - held) / total, self.running / self.full, self.full, self.iterations,
-                       self.finished, preemptions)
+        return KVUsage(
+            self.system,
+            self.capacity,
+            tokens / total,
+            future / total,
+            internal / total,
+            (total - held) / total,
+            self.running / self.full,
+            self.full,
+            self.iterations,
+            self.finished,
+            preemptions,
+        )
 
 
 def _check_workload(lengths: Workload, max_len: int) -> List[Tuple[int, int]]:
@@ -180,8 +195,14 @@ def _check_workload(lengths: Workload, max_len: int) -> List[Tuple[int, int]]:
     return pairs
 
 
-def serve_contiguous(lengths: Workload, policy: ReservationPolicy, capacity_tokens: int, *,
-                     max_len: int = 2048, system: Optional[str] = None) -> KVUsage:
+def serve_contiguous(
+    lengths: Workload,
+    policy: ReservationPolicy,
+    capacity_tokens: int,
+    *,
+    max_len: int = 2048,
+    system: Optional[str] = None,
+) -> KVUsage:
     """Serve ``lengths`` with contiguous reservations sized by ``policy`` in a first-fit arena.
 
     A request is admitted (first come first served: the queue stops at its head) when a hole holds its
@@ -195,8 +216,10 @@ def serve_contiguous(lengths: Workload, policy: ReservationPolicy, capacity_toke
     for prompt_len, output_len in pairs:
         size = check_positive_int("reservation", policy(prompt_len, output_len, max_len))
         if size < prompt_len + output_len or size > capacity_tokens:
-            raise ValueError(f"{name} reserves {size} slots for a request of {prompt_len + output_len} tokens "
-                             f"in a pool of {capacity_tokens}")
+            raise ValueError(
+                f"{name} reserves {size} slots for a request of {prompt_len + output_len} tokens "
+                f"in a pool of {capacity_tokens}"
+            )
         sizes.append(size)
     meter = _UsageMeter(name, capacity_tokens)
     waiting = deque(range(len(pairs)))
@@ -221,8 +244,15 @@ def serve_contiguous(lengths: Workload, policy: ReservationPolicy, capacity_toke
     return meter.result()
 
 
-def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_size: int = 16,
-                max_len: int = 2048, system: str = "paged") -> KVUsage:
+def serve_paged(
+    lengths: Workload,
+    manager_cls,
+    capacity_tokens: int,
+    *,
+    block_size: int = 16,
+    max_len: int = 2048,
+    system: str = "paged",
+) -> KVUsage:
     """Serve ``lengths`` with a paged manager (``manager_cls(num_blocks, block_size, head_dim)``).
 
     Uses the manager's ``allocate_for_prefill``, ``allocate_for_decode`` and ``release_request``
@@ -239,8 +269,10 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
     num_blocks = check_positive_int("capacity_tokens // block_size", capacity_tokens // block_size)
     too_long = next((i for i, pair in enumerate(pairs) if -(-sum(pair) // block_size) > num_blocks), None)
     if too_long is not None:
-        raise ValueError(f"request {too_long} ({sum(pairs[too_long])} tokens) needs more than the whole pool of "
-                         f"{num_blocks} blocks of {block_size}")
+        raise ValueError(
+            f"request {too_long} ({sum(pairs[too_long])} tokens) needs more than the whole pool of "
+            f"{num_blocks} blocks of {block_size}"
+        )
     manager = manager_cls(num_blocks, block_size, 1)
     meter = _UsageMeter(system, capacity_tokens)
     waiting = deque((i, 0) for i in range(len(pairs)))  # (index, tokens generated before a preemption)
@@ -258,13 +290,16 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
                 if "OOM" not in str(error):
                     raise
                 if not running:
-                    raise RuntimeError(f"the prefill of request {index} failed on an empty pool of {num_blocks} "
-                                       "blocks: check allocate_for_prefill and release_request")
+                    raise RuntimeError(
+                        f"the prefill of request {index} failed on an empty pool of {num_blocks} "
+                        "blocks: check allocate_for_prefill and release_request"
+                    )
                 break
             waiting.popleft()
             running.append((index, req))
-        meter.record([(req.seq_len, sum(pairs[i]), len(req.block_table) * block_size) for i, req in running],
-                     bool(waiting))
+        meter.record(
+            [(req.seq_len, sum(pairs[i]), len(req.block_table) * block_size) for i, req in running], bool(waiting)
+        )
         position, decoded = 0, 0
         while position < len(running):  # one decode step each, preempting from the back when blocks run out
             index, req = running[position]
@@ -282,8 +317,10 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
                 preemptions += 1
                 continue  # retry this request (unless it was the victim itself)
             if req.seq_len != before + 1:
-                raise RuntimeError(f"allocate_for_decode took request {index} from seq_len {before} to "
-                                   f"{req.seq_len}; one decode step adds exactly one token")
+                raise RuntimeError(
+                    f"allocate_for_decode took request {index} from seq_len {before} to "
+                    f"{req.seq_len}; one decode step adds exactly one token"
+                )
             decoded += 1
             if req.seq_len == sum(pairs[index]):
                 manager.release_request(req)
@@ -292,16 +329,22 @@ def serve_paged(lengths: Workload, manager_cls, capacity_tokens: int, *, block_s
             else:
                 position += 1
         if not decoded:  # the oldest request always gets a block once the others are preempted
-            raise RuntimeError(f"no request could decode at iteration {meter.iterations}, even alone in the pool: "
-                               "check that allocate_for_decode takes a block only when a token starts one")
+            raise RuntimeError(
+                f"no request could decode at iteration {meter.iterations}, even alone in the pool: "
+                "check that allocate_for_decode takes a block only when a token starts one"
+            )
     return meter.result(preemptions)
 
 
-def compare_systems(lengths: Workload, manager_cls, capacity_tokens: int, *, block_size: int = 16,
-                    max_len: int = 2048) -> Dict[str, KVUsage]:
+def compare_systems(
+    lengths: Workload, manager_cls, capacity_tokens: int, *, block_size: int = 16, max_len: int = 2048
+) -> Dict[str, KVUsage]:
     """The same workload through the three Orca policies and through paging (labelled "vLLM")."""
-    results = {name: serve_contiguous(lengths, policy, capacity_tokens, max_len=max_len, system=name)
-               for name, policy in POLICIES.items()}
-    results["vLLM"] = serve_paged(lengths, manager_cls, capacity_tokens, block_size=block_size,
-                                  max_len=max_len, system="vLLM")
+    results = {
+        name: serve_contiguous(lengths, policy, capacity_tokens, max_len=max_len, system=name)
+        for name, policy in POLICIES.items()
+    }
+    results["vLLM"] = serve_paged(
+        lengths, manager_cls, capacity_tokens, block_size=block_size, max_len=max_len, system="vLLM"
+    )
     return results

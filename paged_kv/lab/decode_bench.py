@@ -6,6 +6,7 @@ output, the block-table entries and lengths it reads) / median time. Block table
 permutations of a pool larger than the L2 cache (no block read twice), ``triton.testing.do_bench``
 flushes L2 between calls, and every competitor is checked against the reference before it is timed.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,8 +29,16 @@ from paged_kv.kernels.attention import gather_kv, paged_decode_attention_ref
 # comes before H200 (its name contains "H200"): it ships with 96 GB HBM3 (4 TB/s) or HBM3e, and the
 # device name does not say which, so it is reported as unknown.
 HBM_PEAK_GBPS: List[Tuple[str, Optional[float]]] = [
-    ("GH200", None), ("H200", 4800.0), ("H100 NVL", None), ("H100 PCIe", 2000.0), ("H100", 3350.0), ("A100-SXM4-80GB", 2039.0),
-    ("A100-SXM4-40GB", 1555.0), ("A100-PCIE-40GB", 1555.0), ("L4", 300.0), ("T4", 320.0),
+    ("GH200", None),
+    ("H200", 4800.0),
+    ("H100 NVL", None),
+    ("H100 PCIe", 2000.0),
+    ("H100", 3350.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100-SXM4-40GB", 1555.0),
+    ("A100-PCIE-40GB", 1555.0),
+    ("L4", 300.0),
+    ("T4", 320.0),
 ]
 LLAMA_3_1_8B = (32, 8, 128)  # query heads, KV heads, head dim of one layer (HF config.json)
 
@@ -62,8 +71,9 @@ class Workload:
     def sliced(self, count: int) -> "Workload":
         """The first ``count`` sequences (same pool), for checking against the reference cheaply."""
         lens = self.seq_lens[:count]
-        return Workload(self.q[:count], self.k_cache, self.v_cache, self.block_tables[:count], lens,
-                        self.label, int(lens.max()))
+        return Workload(
+            self.q[:count], self.k_cache, self.v_cache, self.block_tables[:count], lens, self.label, int(lens.max())
+        )
 
     def bytes_moved(self) -> int:
         """Bytes one decode step reads or writes: live K/V, q, out, table entries read, lengths."""
@@ -71,17 +81,30 @@ class Workload:
         element = self.q.element_size()
         tokens = int(self.seq_lens.sum())
         blocks = int(((self.seq_lens + block_size - 1) // block_size).sum())
-        return (2 * tokens * num_kv_heads * head_dim * element + 2 * self.q.numel() * element
-                + blocks * self.block_tables.element_size() + self.seq_lens.numel() * self.seq_lens.element_size())
+        return (
+            2 * tokens * num_kv_heads * head_dim * element
+            + 2 * self.q.numel() * element
+            + blocks * self.block_tables.element_size()
+            + self.seq_lens.numel() * self.seq_lens.element_size()
+        )
 
     def flops(self) -> int:
         """Multiply-adds of QK^T and PV, counted as 2 FLOPs each."""
         return 4 * int(self.seq_lens.sum()) * self.q.shape[1] * self.q.shape[2]
 
 
-def make_workload(num_seqs: int, context: int, *, heads: Tuple[int, int, int] = LLAMA_3_1_8B, block_size: int = 16,
-                  dtype: torch.dtype = torch.float16, device: str = "cuda", ragged: bool = False,
-                  min_pool_bytes: int = 0, seed: int = 0) -> Workload:
+def make_workload(
+    num_seqs: int,
+    context: int,
+    *,
+    heads: Tuple[int, int, int] = LLAMA_3_1_8B,
+    block_size: int = 16,
+    dtype: torch.dtype = torch.float16,
+    device: str = "cuda",
+    ragged: bool = False,
+    min_pool_bytes: int = 0,
+    seed: int = 0,
+) -> Workload:
     """Random q/K/V and random-permutation block tables; the pool holds at least ``min_pool_bytes`` of K+V.
 
     ``ragged``: lengths spread uniformly between 1 and ``context`` (seeded), else all equal ``context``.
@@ -100,18 +123,21 @@ def make_workload(num_seqs: int, context: int, *, heads: Tuple[int, int, int] = 
     tables = torch.zeros(num_seqs, int(per_seq.max()), dtype=torch.int32)
     start = 0
     for s, count in enumerate(per_seq.tolist()):
-        tables[s, :count] = perm[start:start + count]
+        tables[s, :count] = perm[start : start + count]
         start += count
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
     k = torch.empty(shape, dtype=dtype, device=device).normal_()
     v = torch.empty(shape, dtype=dtype, device=device).normal_()
     q = torch.randn(num_seqs, num_q_heads, head_dim, generator=gen).to(dtype=dtype, device=device)
-    label = f"B={num_seqs} ctx={'ragged<=' if ragged else ''}{context} {num_q_heads}/{num_kv_heads}/{head_dim} " \
-            f"bs={block_size} {str(dtype).replace('torch.', '')}"
+    label = (
+        f"B={num_seqs} ctx={'ragged<=' if ragged else ''}{context} {num_q_heads}/{num_kv_heads}/{head_dim} "
+        f"bs={block_size} {str(dtype).replace('torch.', '')}"
+    )
     return Workload(q, k, v, tables.to(device), lens.to(torch.int32).to(device), label, int(lens.max()))
 
 
 # ----------------------------------------------------------------------------- competitors
+
 
 class Skip(Exception):
     """Raised by a competitor's factory when it cannot run on this workload; the message is the reason
@@ -129,8 +155,9 @@ def _require_module(name: str, label: Optional[str] = None):
         return importlib.import_module(name)
     except ImportError as error:
         missing = getattr(error, "name", None) in (name, name.split(".")[0])
-        raise Skip(f"{label or name} not installed" if missing else f"{label or name} does not import: {error}") \
-            from None
+        raise Skip(
+            f"{label or name} not installed" if missing else f"{label or name} does not import: {error}"
+        ) from None
 
 
 def _require_gpu(w: Workload) -> None:
@@ -145,8 +172,14 @@ def _version(module) -> str:
     return str(getattr(module, "__version__", "?"))
 
 
-def package_kernel(w: Workload, *, tile: Optional[int] = None, num_stages: Optional[int] = None,
-                   num_warps: Optional[int] = None, num_splits: Optional[int] = None) -> Callable[[], torch.Tensor]:
+def package_kernel(
+    w: Workload,
+    *,
+    tile: Optional[int] = None,
+    num_stages: Optional[int] = None,
+    num_warps: Optional[int] = None,
+    num_splits: Optional[int] = None,
+) -> Callable[[], torch.Tensor]:
     """The package's Triton kernel with its launch plan fixed up front (no host sync per call).
 
     On a GPU one launch comes first, so that the plan knows the compiled kernel's registers and shared
@@ -170,15 +203,26 @@ def package_kernel(w: Workload, *, tile: Optional[int] = None, num_stages: Optio
     def run():
         return launch(w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, out, w.scale, chosen)
 
-    run.details = {"tile": chosen.tile, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages,
-                   "num_splits": chosen.num_splits, "plan": chosen.source}
+    run.details = {
+        "tile": chosen.tile,
+        "num_warps": chosen.num_warps,
+        "num_stages": chosen.num_stages,
+        "num_splits": chosen.num_splits,
+        "plan": chosen.source,
+    }
     return run
 
 
 def _as_case(w: Workload):
     class _Case:  # the fields the lab's argument lists read
-        q, k_cache, v_cache, block_tables, seq_lens, scale = w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, \
-            w.scale
+        q, k_cache, v_cache, block_tables, seq_lens, scale = (
+            w.q,
+            w.k_cache,
+            w.v_cache,
+            w.block_tables,
+            w.seq_lens,
+            w.scale,
+        )
         group = w.q.shape[1] // w.k_cache.shape[2]
         block_size, head_dim = w.k_cache.shape[1], w.q.shape[2]
 
@@ -224,7 +268,7 @@ def gather_then_sdpa(w: Workload) -> Callable[[], torch.Tensor]:
     mask = (positions[None, :] < w.seq_lens[:, None])[:, None, None, :]  # [S, 1, 1, L]
 
     def run():
-        k = gather_kv(w.k_cache, w.block_tables, w.seq_lens).transpose(1, 2)   # [S, Hkv, L, D]
+        k = gather_kv(w.k_cache, w.block_tables, w.seq_lens).transpose(1, 2)  # [S, Hkv, L, D]
         v = gather_kv(w.v_cache, w.block_tables, w.seq_lens).transpose(1, 2)
         if group > 1:
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
@@ -279,7 +323,7 @@ def flex_paged(w: Workload) -> Callable[[], torch.Tensor]:
     partial_indices = torch.zeros(num_seqs, num_blocks, dtype=torch.int32, device=w.q.device)
     partial_indices[:, 0] = last
     full_indices = torch.zeros(num_seqs, num_blocks, dtype=torch.int32, device=w.q.device)
-    full_indices[:, :w.block_tables.shape[1]] = w.block_tables
+    full_indices[:, : w.block_tables.shape[1]] = w.block_tables
 
     # The mask alone must be exact (eager FlexAttention applies it to every key): logical index of each
     # physical block in each sequence, -1 where the block is not the sequence's.
@@ -294,10 +338,15 @@ def flex_paged(w: Workload) -> Callable[[], torch.Tensor]:
         index = logical[b, kv_idx // block_size]
         return (index >= 0) & (index * block_size + kv_idx % block_size < lens[b])
 
-    mask = BlockMask.from_kv_blocks(partial_count[:, None, None], partial_indices[:, None, None, :],
-                                    full[:, None, None], full_indices[:, None, None, :],
-                                    BLOCK_SIZE=(1, block_size), mask_mod=mask_mod,
-                                    seq_lengths=(1, num_blocks * block_size))
+    mask = BlockMask.from_kv_blocks(
+        partial_count[:, None, None],
+        partial_indices[:, None, None, :],
+        full[:, None, None],
+        full_indices[:, None, None, :],
+        BLOCK_SIZE=(1, block_size),
+        mask_mod=mask_mod,
+        seq_lengths=(1, num_blocks * block_size),
+    )
     attend = _compiled_flex_attention() if w.q.is_cuda else flex_attention
     q = w.q[:, :, None, :]
     k_all, v_all = k.expand(num_seqs, -1, -1, -1), v.expand(num_seqs, -1, -1, -1)
@@ -320,15 +369,18 @@ FA2_PAGE_MULTIPLE = 256
 def flash_attn_paged(w: Workload) -> Callable[[], torch.Tensor]:
     """FlashAttention-2's ``flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=, block_table=)``."""
     module = _require_module("flash_attn")
-    _require(w.k_cache.shape[1] % FA2_PAGE_MULTIPLE == 0,
-             f"needs block size divisible by {FA2_PAGE_MULTIPLE} (flash-attn 2.x paged KV), got {w.k_cache.shape[1]}")
+    _require(
+        w.k_cache.shape[1] % FA2_PAGE_MULTIPLE == 0,
+        f"needs block size divisible by {FA2_PAGE_MULTIPLE} (flash-attn 2.x paged KV), got {w.k_cache.shape[1]}",
+    )
     _require_gpu(w)
     _require_half(w, "flash-attn")
     q = w.q[:, None]
 
     def run():
-        return module.flash_attn_with_kvcache(q, w.k_cache, w.v_cache, cache_seqlens=w.seq_lens,
-                                              block_table=w.block_tables, softmax_scale=w.scale)[:, 0]
+        return module.flash_attn_with_kvcache(
+            q, w.k_cache, w.v_cache, cache_seqlens=w.seq_lens, block_table=w.block_tables, softmax_scale=w.scale
+        )[:, 0]
 
     run.details = {"version": _version(module)}
     return run
@@ -344,12 +396,16 @@ def flash_attn3_paged(w: Workload) -> Callable[[], torch.Tensor]:
     q = w.q[:, None]
 
     def run():
-        out = module.flash_attn_with_kvcache(q, w.k_cache, w.v_cache, cache_seqlens=w.seq_lens,
-                                             page_table=w.block_tables, softmax_scale=w.scale)
+        out = module.flash_attn_with_kvcache(
+            q, w.k_cache, w.v_cache, cache_seqlens=w.seq_lens, page_table=w.block_tables, softmax_scale=w.scale
+        )
         return (out[0] if isinstance(out, tuple) else out)[:, 0]
 
-    run.details = {"version": _version(importlib.import_module("flash_attn_3")) if
-                   importlib.util.find_spec("flash_attn_3") else "?"}
+    run.details = {
+        "version": _version(importlib.import_module("flash_attn_3"))
+        if importlib.util.find_spec("flash_attn_3")
+        else "?"
+    }
     return run
 
 
@@ -374,8 +430,18 @@ def flashinfer_paged(w: Workload) -> Callable[[], torch.Tensor]:
     last_page_len = (w.seq_lens - (blocks - 1) * block_size).to(torch.int32)
     workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=w.q.device)
     wrapper = module.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
-    wrapper.plan(indptr, indices, last_page_len, num_q_heads, num_kv_heads, head_dim, block_size,
-                 q_data_type=w.q.dtype, kv_data_type=w.k_cache.dtype, sm_scale=w.scale)
+    wrapper.plan(
+        indptr,
+        indices,
+        last_page_len,
+        num_q_heads,
+        num_kv_heads,
+        head_dim,
+        block_size,
+        q_data_type=w.q.dtype,
+        kv_data_type=w.k_cache.dtype,
+        sm_scale=w.scale,
+    )
 
     def run():
         return wrapper.run(w.q, (w.k_cache, w.v_cache))
@@ -398,6 +464,7 @@ PEERS = tuple(name for name in COMPETITORS if name != OURS)  # every other way, 
 
 # ----------------------------------------------------------------------------- measuring
 
+
 def check_output(w: Workload, fn: Callable[[], torch.Tensor], sample: int = 4) -> Optional[str]:
     """Run ``fn`` once (its warm-up: FlexAttention compiles here) and compare its first ``sample`` sequences
     with the reference; ``None`` if they match, else why not."""
@@ -406,17 +473,19 @@ def check_output(w: Workload, fn: Callable[[], torch.Tensor], sample: int = 4) -
     except Exception as error:  # noqa: BLE001 - a competitor that cannot run is reported, not fatal
         return f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
     small = w.sliced(min(sample, w.q.shape[0]))
-    expected = paged_decode_attention_ref(small.q, small.k_cache, small.v_cache, small.block_tables, small.seq_lens,
-                                          small.scale)
+    expected = paged_decode_attention_ref(
+        small.q, small.k_cache, small.v_cache, small.block_tables, small.seq_lens, small.scale
+    )
     tol = 2e-2 if w.q.dtype in (torch.float16, torch.bfloat16) else 1e-4
     if tuple(got.shape) != tuple(w.q.shape):
         return f"wrong shape {tuple(got.shape)}, expected {tuple(w.q.shape)}"
-    error = (got[:small.q.shape[0]].float() - expected.float()).abs().max().item()
+    error = (got[: small.q.shape[0]].float() - expected.float()).abs().max().item()
     return None if error <= tol else f"wrong result (max error {error:.3g})"
 
 
-def check_against_reference(w: Workload, make: Callable[[Workload], Callable[[], torch.Tensor]],
-                            sample: int = 4) -> Optional[str]:
+def check_against_reference(
+    w: Workload, make: Callable[[Workload], Callable[[], torch.Tensor]], sample: int = 4
+) -> Optional[str]:
     """``None`` if the competitor built for ``w`` matches the reference on its first ``sample`` sequences."""
     try:
         fn = make(w)
@@ -453,8 +522,15 @@ class Timing:
         return "launch-bound" if self.launch_bound else self.mode
 
 
-def choose_timing(bytes_moved: int, *, native: bool, graphs: bool = True, pool_blocks: int = 1,
-                  used_blocks: int = 1, l2_bytes: int = 0) -> Timing:
+def choose_timing(
+    bytes_moved: int,
+    *,
+    native: bool,
+    graphs: bool = True,
+    pool_blocks: int = 1,
+    used_blocks: int = 1,
+    l2_bytes: int = 0,
+) -> Timing:
     """The timing of a workload moving ``bytes_moved`` bytes.
 
     Large (``>= SMALL_BYTES``): ``do_bench`` on a GPU (L2 flushed before each call). Small: a CUDA graph
@@ -478,8 +554,14 @@ def timing_for(w: Workload, *, native: bool, l2_bytes: int, graphs: bool = True)
     """:func:`choose_timing` for a workload (its pool and the blocks its tables use)."""
     block_size = w.k_cache.shape[1]
     used = int(((w.seq_lens + block_size - 1) // block_size).sum())
-    return choose_timing(w.bytes_moved(), native=native, graphs=graphs, pool_blocks=w.k_cache.shape[0],
-                         used_blocks=used, l2_bytes=l2_bytes)
+    return choose_timing(
+        w.bytes_moved(),
+        native=native,
+        graphs=graphs,
+        pool_blocks=w.k_cache.shape[0],
+        used_blocks=used,
+        l2_bytes=l2_bytes,
+    )
 
 
 def rotated(w: Workload, count: int) -> List[Workload]:
@@ -498,7 +580,7 @@ def rotated(w: Workload, count: int) -> List[Workload]:
     copies = [w]
     for i in range(1, count):
         mapping = torch.arange(pool, device=used.device)
-        mapping[used] = others[(i - 1) * used.numel():i * used.numel()]
+        mapping[used] = others[(i - 1) * used.numel() : i * used.numel()]
         tables = mapping[w.block_tables.long()].to(w.block_tables.dtype)
         copies.append(Workload(w.q, w.k_cache, w.v_cache, tables, w.seq_lens, w.label, w.max_seq_len))
     return copies
@@ -565,9 +647,16 @@ def copy_fits(w: Workload) -> bool:
     return (1 + group) * kv_bytes < 0.5 * torch.cuda.mem_get_info()[0]
 
 
-def measure(w: Workload, methods: Dict[str, Callable[[Workload], Callable[[], torch.Tensor]]], *, native: bool,
-            peak_gbps: Optional[float], rep_ms: int = 100, timing: Optional[Timing] = None,
-            skip: Optional[Dict[str, str]] = None) -> List[Row]:
+def measure(
+    w: Workload,
+    methods: Dict[str, Callable[[Workload], Callable[[], torch.Tensor]]],
+    *,
+    native: bool,
+    peak_gbps: Optional[float],
+    rep_ms: int = 100,
+    timing: Optional[Timing] = None,
+    skip: Optional[Dict[str, str]] = None,
+) -> List[Row]:
     """One row per method: built (or skipped with its reason), checked against the reference (a wrong one
     is skipped, never timed), then timed as ``timing`` says (default: :func:`timing_for` with no L2).
     ``skip`` maps method names to a reason not to run them here."""
@@ -594,8 +683,9 @@ def measure(w: Workload, methods: Dict[str, Callable[[Workload], Callable[[], to
     return rows
 
 
-def timed_row(w: Workload, name: str, fns: Sequence[Callable], timing: Timing, peak_gbps: Optional[float],
-              rep_ms: int) -> Row:
+def timed_row(
+    w: Workload, name: str, fns: Sequence[Callable], timing: Timing, peak_gbps: Optional[float], rep_ms: int
+) -> Row:
     """Time ``fns`` as ``timing`` says; a CUDA graph that cannot be captured falls back to ``do_bench`` and the
     row says it is launch-bound. A compile inside the timed calls is noted."""
     compiles = compile_count()
@@ -611,8 +701,17 @@ def timed_row(w: Workload, name: str, fns: Sequence[Callable], timing: Timing, p
     if compile_count() != compiles:
         note = (note + "; " if note else "") + "recompiled while timed"
     gbps = w.bytes_moved() / (ms * 1e-3) / 1e9
-    return Row(w.label, name, ms, gbps, gbps / peak_gbps if peak_gbps else None, w.flops() / (ms * 1e-3) / 1e12,
-               note, timing.label, details=dict(getattr(fns[0], "details", {}) or {}))
+    return Row(
+        w.label,
+        name,
+        ms,
+        gbps,
+        gbps / peak_gbps if peak_gbps else None,
+        w.flops() / (ms * 1e-3) / 1e12,
+        note,
+        timing.label,
+        details=dict(getattr(fns[0], "details", {}) or {}),
+    )
 
 
 ATTAINABLE = "device copy (attainable)"
@@ -622,22 +721,36 @@ def copy_rotations(nbytes: int, count: int, device: str) -> List[Callable[[], to
     """``count`` device-to-device copies, each reading and writing ``nbytes // 2`` bytes (``nbytes`` moved),
     on buffers of their own."""
     half = max(1, nbytes // 2)
-    pairs = [(torch.empty(half, dtype=torch.uint8, device=device).fill_(1),
-              torch.empty(half, dtype=torch.uint8, device=device)) for _ in range(count)]
+    pairs = [
+        (
+            torch.empty(half, dtype=torch.uint8, device=device).fill_(1),
+            torch.empty(half, dtype=torch.uint8, device=device),
+        )
+        for _ in range(count)
+    ]
     return [lambda src=src, dst=dst: dst.copy_(src) for src, dst in pairs]
 
 
-def measure_attainable(w: Workload, timing: Timing, peak_gbps: Optional[float], *, device: str,
-                       rep_ms: int = 100) -> Row:
+def measure_attainable(
+    w: Workload, timing: Timing, peak_gbps: Optional[float], *, device: str, rep_ms: int = 100
+) -> Row:
     """The bandwidth a plain device copy reaches when it moves as many bytes as one decode step of ``w`` reads
     and writes, timed the same way (same graph or do_bench, same number of rotations)."""
     nbytes = w.bytes_moved()
     fns = copy_rotations(nbytes, timing.rotations, device)
     ms = median_ms(fns, timing, rep_ms=rep_ms)
     gbps = (2 * (nbytes // 2)) / (ms * 1e-3) / 1e9
-    return Row(w.label, ATTAINABLE, ms, gbps, gbps / peak_gbps if peak_gbps else None, None,
-               f"copy of {nbytes // 2:,} bytes (read + write = the step's bytes)", timing.label,
-               fraction_of_attainable=1.0)
+    return Row(
+        w.label,
+        ATTAINABLE,
+        ms,
+        gbps,
+        gbps / peak_gbps if peak_gbps else None,
+        None,
+        f"copy of {nbytes // 2:,} bytes (read + write = the step's bytes)",
+        timing.label,
+        fraction_of_attainable=1.0,
+    )
 
 
 def attach_attainable(rows: Sequence[Row], attainable: Row) -> None:
@@ -653,17 +766,21 @@ def _percent(value: Optional[float], width: int) -> str:
 
 def format_table(rows: Sequence[Row]) -> str:
     """Fixed-width text table of rows: skipped ones keep their line, with the reason."""
-    lines = [f"{'workload':44s} {'method':30s} {'ms':>9s} {'GB/s':>8s} {'% peak':>7s} {'% attain':>8s} "
-             f"{'timing':>12s}  note"]
+    lines = [
+        f"{'workload':44s} {'method':30s} {'ms':>9s} {'GB/s':>8s} {'% peak':>7s} {'% attain':>8s} {'timing':>12s}  note"
+    ]
     for r in rows:
         ms = f"{r.ms:9.3f}" if r.ms is not None else f"{'-':>9s}"
         gbps = f"{r.gbps:8.0f}" if r.gbps is not None else f"{'-':>8s}"
-        lines.append(f"{r.workload:44s} {r.method:30s} {ms} {gbps} {_percent(r.fraction_of_peak, 7)} "
-                     f"{_percent(r.fraction_of_attainable, 8)} {r.timing or '-':>12s}  {r.note}")
+        lines.append(
+            f"{r.workload:44s} {r.method:30s} {ms} {gbps} {_percent(r.fraction_of_peak, 7)} "
+            f"{_percent(r.fraction_of_attainable, 8)} {r.timing or '-':>12s}  {r.note}"
+        )
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- pictures
+
 
 def plot_bandwidth(rows: Sequence[Row], peak_gbps: Optional[float], title: str):
     """Effective bandwidth of every timed (workload, method): the datasheet peak as a dashed line, each
@@ -683,15 +800,30 @@ def plot_bandwidth(rows: Sequence[Row], peak_gbps: Optional[float], title: str):
             match = [r for r in timed if r.workload == workload and r.method == method]
             if match:
                 x = i + (m - (len(methods) - 1) / 2) * width
-                ax.bar([x], [match[0].gbps], width=width, color=_color(m), label=label, edgecolor="white",
-                       hatch="//" if match[0].timing == "launch-bound" else None)
+                ax.bar(
+                    [x],
+                    [match[0].gbps],
+                    width=width,
+                    color=_color(m),
+                    label=label,
+                    edgecolor="white",
+                    hatch="//" if match[0].timing == "launch-bound" else None,
+                )
                 label = None
     copies = [(workloads.index(r.workload), r.gbps) for r in rows if r.method == ATTAINABLE and r.gbps]
     for n, (i, gbps) in enumerate(copies):
-        ax.hlines(gbps, i - 0.45, i + 0.45, color="#111111", linewidth=2,
-                  label="attainable: device copy of the same bytes" if n == 0 else None)
+        ax.hlines(
+            gbps,
+            i - 0.45,
+            i + 0.45,
+            color="#111111",
+            linewidth=2,
+            label="attainable: device copy of the same bytes" if n == 0 else None,
+        )
     if peak_gbps:
-        ax.axhline(peak_gbps, color="#222222", linestyle="--", linewidth=1, label=f"datasheet peak {peak_gbps:.0f} GB/s")
+        ax.axhline(
+            peak_gbps, color="#222222", linestyle="--", linewidth=1, label=f"datasheet peak {peak_gbps:.0f} GB/s"
+        )
     if any(r.timing == "launch-bound" for r in timed):
         ax.bar([0], [0], color="#bbbbbb", hatch="//", edgecolor="white", label="launch-bound (no CUDA graph)")
     ax.set_xticks(range(len(workloads)), workloads, rotation=30, ha="right", fontsize=7)
@@ -700,8 +832,14 @@ def plot_bandwidth(rows: Sequence[Row], peak_gbps: Optional[float], title: str):
     ax.legend(fontsize=7)
     missing = not_run(rows)
     if missing:
-        fig.text(0.01, 0.005, "did not run: " + "; ".join(f"{m} ({why})" for m, why in missing.items()),
-                 fontsize=6, va="bottom", wrap=True)
+        fig.text(
+            0.01,
+            0.005,
+            "did not run: " + "; ".join(f"{m} ({why})" for m, why in missing.items()),
+            fontsize=6,
+            va="bottom",
+            wrap=True,
+        )
     fig.tight_layout(rect=(0, 0.04 if missing else 0, 1, 1))
     return fig
 
@@ -719,8 +857,13 @@ def not_run(rows: Sequence[Row]) -> Dict[str, str]:
     return {m: " / ".join(whys) for m, whys in reasons.items()}
 
 
-def plot_roofline(rows: Sequence[Row], workloads: Dict[str, Workload], peak_gbps: Optional[float],
-                  peak_tflops: Optional[float], title: str):
+def plot_roofline(
+    rows: Sequence[Row],
+    workloads: Dict[str, Workload],
+    peak_gbps: Optional[float],
+    peak_tflops: Optional[float],
+    title: str,
+):
     """Achieved TFLOP/s against arithmetic intensity (FLOP per byte moved), under the bandwidth roof."""
     from paged_kv.lab.viz import CourseFigure, _color
 
@@ -728,10 +871,13 @@ def plot_roofline(rows: Sequence[Row], workloads: Dict[str, Workload], peak_gbps
     ax = fig.subplots()
     methods = list(dict.fromkeys(r.method for r in rows if r.tflops is not None))
     for m, method in enumerate(methods):
-        pts = [(workloads[r.workload].flops() / workloads[r.workload].bytes_moved(), r.tflops)
-               for r in rows if r.method == method and r.tflops is not None and r.workload in workloads]
+        pts = [
+            (workloads[r.workload].flops() / workloads[r.workload].bytes_moved(), r.tflops)
+            for r in rows
+            if r.method == method and r.tflops is not None and r.workload in workloads
+        ]
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=_color(m), label=method, zorder=3)
-    intensities = [2 ** k for k in range(-2, 12)]
+    intensities = [2**k for k in range(-2, 12)]
     if peak_gbps:
         roof = [peak_gbps * x / 1e3 for x in intensities]
         if peak_tflops:
@@ -750,6 +896,7 @@ def plot_roofline(rows: Sequence[Row], workloads: Dict[str, Workload], peak_gbps
 
 # ----------------------------------------------------------------------------- the notebook's GPU section
 
+
 @dataclass
 class NotebookSection:
     table: object
@@ -757,8 +904,15 @@ class NotebookSection:
     rows: List[Row]
 
 
-def notebook_section(kernel, grid_fn: Callable, *, fast_kernel=None, num_seqs: int = 32, context: int = 4096,
-                     dtype: torch.dtype = torch.float16) -> NotebookSection:
+def notebook_section(
+    kernel,
+    grid_fn: Callable,
+    *,
+    fast_kernel=None,
+    num_seqs: int = 32,
+    context: int = 4096,
+    dtype: torch.dtype = torch.float16,
+) -> NotebookSection:
     """Lab 06 on a GPU: the student's kernels (step 4 and, when given, step 5), the package's, lab 04's copy
     and the libraries on a Llama-3.1-8B layer; block size 16 and 256; the attainable copy bandwidth of each
     workload beside the datasheet peak; the fast kernel's time against the package kernel's."""
@@ -776,16 +930,23 @@ def notebook_section(kernel, grid_fn: Callable, *, fast_kernel=None, num_seqs: i
         w = make_workload(num_seqs, context, block_size=block_size, dtype=dtype, min_pool_bytes=8 * l2)
         workloads[w.label] = w
         timing = timing_for(w, native=True, l2_bytes=l2)
-        chosen = methods if block_size == 16 else {k: v for k, v in methods.items() if k not in (
-            "gather + SDPA (lab 04 copy)", "FlexAttention paged")}
+        chosen = (
+            methods
+            if block_size == 16
+            else {k: v for k, v in methods.items() if k not in ("gather + SDPA (lab 04 copy)", "FlexAttention paged")}
+        )
         new = measure(w, chosen, native=True, peak_gbps=peak, timing=timing)
         copy = measure_attainable(w, timing, peak, device="cuda")
         attach_attainable(new, copy)
         rows += [*new, copy]
-    header = f"<p>{name}: datasheet peak {peak or '?'} GB/s ({source}); attainable = a device copy of each step's bytes.</p>"
+    header = (
+        f"<p>{name}: datasheet peak {peak or '?'} GB/s ({source}); attainable = a device copy of each step's bytes.</p>"
+    )
     table = HTML(header + "<pre>" + format_table(rows) + "</pre>" + "".join(_section_notes(rows)))
-    figures = (plot_bandwidth(rows, peak, f"Paged decode on {name}: effective bandwidth"),
-               plot_roofline(rows, workloads, peak, None, f"Roofline on {name}: decode sits on the bandwidth slope"))
+    figures = (
+        plot_bandwidth(rows, peak, f"Paged decode on {name}: effective bandwidth"),
+        plot_roofline(rows, workloads, peak, None, f"Roofline on {name}: decode sits on the bandwidth slope"),
+    )
     return NotebookSection(table, figures, rows)
 
 
@@ -794,19 +955,24 @@ FAST_TARGET = 1.5  # the fast step's solution should be within 1.5x of the packa
 
 def _section_notes(rows: Sequence[Row]) -> List[str]:
     """The notebook section's sentences: the copy path against the kernel, the fast kernel against the package's."""
+
     def first(method, block):
         return next((r for r in rows if r.method == method and r.ms and f"bs={block} " in r.workload), None)
 
     notes = []
     copy, kern = first("gather + SDPA (lab 04 copy)", 16), first(OURS, 16)
     if copy and kern:
-        notes.append(f"<p>Lab 04's copy path takes {copy.ms / kern.ms:.1f}x the time of the paged kernel on the "
-                     f"same step: it reads the cache, writes a copy, and reads the copy again.</p>")
+        notes.append(
+            f"<p>Lab 04's copy path takes {copy.ms / kern.ms:.1f}x the time of the paged kernel on the "
+            f"same step: it reads the cache, writes a copy, and reads the copy again.</p>"
+        )
     for block in (16, 256):
         fast, kern = first("your fast kernel", block), first(OURS, block)
         if fast and kern:
             ratio = fast.ms / kern.ms
             verdict = "within" if ratio <= FAST_TARGET else "not within"
-            notes.append(f"<p>Block size {block}: your fast kernel takes {ratio:.2f}x the package kernel's time "
-                         f"({verdict} the {FAST_TARGET}x target).</p>")
+            notes.append(
+                f"<p>Block size {block}: your fast kernel takes {ratio:.2f}x the package kernel's time "
+                f"({verdict} the {FAST_TARGET}x target).</p>"
+            )
     return notes

@@ -6,6 +6,7 @@ Python values (``int``, ``float``, ``str``, ``bool``, ``None``, ``list``, ``tupl
 ``torch.Tensor`` objects, of exactly the expected types, so a subclass with a doctored ``__eq__`` or an
 object that says it equals everything cannot pass.
 """
+
 from __future__ import annotations
 
 import reprlib
@@ -36,8 +37,7 @@ class CheckFailed(AssertionError):
     ``_render_traceback_``), not as a traceback through this module.
     """
 
-    def __init__(self, case: str, problem: str, *, expected: Any = _MISSING, got: Any = _MISSING,
-                 hint: str = ""):
+    def __init__(self, case: str, problem: str, *, expected: Any = _MISSING, got: Any = _MISSING, hint: str = ""):
         self.case, self.problem, self.hint = str(case), str(problem), str(hint)
         self.expected, self.got = expected, got
         super().__init__(self._text())
@@ -58,8 +58,11 @@ class CheckFailed(AssertionError):
     def _render_traceback_(self) -> List[str]:
         first, *rest = self._lines()
         if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
-            rest[-1] = "\n".join(textwrap.wrap(rest[-1], HINT_WIDTH, subsequent_indent=" " * 12,
-                                               break_long_words=False, break_on_hyphens=False))
+            rest[-1] = "\n".join(
+                textwrap.wrap(
+                    rest[-1], HINT_WIDTH, subsequent_indent=" " * 12, break_long_words=False, break_on_hyphens=False
+                )
+            )
         return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
 
 
@@ -141,8 +144,10 @@ def _kind(value: Any) -> str:
 
 def _type_hint(got: Any, expected: Any) -> str:
     if type(expected) is int and type(got) is float:
-        return ("use integer arithmetic: // instead of /, or int(...) only where the value is exact; "
-                "sizes and counts are whole numbers")
+        return (
+            "use integer arithmetic: // instead of /, or int(...) only where the value is exact; "
+            "sizes and counts are whole numbers"
+        )
     if type(got) is not type(expected) and isinstance(got, type(expected)):
         return f"return a plain {type(expected).__name__}, not a subclass"
     return ""
@@ -198,8 +203,9 @@ def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
         return
     path, problem, type_hint = diff
     where = f" at result{path}" if path else ""
-    raise CheckFailed(case, f"{problem}{where}", expected=expected, got=got,
-                      hint="; ".join(h for h in (type_hint, hint) if h))
+    raise CheckFailed(
+        case, f"{problem}{where}", expected=expected, got=got, hint="; ".join(h for h in (type_hint, hint) if h)
+    )
 
 
 def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str = "", match: str = "") -> BaseException:
@@ -213,8 +219,9 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
         raise
     except error as caught:
         if match and match not in str(caught):
-            raise CheckFailed(case, f"the {error.__name__} message should contain {match!r}",
-                              got=str(caught), hint=hint) from None
+            raise CheckFailed(
+                case, f"the {error.__name__} message should contain {match!r}", got=str(caught), hint=hint
+            ) from None
         return caught
     except Exception as other:
         raise CheckFailed(case, f"expected {error.__name__}, got {type(other).__name__}: {other}", hint=hint) from None
@@ -235,10 +242,13 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
     except Exception as error:
         elsewhere = _raised_in_other_code(error, func)
         if elsewhere:  # an earlier part's method crashed under this test: the fix is there, not here
-            raise CheckFailed(case, f"raised {type(error).__name__} in {elsewhere}: {error}",
-                              hint=f"the error is in {elsewhere}, not in what this test checks: fix {elsewhere} "
-                                   "(its own tests say more), run its cell and the later parts' cells again, then "
-                                   "this one") from None
+            raise CheckFailed(
+                case,
+                f"raised {type(error).__name__} in {elsewhere}: {error}",
+                hint=f"the error is in {elsewhere}, not in what this test checks: fix {elsewhere} "
+                "(its own tests say more), run its cell and the later parts' cells again, then "
+                "this one",
+            ) from None
         raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
 
 
@@ -318,10 +328,12 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     except Exception as error:
         tb = _innermost(error.__traceback__)
         where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
-        lines = [f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
-                 f"  where:    {where}",
-                 f"  hint:     this cell runs {todo} on cases the visible tests may not cover: "
-                 "fix it, run its cell, then run this cell again"]
+        lines = [
+            f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
+            f"  where:    {where}",
+            f"  hint:     this cell runs {todo} on cases the visible tests may not cover: "
+            "fix it, run its cell, then run this cell again",
+        ]
         try:
             error._render_traceback_ = lambda: lines
         except AttributeError:  # an exception type without a __dict__: shown as a normal traceback
@@ -385,8 +397,13 @@ def _bound_names(statements) -> set:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         elif isinstance(node, (ast.With, ast.AsyncWith)):
-            names |= {n.id for item in node.items if item.optional_vars is not None
-                      for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)}
+            names |= {
+                n.id
+                for item in node.items
+                if item.optional_vars is not None
+                for n in ast.walk(item.optional_vars)
+                if isinstance(n, ast.Name)
+            }
         for field in ("body", "orelse", "finalbody", "handlers"):
             names |= _bound_names(getattr(node, field, []) or [])
     return names
@@ -450,11 +467,19 @@ def missing_name_lines(error: NameError) -> Optional[List[str]]:
     if defined is None:
         if not in_cell:
             return None
-        return [f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
-                "defines it, that cell has not run yet:", run_above, why]
+        return [
+            f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
+            "defines it, that cell has not run yet:",
+            run_above,
+            why,
+        ]
     if name in defined:
-        return [f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined by a cell of this notebook that has not "
-                "run yet.", *where, run_above, why]
+        return [
+            f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined by a cell of this notebook that has not run yet.",
+            *where,
+            run_above,
+            why,
+        ]
     return None
 
 

@@ -5,6 +5,7 @@ and so on; a copy's source is named just before its destination, so a copy on wr
 destination, ``("b1", "b2")``), so two managers that share the same logical blocks compare equal whatever
 physical ids their free queues handed out.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ if TYPE_CHECKING:  # annotations only: the lab's other helpers run in boxes that
     import torch
 
 
-def canonical_names(tables: SequenceType[SequenceType[int]],
-                    copies: SequenceType[Tuple[int, int]] = ()) -> Dict[int, str]:
+def canonical_names(
+    tables: SequenceType[SequenceType[int]], copies: SequenceType[Tuple[int, int]] = ()
+) -> Dict[int, str]:
     """``{physical id: "b<k>"}``, ``k`` counting blocks in their order of first appearance in ``tables``;
     a block that is the destination of one of ``copies`` ``(src, dst)`` gets its name right after its
     source's, so every copy reads in name order (source first) when the source is still in a table."""
@@ -39,15 +41,23 @@ def canonical_names(tables: SequenceType[SequenceType[int]],
     return names
 
 
-def shape_of_state(tables: SequenceType[SequenceType[int]], ref_counts: SequenceType[int], num_free: int,
-                   copies: SequenceType[Tuple[int, int]]) -> dict:
+def shape_of_state(
+    tables: SequenceType[SequenceType[int]],
+    ref_counts: SequenceType[int],
+    num_free: int,
+    copies: SequenceType[Tuple[int, int]],
+) -> dict:
     """``pool_shape`` from plain values: tables, ``ref_counts`` indexed by block id, free count, copies."""
     names = canonical_names(tables, copies)
-    return {"tables": [[names[b] for b in table] for table in tables],
-            "ref counts": {names[b]: ref_counts[b] for b in names},
-            "free blocks": num_free,
-            "copies": [(names.get(src, f"block {src}, in no table"), names.get(dst, f"block {dst}, in no table"))
-                       for src, dst in copies]}
+    return {
+        "tables": [[names[b] for b in table] for table in tables],
+        "ref counts": {names[b]: ref_counts[b] for b in names},
+        "free blocks": num_free,
+        "copies": [
+            (names.get(src, f"block {src}, in no table"), names.get(dst, f"block {dst}, in no table"))
+            for src, dst in copies
+        ],
+    }
 
 
 def pool_shape(manager: BlockManagerBase, seqs: SequenceType[Sequence]) -> dict:
@@ -60,8 +70,12 @@ def pool_shape(manager: BlockManagerBase, seqs: SequenceType[Sequence]) -> dict:
     seqs = list(seqs)
     for seq in seqs:
         check_instance("seq", seq, Sequence)
-    return shape_of_state([list(s.block_table) for s in seqs], [b.ref_count for b in manager.blocks],
-                          manager.num_free_blocks, list(getattr(manager, "pending_copies", [])))
+    return shape_of_state(
+        [list(s.block_table) for s in seqs],
+        [b.ref_count for b in manager.blocks],
+        manager.num_free_blocks,
+        list(getattr(manager, "pending_copies", [])),
+    )
 
 
 def step_computed(manager: BlockManagerBase, seqs: SequenceType[Sequence]) -> List[Tuple[int, int]]:
@@ -73,17 +87,24 @@ def step_computed(manager: BlockManagerBase, seqs: SequenceType[Sequence]) -> Li
     return copies
 
 
-def make_caches(num_layers: int, num_blocks: int, block_size: int = 2, num_kv_heads: int = 1,
-                head_dim: int = 2) -> Tuple[List["torch.Tensor"], List["torch.Tensor"]]:
+def make_caches(
+    num_layers: int, num_blocks: int, block_size: int = 2, num_kv_heads: int = 1, head_dim: int = 2
+) -> Tuple[List["torch.Tensor"], List["torch.Tensor"]]:
     """``(k_caches, v_caches)``: per layer ``[num_blocks, block_size, num_kv_heads, head_dim]`` float32
     tensors whose every value is different (K positive, V negative), so a copy shows where it came from."""
     import torch  # here, not at the top: the lab's other helpers run in boxes that never need torch
 
-    shape = (check_positive_int("num_blocks", num_blocks), check_positive_int("block_size", block_size),
-             check_positive_int("num_kv_heads", num_kv_heads), check_positive_int("head_dim", head_dim))
+    shape = (
+        check_positive_int("num_blocks", num_blocks),
+        check_positive_int("block_size", block_size),
+        check_positive_int("num_kv_heads", num_kv_heads),
+        check_positive_int("head_dim", head_dim),
+    )
     per_layer = num_blocks * block_size * num_kv_heads * head_dim
-    k = [torch.arange(per_layer, dtype=torch.float32).reshape(shape) + 1 + layer * per_layer
-         for layer in range(check_positive_int("num_layers", num_layers))]
+    k = [
+        torch.arange(per_layer, dtype=torch.float32).reshape(shape) + 1 + layer * per_layer
+        for layer in range(check_positive_int("num_layers", num_layers))
+    ]
     return k, [-t for t in k]
 
 
@@ -119,9 +140,11 @@ BEAMS_RECORDED = Path(__file__).with_name("beam_search_recording.json")
 def beam_key(prompt_ids: SequenceType[int], width: int, max_tokens: int, block_size: int) -> str:
     """The recording's key for one beam search of the tiny model."""
     prompt = [check_int("token id", t, minimum=0) for t in prompt_ids]
-    return (f"prompt={','.join(map(str, prompt))};width={check_positive_int('width', width)};"
-            f"max_tokens={check_positive_int('max_tokens', max_tokens)};"
-            f"block_size={check_positive_int('block_size', block_size)}")
+    return (
+        f"prompt={','.join(map(str, prompt))};width={check_positive_int('width', width)};"
+        f"max_tokens={check_positive_int('max_tokens', max_tokens)};"
+        f"block_size={check_positive_int('block_size', block_size)}"
+    )
 
 
 def recorded_beam_search(prompt_ids: SequenceType[int], width: int, max_tokens: int, block_size: int) -> dict:
@@ -136,20 +159,32 @@ def recorded_beam_search(prompt_ids: SequenceType[int], width: int, max_tokens: 
     return {"choices": [[tuple(c) for c in step] for step in entry["choices"]], "beams": entry["beams"]}
 
 
-def expect_reference_beams(results, choices, prompt_ids: SequenceType[int], width: int, max_tokens: int,
-                           block_size: int) -> None:
+def expect_reference_beams(
+    results, choices, prompt_ids: SequenceType[int], width: int, max_tokens: int, block_size: int
+) -> None:
     """``CheckFailed`` at the first step where a beam search's choices (``ForkStats.choices``) leave the
     reference's recorded ones, or if its final beams (``(tokens, score)``, best first) differ."""
     want = recorded_beam_search(prompt_ids, width, max_tokens, block_size)
     got = [[tuple(c) for c in step] for step in materialize(choices)]
-    hint = ("the search scored each beam with the logits of another sequence than the one it expected: new beam "
-            "i must be the one choices[i] names (part 3), with its own blocks and copies (parts 1, 2, 4)")
+    hint = (
+        "the search scored each beam with the logits of another sequence than the one it expected: new beam "
+        "i must be the one choices[i] names (part 3), with its own blocks and copies (parts 1, 2, 4)"
+    )
     for step, (mine, theirs) in enumerate(zip(got, want["choices"])):
         if mine != theirs:
-            raise CheckFailed(f"beam search, step {step + 1}: (beam, token) chosen", "they differ from the "
-                              "reference's beam search on the same model and prompt", expected=theirs, got=mine,
-                              hint=hint)
+            raise CheckFailed(
+                f"beam search, step {step + 1}: (beam, token) chosen",
+                "they differ from the reference's beam search on the same model and prompt",
+                expected=theirs,
+                got=mine,
+                hint=hint,
+            )
     tokens = [list(t) for t, _ in materialize(results)]
     if len(got) != len(want["choices"]) or tokens != want["beams"]:
-        raise CheckFailed("beam search: the final beams' tokens", "they differ from the reference's",
-                          expected=want["beams"], got=tokens, hint=hint)
+        raise CheckFailed(
+            "beam search: the final beams' tokens",
+            "they differ from the reference's",
+            expected=want["beams"],
+            got=tokens,
+            hint=hint,
+        )

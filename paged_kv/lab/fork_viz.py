@@ -6,6 +6,7 @@ for pictures a notebook shows before the student's manager exists).
 Every function returns a ``CourseFigure`` (see ``paged_kv.lab.viz``): it renders as a PNG in JupyterLab,
 Colab and static viewers, with no pyplot state.
 """
+
 from __future__ import annotations
 
 import operator
@@ -16,16 +17,27 @@ from matplotlib.patches import FancyArrowPatch
 from paged_kv.lab.viz import CELL, CourseFigure, _color, draw_block_manager, draw_pool
 
 
-def draw_forks(manager, seqs: SequenceType, labels: Optional[SequenceType[str]] = None,
-               copies: SequenceType[Tuple[int, int]] = (), title: Optional[str] = None) -> CourseFigure:
+def draw_forks(
+    manager,
+    seqs: SequenceType,
+    labels: Optional[SequenceType[str]] = None,
+    copies: SequenceType[Tuple[int, int]] = (),
+    title: Optional[str] = None,
+) -> CourseFigure:
     """``draw_block_manager`` plus one red arrow per copy-on-write copy ``(src, dst)`` in the pool."""
     copies = _checked_copies(manager.num_blocks, copies)
     return _draw_copies(draw_block_manager(manager, seqs, title=title, labels=labels), manager.num_blocks, copies)
 
 
-def draw_fork_tables(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *, block_size: int,
-                     seq_lens: Optional[Mapping[str, int]] = None, copies: SequenceType[Tuple[int, int]] = (),
-                     title: Optional[str] = None) -> CourseFigure:
+def draw_fork_tables(
+    num_blocks: int,
+    block_tables: Mapping[str, SequenceType[int]],
+    *,
+    block_size: int,
+    seq_lens: Optional[Mapping[str, int]] = None,
+    copies: SequenceType[Tuple[int, int]] = (),
+    title: Optional[str] = None,
+) -> CourseFigure:
     """``draw_forks`` from plain data, with no manager: each branch's block table (and length), the copies.
 
     A block's reference count is drawn as the number of tables that list it, which is what fork and
@@ -58,16 +70,26 @@ def _draw_copies(fig: CourseFigure, num_blocks: int, copies: List[Tuple[int, int
     for src, dst in copies:
         (x0, y0), (x1, y1) = [(b % ncols + CELL / 2, -(b // ncols) + CELL / 2) for b in (src, dst)]
         bend = 0.5 if y0 == y1 else 0.2
-        ax_pool.add_patch(FancyArrowPatch((x0, y0 + 0.3), (x1, y1 + 0.3), connectionstyle=f"arc3,rad=-{bend}",
-                                          arrowstyle="-|>", mutation_scale=14, color="#c0392b", linewidth=2))
+        ax_pool.add_patch(
+            FancyArrowPatch(
+                (x0, y0 + 0.3),
+                (x1, y1 + 0.3),
+                connectionstyle=f"arc3,rad=-{bend}",
+                arrowstyle="-|>",
+                mutation_scale=14,
+                color="#c0392b",
+                linewidth=2,
+            )
+        )
     if copies:
         ax_pool.text(0, 1.35, "red arrow: copy on write (source -> fresh block)", fontsize=8, color="#c0392b")
         ax_pool.set_ylim(ax_pool.get_ylim()[0], 1.8)
     return fig
 
 
-def plot_beam_tree(choices: SequenceType[SequenceType[Tuple[int, int]]], token_text=None,
-                   title: Optional[str] = None) -> CourseFigure:
+def plot_beam_tree(
+    choices: SequenceType[SequenceType[Tuple[int, int]]], token_text=None, title: Optional[str] = None
+) -> CourseFigure:
     """The beam tree: column ``t`` holds the beams after step ``t + 1``, each linked to its parent.
 
     ``choices[t]`` lists ``(parent beam, token)`` of step ``t`` (``ForkStats.choices``). A parent with
@@ -104,8 +126,9 @@ def plot_beam_tree(choices: SequenceType[SequenceType[Tuple[int, int]]], token_t
     return fig
 
 
-def plot_fork_memory(runs: Mapping[str, Tuple[List[int], List[int]]], block_size: int,
-                     title: Optional[str] = None) -> CourseFigure:
+def plot_fork_memory(
+    runs: Mapping[str, Tuple[List[int], List[int]]], block_size: int, title: Optional[str] = None
+) -> CourseFigure:
     """Blocks held per decode step, with sharing (solid) and as independent requests (dashed).
 
     ``runs`` maps a label to ``(shared, independent)``, as ``ForkStats.shared`` / ``.independent``."""
@@ -116,14 +139,15 @@ def plot_fork_memory(runs: Mapping[str, Tuple[List[int], List[int]]], block_size
         steps = range(1, len(shared) + 1)
         same = next((d for d in drawn if d[0] == list(independent)), None)
         if same is None:
-            line, = ax.plot(steps, independent, "--", color=_color(i), linewidth=1.5)
+            (line,) = ax.plot(steps, independent, "--", color=_color(i), linewidth=1.5)
             drawn.append((list(independent), line, [name]))
         else:
             same[2].append(name)
         ax.plot(steps, shared, "-", color=_color(i), linewidth=2.2, label=f"{name}: forked, shared blocks")
     for _, line, names in drawn:
-        line.set_label(("independent requests, " + " and ".join(names)) if len(names) > 1
-                       else f"{names[0]}: independent requests")
+        line.set_label(
+            ("independent requests, " + " and ".join(names)) if len(names) > 1 else f"{names[0]}: independent requests"
+        )
     ax.set_xlabel("decode step")
     ax.set_ylabel(f"KV blocks held (block size {block_size})")
     ax.set_title(title or "Memory held: forks against independent copies", fontsize=11)
@@ -132,8 +156,13 @@ def plot_fork_memory(runs: Mapping[str, Tuple[List[int], List[int]]], block_size
     return fig
 
 
-def plot_fork_savings(ours: Mapping[str, Mapping[int, float]], paper: Mapping[str, Mapping[int, float]],
-                      ours_label: str, paper_label: str, title: Optional[str] = None) -> CourseFigure:
+def plot_fork_savings(
+    ours: Mapping[str, Mapping[int, float]],
+    paper: Mapping[str, Mapping[int, float]],
+    ours_label: str,
+    paper_label: str,
+    title: Optional[str] = None,
+) -> CourseFigure:
     """Memory saved by sharing (percent of the blocks independent requests would hold), two panels.
 
     ``ours`` and ``paper`` map ``"parallel sampling"`` / ``"beam search"`` to ``{n or width: fraction}``;
@@ -142,8 +171,9 @@ def plot_fork_savings(ours: Mapping[str, Mapping[int, float]], paper: Mapping[st
     axes = fig.subplots(1, 2, sharey=True)
     for ax, kind in zip(axes, ("parallel sampling", "beam search")):
         sizes = sorted(set(ours.get(kind, {})) | set(paper.get(kind, {})))
-        for k, (values, name, color) in enumerate(((ours.get(kind, {}), ours_label, _color(0)),
-                                                   (paper.get(kind, {}), paper_label, _color(1)))):
+        for k, (values, name, color) in enumerate(
+            ((ours.get(kind, {}), ours_label, _color(0)), (paper.get(kind, {}), paper_label, _color(1)))
+        ):
             xs = [i + (k - 0.5) * 0.38 for i, n in enumerate(sizes) if n in values]
             ys = [100 * values[n] for n in sizes if n in values]
             bars = ax.bar(xs, ys, width=0.36, color=color, label=name)
@@ -157,4 +187,3 @@ def plot_fork_savings(ours: Mapping[str, Mapping[int, float]], paper: Mapping[st
     fig.suptitle(title or "KV blocks saved by forking instead of independent requests", fontsize=11)
     fig.subplots_adjust(top=0.84, bottom=0.16, wspace=0.08)
     return fig
-

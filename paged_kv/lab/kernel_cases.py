@@ -7,6 +7,7 @@ tail slots of each sequence's last block and the blocks no table lists; table pa
 garbage ids (-1, ids past the pool, ids of poisoned blocks). Expected outputs come from the torch
 reference on a clean copy of the same data.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,9 @@ import torch
 
 from paged_kv.kernels.attention import gather_kv, paged_decode_attention_ref
 
-GUARD_BLOCKS = 4          # NaN blocks before and after every pool
-FAR_STRIDE = 2 ** 27      # elements between two blocks of the far pool
-FAR_FIRST = 32            # first block id of the far pool: 32 * 2**27 = 2**32 elements
+GUARD_BLOCKS = 4  # NaN blocks before and after every pool
+FAR_STRIDE = 2**27  # elements between two blocks of the far pool
+FAR_FIRST = 32  # first block id of the far pool: 32 * 2**27 = 2**32 elements
 
 
 def _device() -> str:
@@ -90,7 +91,7 @@ class PagedCase:
         return int(self.seq_lens[seq])
 
     def table(self, seq: int) -> list:
-        return self.block_tables[seq, :_cdiv(self.seq_len(seq), self.block_size)].tolist()
+        return self.block_tables[seq, : _cdiv(self.seq_len(seq), self.block_size)].tolist()
 
     def expected(self) -> torch.Tensor:
         """``paged_decode_attention_ref`` on clean data: ``[num_seqs, num_q_heads, head_dim]`` in ``q.dtype``."""
@@ -101,7 +102,7 @@ class PagedCase:
         """Lab 04's reconstruction of one sequence's keys for one KV head: ``[seq_len, head_dim]``."""
         k, _, tables = self.clean
         n = self.seq_len(seq)
-        return gather_kv(k, tables[seq:seq + 1], self.seq_lens[seq:seq + 1].cpu())[0, :n, kv_head].clone()
+        return gather_kv(k, tables[seq : seq + 1], self.seq_lens[seq : seq + 1].cpu())[0, :n, kv_head].clone()
 
     def expected_scores(self, seq: int, q_head: int) -> torch.Tensor:
         """float32 ``scale * q . k_t`` for the slots of the sequence's blocks; ``-inf`` past its length."""
@@ -117,13 +118,15 @@ class PagedCase:
 
     def describe(self) -> str:
         lens = self.seq_lens.tolist()
-        return (f"{self.label}: seq_lens={lens}, block_size={self.block_size}, heads {self.num_q_heads}q/"
-                f"{self.num_kv_heads}kv, head_dim={self.head_dim}, {str(self.q.dtype).replace('torch.', '')}")
+        return (
+            f"{self.label}: seq_lens={lens}, block_size={self.block_size}, heads {self.num_q_heads}q/"
+            f"{self.num_kv_heads}kv, head_dim={self.head_dim}, {str(self.q.dtype).replace('torch.', '')}"
+        )
 
 
 def _guarded_pool(num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, dtype) -> torch.Tensor:
     big = torch.full((num_blocks + 2 * GUARD_BLOCKS, block_size, num_kv_heads, head_dim), float("nan"), dtype=dtype)
-    return big[GUARD_BLOCKS:GUARD_BLOCKS + num_blocks]
+    return big[GUARD_BLOCKS : GUARD_BLOCKS + num_blocks]
 
 
 def _garbage_ids(num_blocks: int, unlisted: Sequence[int], gen: torch.Generator, count: int) -> torch.Tensor:
@@ -133,10 +136,23 @@ def _garbage_ids(num_blocks: int, unlisted: Sequence[int], gen: torch.Generator,
     return torch.tensor(choices, dtype=torch.int32)[picks]
 
 
-def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int = 2, num_kv_heads: int = 1,
-               head_dim: int = 16, dtype: torch.dtype = torch.float32, seed: int = 0, poison: bool = False,
-               logit_scale: float = 1.0, spare_blocks: int = 3, extra_columns: int = 1,
-               label: Optional[str] = None, device: Optional[str] = None, value_offset: float = 0.0) -> PagedCase:
+def paged_case(
+    seq_lens: Sequence[int],
+    *,
+    block_size: int = 4,
+    num_q_heads: int = 2,
+    num_kv_heads: int = 1,
+    head_dim: int = 16,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    poison: bool = False,
+    logit_scale: float = 1.0,
+    spare_blocks: int = 3,
+    extra_columns: int = 1,
+    label: Optional[str] = None,
+    device: Optional[str] = None,
+    value_offset: float = 0.0,
+) -> PagedCase:
     """A ragged batch with scattered, non-monotonic block tables (a random permutation of the pool).
 
     ``logit_scale`` multiplies q (large values make softmax overflow without max subtraction); ``value_offset`` is
@@ -145,17 +161,31 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
     ``spare_blocks`` blocks are listed by no table; ``extra_columns`` padding columns follow the longest row;
     ``device`` defaults to where kernels run (``paged_kv.kernels.triton_mode``).
     """
-    recipe = ("paged_kv.lab.kernel_cases.paged_case", (tuple(int(n) for n in seq_lens),),
-              dict(block_size=block_size, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                   dtype=dtype, seed=seed, poison=poison, logit_scale=logit_scale, spare_blocks=spare_blocks,
-                   extra_columns=extra_columns, label=label, value_offset=value_offset))
+    recipe = (
+        "paged_kv.lab.kernel_cases.paged_case",
+        (tuple(int(n) for n in seq_lens),),
+        dict(
+            block_size=block_size,
+            num_q_heads=num_q_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            dtype=dtype,
+            seed=seed,
+            poison=poison,
+            logit_scale=logit_scale,
+            spare_blocks=spare_blocks,
+            extra_columns=extra_columns,
+            label=label,
+            value_offset=value_offset,
+        ),
+    )
     gen = torch.Generator().manual_seed(seed)
     lens = [int(n) for n in seq_lens]
     used = [_cdiv(n, block_size) for n in lens]
     num_blocks = sum(used) + spare_blocks
     max_blocks = max(used) + extra_columns
     perm = torch.randperm(num_blocks, generator=gen).tolist()
-    listed, unlisted = perm[:sum(used)], perm[sum(used):]
+    listed, unlisted = perm[: sum(used)], perm[sum(used) :]
 
     k = _guarded_pool(num_blocks, block_size, num_kv_heads, head_dim, dtype)
     v = _guarded_pool(num_blocks, block_size, num_kv_heads, head_dim, dtype)
@@ -168,7 +198,7 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
     clean_tables = torch.zeros(num_seqs, max_blocks, dtype=torch.int32)
     start = 0
     for s, count in enumerate(used):
-        ids = torch.tensor(listed[start:start + count], dtype=torch.int32)
+        ids = torch.tensor(listed[start : start + count], dtype=torch.int32)
         tables[s, :count] = ids
         clean_tables[s, :count] = ids
         start += count
@@ -176,22 +206,39 @@ def paged_case(seq_lens: Sequence[int], *, block_size: int = 4, num_q_heads: int
     if poison:
         for s, n in enumerate(lens):
             last = int(tables[s, used[s] - 1])
-            k[last, n - (used[s] - 1) * block_size:] = float("nan")
-            v[last, n - (used[s] - 1) * block_size:] = float("nan")
+            k[last, n - (used[s] - 1) * block_size :] = float("nan")
+            v[last, n - (used[s] - 1) * block_size :] = float("nan")
         for block in unlisted:
             k[block] = float("nan")
             v[block] = float("nan")
     q = (torch.randn(num_seqs, num_q_heads, head_dim, generator=gen) * logit_scale).to(dtype)
     text = label or ("poisoned memory" if poison else "scattered tables")
     device = device or _device()
-    return PagedCase(text, q.to(device), _on(k, device), _on(v, device), _on(tables, device),
-                     torch.tensor(lens, dtype=torch.int32, device=device), head_dim ** -0.5,
-                     (clean_k, clean_v, clean_tables), _pkv_recipe=recipe)
+    return PagedCase(
+        text,
+        q.to(device),
+        _on(k, device),
+        _on(v, device),
+        _on(tables, device),
+        torch.tensor(lens, dtype=torch.int32, device=device),
+        head_dim**-0.5,
+        (clean_k, clean_v, clean_tables),
+        _pkv_recipe=recipe,
+    )
 
 
-def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num_q_heads: int = 2,
-                  num_kv_heads: int = 1, head_dim: int = 16, dtype: torch.dtype = torch.float32,
-                  seed: int = 0, directory: Optional[str] = None, device: Optional[str] = None) -> PagedCase:
+def far_pool_case(
+    seq_lens: Sequence[int] = (21, 9),
+    *,
+    block_size: int = 8,
+    num_q_heads: int = 2,
+    num_kv_heads: int = 1,
+    head_dim: int = 16,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    directory: Optional[str] = None,
+    device: Optional[str] = None,
+) -> PagedCase:
     """A pool whose listed blocks sit past 2**32 elements, with almost no memory used.
 
     The cache is a view with a block stride of ``2**27`` elements over a sparse memory-mapped file
@@ -200,9 +247,18 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     around to blocks ``0..7``, which hold decoys, and returns a wrong answer (vLLM #47671, #50427).
     On a GPU (native mode) the pool is real device memory: float16, about 11 GB.
     """
-    recipe = ("paged_kv.lab.kernel_cases.far_pool_case", (tuple(int(n) for n in seq_lens),),
-              dict(block_size=block_size, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                   dtype=dtype, seed=seed))
+    recipe = (
+        "paged_kv.lab.kernel_cases.far_pool_case",
+        (tuple(int(n) for n in seq_lens),),
+        dict(
+            block_size=block_size,
+            num_q_heads=num_q_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            dtype=dtype,
+            seed=seed,
+        ),
+    )
     gen = torch.Generator().manual_seed(seed)
     used = [_cdiv(int(n), block_size) for n in seq_lens]
     if sum(used) > 8:
@@ -223,8 +279,10 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
         dtype = torch.float16  # 2**32 elements of real GPU memory: keep it to about 11 GB
         need = elements * 2
         if torch.cuda.mem_get_info()[0] < need * 1.2:
-            raise MemoryError(f"the int64 check needs {need / 2**30:.1f} GiB of free GPU memory for a pool past "
-                              "2**32 elements; run it on the CPU (interpreter), where a sparse file stands in")
+            raise MemoryError(
+                f"the int64 check needs {need / 2**30:.1f} GiB of free GPU memory for a pool past "
+                "2**32 elements; run it on the CPU (interpreter), where a sparse file stands in"
+            )
         storage = torch.empty(elements, dtype=dtype, device=device)
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
     strides = (FAR_STRIDE, num_kv_heads * head_dim, head_dim, 1)
@@ -235,7 +293,7 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     tables = torch.full((len(used), max(used) + 1), -1, dtype=torch.int32)
     start = 0
     for s, count in enumerate(used):
-        tables[s, :count] = torch.tensor(ids[start:start + count], dtype=torch.int32)
+        tables[s, :count] = torch.tensor(ids[start : start + count], dtype=torch.int32)
         start += count
     for block in ids:
         k[block] = torch.randn(shape[1:], generator=gen).to(dtype).to(device)
@@ -250,6 +308,15 @@ def far_pool_case(seq_lens: Sequence[int] = (21, 9), *, block_size: int = 8, num
     for s, count in enumerate(used):
         clean_tables[s, :count] = torch.tensor([compact_ids[int(b)] for b in tables[s, :count]], dtype=torch.int32)
     q = torch.randn(len(used), num_q_heads, head_dim, generator=gen).to(dtype)
-    return PagedCase("pool past 2**32 elements (int64 offsets)", q.to(device), k, v, tables.to(device),
-                     torch.tensor([int(n) for n in seq_lens], dtype=torch.int32, device=device), head_dim ** -0.5,
-                     (clean_k.cpu(), clean_v.cpu(), clean_tables), keep_alive=(storage,), _pkv_recipe=recipe)
+    return PagedCase(
+        "pool past 2**32 elements (int64 offsets)",
+        q.to(device),
+        k,
+        v,
+        tables.to(device),
+        torch.tensor([int(n) for n in seq_lens], dtype=torch.int32, device=device),
+        head_dim**-0.5,
+        (clean_k.cpu(), clean_v.cpu(), clean_tables),
+        keep_alive=(storage,),
+        _pkv_recipe=recipe,
+    )

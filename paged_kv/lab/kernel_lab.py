@@ -9,6 +9,7 @@ in a readable error instead of killing the notebook's kernel. A ``before_launch(
 sees the very arguments the kernel is then launched with (the grader builds each launch's own
 specialisation for a GPU there, before the interpreter runs it).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,10 @@ class KernelFailed(CheckFailed):
 
 # ----------------------------------------------------------------------------- comparisons
 
-def expect_close(case: str, got: Any, expected: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4,
-                 hint: str = "") -> None:
+
+def expect_close(
+    case: str, got: Any, expected: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4, hint: str = ""
+) -> None:
     """Raise :class:`CheckFailed` unless the tensor ``got`` matches ``expected``.
 
     Shapes and dtypes must match exactly; NaN is never accepted; ``-inf`` must sit exactly where
@@ -59,11 +62,17 @@ def expect_close(case: str, got: Any, expected: torch.Tensor, *, atol: float = 1
         index = tuple(int(i) for i in bad.nonzero()[0])
         where = index[0] if len(index) == 1 else index
         count = int(bad.sum())
-        raise CheckFailed(case, f"{count} of {bad.numel()} values wrong, first at index {where}",
-                          expected=round(float(e[index]), 6), got=round(float(g[index]), 6), hint=hint)
+        raise CheckFailed(
+            case,
+            f"{count} of {bad.numel()} values wrong, first at index {where}",
+            expected=round(float(e[index]), 6),
+            got=round(float(g[index]), 6),
+            hint=hint,
+        )
 
 
 # ----------------------------------------------------------------------------- launching
+
 
 def is_stub(kernel) -> bool:
     """True while the kernel's body is still the ``raise NotImplementedError()`` stub."""
@@ -73,21 +82,29 @@ def is_stub(kernel) -> bool:
 
 def unwritten(name: str) -> TodoNotWritten:
     """The error for a kernel whose body is still the stub: names the student's kernel and what to do."""
-    return TodoNotWritten(f"{name} is still the stub: write its body in its TODO cell (in place of\n"
-                          "  `raise NotImplementedError()`), run that cell, then run this cell again.")
+    return TodoNotWritten(
+        f"{name} is still the stub: write its body in its TODO cell (in place of\n"
+        "  `raise NotImplementedError()`), run that cell, then run this cell again."
+    )
 
 
 def check_kernel(kernel, name: str) -> None:
     """A ``@triton.jit`` kernel of the student's own, finished: raise otherwise."""
     if type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
-        raise CheckFailed(name, f"expected a @triton.jit kernel, got {type(kernel).__name__}",
-                          hint="keep the @triton.jit decorator above the function")
+        raise CheckFailed(
+            name,
+            f"expected a @triton.jit kernel, got {type(kernel).__name__}",
+            hint="keep the @triton.jit decorator above the function",
+        )
     if is_stub(kernel):
         raise unwritten(name)
     borrowed = package_kernels_used(kernel)
     if borrowed:
-        raise CheckFailed("integrity", f"{name} uses the course package's kernels ({', '.join(borrowed)})",
-                          hint="write the kernel yourself; this step gets no points")
+        raise CheckFailed(
+            "integrity",
+            f"{name} uses the course package's kernels ({', '.join(borrowed)})",
+            hint="write the kernel yourself; this step gets no points",
+        )
 
 
 def package_kernels_used(kernel, _seen=None) -> list:
@@ -121,18 +138,27 @@ def check_grid(grid: Any, name: str, programs: Optional[int] = None) -> Tuple[in
     """Validate what a grid function returned: 1-3 positive ints (and ``programs`` of them, if given)."""
     if isinstance(grid, list):
         grid = tuple(grid)
-    if (not isinstance(grid, tuple) or not 1 <= len(grid) <= 3
-            or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grid)):
+    if (
+        not isinstance(grid, tuple)
+        or not 1 <= len(grid) <= 3
+        or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grid)
+    ):
         raise CheckFailed(name, "the grid function must return a tuple of 1 to 3 positive ints", got=grid)
     total = math.prod(grid)
     if total > MAX_PROGRAMS:
-        raise CheckFailed(name, f"the grid {grid} launches {total} programs, more than {MAX_PROGRAMS}",
-                          hint="one program per block or per (sequence, KV head) is enough")
+        raise CheckFailed(
+            name,
+            f"the grid {grid} launches {total} programs, more than {MAX_PROGRAMS}",
+            hint="one program per block or per (sequence, KV head) is enough",
+        )
     if programs is not None and total != programs:
-        raise CheckFailed(name, f"the grid {grid} launches {total} programs, not one per (sequence, KV head)",
-                          expected=programs, got=total,
-                          hint="each program covers one KV head's whole query-head group, so K and V are "
-                               "read once per group")
+        raise CheckFailed(
+            name,
+            f"the grid {grid} launches {total} programs, not one per (sequence, KV head)",
+            expected=programs,
+            got=total,
+            hint="each program covers one KV head's whole query-head group, so K and V are read once per group",
+        )
     return grid
 
 
@@ -142,8 +168,9 @@ def _library_dirs() -> Tuple[str, ...]:
 
     import triton
 
-    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                 for m in (triton, torch, numpy, sys.modules["paged_kv"]))
+    return tuple(
+        os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (triton, torch, numpy, sys.modules["paged_kv"])
+    )
 
 
 def student_line(error: BaseException) -> str:
@@ -172,11 +199,15 @@ def launch(kernel, grid: Tuple[int, ...], name: str, *args, **constexprs) -> Non
         text = str(inner).strip().splitlines()
         where = student_line(inner)
         shapes = any(word in str(inner).lower() for word in ("shape", "dimension", "broadcast"))
-        advice = ("check the shapes of the tiles there ([:, None] adds an axis, axis= picks the one a reduction "
-                  "removes)" if shapes else "check the values and types that line combines")
+        advice = (
+            "check the shapes of the tiles there ([:, None] adds an axis, axis= picks the one a reduction removes)"
+            if shapes
+            else "check the values and types that line combines"
+        )
         hint = f"raised in {where}; {advice}" if where else advice
-        raise KernelFailed(name, f"the kernel raised {type(inner).__name__}: {' '.join(text)[:600]}",
-                           hint=hint) from None
+        raise KernelFailed(
+            name, f"the kernel raised {type(inner).__name__}: {' '.join(text)[:600]}", hint=hint
+        ) from None
 
 
 def run_isolated(func: Callable[[], Any], name: str, timeout_s: int = CHILD_TIMEOUT_S) -> Any:
@@ -225,12 +256,18 @@ def run_isolated(func: Callable[[], Any], name: str, timeout_s: int = CHILD_TIME
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == signal.SIGALRM:
-                raise KernelFailed(name, f"the kernel ran for more than {timeout_s} s and was stopped",
-                                   hint="look for a loop whose bound never stops it")
-            raise KernelFailed(name, f"the kernel crashed the process ({signal.Signals(sig).name}): it read or "
-                                     "wrote memory far outside every tensor",
-                               hint="check the offsets you add to the pointers (block id x stride, slot, head) "
-                                    "and mask every load and store")
+                raise KernelFailed(
+                    name,
+                    f"the kernel ran for more than {timeout_s} s and was stopped",
+                    hint="look for a loop whose bound never stops it",
+                )
+            raise KernelFailed(
+                name,
+                f"the kernel crashed the process ({signal.Signals(sig).name}): it read or "
+                "wrote memory far outside every tensor",
+                hint="check the offsets you add to the pointers (block id x stride, slot, head) "
+                "and mask every load and store",
+            )
         raise KernelFailed(name, f"the kernel's process ended without a result (exit status {status})")
     kind, value, printed = pickle.loads(data)
     if printed:
@@ -264,11 +301,12 @@ def _rebuilt(value: tuple) -> BaseException:
     return RuntimeError(f"{type_name}: {message}\n{trace}")
 
 
-def _guarded_output(shape: Sequence[int], dtype: torch.dtype, device, margin: int = 64
-                    ) -> Tuple[torch.Tensor, torch.Tensor]:
+def _guarded_output(
+    shape: Sequence[int], dtype: torch.dtype, device, margin: int = 64
+) -> Tuple[torch.Tensor, torch.Tensor]:
     count = math.prod(shape)
     buffer = torch.full((count + 2 * margin,), float("nan"), dtype=dtype, device=device)
-    return buffer, buffer[margin:margin + count].view(*shape)
+    return buffer, buffer[margin : margin + count].view(*shape)
 
 
 OUTSIDE_HINT = "mask the store, and check the row/head offsets of the output pointer"
@@ -276,7 +314,7 @@ OUTSIDE_HINT = "mask the store, and check the row/head offsets of the output poi
 
 def _check_margins(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OUTSIDE_HINT) -> None:
     margin = (buffer.numel() - inner.numel()) // 2
-    outside = torch.cat([buffer[:margin], buffer[margin + inner.numel():]])
+    outside = torch.cat([buffer[:margin], buffer[margin + inner.numel() :]])
     if not torch.isnan(outside).all():
         raise KernelFailed(name, "the kernel wrote outside its output tensor", hint=hint)
 
@@ -290,35 +328,98 @@ def _finish(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OU
 # Each step's kernel takes its arguments in the stub's order; they are passed positionally (constexprs
 # included), so a renamed parameter changes nothing.
 
+
 def gather_args(case: PagedCase, out: torch.Tensor, seq: int, kv_head: int) -> list:
     k = case.k_cache
-    return [k, case.block_tables[seq], out, case.seq_len(seq), kv_head, k.stride(0), k.stride(1), k.stride(2),
-            case.block_size, case.head_dim]
+    return [
+        k,
+        case.block_tables[seq],
+        out,
+        case.seq_len(seq),
+        kv_head,
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        case.block_size,
+        case.head_dim,
+    ]
 
 
 def scores_args(case: PagedCase, scores: torch.Tensor, seq: int, q_head: int) -> list:
     k = case.k_cache
-    return [case.q[seq, q_head], k, case.block_tables[seq], scores, case.seq_len(seq), q_head // case.group,
-            case.scale, k.stride(0), k.stride(1), k.stride(2), case.block_size, case.head_dim]
+    return [
+        case.q[seq, q_head],
+        k,
+        case.block_tables[seq],
+        scores,
+        case.seq_len(seq),
+        q_head // case.group,
+        case.scale,
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        case.block_size,
+        case.head_dim,
+    ]
 
 
 def attend_args(case: PagedCase, out: torch.Tensor, seq: int, q_head: int) -> list:
     k = case.k_cache
-    return [case.q[seq, q_head], k, case.v_cache, case.block_tables[seq], out, case.seq_len(seq),
-            q_head // case.group, case.scale, k.stride(0), k.stride(1), k.stride(2), case.block_size, case.head_dim]
+    return [
+        case.q[seq, q_head],
+        k,
+        case.v_cache,
+        case.block_tables[seq],
+        out,
+        case.seq_len(seq),
+        q_head // case.group,
+        case.scale,
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        case.block_size,
+        case.head_dim,
+    ]
 
 
 def decode_args(case: PagedCase, out: torch.Tensor) -> list:
     q, k, tables = case.q, case.k_cache, case.block_tables
     group = case.group
-    return [q, k, case.v_cache, tables, case.seq_lens, out, case.scale, q.stride(0), q.stride(1),
-            k.stride(0), k.stride(1), k.stride(2), tables.stride(0), out.stride(0), out.stride(1),
-            group, 1 << (group - 1).bit_length(), case.block_size, case.head_dim]
+    return [
+        q,
+        k,
+        case.v_cache,
+        tables,
+        case.seq_lens,
+        out,
+        case.scale,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        group,
+        1 << (group - 1).bit_length(),
+        case.block_size,
+        case.head_dim,
+    ]
 
 
-def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, device, margin: int = 64,
-                hint: str = OUTSIDE_HINT, before_launch: Optional[Callable[[list], None]] = None
-                ) -> Callable[[], torch.Tensor]:
+def _one_launch(
+    kernel,
+    grid,
+    name: str,
+    shape,
+    dtype,
+    make_args: Callable,
+    device,
+    margin: int = 64,
+    hint: str = OUTSIDE_HINT,
+    before_launch: Optional[Callable[[list], None]] = None,
+) -> Callable[[], torch.Tensor]:
     """The launch as a function to run (in a child, in the interpreter). Its output and arguments are made here,
     first, so that ``before_launch(args)`` sees the very arguments the kernel is launched with (the grader's
     compile box builds each launch's own specialisation for a GPU before it runs)."""
@@ -334,46 +435,111 @@ def _one_launch(kernel, grid, name: str, shape, dtype, make_args: Callable, devi
     return body
 
 
-def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0,
-               name: str = "gather_keys_kernel", before_launch: Optional[Callable] = None) -> torch.Tensor:
+def run_gather(
+    kernel,
+    grid_fn: Callable,
+    case: PagedCase,
+    seq: int = 0,
+    kv_head: int = 0,
+    name: str = "gather_keys_kernel",
+    before_launch: Optional[Callable] = None,
+) -> torch.Tensor:
     """Step 1: ``[seq_len, head_dim]`` keys of one sequence and KV head, read through its block table."""
     check_kernel(kernel, name)
     grid = check_grid(grid_fn(case.seq_len(seq), case.block_size), name)
     shape = (case.seq_len(seq), case.head_dim)
-    return run_isolated(_one_launch(kernel, grid, name, shape, case.k_cache.dtype,
-                                    lambda out: gather_args(case, out, seq, kv_head), case.q.device,
-                                    before_launch=before_launch), name)
+    return run_isolated(
+        _one_launch(
+            kernel,
+            grid,
+            name,
+            shape,
+            case.k_cache.dtype,
+            lambda out: gather_args(case, out, seq, kv_head),
+            case.q.device,
+            before_launch=before_launch,
+        ),
+        name,
+    )
 
 
-def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0,
-               name: str = "scores_kernel", before_launch: Optional[Callable] = None) -> torch.Tensor:
+def run_scores(
+    kernel,
+    grid_fn: Callable,
+    case: PagedCase,
+    seq: int = 0,
+    q_head: int = 0,
+    name: str = "scores_kernel",
+    before_launch: Optional[Callable] = None,
+) -> torch.Tensor:
     """Step 2: float32 scores of one query head over its sequence's blocks, ``-inf`` in the tail."""
     check_kernel(kernel, name)
     n = case.seq_len(seq)
     grid = check_grid(grid_fn(n, case.block_size), name)
     shape = (-(-n // case.block_size) * case.block_size,)
-    return run_isolated(_one_launch(kernel, grid, name, shape, torch.float32,
-                                    lambda out: scores_args(case, out, seq, q_head), case.q.device,
-                                    before_launch=before_launch), name)
+    return run_isolated(
+        _one_launch(
+            kernel,
+            grid,
+            name,
+            shape,
+            torch.float32,
+            lambda out: scores_args(case, out, seq, q_head),
+            case.q.device,
+            before_launch=before_launch,
+        ),
+        name,
+    )
 
 
-def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel",
-               before_launch: Optional[Callable] = None) -> torch.Tensor:
+def run_attend(
+    kernel,
+    case: PagedCase,
+    seq: int = 0,
+    q_head: int = 0,
+    name: str = "attend_kernel",
+    before_launch: Optional[Callable] = None,
+) -> torch.Tensor:
     """Step 3: attention output ``[head_dim]`` (in ``q.dtype``) of one query head, one program."""
     check_kernel(kernel, name)
-    return run_isolated(_one_launch(kernel, (1,), name, (case.head_dim,), case.q.dtype,
-                                    lambda out: attend_args(case, out, seq, q_head), case.q.device,
-                                    before_launch=before_launch), name)
+    return run_isolated(
+        _one_launch(
+            kernel,
+            (1,),
+            name,
+            (case.head_dim,),
+            case.q.dtype,
+            lambda out: attend_args(case, out, seq, q_head),
+            case.q.device,
+            before_launch=before_launch,
+        ),
+        name,
+    )
 
 
-def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel",
-               before_launch: Optional[Callable] = None) -> torch.Tensor:
+def run_decode(
+    kernel,
+    grid_fn: Callable,
+    case: PagedCase,
+    name: str = "paged_decode_kernel",
+    before_launch: Optional[Callable] = None,
+) -> torch.Tensor:
     """Step 4: the whole batch, ``[num_seqs, num_q_heads, head_dim]``, one program per (sequence, KV head)."""
     check_kernel(kernel, name)
     grid = check_grid(grid_fn(case.num_seqs, case.num_kv_heads), name, programs=case.num_seqs * case.num_kv_heads)
-    return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
-                                    lambda out: decode_args(case, out), case.q.device,
-                                    before_launch=before_launch), name)
+    return run_isolated(
+        _one_launch(
+            kernel,
+            grid,
+            name,
+            tuple(case.q.shape),
+            case.q.dtype,
+            lambda out: decode_args(case, out),
+            case.q.device,
+            before_launch=before_launch,
+        ),
+        name,
+    )
 
 
 def fast_decode_args(case: PagedCase, out: torch.Tensor, tile: int = 64) -> list:
@@ -385,8 +551,9 @@ def fast_decode_args(case: PagedCase, out: torch.Tensor, tile: int = 64) -> list
     return args + [tile]
 
 
-def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel",
-                    before_launch: Optional[Callable] = None) -> torch.Tensor:
+def run_fast_decode(
+    kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel", before_launch: Optional[Callable] = None
+) -> torch.Tensor:
     """Step 5: the whole batch like step 4, grid ``(num_seqs, num_kv_heads)``, each program walking ``TILE``
     tokens per iteration whatever the block size."""
     check_kernel(kernel, name)
@@ -394,22 +561,48 @@ def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_d
     grid = (case.num_seqs, case.num_kv_heads)
     # The guard after the output holds a whole padded group: unmasked padding rows land there, not in the heap.
     margin = 64 + max(16, 2 * case.group) * case.head_dim
-    return run_isolated(_one_launch(kernel, grid, name, tuple(case.q.shape), case.q.dtype,
-                                    lambda out: fast_decode_args(case, out, tile), case.q.device, margin,
-                                    hint="mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
-                                         "belong to no query head of this program", before_launch=before_launch),
-                        name)
+    return run_isolated(
+        _one_launch(
+            kernel,
+            grid,
+            name,
+            tuple(case.q.shape),
+            case.q.dtype,
+            lambda out: fast_decode_args(case, out, tile),
+            case.q.device,
+            margin,
+            hint="mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
+            "belong to no query head of this program",
+            before_launch=before_launch,
+        ),
+        name,
+    )
 
 
 def split_args(case: PagedCase, part_out: torch.Tensor, part_lse: torch.Tensor, tokens_per_split: int) -> list:
     q, k, tables = case.q, case.k_cache, case.block_tables
-    return decode_args(case, q)[:5] + [part_out, part_lse, case.scale, q.stride(0), q.stride(1), k.stride(0),
-                                       k.stride(1), k.stride(2), tables.stride(0), tokens_per_split,
-                                       part_out.shape[2]] + decode_args(case, q)[-4:]
+    return (
+        decode_args(case, q)[:5]
+        + [
+            part_out,
+            part_lse,
+            case.scale,
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            tables.stride(0),
+            tokens_per_split,
+            part_out.shape[2],
+        ]
+        + decode_args(case, q)[-4:]
+    )
 
 
-def run_split_decode(split_kernel, merge_kernel, case: PagedCase, tokens_per_split: int,
-                     name: str = "split-KV kernels") -> torch.Tensor:
+def run_split_decode(
+    split_kernel, merge_kernel, case: PagedCase, tokens_per_split: int, name: str = "split-KV kernels"
+) -> torch.Tensor:
     """Stretch: split-KV. ``split_kernel`` (grid ``(num_seqs, num_kv_heads, num_splits)``) writes float32
     partial outputs ``[num_seqs, num_q_heads, num_splits, head_dim]`` and their natural-log log-sum-exp
     ``[num_seqs, num_q_heads, num_splits]``; ``merge_kernel`` (grid ``(num_seqs, num_q_heads)``) combines them."""
@@ -423,16 +616,32 @@ def run_split_decode(split_kernel, merge_kernel, case: PagedCase, tokens_per_spl
         part_out = torch.full((seqs, heads, num_splits, dim), float("nan"), device=device)
         part_lse = torch.full((seqs, heads, num_splits), float("nan"), device=device)
         buffer, out = _guarded_output((seqs, heads, dim), case.q.dtype, device)
-        launch(split_kernel, (seqs, case.num_kv_heads, num_splits), name,
-               *split_args(case, part_out, part_lse, tokens_per_split))
-        launch(merge_kernel, (seqs, heads), name, part_out, part_lse, out, out.stride(0), out.stride(1),
-               num_splits, 1 << (num_splits - 1).bit_length(), dim)
+        launch(
+            split_kernel,
+            (seqs, case.num_kv_heads, num_splits),
+            name,
+            *split_args(case, part_out, part_lse, tokens_per_split),
+        )
+        launch(
+            merge_kernel,
+            (seqs, heads),
+            name,
+            part_out,
+            part_lse,
+            out,
+            out.stride(0),
+            out.stride(1),
+            num_splits,
+            1 << (num_splits - 1).bit_length(),
+            dim,
+        )
         return _finish(buffer, out, name)
 
     return run_isolated(body, name)
 
 
 # ----------------------------------------------------------------------------- a real GPU kernel?
+
 
 def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     """Compile ``kernel`` for ``sm_{arch}`` with these launch arguments; a ``CheckFailed`` if it cannot be.
@@ -444,24 +653,34 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     check_kernel(kernel, name)  # an unwritten stub says so, rather than that it does not compile
     params = kernel_parameters(kernel)
     if len(params) != len(args):
-        raise CheckFailed(name, f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
-                          hint="keep the stub's parameter list as it is")
+        raise CheckFailed(
+            name,
+            f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
+            hint="keep the stub's parameter list as it is",
+        )
     try:
         return compile_for_gpu(kernel, dict(zip(params, args)), arch=arch)
     except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
-        raise CheckFailed(name, f"does not compile for an NVIDIA GPU (sm_{arch}): {compile_error_message(error)}",
-                          hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
-                               "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
-                               "on a tensor, no Python lists of values") from None
+        raise CheckFailed(
+            name,
+            f"does not compile for an NVIDIA GPU (sm_{arch}): {compile_error_message(error)}",
+            hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
+            "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
+            "on a tensor, no Python lists of values",
+        ) from None
 
 
 # ---- step 5: what the GPU compiler makes of the fast kernel ------------------------------------------------
 # One layer of Llama-3.1-8B (its config.json: 32 attention heads, 8 KV heads, head dim 4096 / 32 = 128), in fp16.
 LLAMA_LAYER = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype=torch.float16)
-NO_DOT_HINT = ("scores = tl.dot(q, tl.trans(k)) with q [GROUP_PAD, HEAD_DIM] and k [TILE, HEAD_DIM]; then "
-               "acc += tl.dot(p.to(v.dtype), v)")
-TILES_HINT = ("the work per iteration must be TILE tokens whatever the block size: pos = start + tl.arange(0, TILE), "
-              "block = table[pos // BLOCK_SIZE], slot = pos % BLOCK_SIZE")
+NO_DOT_HINT = (
+    "scores = tl.dot(q, tl.trans(k)) with q [GROUP_PAD, HEAD_DIM] and k [TILE, HEAD_DIM]; then "
+    "acc += tl.dot(p.to(v.dtype), v)"
+)
+TILES_HINT = (
+    "the work per iteration must be TILE tokens whatever the block size: pos = start + tl.arange(0, TILE), "
+    "block = table[pos // BLOCK_SIZE], slot = pos % BLOCK_SIZE"
+)
 
 
 def fast_build_args(block_size: int, tile: int = 64) -> list:
@@ -486,40 +705,65 @@ def judge_fast_build(build, block_size: int) -> None:
     nothing."""
     label = f"sm_{build.arch}, Llama-3.1-8B layer, block size {block_size}"
     if len(build.dots) < 2:
-        raise CheckFailed(label, f"{len(build.dots)} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
-                          "product written as a broadcast and tl.sum never reaches the tensor cores", hint=NO_DOT_HINT)
+        raise CheckFailed(
+            label,
+            f"{len(build.dots)} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
+            "product written as a broadcast and tl.sum never reaches the tensor cores",
+            hint=NO_DOT_HINT,
+        )
     narrow = [d for d in build.dots if not d.endswith("xf32")]
     if narrow:
-        raise CheckFailed(label, f"tl.dot accumulates in 16 bits ({narrow[0]})", hint="leave tl.dot's out_dtype at "
-                          "its default, float32: a 16-bit running sum of 128 products loses about three digits")
+        raise CheckFailed(
+            label,
+            f"tl.dot accumulates in 16 bits ({narrow[0]})",
+            hint="leave tl.dot's out_dtype at "
+            "its default, float32: a 16-bit running sum of 128 products loses about three digits",
+        )
     wide = [(i, d) for i, d in enumerate(build.dots) if any(t not in SIXTEEN_BIT_INPUTS for t in dot_input_types(d))]
     if wide:
         which, dot = wide[0]
         product = ("q . K", "p . V")[which] if which < 2 else f"tl.dot number {which + 1}"
         types = " and ".join(dict.fromkeys(dot_input_types(dot)))
-        raise CheckFailed(label, f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones",
-                          hint="tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
-                               "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
-                               "cache's dtype and cast p to V's dtype for the second one, tl.dot(p.to(v.dtype), v)")
+        raise CheckFailed(
+            label,
+            f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones",
+            hint="tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
+            "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
+            "cache's dtype and cast p to V's dtype for the second one, tl.dot(p.to(v.dtype), v)",
+        )
     if build.spill_bytes is None:
-        raise CheckFailed(label, "ptxas is not available here, so spills cannot be counted and this check fails",
-                          hint="Triton's wheel ships ptxas; reinstall triton, or grade where it is present")
+        raise CheckFailed(
+            label,
+            "ptxas is not available here, so spills cannot be counted and this check fails",
+            hint="Triton's wheel ships ptxas; reinstall triton, or grade where it is present",
+        )
     if build.spill_bytes > 0:
-        raise CheckFailed(label, f"{build.spill_bytes} bytes per thread spilled to local memory "
-                          f"({build.registers} registers per thread)", hint="a tile that grows with BLOCK_SIZE does "
-                          "not fit in registers: " + TILES_HINT)
+        raise CheckFailed(
+            label,
+            f"{build.spill_bytes} bytes per thread spilled to local memory ({build.registers} registers per thread)",
+            hint="a tile that grows with BLOCK_SIZE does not fit in registers: " + TILES_HINT,
+        )
 
 
 def judge_same_tiles(first, first_block_size: int, build, block_size: int) -> None:
     """A ``CheckFailed`` when the kernel's ``tl.dot`` shapes change with the block size."""
     if build.dots != first.dots:
-        raise CheckFailed(f"sm_{build.arch}, block sizes {first_block_size} and {block_size}", "the tiles follow "
-                          f"BLOCK_SIZE: tl.dot works on {first.dots[0]} at block size {first_block_size} and on "
-                          f"{build.dots[0]} at {block_size}", hint=TILES_HINT)
+        raise CheckFailed(
+            f"sm_{build.arch}, block sizes {first_block_size} and {block_size}",
+            "the tiles follow "
+            f"BLOCK_SIZE: tl.dot works on {first.dots[0]} at block size {first_block_size} and on "
+            f"{build.dots[0]} at {block_size}",
+            hint=TILES_HINT,
+        )
 
 
-def expect_fast_builds(kernel, block_sizes: Sequence[int] = (16, 32), name: str = "fast_decode_kernel", *,
-                       build_with: Optional[Callable] = None) -> dict:
+def expect_fast_builds(
+    kernel,
+    block_sizes: Sequence[int] = (16, 32),
+    name: str = "fast_decode_kernel",
+    *,
+    build_with: Optional[Callable] = None,
+) -> dict:
     """Build step 5's kernel for sm_90 at each block size (TILE 64) and judge each build; ``{block_size: build}``.
     ``build_with(kernel, args, name)`` builds (default ``require_gpu_build``; a grader builds from the submitted text)."""
     builds: dict = {}

@@ -9,6 +9,7 @@ Jupyter) the notebooks run on any ``python3`` kernel.
 ``python -m paged_kv.lab.notebook_kernel install`` installs it as the ``python3`` kernel of this
 environment; ``python -m paged_kv.lab.notebook_kernel -f CONNECTION_FILE`` is how Jupyter starts it.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from ipykernel.ipkernel import IPythonKernel
 
 DISPLAY_NAME = "Python 3 (paged-kv-course)"
 KERNELSPEC: Dict[str, str] = {"display_name": DISPLAY_NAME, "language": "python", "name": "python3"}
-LANGUAGE_INFO: Dict[str, object] = {key: value for key, value in IPythonKernel.language_info.items()
-                                    if key != "version"}
+LANGUAGE_INFO: Dict[str, object] = {
+    key: value for key, value in IPythonKernel.language_info.items() if key != "version"
+}
 
 
 class CourseKernel(IPythonKernel):

@@ -7,6 +7,7 @@ prompt tokens served from the cache, the prefill tokens actually computed and th
 ``prefix_caching=False`` replays the same requests with hashing switched off (nothing is ever
 registered, so nothing can hit): the baseline.
 """
+
 from __future__ import annotations
 
 import random
@@ -20,9 +21,14 @@ from paged_kv.cache.steps import decode_step, prefill
 Request = Tuple[List[int], int]  # (prompt token ids, number of tokens to generate)
 
 
-def system_prompt_requests(num_requests: int = 120, num_system_prompts: int = 3, system_len: int = 96,
-                           user_len: Tuple[int, int] = (8, 48), output_len: Tuple[int, int] = (4, 24),
-                           seed: int = 0) -> List[Request]:
+def system_prompt_requests(
+    num_requests: int = 120,
+    num_system_prompts: int = 3,
+    system_len: int = 96,
+    user_len: Tuple[int, int] = (8, 48),
+    output_len: Tuple[int, int] = (4, 24),
+    seed: int = 0,
+) -> List[Request]:
     """``num_requests`` prompts: one of ``num_system_prompts`` shared prompts, then the user's own tokens."""
     num_requests = check_positive_int("num_requests", num_requests)
     num_system_prompts = check_positive_int("num_system_prompts", num_system_prompts)
@@ -41,8 +47,15 @@ def _without_prefix_caching(manager_cls) -> type:
     return type(f"{manager_cls.__name__}NoPrefixCache", (manager_cls,), {"hash_blocks": lambda self, seq: None})
 
 
-def replay(manager_cls, requests: SequenceType[Request], *, num_blocks: int, block_size: int,
-           concurrency: int = 8, prefix_caching: bool = True) -> Dict[str, List[int]]:
+def replay(
+    manager_cls,
+    requests: SequenceType[Request],
+    *,
+    num_blocks: int,
+    block_size: int,
+    concurrency: int = 8,
+    prefix_caching: bool = True,
+) -> Dict[str, List[int]]:
     """Run ``requests`` in order; per request: ``cached_tokens``, ``computed_tokens``, ``blocks_in_use``.
 
     At most ``concurrency`` requests are live; when a prompt does not fit, the oldest live request is
@@ -76,7 +89,9 @@ def replay(manager_cls, requests: SequenceType[Request], *, num_blocks: int, blo
                     raise
                 except RuntimeError:
                     if not live:
-                        raise ValueError(f"a request of {len(seq) + 1} tokens does not fit in {num_blocks} blocks") from None
+                        raise ValueError(
+                            f"a request of {len(seq) + 1} tokens does not fit in {num_blocks} blocks"
+                        ) from None
                     manager.deallocate(live.popleft())
         live.append(seq)
         if len(live) > concurrency:
@@ -89,8 +104,14 @@ def replay(manager_cls, requests: SequenceType[Request], *, num_blocks: int, blo
     return out
 
 
-def sweep(manager_cls, system_lens: SequenceType[int], block_sizes: SequenceType[int], *, num_requests: int = 60,
-          seed: int = 0) -> Dict[int, List[float]]:
+def sweep(
+    manager_cls,
+    system_lens: SequenceType[int],
+    block_sizes: SequenceType[int],
+    *,
+    num_requests: int = 60,
+    seed: int = 0,
+) -> Dict[int, List[float]]:
     """Fraction of prompt tokens served from the cache, per block size (key), per shared prefix length."""
     result: Dict[int, List[float]] = {}
     for block_size in block_sizes:

@@ -10,6 +10,7 @@ The reference's snapshots of the notebook's own traces (the picture and the visi
 recorded in ``scheduler_traces.json`` (``tools/record_scheduler_traces.py`` writes it from the reference), so
 a class's handout, whose package leaves the reference scheduler out, still compares with it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,8 +52,10 @@ class TraceSpec:
         for i, r in enumerate(self.requests):
             longest = len(r.prompt) + check_positive_int("max_tokens", r.max_tokens) - 1
             if not r.prompt or longest > room:
-                raise ValueError(f"request r{i} reaches {longest} tokens; a trace request must fit the pool and the "
-                                 f"token budget alone ({room})")
+                raise ValueError(
+                    f"request r{i} reaches {longest} tokens; a trace request must fit the pool and the "
+                    f"token budget alone ({room})"
+                )
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,12 @@ class Snapshot:
     """Everything one ``schedule()`` decided, in plain values (names, not objects)."""
 
     step: int
-    kind: str                                   # "prefill", "decode" or "idle" (nothing arrived yet)
-    scheduled: Tuple[Tuple[str, int], ...]      # (name, num_scheduled_tokens) in batch order
+    kind: str  # "prefill", "decode" or "idle" (nothing arrived yet)
+    scheduled: Tuple[Tuple[str, int], ...]  # (name, num_scheduled_tokens) in batch order
     waiting: Tuple[str, ...]
     running: Tuple[str, ...]
-    blocks: Tuple[Tuple[str, int], ...]         # (name, blocks held) for every request holding blocks
-    cached: Tuple[Tuple[str, int], ...]         # (name, num_cached_tokens) for every scheduled request
+    blocks: Tuple[Tuple[str, int], ...]  # (name, blocks held) for every request holding blocks
+    cached: Tuple[Tuple[str, int], ...]  # (name, num_cached_tokens) for every scheduled request
     free_blocks: int
 
 
@@ -86,7 +89,8 @@ class GuardedBlockManager(BlockManager):
         if self.calls > self.max_calls:
             raise AssertionError(
                 f"schedule() asked {what} more than {self.max_calls} times in one step: a loop that never ends? "
-                "When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting")
+                "When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting"
+            )
 
     def can_allocate(self, seq: Sequence) -> int:
         self._count("can_allocate")
@@ -108,8 +112,9 @@ class TraceRun:
     def __init__(self, scheduler_cls, spec: TraceSpec, max_steps: int = 2000):
         self.spec = spec
         self.manager = GuardedBlockManager(spec.num_blocks, spec.block_size)
-        self.scheduler = scheduler_cls(self.manager, max_num_seqs=spec.max_num_seqs,
-                                       max_num_batched_tokens=spec.max_num_batched_tokens)
+        self.scheduler = scheduler_cls(
+            self.manager, max_num_seqs=spec.max_num_seqs, max_num_batched_tokens=spec.max_num_batched_tokens
+        )
         self.seqs = [Sequence(list(r.prompt), spec.block_size) for r in spec.requests]
         self.names: Dict[int, str] = {id(s): f"r{i}" for i, s in enumerate(self.seqs)}
         self.index: Dict[int, int] = {id(s): i for i, s in enumerate(self.seqs)}
@@ -155,7 +160,7 @@ class TraceRun:
             raise AssertionError(f"the trace is still running after {self.max_steps} steps: is a request stuck?")
         self._arrivals()
         self._batch = []
-        if self.scheduler.is_finished():      # nothing has arrived yet: an idle step
+        if self.scheduler.is_finished():  # nothing has arrived yet: an idle step
             snapshot = Snapshot(self.step_index, "idle", (), (), (), (), (), self.manager.num_free_blocks)
             self.snapshots.append(snapshot)
             return snapshot
@@ -165,8 +170,10 @@ class TraceRun:
             raise AssertionError(f"schedule() must return a tuple (scheduled, is_prefill), got {result!r}")
         batch, is_prefill = result
         if not isinstance(batch, list) or not isinstance(is_prefill, bool):
-            raise AssertionError(f"schedule() must return (list of sequences, bool), got ({type(batch).__name__}, "
-                                 f"{type(is_prefill).__name__})")
+            raise AssertionError(
+                f"schedule() must return (list of sequences, bool), got ({type(batch).__name__}, "
+                f"{type(is_prefill).__name__})"
+            )
         snapshot = self._snapshot(batch, is_prefill)
         self.snapshots.append(snapshot)
         self._batch = batch
@@ -182,12 +189,15 @@ class TraceRun:
         scheduled = tuple((self._name(s), int(s.num_scheduled_tokens)) for s in batch)
         holders = [s for s in self.seqs if s.block_table]
         return Snapshot(
-            step=self.step_index, kind="prefill" if is_prefill else "decode", scheduled=scheduled,
+            step=self.step_index,
+            kind="prefill" if is_prefill else "decode",
+            scheduled=scheduled,
             waiting=tuple(self._name(s) for s in self.scheduler.waiting),
             running=tuple(self._name(s) for s in self.scheduler.running),
             blocks=tuple((self._name(s), len(s.block_table)) for s in holders),
             cached=tuple((self._name(s), int(s.num_cached_tokens)) for s in batch),
-            free_blocks=self.manager.num_free_blocks)
+            free_blocks=self.manager.num_free_blocks,
+        )
 
     def _after_model(self, batch) -> None:
         for seq in batch:
@@ -206,34 +216,49 @@ class TraceRun:
         running = {id(s) for s in self.scheduler.running}
         for seq in self.seqs:
             if seq.block_table and id(seq) not in running:
-                raise AssertionError(f"{self._name(seq)} is not running but still holds blocks {seq.block_table}: "
-                                     "were its blocks given back (deallocate) when it left the running queue?")
+                raise AssertionError(
+                    f"{self._name(seq)} is not running but still holds blocks {seq.block_table}: "
+                    "were its blocks given back (deallocate) when it left the running queue?"
+                )
             held.update(seq.block_table)
         for block in self.manager.blocks:
             if block.ref_count != held.get(block.block_id, 0):
-                raise AssertionError(f"block {block.block_id} has ref_count {block.ref_count} but "
-                                     f"{held.get(block.block_id, 0)} block table(s) list it")
+                raise AssertionError(
+                    f"block {block.block_id} has ref_count {block.ref_count} but "
+                    f"{held.get(block.block_id, 0)} block table(s) list it"
+                )
         in_use = self.manager.num_blocks - self.manager.num_free_blocks
         if in_use != len(held):
             raise AssertionError(f"{in_use} blocks are marked in use but the block tables hold {len(held)}")
 
 
-def make_trace(seed: int, num_requests: int, *, num_blocks: int, block_size: int, shared_prefixes: int = 2,
-               prefix_blocks: Tuple[int, int] = (1, 3), suffix_len: Tuple[int, int] = (1, 12),
-               max_tokens: Tuple[int, int] = (1, 24), arrival_spread: int = 6, max_num_seqs: int = 8,
-               max_num_batched_tokens: int = 256) -> TraceSpec:
+def make_trace(
+    seed: int,
+    num_requests: int,
+    *,
+    num_blocks: int,
+    block_size: int,
+    shared_prefixes: int = 2,
+    prefix_blocks: Tuple[int, int] = (1, 3),
+    suffix_len: Tuple[int, int] = (1, 12),
+    max_tokens: Tuple[int, int] = (1, 24),
+    arrival_spread: int = 6,
+    max_num_seqs: int = 8,
+    max_num_batched_tokens: int = 256,
+) -> TraceSpec:
     """A seeded random trace: prompts start with one of ``shared_prefixes`` common prefixes (whole
     blocks, so they can hit the prefix cache) followed by a private suffix; arrivals are spread over
     the first ``arrival_spread`` steps. Every request fits the pool on its own."""
     import random
 
     rng = random.Random(check_int("seed", seed))
-    prefixes = [[rng.randint(100, 200) for _ in range(block_size * rng.randint(*prefix_blocks))]
-                for _ in range(shared_prefixes)]
+    prefixes = [
+        [rng.randint(100, 200) for _ in range(block_size * rng.randint(*prefix_blocks))] for _ in range(shared_prefixes)
+    ]
     requests = []
     for _ in range(check_positive_int("num_requests", num_requests)):
         prompt = list(rng.choice(prefixes)) + [rng.randint(1, 99) for _ in range(rng.randint(*suffix_len))]
-        room = min(num_blocks * block_size, max_num_batched_tokens)   # every request must fit alone
+        room = min(num_blocks * block_size, max_num_batched_tokens)  # every request must fit alone
         prompt = prompt[:room]
         tokens = min(rng.randint(*max_tokens), room - len(prompt) + 1)
         requests.append(TraceRequest(tuple(prompt), tokens, rng.randint(0, arrival_spread)))
@@ -243,8 +268,10 @@ def make_trace(seed: int, num_requests: int, *, num_blocks: int, block_size: int
 def format_snapshot(s: Snapshot) -> str:
     """One line for a human: ``step 3 decode [r0, r1] | waiting [r2] | running [r0, r1] | free 2``."""
     batch = ", ".join(f"{n}+{t}" for n, t in s.scheduled)
-    return (f"step {s.step} {s.kind:7s} scheduled [{batch}] | waiting [{', '.join(s.waiting)}] | "
-            f"running [{', '.join(s.running)}] | free blocks {s.free_blocks}")
+    return (
+        f"step {s.step} {s.kind:7s} scheduled [{batch}] | waiting [{', '.join(s.waiting)}] | "
+        f"running [{', '.join(s.running)}] | free blocks {s.free_blocks}"
+    )
 
 
 def replay(scheduler_cls, spec: TraceSpec, max_steps: int = 2000) -> List[Snapshot]:
@@ -275,8 +302,16 @@ def _pairs(values) -> Tuple[Tuple[str, int], ...]:
 
 def snapshot_from_json(row: list) -> Snapshot:
     step, kind, scheduled, waiting, running, blocks, cached, free_blocks = row
-    return Snapshot(int(step), str(kind), _pairs(scheduled), tuple(waiting), tuple(running), _pairs(blocks),
-                    _pairs(cached), int(free_blocks))
+    return Snapshot(
+        int(step),
+        str(kind),
+        _pairs(scheduled),
+        tuple(waiting),
+        tuple(running),
+        _pairs(blocks),
+        _pairs(cached),
+        int(free_blocks),
+    )
 
 
 def recorded_snapshots(spec: TraceSpec, path: Path = RECORDED) -> Optional[List[Snapshot]]:
@@ -293,6 +328,7 @@ def reference_snapshots(spec: TraceSpec) -> List[Snapshot]:
     if recorded is not None:
         return recorded
     from paged_kv.engine.scheduler import Scheduler as reference_cls
+
     return replay(reference_cls, spec)
 
 
@@ -315,7 +351,6 @@ class RecordedRun:
         self.step_index += 1
 
 
-
 def _admitted_out_of_turn(ref: Snapshot, got: Snapshot) -> bool:
     """The student admitted a sequence the reference left waiting, but not the head the reference stopped at."""
     admitted = {n for n, _ in got.scheduled}
@@ -325,46 +360,70 @@ def _admitted_out_of_turn(ref: Snapshot, got: Snapshot) -> bool:
 def _hint(field: str, ref: Snapshot, got: Snapshot) -> str:
     ref_names, got_names = [n for n, _ in ref.scheduled], [n for n, _ in got.scheduled]
     if field == "kind" and got.kind == "prefill":
-        return (f"you admitted {', '.join(got_names)} but nothing fits yet: the head of waiting "
-                f"({ref.waiting[0] if ref.waiting else '-'}) does not fit, and first come, first served stops there; "
-                "never admit one from behind it")
+        return (
+            f"you admitted {', '.join(got_names)} but nothing fits yet: the head of waiting "
+            f"({ref.waiting[0] if ref.waiting else '-'}) does not fit, and first come, first served stops there; "
+            "never admit one from behind it"
+        )
     if field == "kind":
-        return (f"the head of waiting fits ({', '.join(ref_names)} should be admitted: can_allocate != -1 and the "
-                "uncached tokens fit the budget); a step that admits anything is a prefill step, with no decode")
+        return (
+            f"the head of waiting fits ({', '.join(ref_names)} should be admitted: can_allocate != -1 and the "
+            "uncached tokens fit the budget); a step that admits anything is a prefill step, with no decode"
+        )
     if field == "scheduled" and got.kind == "prefill":
         if _admitted_out_of_turn(ref, got):
-            return ("first come, first served: stop at the first waiting sequence that does not fit; never admit one "
-                    "from behind it")
+            return (
+                "first come, first served: stop at the first waiting sequence that does not fit; never admit one "
+                "from behind it"
+            )
         if len(got_names) > len(ref_names):
-            return ("admit only while can_allocate(head) != -1, its uncached tokens fit the token budget "
-                    "(len(seq) - hits * block_size), and fewer than max_num_seqs are scheduled")
+            return (
+                "admit only while can_allocate(head) != -1, its uncached tokens fit the token budget "
+                "(len(seq) - hits * block_size), and fewer than max_num_seqs are scheduled"
+            )
         if len(got_names) < len(ref_names):
-            return ("keep admitting from the head while the next one fits: the budget counts only uncached tokens "
-                    "and shrinks by what each admitted sequence computes")
+            return (
+                "keep admitting from the head while the next one fits: the budget counts only uncached tokens "
+                "and shrinks by what each admitted sequence computes"
+            )
         return "a prefill's num_scheduled_tokens is len(seq) - seq.num_cached_tokens, after allocate"
     if field == "scheduled":
         if got_names == ref_names:
             return "decode sets num_scheduled_tokens = 1 for every scheduled sequence"
         if got.free_blocks < ref.free_blocks and len(got.waiting) >= len(ref.waiting):
-            return (f"after this step {got.free_blocks} blocks are free instead of {ref.free_blocks}: does preempt() give "
-                    "the sequence's blocks back with deallocate(seq)?")
-        return ("decode takes running sequences from the head (oldest first), at most max_num_seqs; when one "
-                "cannot get a block, preempt the NEWEST running sequence (the tail), or itself if none is left")
+            return (
+                f"after this step {got.free_blocks} blocks are free instead of {ref.free_blocks}: does preempt() give "
+                "the sequence's blocks back with deallocate(seq)?"
+            )
+        return (
+            "decode takes running sequences from the head (oldest first), at most max_num_seqs; when one "
+            "cannot get a block, preempt the NEWEST running sequence (the tail), or itself if none is left"
+        )
     if field == "waiting":
         return "a preempted sequence goes back to the HEAD of waiting (appendleft), ahead of new arrivals"
     if field == "running":
-        return ("keep running in admission order: admitted sequences join the tail; after a decode step the "
-                "scheduled ones go back to the head in their order, ahead of those not scheduled")
+        return (
+            "keep running in admission order: admitted sequences join the tail; after a decode step the "
+            "scheduled ones go back to the head in their order, ahead of those not scheduled"
+        )
     if field in ("blocks", "free_blocks"):
-        return ("prefill: allocate(seq, hits); decode: may_append(seq) once can_append(seq) is true; "
-                "preempt: deallocate(seq), so its blocks return to the pool")
+        return (
+            "prefill: allocate(seq, hits); decode: may_append(seq) once can_append(seq) is true; "
+            "preempt: deallocate(seq), so its blocks return to the pool"
+        )
     return "allocate(seq, n) with the n that can_allocate returned sets num_cached_tokens (prefix-cache hits)"
 
 
 FIELDS = ("kind", "scheduled", "waiting", "running", "blocks", "free_blocks", "cached")
-_WHAT = {"kind": "kind of step", "scheduled": "scheduled (name+tokens)", "waiting": "waiting queue",
-         "running": "running queue", "blocks": "blocks held (name, count)", "free_blocks": "free blocks",
-         "cached": "num_cached_tokens of the scheduled"}
+_WHAT = {
+    "kind": "kind of step",
+    "scheduled": "scheduled (name+tokens)",
+    "waiting": "waiting queue",
+    "running": "running queue",
+    "blocks": "blocks held (name, count)",
+    "free_blocks": "free blocks",
+    "cached": "num_cached_tokens of the scheduled",
+}
 
 
 def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_cls=None, run_cls=None) -> int:
@@ -393,8 +452,13 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:
-                raise CheckFailed(where, f"{_WHAT[field]} differs{before}", expected=_Shown(_pretty(field, want)),
-                                  got=_Shown(_pretty(field, have)), hint=_hint(field, expected, got))
+                raise CheckFailed(
+                    where,
+                    f"{_WHAT[field]} differs{before}",
+                    expected=_Shown(_pretty(field, want)),
+                    got=_Shown(_pretty(field, have)),
+                    hint=_hint(field, expected, got),
+                )
         _guarded(where, run.audit, before, _AUDIT_HINT, run.readable)
         ref_run.complete()
         _guarded(where, run.complete, before, _RECORD_HINT, run.readable)
@@ -420,12 +484,18 @@ def _guarded(where: str, action, before: str, hint: str, readable=str):
         raise CheckFailed(failed.case, readable(failed.problem) + before, hint=failed.hint or hint) from None
 
 
-_DECIDE_HINT = ("a schedule() that follows the rules never makes a BlockManager call fail: ask can_allocate before "
-                "allocate, can_append before may_append, and preempt when can_append is false")
-_AUDIT_HINT = ("only running sequences hold blocks: preempt(seq) must give them back with deallocate(seq), and a "
-               "sequence taken off running must end up in waiting or scheduled again")
-_RECORD_HINT = ("every scheduled sequence needs a block for each of its tokens: allocate(seq, hits) before a prefill, "
-                "may_append(seq) before a decode, and num_scheduled_tokens set for each")
+_DECIDE_HINT = (
+    "a schedule() that follows the rules never makes a BlockManager call fail: ask can_allocate before "
+    "allocate, can_append before may_append, and preempt when can_append is false"
+)
+_AUDIT_HINT = (
+    "only running sequences hold blocks: preempt(seq) must give them back with deallocate(seq), and a "
+    "sequence taken off running must end up in waiting or scheduled again"
+)
+_RECORD_HINT = (
+    "every scheduled sequence needs a block for each of its tokens: allocate(seq, hits) before a prefill, "
+    "may_append(seq) before a decode, and num_scheduled_tokens set for each"
+)
 
 
 def _pretty(field: str, value) -> str:

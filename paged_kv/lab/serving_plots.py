@@ -1,4 +1,5 @@
 """Plots of engine runs for lab 07: KV blocks in use, requests running, and TTFT, over time."""
+
 from __future__ import annotations
 
 from typing import Mapping, Optional
@@ -42,8 +43,7 @@ def plot_serving(runs: Mapping[str, object], num_blocks: int, title: Optional[st
     if any(h.get_linestyle() == "--" for h in ax_blocks.get_lines()):
         styles.append(Line2D([], [], color="grey", linestyle="--", label="reserved"))
     styles.append(Line2D([], [], color="black", linestyle=":", linewidth=1, label=f"pool ({num_blocks} blocks)"))
-    ax_blocks.legend(handles=styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3,
-                     frameon=False)
+    ax_blocks.legend(handles=styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
     runs_legend = [Line2D([], [], color=_color(i), label=label) for i, label in enumerate(runs)]
     fig.legend(handles=runs_legend, fontsize=9, loc="lower center", ncol=len(runs_legend), frameon=False)
     if title:

@@ -1,4 +1,5 @@
 """Small seeded workloads for the labs' pictures: request lengths and block-size sweeps."""
+
 from __future__ import annotations
 
 import random
@@ -7,8 +8,9 @@ from typing import Dict, List, Sequence, Tuple
 from paged_kv.cache.checks import check_int, check_positive_int
 
 
-def random_request_lengths(count: int = 64, seed: int = 0, max_prompt: int = 512,
-                           max_output: int = 256) -> List[Tuple[int, int]]:
+def random_request_lengths(
+    count: int = 64, seed: int = 0, max_prompt: int = 512, max_output: int = 256
+) -> List[Tuple[int, int]]:
     """``count`` pairs ``(prompt_len, output_len)``, uniform in ``[1, max_prompt]`` and ``[1, max_output]``."""
     count = check_positive_int("count", count)
     max_prompt = check_positive_int("max_prompt", max_prompt)
@@ -17,8 +19,9 @@ def random_request_lengths(count: int = 64, seed: int = 0, max_prompt: int = 512
     return [(rng.randint(1, max_prompt), rng.randint(1, max_output)) for _ in range(count)]
 
 
-def fragmentation_by_block_size(manager_cls, block_sizes: Sequence[int],
-                                lengths: Sequence[Tuple[int, int]]) -> Dict[str, List[float]]:
+def fragmentation_by_block_size(
+    manager_cls, block_sizes: Sequence[int], lengths: Sequence[Tuple[int, int]]
+) -> Dict[str, List[float]]:
     """Run every request (prefill, then decode ``output_len`` tokens) at each block size.
 
     Uses ``manager_cls(num_blocks, block_size, head_dim)`` with the lab's ``allocate_for_prefill`` and
@@ -28,8 +31,13 @@ def fragmentation_by_block_size(manager_cls, block_sizes: Sequence[int],
     """
     from paged_kv.cache.manager import Request
 
-    result: Dict[str, List[float]] = {"block_size": [], "tail_waste_tokens": [], "utilization": [],
-                                      "allocations": [], "table_entries": []}
+    result: Dict[str, List[float]] = {
+        "block_size": [],
+        "tail_waste_tokens": [],
+        "utilization": [],
+        "allocations": [],
+        "table_entries": [],
+    }
     total_tokens = sum(p + o for p, o in lengths)
     for block_size in block_sizes:
         block_size = check_positive_int("block_size", block_size)
@@ -62,8 +70,9 @@ TRACE_MEANS: Dict[str, Tuple[float, float]] = {
 }
 
 
-def synthetic_lengths(kind: str, count: int, seed: int = 0, max_len: int = 2048,
-                      sigma: float = 0.9) -> List[Tuple[int, int]]:
+def synthetic_lengths(
+    kind: str, count: int, seed: int = 0, max_len: int = 2048, sigma: float = 0.9
+) -> List[Tuple[int, int]]:
     """``count`` seeded ``(prompt_len, output_len)`` pairs shaped like the paper's ShareGPT or Alpaca trace.
 
     Each length is log-normal with the trace's mean (``TRACE_MEANS``) and spread ``sigma``, at least

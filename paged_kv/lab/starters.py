@@ -11,6 +11,7 @@ In an edition of the package built for a lab (``paged_kv.cache.edition``), that 
 implementation of the lab's TODOs either: they are stubs (``paged_kv.cache.todo.is_stub``), so no route
 through a starter, its reference or ``with_reference_todos`` reaches an answer that is not there.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Iterable, Optional
@@ -29,8 +30,10 @@ def _function_of(attribute):
 
 def _todo_stub(name: str, owner: str, original):
     def stub(*args, **kwargs):
-        raise TodoNotWritten(f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
-                             "run that cell, then run this one again.")
+        raise TodoNotWritten(
+            f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
+            "run that cell, then run this one again."
+        )
 
     stub.__name__ = stub.__qualname__ = name
     stub.__doc__ = getattr(_function_of(original), "__doc__", None)
@@ -69,8 +72,9 @@ def starter(reference: type, base: type, todo: Iterable[str], name: Optional[str
     namespace["__todo__"] = tuple(todo)
     namespace["__starter_of__"] = reference
     namespace["__module__"] = __name__
-    namespace["__doc__"] = (f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): "
-                            f"everything else is given.")
+    namespace["__doc__"] = (
+        f"{reference.__name__} without {', '.join(todo)} (this lab's TODO): everything else is given."
+    )
     return type(name, (base,), namespace)
 
 
@@ -130,11 +134,13 @@ def check_chain(cls: type) -> None:
 
     later, older = stale[-1]
     chain = [k.__name__ for k in reversed(cls.__mro__) if isinstance(k, type) and k.__module__ == "__main__"]
-    again = chain[chain.index(later.__name__):]
-    raise CheckFailed(f"{cls.__name__} is built on an older {older.__name__}",
-                      f"you ran {older.__name__}'s cell again after {later.__name__}'s, so {later.__name__} still "
-                      f"uses the {older.__name__} from before",
-                      hint=f"run the answer cells of {', '.join(again)} again, in that order, then this cell")
+    again = chain[chain.index(later.__name__) :]
+    raise CheckFailed(
+        f"{cls.__name__} is built on an older {older.__name__}",
+        f"you ran {older.__name__}'s cell again after {later.__name__}'s, so {later.__name__} still "
+        f"uses the {older.__name__} from before",
+        hint=f"run the answer cells of {', '.join(again)} again, in that order, then this cell",
+    )
 
 
 def _defined(klass: type, name: str):
@@ -148,14 +154,37 @@ def _defined(klass: type, name: str):
 # The labs' starters (name: module, reference class, base class, TODO methods), each built on first use
 # (PEP 562), so that importing this module imports only what the starter asked for needs (lab 05's block manager never imports the tutorial manager, hence never torch).
 _STARTERS = {
-    "KVCacheManagerWithoutPrefill": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_prefill"]),
-    "KVCacheManagerWithoutDecode": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["allocate_for_decode"]),
-    "KVCacheManagerWithoutReconstruction": ("paged_kv.cache.manager", "KVCacheManager", "KVCacheManagerBase", ["get_physical_cache"]),
-    "BlockManagerWithoutPrefixCache": ("paged_kv.cache.prefix_cache", "BlockManager", "BlockManagerBase",
-                                       ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block",
-                                        "hash_blocks"]),
+    "KVCacheManagerWithoutPrefill": (
+        "paged_kv.cache.manager",
+        "KVCacheManager",
+        "KVCacheManagerBase",
+        ["allocate_for_prefill"],
+    ),
+    "KVCacheManagerWithoutDecode": (
+        "paged_kv.cache.manager",
+        "KVCacheManager",
+        "KVCacheManagerBase",
+        ["allocate_for_decode"],
+    ),
+    "KVCacheManagerWithoutReconstruction": (
+        "paged_kv.cache.manager",
+        "KVCacheManager",
+        "KVCacheManagerBase",
+        ["get_physical_cache"],
+    ),
+    "BlockManagerWithoutPrefixCache": (
+        "paged_kv.cache.prefix_cache",
+        "BlockManager",
+        "BlockManagerBase",
+        ["compute_hash", "can_allocate", "allocate", "deallocate", "_allocate_block", "hash_blocks"],
+    ),
     "SchedulerWithoutSchedule": ("paged_kv.engine.scheduler", "Scheduler", "SchedulerBase", ["schedule", "preempt"]),
-    "ForkingManagerWithoutFork": ("paged_kv.cache.forking", "ForkingBlockManager", "BlockManager", ["fork", "may_append"]),
+    "ForkingManagerWithoutFork": (
+        "paged_kv.cache.forking",
+        "ForkingBlockManager",
+        "BlockManager",
+        ["fork", "may_append"],
+    ),
 }
 
 

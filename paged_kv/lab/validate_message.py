@@ -8,6 +8,7 @@ cell's ``source`` becomes its first line (the cell's title comment, "# Visible t
 dialog shows the title and right below it the course's one-block message (``paged_kv.lab.feedback``).
 ``student-lab/jupyter_server_config.json`` and the hub's student servers enable it in place of nbgrader's.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -36,8 +37,10 @@ def _handlers():
         def validate_notebook(self, path):
             return shorten(super().validate_notebook(path))
 
-    return [(pattern, MessageFirstHandler if handler is handlers.ValidateAssignmentHandler else handler)
-            for pattern, handler in handlers.default_handlers]
+    return [
+        (pattern, MessageFirstHandler if handler is handlers.ValidateAssignmentHandler else handler)
+        for pattern, handler in handlers.default_handlers
+    ]
 
 
 def _load_jupyter_server_extension(serverapp) -> None:

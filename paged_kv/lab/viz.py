@@ -5,6 +5,7 @@ PNG): a notebook shows it when it is the last expression of a cell or through
 ``IPython.display.display``, in JupyterLab, Colab and static viewers alike, without pyplot and
 without being shown twice. ``fig.savefig(path)`` writes a PNG file.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence as SequenceType
@@ -21,8 +22,7 @@ FREE_COLOR = "#e6e6e6"
 CACHED_FREE_COLOR = "#c9e4f2"
 SHARED_EDGE = "#000000"
 TAIL_HATCH = "////"  # the unfilled tail of a last block
-PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
-           "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
+PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
 
 
 class CourseFigure(Figure):
@@ -47,8 +47,16 @@ CELL = 0.92  # a block's drawn width and height in draw_pool (one unit per block
 
 def _label(ax, x: float, y: float, text: str, **kwargs) -> None:
     """A block id: dark text on a small white pill, readable on a full block, a pale tail or a free cell."""
-    ax.text(x, y, text, ha="center", va="center", color="#111111",
-            bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555", linewidth=0.5), **kwargs)
+    ax.text(
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        color="#111111",
+        bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555", linewidth=0.5),
+        **kwargs,
+    )
 
 
 def label_x(x: float, fill: float) -> float:
@@ -59,9 +67,17 @@ def label_x(x: float, fill: float) -> float:
     return x + CELL * fill / 2 if fill >= 0.5 else x + CELL * (1 + fill) / 2
 
 
-def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *, block_size: int,
-              seq_lens: Optional[Mapping[str, int]] = None, ref_counts: Optional[SequenceType[int]] = None,
-              cached_free: Iterable[int] = (), title: Optional[str] = None, ncols: Optional[int] = None) -> CourseFigure:
+def draw_pool(
+    num_blocks: int,
+    block_tables: Mapping[str, SequenceType[int]],
+    *,
+    block_size: int,
+    seq_lens: Optional[Mapping[str, int]] = None,
+    ref_counts: Optional[SequenceType[int]] = None,
+    cached_free: Iterable[int] = (),
+    title: Optional[str] = None,
+    ncols: Optional[int] = None,
+) -> CourseFigure:
     """Draw the physical pool (top) and each request's block table (bottom).
 
     ``block_tables`` maps a request name to its physical block ids in logical order. Blocks held by
@@ -105,10 +121,20 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         shared = counts[block_id] > 1
         if holders:  # a tail not yet filled: hatched in the holder's colour (no pale fill, which "free,
             # hash still cached" uses)
-            ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=color, hatch=TAIL_HATCH,
-                                        linewidth=0))
-        ax_pool.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=color, fill=not holders,
-                                    edgecolor=SHARED_EDGE if shared else "#777777", linewidth=2.5 if shared else 0.8))
+            ax_pool.add_patch(
+                Rectangle((x, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=color, hatch=TAIL_HATCH, linewidth=0)
+            )
+        ax_pool.add_patch(
+            Rectangle(
+                (x, y),
+                0.92,
+                0.92,
+                facecolor=color,
+                fill=not holders,
+                edgecolor=SHARED_EDGE if shared else "#777777",
+                linewidth=2.5 if shared else 0.8,
+            )
+        )
         if len(holders) > 1:  # one stripe per holder's colour: whose block it is shows at a glance
             stripe = 0.92 / len(holders)
             for k, r in enumerate(holders):
@@ -132,8 +158,14 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
     if any(c > 1 for c in counts):
         legend.append(Patch(facecolor="#ffffff", edgecolor=SHARED_EDGE, linewidth=2.5, label="shared (xN = ref count)"))
     if any(f < 1.0 for f in fill.values()):
-        legend.append(Patch(facecolor="#ffffff", edgecolor="#555555", hatch=TAIL_HATCH,
-                            label="tail (hatched): reserved, not yet filled"))
+        legend.append(
+            Patch(
+                facecolor="#ffffff",
+                edgecolor="#555555",
+                hatch=TAIL_HATCH,
+                label="tail (hatched): reserved, not yet filled",
+            )
+        )
     ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
     for r, name in enumerate(names):
@@ -144,14 +176,16 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
             shared = counts[block_id] > 1
-            ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=_color(r), hatch=TAIL_HATCH,
-                                       linewidth=0))
+            ax_tab.add_patch(
+                Rectangle((i, y), 0.92, 0.92, facecolor="#ffffff", edgecolor=_color(r), hatch=TAIL_HATCH, linewidth=0)
+            )
             ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor="#777777"))
             ax_tab.add_patch(Rectangle((i, y), 0.92 * frac, 0.92, facecolor=_color(r), linewidth=0))
             if shared:  # the same physical block sits in several tables: thick black frame, as in the pool
                 ax_tab.add_patch(Rectangle((i, y), 0.92, 0.92, fill=False, edgecolor=SHARED_EDGE, linewidth=2.5))
-            _label(ax_tab, label_x(i, frac), y + 0.46, str(block_id), fontsize=9,
-                   fontweight="bold" if shared else "normal")
+            _label(
+                ax_tab, label_x(i, frac), y + 0.46, str(block_id), fontsize=9, fontweight="bold" if shared else "normal"
+            )
         if not table:
             ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
     ax_tab.set_xlim(-0.1, width + 0.1)
@@ -171,13 +205,18 @@ def draw_pool(num_blocks: int, block_tables: Mapping[str, SequenceType[int]], *,
 def draw_kv_manager(manager, requests: Iterable, title: Optional[str] = None) -> CourseFigure:
     """``draw_pool`` for a ``KVCacheManager`` and the ``Request`` objects it serves."""
     requests = list(requests)
-    return draw_pool(manager.num_blocks, {f"req {r.request_id}": r.block_table for r in requests},
-                     block_size=manager.block_size, seq_lens={f"req {r.request_id}": r.seq_len for r in requests},
-                     title=title)
+    return draw_pool(
+        manager.num_blocks,
+        {f"req {r.request_id}": r.block_table for r in requests},
+        block_size=manager.block_size,
+        seq_lens={f"req {r.request_id}": r.seq_len for r in requests},
+        title=title,
+    )
 
 
-def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None,
-                       labels: Optional[SequenceType[str]] = None) -> CourseFigure:
+def draw_block_manager(
+    manager, seqs: Iterable, title: Optional[str] = None, labels: Optional[SequenceType[str]] = None
+) -> CourseFigure:
     """``draw_pool`` for a ``BlockManager``: shows ref counts and free blocks whose hash survives.
 
     Each sequence is named by ``labels`` (one per sequence), by default ``seq 0``, ``seq 1``... in the order
@@ -187,9 +226,15 @@ def draw_block_manager(manager, seqs: Iterable, title: Optional[str] = None,
     if len(names) != len(seqs) or len(set(names)) != len(names):
         raise ValueError(f"labels must name each of the {len(seqs)} sequences once, got {list(names)!r}")
     cached_free = [b for b in manager.free_block_ids if manager.blocks[b].hash != NO_HASH]
-    return draw_pool(manager.num_blocks, {name: s.block_table for name, s in zip(names, seqs)},
-                     block_size=manager.block_size, seq_lens={name: len(s) for name, s in zip(names, seqs)},
-                     ref_counts=manager.ref_counts(), cached_free=cached_free, title=title)
+    return draw_pool(
+        manager.num_blocks,
+        {name: s.block_table for name, s in zip(names, seqs)},
+        block_size=manager.block_size,
+        seq_lens={name: len(s) for name, s in zip(names, seqs)},
+        ref_counts=manager.ref_counts(),
+        cached_free=cached_free,
+        title=title,
+    )
 
 
 def _same_shape_as(presets: List) -> Dict[str, str]:
@@ -209,9 +254,16 @@ def _short_tokens(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
 
 
-def plot_kv_memory(ledger, presets: Iterable, *, dtype_bytes: int = 2, block_size: int = 16,
-                   context_len: Optional[int] = None, highlight: Optional[str] = None,
-                   gpu_budgets: Optional[Mapping[str, int]] = None) -> CourseFigure:
+def plot_kv_memory(
+    ledger,
+    presets: Iterable,
+    *,
+    dtype_bytes: int = 2,
+    block_size: int = 16,
+    context_len: Optional[int] = None,
+    highlight: Optional[str] = None,
+    gpu_budgets: Optional[Mapping[str, int]] = None,
+) -> CourseFigure:
     """KV cache of one request (GiB) against its context length, one line per model preset.
 
     ``ledger`` is an ``estimate_kv_cache_bytes``-like function (the student's, in lab 01). Lengths are
@@ -223,12 +275,16 @@ def plot_kv_memory(ledger, presets: Iterable, *, dtype_bytes: int = 2, block_siz
     """
     presets = list(presets)
     twins = _same_shape_as(presets)
-    lengths = [2 ** k for k in range(9, 18)]  # 512 .. 131072 tokens
+    lengths = [2**k for k in range(9, 18)]  # 512 .. 131072 tokens
 
     def gib(preset, n):
         blocks = -(-n // block_size)
-        return ledger(blocks, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim,
-                      dtype_bytes)["total_cache_bytes"] / 2**30
+        return (
+            ledger(blocks, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim, dtype_bytes)[
+                "total_cache_bytes"
+            ]
+            / 2**30
+        )
 
     fig = CourseFigure(figsize=(8.6, 4.8))
     ax = fig.subplots()
@@ -243,17 +299,22 @@ def plot_kv_memory(ledger, presets: Iterable, *, dtype_bytes: int = 2, block_siz
         if preset.name in twins:  # dashed, opaque and on top, so that it shows over the line it repeats
             style.update(linestyle=(0, (3, 3)), linewidth=max(style["linewidth"], 1.6), alpha=1.0, zorder=4)
         ax.plot(inside, [gib(preset, n) for n in inside], marker="o", markersize=3, label=label, **style)
-        ax.plot([preset.max_context], [gib(preset, preset.max_context)], marker="x", markersize=8,
-                color=_color(i), alpha=style["alpha"], zorder=style.get("zorder", 2))
+        ax.plot(
+            [preset.max_context],
+            [gib(preset, preset.max_context)],
+            marker="x",
+            markersize=8,
+            color=_color(i),
+            alpha=style["alpha"],
+            zorder=style.get("zorder", 2),
+        )
         if len(outside) > 1:
-            ax.plot(outside, [gib(preset, n) for n in outside], linestyle=":", linewidth=1.0,
-                    color="#aaaaaa", zorder=0)
+            ax.plot(outside, [gib(preset, n) for n in outside], linestyle=":", linewidth=1.0, color="#aaaaaa", zorder=0)
         if context_len is not None and preset.name == (highlight or presets[0].name):
             n = min(context_len, preset.max_context)
             y = gib(preset, n)
             ax.plot([n], [y], marker="*", markersize=14, color=_color(i), zorder=5)
-            ax.annotate(f"{y:.2f} GiB at {n:,} tokens", (n, y), textcoords="offset points", xytext=(8, -12),
-                        fontsize=9)
+            ax.annotate(f"{y:.2f} GiB at {n:,} tokens", (n, y), textcoords="offset points", xytext=(8, -12), fontsize=9)
     ax.plot([], [], linestyle=":", color="#aaaaaa", label="past the model's context (x): not servable")
     for name, budget in (gpu_budgets or {}).items():
         ax.axhline(budget / 2**30, linestyle="--", color="#555555", linewidth=0.8)
@@ -326,11 +387,20 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
     for b in range(num_blocks):
         for s in range(block_size):
             if (b, s) in stale:
-                ax_pool.add_patch(Rectangle((s, -b), 0.9, 0.9, facecolor=STALE_COLOR, edgecolor=_color(b),
-                                            hatch="///", linewidth=0.8))
+                ax_pool.add_patch(
+                    Rectangle((s, -b), 0.9, 0.9, facecolor=STALE_COLOR, edgecolor=_color(b), hatch="///", linewidth=0.8)
+                )
             else:
-                ax_pool.add_patch(Rectangle((s, -b), 0.9, 0.9, facecolor=_color(b) if b in order else FREE_COLOR,
-                                            edgecolor="#777777", linewidth=0.5))
+                ax_pool.add_patch(
+                    Rectangle(
+                        (s, -b),
+                        0.9,
+                        0.9,
+                        facecolor=_color(b) if b in order else FREE_COLOR,
+                        edgecolor="#777777",
+                        linewidth=0.5,
+                    )
+                )
         label = f"block {b}" + (f"  <- logical {order[b]}" if b in order else "")
         ax_pool.text(block_size + 0.2, -b + 0.45, label, va="center", fontsize=8)
     ax_pool.set_xlim(-0.2, block_size + 3)
@@ -339,10 +409,15 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
     ax_pool.set_title("physical pool (slots), table order on the right", fontsize=10)
     handles = [Patch(facecolor=FREE_COLOR, edgecolor="#777777", label="not this request's")]
     if stale:
-        handles.append(Patch(facecolor=STALE_COLOR, edgecolor="#777777", hatch="///",
-                             label=f"stale: past seq_len={req.seq_len}, not data"))
-    ax_pool.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.45, 0.0), ncol=2, fontsize=8,
-                   frameon=False)
+        handles.append(
+            Patch(
+                facecolor=STALE_COLOR,
+                edgecolor="#777777",
+                hatch="///",
+                label=f"stale: past seq_len={req.seq_len}, not data",
+            )
+        )
+    ax_pool.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.45, 0.0), ncol=2, fontsize=8, frameon=False)
     if rebuilt is not None:
         slots = {(b, s): cache[b, s].reshape(-1) for b in range(num_blocks) for s in range(block_size)}
         for pos in range(rebuilt.shape[0]):
@@ -353,19 +428,32 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
                 ax_seq.add_patch(Rectangle((0, y), 1.6, 0.45, facecolor="#ffffff", edgecolor="#777777", linewidth=0.5))
                 text = f"token {pos} (?)"
             elif source in stale:
-                ax_seq.add_patch(Rectangle((0, y), 1.6, 0.45, facecolor=STALE_COLOR, edgecolor=_color(source[0]),
-                                           hatch="///", linewidth=0.8))
+                ax_seq.add_patch(
+                    Rectangle(
+                        (0, y),
+                        1.6,
+                        0.45,
+                        facecolor=STALE_COLOR,
+                        edgecolor=_color(source[0]),
+                        hatch="///",
+                        linewidth=0.8,
+                    )
+                )
                 text = f"token {pos} (block {source[0]}, STALE)"
             else:
-                ax_seq.add_patch(Rectangle((0, y), 1.6, 0.45, facecolor=_color(source[0]), edgecolor="#777777",
-                                           linewidth=0.5))
+                ax_seq.add_patch(
+                    Rectangle((0, y), 1.6, 0.45, facecolor=_color(source[0]), edgecolor="#777777", linewidth=0.5)
+                )
                 text = f"token {pos} (block {source[0]})"
             ax_seq.text(1.8, y + 0.22, text, va="center", fontsize=7)
         ax_seq.set_ylim(-rebuilt.shape[0] * 0.5, 0.7)
     ax_seq.set_xlim(0, 4)
     ax_seq.axis("off")
-    ax_seq.set_title("rebuilt logical sequence" if rebuilt is not None else "(no rebuilt sequence given)",
-                     fontsize=10, color="#111111" if rebuilt is not None else "#999999")
+    ax_seq.set_title(
+        "rebuilt logical sequence" if rebuilt is not None else "(no rebuilt sequence given)",
+        fontsize=10,
+        color="#111111" if rebuilt is not None else "#999999",
+    )
     if title:
         fig.suptitle(title)
     return fig
@@ -374,8 +462,9 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
 USAGE_COLORS = ("#55a868", "#ccb974", "#c44e52", "#8c8c8c")
 
 
-def plot_kv_usage(runs: Mapping[str, Mapping], paper: Optional[Mapping[str, SequenceType[float]]] = None,
-                  title: Optional[str] = None) -> CourseFigure:
+def plot_kv_usage(
+    runs: Mapping[str, Mapping], paper: Optional[Mapping[str, SequenceType[float]]] = None, title: Optional[str] = None
+) -> CourseFigure:
     """KV memory by category in the style of the vLLM paper's Figure 2, next to the paper's own bars.
 
     ``runs`` maps a workload name to ``{system: KVUsage}`` (``paged_kv.lab.baselines.compare_systems``);
@@ -397,11 +486,26 @@ def plot_kv_usage(runs: Mapping[str, Mapping], paper: Optional[Mapping[str, Sequ
     for y, (label, shares, from_paper) in enumerate(rows):
         left = 0.0
         for k, share in enumerate(shares):
-            ax.barh(-y, share, left=left, color=USAGE_COLORS[k], edgecolor="white", hatch="//" if from_paper else None,
-                    height=0.75)
+            ax.barh(
+                -y,
+                share,
+                left=left,
+                color=USAGE_COLORS[k],
+                edgecolor="white",
+                hatch="//" if from_paper else None,
+                height=0.75,
+            )
             if share >= 6:
-                ax.text(left + share / 2, -y, f"{share:.1f}", ha="center", va="center", fontsize=7.5,
-                        color="#111111", path_effects=_HALO)
+                ax.text(
+                    left + share / 2,
+                    -y,
+                    f"{share:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7.5,
+                    color="#111111",
+                    path_effects=_HALO,
+                )
             left += share
         if from_paper and len(shares) == 1:
             ax.barh(-y, 100 - left, left=left, color="#ffffff", edgecolor="#bbbbbb", hatch="..", height=0.75)
@@ -429,8 +533,9 @@ def plot_kv_usage(runs: Mapping[str, Mapping], paper: Optional[Mapping[str, Sequ
     return fig
 
 
-def plot_prefix_workload(cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]],
-                         title: Optional[str] = None) -> CourseFigure:
+def plot_prefix_workload(
+    cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]], title: Optional[str] = None
+) -> CourseFigure:
     """Three panels over arriving requests, from ``prefix_workload.replay`` with and without caching:
     cumulative hit rate, prefill tokens computed (cumulative), and blocks in use."""
     from itertools import accumulate
@@ -462,8 +567,9 @@ def plot_prefix_workload(cached_run: Mapping[str, List[int]], baseline_run: Mapp
     return fig
 
 
-def plot_prefix_sweep(system_lens: List[int], fractions: Mapping[int, List[float]],
-                      title: Optional[str] = None) -> CourseFigure:
+def plot_prefix_sweep(
+    system_lens: List[int], fractions: Mapping[int, List[float]], title: Optional[str] = None
+) -> CourseFigure:
     """Share of prompt tokens served from the cache against the shared prefix length, one line per block size."""
     fig = CourseFigure(figsize=(7, 4))
     ax = fig.subplots()
@@ -506,11 +612,27 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
             x = 3.1 * i
             wrong = len(seen[c]) > 1
             ax.add_patch(Rectangle((x, y), 2.9, 0.9, facecolor=chain_colour[h], alpha=0.3, linewidth=0))
-            ax.add_patch(Rectangle((x, y), 2.9, 0.9, fill=False, edgecolor="#c0392b" if wrong else "#555555",
-                                   linewidth=2.5 if wrong else 0.8, linestyle="--" if wrong else "-"))
+            ax.add_patch(
+                Rectangle(
+                    (x, y),
+                    2.9,
+                    0.9,
+                    fill=False,
+                    edgecolor="#c0392b" if wrong else "#555555",
+                    linewidth=2.5 if wrong else 0.8,
+                    linestyle="--" if wrong else "-",
+                )
+            )
             ax.text(x + 1.45, y + 0.62, text, ha="center", va="center", fontsize=8)
-            ax.text(x + 1.45, y + 0.22, f"content {c % 16**6:06x} | chain {h % 16**6:06x}", ha="center",
-                    va="center", fontsize=7, family="monospace")
+            ax.text(
+                x + 1.45,
+                y + 0.22,
+                f"content {c % 16**6:06x} | chain {h % 16**6:06x}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                family="monospace",
+            )
             if i:
                 ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
     ax.set_xlim(-0.2, 3.1 * width)
@@ -529,9 +651,16 @@ def pool_columns(num_blocks: int, one_row_up_to: int = 12, most: int = 10) -> in
     return -(-num_blocks // rows)
 
 
-def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: int,
-                      tokens_per_split: Optional[int] = None, highlight: Optional[int] = None,
-                      title: Optional[str] = None) -> CourseFigure:
+def draw_kernel_reads(
+    block_tables,
+    seq_lens,
+    *,
+    block_size: int,
+    num_blocks: int,
+    tokens_per_split: Optional[int] = None,
+    highlight: Optional[int] = None,
+    title: Optional[str] = None,
+) -> CourseFigure:
     """Which memory a paged decode kernel reads: pool slots (top) and block-table entries (bottom).
 
     ``block_tables`` is a list of rows (or an int tensor ``[num_seqs, max_blocks]``) and ``seq_lens``
@@ -548,9 +677,9 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
     for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    reads: Dict[tuple, int] = {}    # (block, slot) -> sequence reading it
-    masked: Dict[tuple, int] = {}   # tail slots loaded under a mask
-    logical: Dict[int, int] = {}    # block -> its logical index in the highlighted sequence
+    reads: Dict[tuple, int] = {}  # (block, slot) -> sequence reading it
+    masked: Dict[tuple, int] = {}  # tail slots loaded under a mask
+    logical: Dict[int, int] = {}  # block -> its logical index in the highlighted sequence
     for s, (row, n) in enumerate(zip(rows, lens)):
         used = -(-n // block_size)
         if not 1 <= n <= len(row) * block_size:
@@ -570,7 +699,9 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
     cell = 1.0 / block_size
     table_cols = max(len(r) for r in rows)
     fig = CourseFigure(figsize=(max(ncols, table_cols) * 1.1 + 3.5, pitch * pool_rows + 0.55 * len(rows) + 2.0))
-    ax_pool, ax_tab = fig.subplots(2, 1, gridspec_kw={"height_ratios": [pool_rows * pitch + 0.3, 0.55 * len(rows) + 0.9]})
+    ax_pool, ax_tab = fig.subplots(
+        2, 1, gridspec_kw={"height_ratios": [pool_rows * pitch + 0.3, 0.55 * len(rows) + 0.9]}
+    )
     for block in range(num_blocks):
         x0, y0 = (block % ncols) * 1.1, -(block // ncols) * pitch
         for slot in range(block_size):
@@ -581,8 +712,17 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
                 face, hatch = "#ffffff", "////"
             else:
                 face, hatch = FREE_COLOR, None
-            ax_pool.add_patch(Rectangle((x0 + slot * cell, y0), cell * 0.95, 0.9, facecolor=face, hatch=hatch,
-                                        edgecolor=_color(masked[key]) if key in masked else "#999999", linewidth=0.4))
+            ax_pool.add_patch(
+                Rectangle(
+                    (x0 + slot * cell, y0),
+                    cell * 0.95,
+                    0.9,
+                    facecolor=face,
+                    hatch=hatch,
+                    edgecolor=_color(masked[key]) if key in masked else "#999999",
+                    linewidth=0.4,
+                )
+            )
         order = f" = #{logical[block]}" if block in logical else ""
         ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
     ax_pool.set_xlim(-0.1, ncols * 1.1)
@@ -590,10 +730,15 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
     ax_pool.set_aspect("equal")
     ax_pool.axis("off")
     ax_pool.set_title(title or "What the kernel reads: pool slots (one cell per token slot)", fontsize=10)
-    legend = [Patch(facecolor=_color(s), label=f"seq {s}: read by its program(s)") for s in range(len(rows))
-              if highlight is None or s == highlight]
-    legend += [Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label="tail slot: masked, never used"),
-               Patch(facecolor=FREE_COLOR, edgecolor="#999999", label="not read")]
+    legend = [
+        Patch(facecolor=_color(s), label=f"seq {s}: read by its program(s)")
+        for s in range(len(rows))
+        if highlight is None or s == highlight
+    ]
+    legend += [
+        Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label="tail slot: masked, never used"),
+        Patch(facecolor=FREE_COLOR, edgecolor="#999999", label="not read"),
+    ]
     ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
     for s, (row, n) in enumerate(zip(rows, lens)):
@@ -602,11 +747,27 @@ def draw_kernel_reads(block_tables, seq_lens, *, block_size: int, num_blocks: in
         ax_tab.text(-0.15, y + 0.22, f"seq {s}, {n} tok", ha="right", va="center", fontsize=8)
         for i, block in enumerate(row):
             live = i < used and (highlight is None or s == highlight)
-            ax_tab.add_patch(Rectangle((i * 1.1, y), 1.0, 0.45, facecolor=_color(s) if live else "#ffffff",
-                                       edgecolor="#777777", linewidth=0.6, alpha=1.0 if live else 0.9))
+            ax_tab.add_patch(
+                Rectangle(
+                    (i * 1.1, y),
+                    1.0,
+                    0.45,
+                    facecolor=_color(s) if live else "#ffffff",
+                    edgecolor="#777777",
+                    linewidth=0.6,
+                    alpha=1.0 if live else 0.9,
+                )
+            )
             label = str(block) if i < used else f"pad ({block})"
-            ax_tab.text(i * 1.1 + 0.5, y + 0.22, label, ha="center", va="center", fontsize=7,
-                        color="white" if live else "#999999")
+            ax_tab.text(
+                i * 1.1 + 0.5,
+                y + 0.22,
+                label,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if live else "#999999",
+            )
         if tokens_per_split:
             for start in range(tokens_per_split, n, tokens_per_split):
                 x = start / block_size * 1.1 - 0.05

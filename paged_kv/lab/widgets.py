@@ -4,6 +4,7 @@ A widget's callbacks run outside the cell that made it, so an exception there wo
 Jupyter's log console. Every callback here therefore catches what the student's code raises and
 prints it in the widget itself, with what to do next.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -38,11 +39,15 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
 
     start = MODEL_PRESETS["Llama-3.1-8B"]
     model = widgets.Dropdown(options=list(MODEL_PRESETS), value=start.name, description="model")
-    dtype = widgets.Dropdown(options=[("fp8 (1 byte)", 1), ("bf16/fp16 (2 bytes)", 2), ("fp32 (4 bytes)", 4)],
-                             value=2, description="KV dtype")
+    dtype = widgets.Dropdown(
+        options=[("fp8 (1 byte)", 1), ("bf16/fp16 (2 bytes)", 2), ("fp32 (4 bytes)", 4)],
+        value=2,
+        description="KV dtype",
+    )
     block = widgets.Dropdown(options=[1, 8, 16, 32, 128, 256], value=16, description="block size")
-    context = widgets.IntSlider(value=4096, min=1, max=start.max_context, step=1, description="context",
-                                continuous_update=False)
+    context = widgets.IntSlider(
+        value=4096, min=1, max=start.max_context, step=1, description="context", continuous_update=False
+    )
     out = widgets.Output()
     summary = widgets.Output()
     busy = {"now": False}
@@ -55,28 +60,49 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
             try:
                 _redraw()
             except NotImplementedError:
-                print("estimate_kv_cache_bytes is not written yet: write it in the TODO cell, run that cell, "
-                      "then run this cell again.")
+                print(
+                    "estimate_kv_cache_bytes is not written yet: write it in the TODO cell, run that cell, "
+                    "then run this cell again."
+                )
             except Exception as error:  # shown here: a widget callback's error would only reach the log console
-                print(f"Your estimate_kv_cache_bytes raised {type(error).__name__}: {error}\n"
-                      "Fix it in the TODO cell, run that cell, then run this cell again.")
+                print(
+                    f"Your estimate_kv_cache_bytes raised {type(error).__name__}: {error}\n"
+                    "Fix it in the TODO cell, run that cell, then run this cell again."
+                )
 
     def _redraw():
         preset = MODEL_PRESETS[model.value]
         n, size = context.value, block.value
         blocks = -(-n // size)
         one = ledger(blocks, size, preset.num_layers, preset.num_kv_heads, preset.head_dim, dtype.value)
-        _display_figure(out, plot_kv_memory(ledger, MODEL_PRESETS.values(), dtype_bytes=dtype.value, block_size=size,
-                                            context_len=n, highlight=model.value))
-        print(f"{preset.name}: {one['kv_bytes_per_token'] / 1024:g} KiB per token, context up to "
-              f"{preset.max_context:,} tokens. A {n:,}-token request holds {blocks:,} block(s) of {size}: "
-              f"{blocks * size - n} slot(s) of tail waste.")
-        bound = "upper bound: no activation memory" if runtime_bytes == 0 else f"after {runtime_bytes / 2**30:.2f} GiB runtime"
+        _display_figure(
+            out,
+            plot_kv_memory(
+                ledger,
+                MODEL_PRESETS.values(),
+                dtype_bytes=dtype.value,
+                block_size=size,
+                context_len=n,
+                highlight=model.value,
+            ),
+        )
+        print(
+            f"{preset.name}: {one['kv_bytes_per_token'] / 1024:g} KiB per token, context up to "
+            f"{preset.max_context:,} tokens. A {n:,}-token request holds {blocks:,} block(s) of {size}: "
+            f"{blocks * size - n} slot(s) of tail waste."
+        )
+        bound = (
+            "upper bound: no activation memory"
+            if runtime_bytes == 0
+            else f"after {runtime_bytes / 2**30:.2f} GiB runtime"
+        )
         for gpu, gpu_bytes in GPU_MEMORY_BYTES.items():
             budget = kv_budget_bytes(gpu_bytes, preset.weight_bytes(2), memory_utilization, runtime_bytes)
             fits = budget // one["total_cache_bytes"]
-            print(f"  {gpu:>22}: {budget / 2**30:6.1f} GiB for KV at utilisation {memory_utilization} after bf16 "
-                  f"weights ({bound}) -> {fits:,} such requests")
+            print(
+                f"  {gpu:>22}: {budget / 2**30:6.1f} GiB for KV at utilisation {memory_utilization} after bf16 "
+                f"weights ({bound}) -> {fits:,} such requests"
+            )
 
     def model_changed(change):
         preset = MODEL_PRESETS[change["new"]]
@@ -96,12 +122,15 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
     return widgets.VBox([widgets.HBox([model, dtype]), widgets.HBox([block, context]), out, summary])
 
 
-_NOT_WRITTEN = ("allocate_for_decode is not written yet: write it in the TODO cell above, run that cell, "
-                "then run this cell again to get fresh buttons.")
+_NOT_WRITTEN = (
+    "allocate_for_decode is not written yet: write it in the TODO cell above, run that cell, "
+    "then run this cell again to get fresh buttons."
+)
 
 
-def decode_stepper(manager_cls, pool_tokens: int = 48, prompt_len: int = 5, head_dim: int = 4,
-                   second_prompt: Optional[int] = 7):
+def decode_stepper(
+    manager_cls, pool_tokens: int = 48, prompt_len: int = 5, head_dim: int = 4, second_prompt: Optional[int] = 7
+):
     """Buttons that decode one token at a time with the student's manager and redraw the pool.
 
     The pool holds ``pool_tokens`` slots at every block size (48 blocks of 1, ..., 6 blocks of 8), so
@@ -124,8 +153,10 @@ def decode_stepper(manager_cls, pool_tokens: int = 48, prompt_len: int = 5, head
     sizes = [1, 2, 4, 8]
     for size in sizes:
         if sum(-(-p // size) for p in prompts) >= pool_tokens // size:
-            raise ValueError(f"prompts {prompts} leave no free block in a pool of {pool_tokens} tokens at block "
-                             f"size {size}; use a larger pool_tokens")
+            raise ValueError(
+                f"prompts {prompts} leave no free block in a pool of {pool_tokens} tokens at block "
+                f"size {size}; use a larger pool_tokens"
+            )
 
     block = widgets.Dropdown(options=sizes, value=4, description="block size")
     step = widgets.Button(description="decode 1 token")
@@ -153,8 +184,10 @@ def decode_stepper(manager_cls, pool_tokens: int = 48, prompt_len: int = 5, head
             status.clear_output(wait=True)
             for req in reqs:
                 report = manager.allocation_report(req)
-                print(f"req {req.request_id}: {req.seq_len} tokens in {len(req.block_table)} blocks, "
-                      f"tail {report['unused_tail_tokens']} slot(s), utilisation {report['utilization']:.0%}")
+                print(
+                    f"req {req.request_id}: {req.seq_len} tokens in {len(req.block_table)} blocks, "
+                    f"tail {report['unused_tail_tokens']} slot(s), utilisation {report['utilization']:.0%}"
+                )
             print(f"free blocks: {len(manager.free_blocks)} of {manager.num_blocks}")
             for message in messages:
                 print(message)
@@ -172,23 +205,30 @@ def decode_stepper(manager_cls, pool_tokens: int = 48, prompt_len: int = 5, head
             except RuntimeError as error:
                 state["turn"] += 1
                 if "OOM" in str(error):
-                    show(f"OOM on req {req.request_id}",
-                         f"OOM: req {req.request_id} needs a new block and none is free. Your message: {error}")
+                    show(
+                        f"OOM on req {req.request_id}",
+                        f"OOM: req {req.request_id} needs a new block and none is free. Your message: {error}",
+                    )
                 else:
-                    show(f"error on req {req.request_id}", "Your allocate_for_decode raised RuntimeError "
-                         f"without 'OOM' in its message: {error}")
+                    show(
+                        f"error on req {req.request_id}",
+                        f"Your allocate_for_decode raised RuntimeError without 'OOM' in its message: {error}",
+                    )
                 return
             except Exception as error:  # shown here: a widget callback's error would only reach the log console
-                show(f"error on req {req.request_id}",
-                     f"Your allocate_for_decode raised {type(error).__name__}: {error}")
+                show(
+                    f"error on req {req.request_id}", f"Your allocate_for_decode raised {type(error).__name__}: {error}"
+                )
                 return
             try:
                 check_kv_manager(manager, reqs)
             except AssertionError as error:
                 req.seq_len, req.block_table[:], manager.free_blocks[:] = before  # draw the last good state
-                show(f"broken state after a step on req {req.request_id}",
-                     f"After allocate_for_decode on req {req.request_id}: {error}. The picture shows the "
-                     "state before that step; fix the TODO, run its cell, then run this cell again.")
+                show(
+                    f"broken state after a step on req {req.request_id}",
+                    f"After allocate_for_decode on req {req.request_id}: {error}. The picture shows the "
+                    "state before that step; fix the TODO, run its cell, then run this cell again.",
+                )
                 return
             state["turn"] += 1
         show(f"after {state['turn']} decode step(s)")

@@ -5,6 +5,7 @@ The system prompts are written for this course in the style of the documentation
 trained on, so its continuations look like documentation. Each is longer than several 16-token
 blocks, so requests that share one can share those blocks through the prefix cache.
 """
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,18 @@ SYSTEM_PROMPTS: Tuple[str, ...] = (
     'Functions\n*********\n\nA function definition binds a name to a new function object. ',
     'Classes\n*******\n\nA class definition creates a new type; its body runs only once. ',
 )
-USER_PARTS: Tuple[str, ...] = ("The ", "For example, ", "Note that the ", "If the ", "In this case ", "A ",
-                               "This ", "When the ", "Each ", "It ")
+USER_PARTS: Tuple[str, ...] = (
+    "The ",
+    "For example, ",
+    "Note that the ",
+    "If the ",
+    "In this case ",
+    "A ",
+    "This ",
+    "When the ",
+    "Each ",
+    "It ",
+)
 
 
 @dataclass(frozen=True)
@@ -31,8 +42,13 @@ class WorkloadRequest:
     system_prompt: int
 
 
-def shared_prefix_workload(num_requests: int = 48, seed: int = 0, min_tokens: int = 16, max_tokens: int = 64,
-                           system_prompts: Sequence[str] = SYSTEM_PROMPTS) -> List[WorkloadRequest]:
+def shared_prefix_workload(
+    num_requests: int = 48,
+    seed: int = 0,
+    min_tokens: int = 16,
+    max_tokens: int = 64,
+    system_prompts: Sequence[str] = SYSTEM_PROMPTS,
+) -> List[WorkloadRequest]:
     """``num_requests`` greedy requests: a random system prompt, one or two user parts, and an output
     length uniform in ``[min_tokens, max_tokens]``."""
     num_requests = check_positive_int("num_requests", num_requests)
@@ -46,8 +62,11 @@ def shared_prefix_workload(num_requests: int = 48, seed: int = 0, min_tokens: in
     for _ in range(num_requests):
         which = rng.randrange(len(system_prompts))
         user = "".join(rng.choice(USER_PARTS) for _ in range(rng.randint(1, 2)))
-        out.append(WorkloadRequest(system_prompts[which] + user,
-                                   SamplingParams(max_tokens=rng.randint(min_tokens, max_tokens)), which))
+        out.append(
+            WorkloadRequest(
+                system_prompts[which] + user, SamplingParams(max_tokens=rng.randint(min_tokens, max_tokens)), which
+            )
+        )
     return out
 
 
@@ -131,11 +150,13 @@ def step_timeline(step_log: Iterable, per_line: int = 50) -> str:
     kinds = "".join("P" if r.is_prefill else "d" for r in records)
     preempted = [r.index for r in records if r.preempted]
     shown = ", ".join(map(str, preempted[:8])) + (", ..." if len(preempted) > 8 else "")
-    lines = [f"{len(records)} engine steps: {kinds.count('P')} prefill (P), {kinds.count('d')} decode (d); "
-             + (f"preemptions in steps {shown}" if preempted else "no preemption")]
+    lines = [
+        f"{len(records)} engine steps: {kinds.count('P')} prefill (P), {kinds.count('d')} decode (d); "
+        + (f"preemptions in steps {shown}" if preempted else "no preemption")
+    ]
     width = len(str(max(len(records) - 1, 0)))
     for start in range(0, len(kinds), per_line):
-        row = kinds[start:start + per_line]
-        groups = " ".join(row[i:i + 10] for i in range(0, len(row), 10))
+        row = kinds[start : start + per_line]
+        groups = " ".join(row[i : i + 10] for i in range(0, len(row), 10))
         lines.append(f"  step {start:>{width}}  {groups}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 Plain ``deque`` (with its O(n) ``remove``), dicts and lists; written independently of paged_kv so
 that a shared mistake is unlikely. Block size 1 follows the corrected rule (one block per token).
 """
+
 from collections import deque
 
 import numpy as np
@@ -22,8 +23,8 @@ class OraclePool:
         self.bs = block_size
         self.free = deque(range(num_blocks))
         self.refs = [0] * num_blocks
-        self.content = [None] * num_blocks   # (hash, tokens) of a full block, kept after freeing
-        self.index = {}                      # hash -> block id
+        self.content = [None] * num_blocks  # (hash, tokens) of a full block, kept after freeing
+        self.index = {}  # hash -> block id
 
     def _take_fresh(self):
         block = self.free.popleft()
@@ -38,7 +39,7 @@ class OraclePool:
         bs, n = self.bs, -(-len(tokens) // self.bs)
         hits, prefix = [], -1
         for i in range(n - 1):
-            piece = tokens[i * bs:(i + 1) * bs]
+            piece = tokens[i * bs : (i + 1) * bs]
             prefix = chain_hash(piece, prefix)
             block = self.index.get(prefix)
             if block is None or self.content[block][1] != piece:
@@ -60,7 +61,7 @@ class OraclePool:
         bs = self.bs
         prefix = self.content[table[first_block - 1]][0] if first_block else -1
         for i in range(first_block, upto_tokens // bs):
-            piece = tokens[i * bs:(i + 1) * bs]
+            piece = tokens[i * bs : (i + 1) * bs]
             prefix = chain_hash(piece, prefix)
             self.content[table[i]] = (prefix, list(piece))
             self.index[prefix] = table[i]

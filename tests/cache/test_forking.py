@@ -4,6 +4,7 @@ The property test plays random beam-search-like traces (fork, append, prune) aga
 physical pool that performs the recorded copies and the writes: every live sequence must read back its
 own tokens after every step, and the pool's invariants must hold.
 """
+
 from __future__ import annotations
 
 import random

@@ -1,8 +1,18 @@
 """Capacity ledger: exact bytes, presets from published configs, GPU fit helpers."""
+
 import pytest
 
-from paged_kv import (GPU_MEMORY_BYTES, MODEL_PRESETS, blocks_per_request, blocks_that_fit, capacity_plan,
-                      estimate_kv_cache_bytes, get_preset, kv_budget_bytes, max_concurrent_requests)
+from paged_kv import (
+    GPU_MEMORY_BYTES,
+    MODEL_PRESETS,
+    blocks_per_request,
+    blocks_that_fit,
+    capacity_plan,
+    estimate_kv_cache_bytes,
+    get_preset,
+    kv_budget_bytes,
+    max_concurrent_requests,
+)
 
 
 def test_ledger_counts_k_and_v_across_layers_heads_and_dtype():
@@ -21,8 +31,9 @@ def test_ledger_scales_with_dtype_bytes():
 
 
 @pytest.mark.parametrize("field", ["num_blocks", "block_size", "num_layers", "num_kv_heads", "head_dim", "dtype_bytes"])
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (2.0, TypeError), (True, TypeError),
-                                        ("4", TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (-2, ValueError), (2.0, TypeError), (True, TypeError), ("4", TypeError)]
+)
 def test_ledger_rejects_bad_sizes_naming_the_argument(field, bad, error):
     args = dict(num_blocks=4, block_size=4, num_layers=2, num_kv_heads=8, head_dim=16, dtype_bytes=2)
     args[field] = bad
@@ -108,19 +119,22 @@ def test_ledger_reproduces_the_kv_cache_of_vllms_profiling_log():
     preset = get_preset(log["model"])
     assert round(preset.weight_bytes(2) / gib, 2) == log["weights_gib"]
     runtime = round((log["non_torch_gib"] + log["activation_peak_gib"]) * gib)
-    budget = kv_budget_bytes(round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2),
-                             log["gpu_memory_utilization"], runtime)
+    budget = kv_budget_bytes(
+        round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2), log["gpu_memory_utilization"], runtime
+    )
     assert abs(budget / gib - log["kv_cache_gib"]) < 0.01
-    upper = kv_budget_bytes(round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2),
-                            log["gpu_memory_utilization"])
+    upper = kv_budget_bytes(
+        round(log["total_gpu_memory_gib"] * gib), preset.weight_bytes(2), log["gpu_memory_utilization"]
+    )
     assert upper - budget == runtime
 
 
 def test_capacity_plan_refuses_requests_longer_than_the_models_context():
     with pytest.raises(ValueError, match="4096"):
         capacity_plan("Llama-2-7B", GPU_MEMORY_BYTES["80 GB (A100, H100)"], request_len=8192)
-    plan = capacity_plan("Llama-2-7B", GPU_MEMORY_BYTES["80 GB (A100, H100)"], request_len=4096,
-                         runtime_bytes=2 * 2**30)
+    plan = capacity_plan(
+        "Llama-2-7B", GPU_MEMORY_BYTES["80 GB (A100, H100)"], request_len=4096, runtime_bytes=2 * 2**30
+    )
     assert plan["kv_budget_bytes"] == int(80 * 2**30 * 0.9) - 6_740_000_000 * 2 - 2 * 2**30
 
 
@@ -128,6 +142,8 @@ def test_layout_table_names_the_kernel_layout_used_from_lab_04_on():
     from paged_kv.cache.ledger import KV_LAYOUTS
 
     shapes = {who: shape for who, shape, _ in KV_LAYOUTS}
-    assert shapes["this course from lab 04 on (paged_kv.kernels.attention, lab 06's kernel)"] == \
-        "[num_blocks, block_size, num_kv_heads, head_dim]"
+    assert (
+        shapes["this course from lab 04 on (paged_kv.kernels.attention, lab 06's kernel)"]
+        == "[num_blocks, block_size, num_kv_heads, head_dim]"
+    )
     assert any(shape == "[num_layers, 2, num_kv_heads, block_size, head_dim]" for shape in shapes.values())

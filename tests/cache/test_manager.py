@@ -1,4 +1,5 @@
 """KVCacheManager: atomic prefill, boundary decode growth, release, logical reconstruction."""
+
 import pytest
 import torch
 
@@ -9,8 +10,16 @@ def snapshot(manager, *requests):
     return (list(manager.free_blocks), [(r.seq_len, list(r.block_table)) for r in requests])
 
 
-@pytest.mark.parametrize("bad, error", [((-1, 2), ValueError), ((1, 0), ValueError), ((1, 2.0), TypeError),
-                                        ((True, 3), TypeError), ((1, None), TypeError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        ((-1, 2), ValueError),
+        ((1, 0), ValueError),
+        ((1, 2.0), TypeError),
+        ((True, 3), TypeError),
+        ((1, None), TypeError),
+    ],
+)
 def test_request_rejects_bad_arguments(bad, error):
     with pytest.raises(error):
         Request(*bad)
@@ -122,8 +131,12 @@ def test_allocation_report_counts_tail_waste():
     manager = KVCacheManager(3, 4, 8)
     req = Request(0, 5)
     manager.allocate_for_prefill(req)
-    assert manager.allocation_report(req) == {"logical_tokens": 5, "allocated_tokens": 8,
-                                              "unused_tail_tokens": 3, "utilization": 0.625}
+    assert manager.allocation_report(req) == {
+        "logical_tokens": 5,
+        "allocated_tokens": 8,
+        "unused_tail_tokens": 3,
+        "utilization": 0.625,
+    }
 
 
 def test_release_returns_blocks_sorted_and_refuses_double_release():
@@ -136,8 +149,9 @@ def test_release_returns_blocks_sorted_and_refuses_double_release():
         manager.release_request(req)
 
 
-@pytest.mark.parametrize("table, message", [([1, 1], "more than once"), ([0, 9], "out of range"),
-                                            ([0, 2], "already free")])
+@pytest.mark.parametrize(
+    "table, message", [([1, 1], "more than once"), ([0, 9], "out of range"), ([0, 2], "already free")]
+)
 def test_release_validates_table_before_changing_anything(table, message):
     manager = KVCacheManager(4, 4, 2)
     owner = Request(0, 5)
@@ -183,8 +197,9 @@ def test_get_physical_cache_returns_a_copy():
     assert manager.physical_kv_cache.abs().sum() == 0
 
 
-@pytest.mark.parametrize("table, error", [([], ValueError), ([5], ValueError), ([0, 0], ValueError),
-                                          ([0.0], TypeError), ([0], ValueError)])
+@pytest.mark.parametrize(
+    "table, error", [([], ValueError), ([5], ValueError), ([0, 0], ValueError), ([0.0], TypeError), ([0], ValueError)]
+)
 def test_get_physical_cache_rejects_bad_tables(table, error):
     manager = KVCacheManager(5, 2, 2)
     req = Request(0, 3)
@@ -197,5 +212,6 @@ def test_get_physical_cache_has_no_python_loop_over_blocks():
     import inspect
 
     from paged_kv.cache import manager as module
+
     source = inspect.getsource(module.KVCacheManager.get_physical_cache)
     assert "for " not in source.split('"""')[-1], "reconstruction must be one gather, not a loop"

@@ -1,4 +1,5 @@
 """BlockManager: chained hashes, prefix sharing, ref counts, O(1) free queue, nano-vllm parity."""
+
 import random
 
 import numpy as np
@@ -33,8 +34,10 @@ def test_sequence_blocks_and_lengths():
         seq.block(3)
 
 
-@pytest.mark.parametrize("bad, error", [([], ValueError), ([1, -2], ValueError), ([1, 2.5], TypeError),
-                                        ("abc", TypeError), ([True], TypeError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [([], ValueError), ([1, -2], ValueError), ([1, 2.5], TypeError), ("abc", TypeError), ([True], TypeError)],
+)
 def test_sequence_rejects_bad_tokens(bad, error):
     with pytest.raises(error):
         Sequence(bad, block_size=4)
@@ -190,10 +193,13 @@ def test_freeing_a_block_that_is_still_held_or_already_free_says_which_and_chang
     manager = BlockManager(4, 2)
     a, b = Sequence([1, 2, 3], block_size=2), Sequence([1, 2, 4], block_size=2)
     prefill(manager, a)
-    prefill(manager, b)                     # block 0 is shared: ref count 2
-    manager.blocks[0].ref_count -= 1        # a deallocate that frees at every decrement would now call this
-    with pytest.raises(ValueError, match=r"block 0 still has ref_count 1; free a block only when its ref_count "
-                                         r"reaches 0"):
+    prefill(manager, b)  # block 0 is shared: ref count 2
+    manager.blocks[0].ref_count -= 1  # a deallocate that frees at every decrement would now call this
+    with pytest.raises(
+        ValueError,
+        match=r"block 0 still has ref_count 1; free a block only when its ref_count "
+        r"reaches 0",
+    ):
         manager._deallocate_block(0)
     assert 0 in manager.used_block_ids and 0 not in manager.free_block_ids
     with pytest.raises(ValueError, match="block 3 is already free"):
@@ -230,6 +236,7 @@ def test_block_manager_source_has_no_deque_remove():
     import inspect
 
     from paged_kv.cache import prefix_cache
+
     assert "deque" not in inspect.getsource(prefix_cache.BlockManager)
 
 
@@ -281,9 +288,17 @@ def test_block_tables_equal_nano_vllm_policy_on_random_traces(block_size, seed):
         check_block_manager(manager, [s for s, _, _ in live])
 
 
-@pytest.mark.parametrize("tokens, prefix, error", [([1.5, 2.0], -1, TypeError), ([1, -3], -1, ValueError),
-                                                   ([[1, 2]], -1, TypeError), ([1, 2], 2**64, ValueError),
-                                                   ([1, 2], True, TypeError), ([True, False], -1, TypeError)])
+@pytest.mark.parametrize(
+    "tokens, prefix, error",
+    [
+        ([1.5, 2.0], -1, TypeError),
+        ([1, -3], -1, ValueError),
+        ([[1, 2]], -1, TypeError),
+        ([1, 2], 2**64, ValueError),
+        ([1, 2], True, TypeError),
+        ([True, False], -1, TypeError),
+    ],
+)
 def test_compute_hash_rejects_bad_input(tokens, prefix, error):
     with pytest.raises(error):
         BlockManager.compute_hash(tokens, prefix)

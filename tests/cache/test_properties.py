@@ -1,10 +1,19 @@
 """Stateful property tests: random interleavings never break the pool's invariants or leak blocks."""
+
 import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
 
-from paged_kv import (BlockManager, KVCacheManager, Request, Sequence, check_block_manager, check_kv_manager,
-                      decode_step, prefill)
+from paged_kv import (
+    BlockManager,
+    KVCacheManager,
+    Request,
+    Sequence,
+    check_block_manager,
+    check_kv_manager,
+    decode_step,
+    prefill,
+)
 
 
 class KVCacheManagerMachine(RuleBasedStateMachine):
@@ -64,8 +73,11 @@ class BlockManagerMachine(RuleBasedStateMachine):
 
     sequences = Bundle("sequences")
 
-    @initialize(num_blocks=st.integers(1, 16), block_size=st.integers(1, 4),
-                prefixes=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=10), min_size=1, max_size=3))
+    @initialize(
+        num_blocks=st.integers(1, 16),
+        block_size=st.integers(1, 4),
+        prefixes=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=10), min_size=1, max_size=3),
+    )
     def create(self, num_blocks, block_size, prefixes):
         self.manager = BlockManager(num_blocks, block_size)
         self.prefixes = prefixes

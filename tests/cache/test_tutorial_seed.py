@@ -1,4 +1,5 @@
 """The tutorial's own tests pass, unchanged, against paged_kv."""
+
 import paged_kv
 from tutorial_seed import run_tutorial_tests, tutorial_test_source
 
@@ -9,9 +10,12 @@ def test_tutorial_block_is_found(seeds_dir):
 
 
 def test_tutorial_tests_pass_against_paged_kv(seeds_dir, capsys):
-    run_tutorial_tests(seeds_dir, {
-        "Request": paged_kv.Request,
-        "KVCacheManager": paged_kv.KVCacheManager,
-        "estimate_kv_cache_bytes": paged_kv.estimate_kv_cache_bytes,
-    })
+    run_tutorial_tests(
+        seeds_dir,
+        {
+            "Request": paged_kv.Request,
+            "KVCacheManager": paged_kv.KVCacheManager,
+            "estimate_kv_cache_bytes": paged_kv.estimate_kv_cache_bytes,
+        },
+    )
     assert "All Tests Passed" in capsys.readouterr().out

@@ -1,4 +1,5 @@
 """Runs the tutorial chapter's own test block (read from the seed file at test time, never copied)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,7 @@ def tutorial_test_source(seeds_dir: Path) -> str:
     end = text.index("\n" + END_MARKER, start) + 1 + len(END_MARKER)
     # Keep the comment line right above the first function as well (it belongs to the block).
     comment_start = text.rindex("\n#", 0, start)
-    return text[comment_start + 1:end] + "\n"
+    return text[comment_start + 1 : end] + "\n"
 
 
 def run_tutorial_tests(seeds_dir: Path, names: Dict[str, Any]) -> None:

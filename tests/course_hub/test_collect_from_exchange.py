@@ -9,6 +9,7 @@ the collector, reading as the student, cannot). Each is refused and noted, the h
 collected, and no root-only byte lands anywhere in the course folder. A second test runs the real
 ``hub-grade`` step (collect, grade, ``nbgrader release_feedback``) on a smaller class.
 """
+
 from __future__ import annotations
 
 import csv
@@ -109,7 +110,8 @@ def _bytes_in_tree(folder: Path, needle: bytes) -> list:
 
 
 def test_links_and_files_a_student_could_not_give_are_refused_and_the_honest_student_is_collected(
-        tmp_path, people, secrets_on_disk):
+    tmp_path, people, secrets_on_disk
+):
     base = tmp_path / "hub"
     base.mkdir()
     root = _exchange(base)
@@ -125,14 +127,21 @@ def test_links_and_files_a_student_could_not_give_are_refused_and_the_honest_stu
 
     course = tmp_path / "course-root"
     found = inbound.collect_inbound(root, COURSE_ID, LAB, course / exchange.INBOX)
-    records = {r["student"]: r for r in collect.write_submissions(
-        LAB, found, course, ROOT / "course", NOTEBOOK, keep=exchange.EXCHANGE_FILES)}
+    records = {
+        r["student"]: r
+        for r in collect.write_submissions(LAB, found, course, ROOT / "course", NOTEBOOK, keep=exchange.EXCHANGE_FILES)
+    }
 
     name = {role: account.pw_name for role, account in people.items()}
     assert [f.name for f in found[name["honest"]].files] == sorted([NOTEBOOK, *exchange.EXCHANGE_FILES])
     assert found[name["honest"]].refused == []
-    why = {"to-solution": "symbolic link", "to-peer": "symbolic link", "to-shadow": "symbolic link",
-           "hard-link": "belongs to another account", "unreadable": "Permission denied"}
+    why = {
+        "to-solution": "symbolic link",
+        "to-peer": "symbolic link",
+        "to-shadow": "symbolic link",
+        "hard-link": "belongs to another account",
+        "unreadable": "Permission denied",
+    }
     for role, reason in why.items():
         refused = found[name[role]].refused
         assert len(refused) == 1 and refused[0][0].endswith("/" + NOTEBOOK) and reason in refused[0][1], refused
@@ -164,22 +173,39 @@ def test_a_newer_link_in_place_of_a_submission_folder_is_refused_and_the_folder_
 
 
 def test_the_hub_grading_step_grades_the_honest_student_and_releases_feedback_to_the_refused_ones(
-        tmp_path, people, secrets_on_disk):
+    tmp_path, people, secrets_on_disk
+):
     """``python -m autograder.pipeline.exchange grade`` (what ``make hub-grade`` runs), on four students."""
     from nbgrader.utils import notebook_hash
 
     root = _exchange(tmp_path)
     inbound_dir = root / COURSE_ID / "inbound"
     honest = _submit(inbound_dir, people["honest"], {NOTEBOOK: _marked_solution("honest")})
-    folders = {"honest": honest,
-               "to-solution": _submit(inbound_dir, people["to-solution"], {NOTEBOOK: secrets_on_disk["solution"]}),
-               "to-peer": _submit(inbound_dir, people["to-peer"], {NOTEBOOK: honest / NOTEBOOK}),
-               "to-shadow": _submit(inbound_dir, people["to-shadow"], {NOTEBOOK: Path("/etc/shadow")})}
+    folders = {
+        "honest": honest,
+        "to-solution": _submit(inbound_dir, people["to-solution"], {NOTEBOOK: secrets_on_disk["solution"]}),
+        "to-peer": _submit(inbound_dir, people["to-peer"], {NOTEBOOK: honest / NOTEBOOK}),
+        "to-shadow": _submit(inbound_dir, people["to-shadow"], {NOTEBOOK: Path("/etc/shadow")}),
+    }
     course = report.prepare_root(tmp_path / "course-root")
     env = dict(os.environ, PAGED_KV_COURSE_ROOT=str(course), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "autograder.pipeline.exchange", "--exchange", str(root),
-                           "--course-id", COURSE_ID, "grade", LAB], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder.pipeline.exchange",
+            "--exchange",
+            str(root),
+            "--course-id",
+            COURSE_ID,
+            "grade",
+            LAB,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     name = {role: people[role].pw_name for role in folders}
     for role in ("to-solution", "to-peer", "to-shadow"):
@@ -217,14 +243,18 @@ def test_a_forged_folder_set_aside_across_file_systems_is_copied_as_its_owner_no
         (private / "secret").chmod(0o600)
         root = _exchange(base)
         forger = people["to-peer"]
-        folder = _submit(root / COURSE_ID / "inbound", forger, {NOTEBOOK: b"{}", "shadow": Path("/etc/shadow"),
-                                                                "hard": ("hard", private / "secret")})
+        folder = _submit(
+            root / COURSE_ID / "inbound",
+            forger,
+            {NOTEBOOK: b"{}", "shadow": Path("/etc/shadow"), "hard": ("hard", private / "secret")},
+        )
         forged_name = folder.name.replace(forger.pw_name, people["honest"].pw_name, 1)
         folder.rename(folder.parent / forged_name)
         quarantine = tmp_path / "quarantine"
         assert exchange.set_aside_forged(root, COURSE_ID, LAB, quarantine) == {forged_name: forger.pw_name}
         assert sorted(p.name for p in (quarantine / forged_name).iterdir()) == sorted(
-            [NOTEBOOK, *exchange.EXCHANGE_FILES])
+            [NOTEBOOK, *exchange.EXCHANGE_FILES]
+        )
         assert not (root / COURSE_ID / "inbound" / forged_name).exists()
         for needle in ((private / "secret").read_bytes(), Path("/etc/shadow").read_bytes().splitlines()[0]):
             assert _bytes_in_tree(quarantine, needle) == []
@@ -284,8 +314,9 @@ def test_on_the_kubernetes_hub_the_uid_registry_names_each_pod_user_and_the_grad
         inbox = base / "grader" / "inbox"
         inbox.parent.mkdir()
         os.chown(inbox.parent, POD_GRADER, 100)
-        script = COLLECT_AS_GRADER.format(uid=POD_GRADER, repo=str(ROOT), root=str(root), course=COURSE_ID,
-                                          lab=LAB, inbox=str(inbox))
+        script = COLLECT_AS_GRADER.format(
+            uid=POD_GRADER, repo=str(ROOT), root=str(root), course=COURSE_ID, lab=LAB, inbox=str(inbox)
+        )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.splitlines()[-1])

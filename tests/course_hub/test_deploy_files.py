@@ -1,4 +1,5 @@
 """deploy/ (Zero to JupyterHub): the files parse, use the chart's keys, agree with the lock and with each other."""
+
 import re
 from pathlib import Path
 
@@ -17,15 +18,38 @@ CHART, CHART_JUPYTERHUB = "4.4.0", "5.5.0"
 # Keys of the chart 4.4.0 values.yaml that deploy/z2jh-values.yaml may set (under hub.config and
 # hub.extraConfig, in profileList entries and in volume specs the content is free).
 CHART_KEYS = {
-    "hub.config", "hub.extraConfig", "hub.extraVolumes", "hub.extraVolumeMounts", "hub.initContainers",
-    "singleuser.image.name", "singleuser.image.tag", "singleuser.defaultUrl", "singleuser.cmd",
-    "singleuser.memory.guarantee", "singleuser.memory.limit", "singleuser.cpu.guarantee", "singleuser.cpu.limit",
-    "singleuser.profileList", "singleuser.storage.capacity", "singleuser.storage.extraVolumes",
-    "singleuser.storage.extraVolumeMounts", "singleuser.initContainers", "cull.enabled", "cull.timeout",
+    "hub.config",
+    "hub.extraConfig",
+    "hub.extraVolumes",
+    "hub.extraVolumeMounts",
+    "hub.initContainers",
+    "singleuser.image.name",
+    "singleuser.image.tag",
+    "singleuser.defaultUrl",
+    "singleuser.cmd",
+    "singleuser.memory.guarantee",
+    "singleuser.memory.limit",
+    "singleuser.cpu.guarantee",
+    "singleuser.cpu.limit",
+    "singleuser.profileList",
+    "singleuser.storage.capacity",
+    "singleuser.storage.extraVolumes",
+    "singleuser.storage.extraVolumeMounts",
+    "singleuser.initContainers",
+    "cull.enabled",
+    "cull.timeout",
 }
-FREE = {"hub.config", "hub.extraConfig", "hub.extraVolumes", "hub.extraVolumeMounts", "hub.initContainers",
-        "singleuser.profileList", "singleuser.storage.extraVolumes",
-        "singleuser.storage.extraVolumeMounts", "singleuser.initContainers"}
+FREE = {
+    "hub.config",
+    "hub.extraConfig",
+    "hub.extraVolumes",
+    "hub.extraVolumeMounts",
+    "hub.initContainers",
+    "singleuser.profileList",
+    "singleuser.storage.extraVolumes",
+    "singleuser.storage.extraVolumeMounts",
+    "singleuser.initContainers",
+}
 
 
 def values():
@@ -69,8 +93,9 @@ def test_the_dockerfile_installs_python_packages_only_from_the_lock():
         assert "-r /opt/paged-kv/requirements-lock.txt" in arguments or "--no-deps" in arguments, arguments
     assert "COPY requirements-lock.txt /opt/paged-kv/requirements-lock.txt" in text
     copied = [line.split()[1:-1] for line in text.splitlines() if line.startswith("COPY ")]
-    assert not [c for c in copied if {"solutions", "autograder", "course", "."} & set(c)], \
+    assert not [c for c in copied if {"solutions", "autograder", "course", "."} & set(c)], (
         f"the students' image must not hold the solutions, graders or the whole repository: {copied}"
+    )
 
 
 def test_the_lock_holds_what_the_image_needs_and_the_charts_jupyterhub_major():
@@ -78,7 +103,8 @@ def test_the_lock_holds_what_the_image_needs_and_the_charts_jupyterhub_major():
     for package in ("jupyterhub", "jupyterlab", "nbgrader", "torch"):
         assert package in pins, f"requirements-lock.txt does not pin {package}"
     assert pins["jupyterhub"].split(".")[0] == CHART_JUPYTERHUB.split(".")[0], (
-        f"the image's jupyterhub {pins['jupyterhub']} and the chart {CHART}'s hub {CHART_JUPYTERHUB} differ in major")
+        f"the image's jupyterhub {pins['jupyterhub']} and the chart {CHART}'s hub {CHART_JUPYTERHUB} differ in major"
+    )
 
 
 def test_the_values_name_the_image_the_dockerfile_builds():
@@ -118,7 +144,9 @@ def test_memory_limits_cover_the_measured_peak_of_each_lab():
     big = _bytes(next(p for p in profiles if "06" in p["display_name"])["kubespawner_override"]["mem_limit"])
     for lab, peak in sizing["kernel_peak_mib"].items():
         limit = big if lab.startswith("06") else default_limit
-        assert server + peak * 2**20 < limit, f"{lab}: {peak} MiB kernel + server over the limit {limit / 2**20:.0f} MiB"
+        assert server + peak * 2**20 < limit, (
+            f"{lab}: {peak} MiB kernel + server over the limit {limit / 2**20:.0f} MiB"
+        )
 
 
 def test_an_init_container_sets_the_exchanges_modes_as_root_on_the_volume():
@@ -140,9 +168,15 @@ def test_an_init_container_sets_the_exchanges_modes_as_root_on_the_volume():
     script = init["command"][2]
     assert script.startswith("set -e;") and f"X={exchange}; C=$X/{COURSE_ID};" in script
     steps = [step.strip() for step in script.split(";")]
-    for step in ("mkdir -p $C/inbound $C/outbound $C/feedback $C/hub-uids", "chown 0:0 $X", "chmod 1777 $X",
-                 "chown 1000:100 $C $C/inbound $C/outbound $C/feedback $C/hub-uids",
-                 "chmod 0755 $C $C/outbound $C/hub-uids", "chmod 2733 $C/inbound", "chmod 0711 $C/feedback"):
+    for step in (
+        "mkdir -p $C/inbound $C/outbound $C/feedback $C/hub-uids",
+        "chown 0:0 $X",
+        "chmod 1777 $X",
+        "chown 1000:100 $C $C/inbound $C/outbound $C/feedback $C/hub-uids",
+        "chmod 0755 $C $C/outbound $C/hub-uids",
+        "chmod 2733 $C/inbound",
+        "chmod 0711 $C/feedback",
+    ):
         assert step in steps, step
     assert not [s for s in steps if "-R" in s.split()], "only the folders nbgrader makes, never what is in them"
     assert "chmod 0777" not in (DEPLOY / "Dockerfile").read_text(), "the mount hides the image's folder"
@@ -157,10 +191,24 @@ def test_the_init_containers_script_gives_nbgraders_modes_and_can_run_twice(tmp_
 
     for _ in range(2):
         run_init_containers(values(), {"nbgrader-exchange": tmp_path / "exchange"})
-        modes = {name: stat.S_IMODE((tmp_path / "exchange" / name).stat().st_mode)
-                 for name in ("", "paged-kv", "paged-kv/inbound", "paged-kv/outbound", "paged-kv/feedback",
-                              "paged-kv/hub-uids")}
-        assert modes == {"": 0o1777, "paged-kv": 0o755, "paged-kv/inbound": 0o2733,
-                         "paged-kv/outbound": 0o755, "paged-kv/feedback": 0o711, "paged-kv/hub-uids": 0o755}
+        modes = {
+            name: stat.S_IMODE((tmp_path / "exchange" / name).stat().st_mode)
+            for name in (
+                "",
+                "paged-kv",
+                "paged-kv/inbound",
+                "paged-kv/outbound",
+                "paged-kv/feedback",
+                "paged-kv/hub-uids",
+            )
+        }
+        assert modes == {
+            "": 0o1777,
+            "paged-kv": 0o755,
+            "paged-kv/inbound": 0o2733,
+            "paged-kv/outbound": 0o755,
+            "paged-kv/feedback": 0o711,
+            "paged-kv/hub-uids": 0o755,
+        }
     if os.geteuid() == 0:
         assert (tmp_path / "exchange" / "paged-kv" / "inbound").stat().st_uid == 1000

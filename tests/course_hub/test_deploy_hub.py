@@ -9,6 +9,7 @@ and a local spawner instead of KubeSpawner (``deploy_hub.ImageTreeSpawner``: the
 image's folders in the staged tree; the hook's uids are not applied), so what is tested is the authenticator,
 the hook and the image's settings, not a cluster.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -51,8 +52,9 @@ def _hook(registry: Path = REGISTRY):
 
 
 def _spawned(name: str, user_id: int, registry: Path = REGISTRY):
-    spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id), environment={},
-                              uid=1000, gid=None, fs_gid=100)
+    spawner = SimpleNamespace(
+        user=SimpleNamespace(name=name, id=user_id), environment={}, uid=1000, gid=None, fs_gid=100
+    )
     _hook(registry)[1](spawner)
     return spawner
 
@@ -80,15 +82,19 @@ def test_the_values_admit_people_and_find_nativeauthenticators_pages():
 def test_the_hook_gives_each_user_their_own_uid_and_their_roles_settings():
     teacher = _spawned(INSTRUCTOR, 1)
     assert (teacher.uid, teacher.gid, teacher.fs_gid) == (1000, 100, 100)
-    assert teacher.environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/instructor",
-                                   "PAGED_KV_HUB_ROLE": "instructor"}
+    assert teacher.environment == {
+        "JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/instructor",
+        "PAGED_KV_HUB_ROLE": "instructor",
+    }
     assert _spawned(INSTRUCTOR.upper(), 1).environment["PAGED_KV_HUB_ROLE"] == "instructor"
     uids = set()
     for user_id, name in enumerate(STUDENTS, start=2):
         student = _spawned(name, user_id)
         assert (student.uid, student.gid, student.fs_gid) == (20000 + user_id,) * 3
-        assert student.environment == {"JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/student",
-                                       "PAGED_KV_HUB_ROLE": "student"}
+        assert student.environment == {
+            "JUPYTER_CONFIG_PATH": "/srv/paged-kv/jupyter/student",
+            "PAGED_KV_HUB_ROLE": "student",
+        }
         uids.add(student.uid)
     assert len(uids) == len(STUDENTS)
     assert _spawned("pkv-ada", 7).uid == _spawned("pkv-ada", 7).uid == 20007, "stable: from the hub's user id"
@@ -123,11 +129,14 @@ def test_the_image_names_every_student_uid_jovyan(image):
     lines = image.local("/etc/passwd").read_text().splitlines()
     named = {int(line.split(":")[2]) for line in lines if line.split(":")[0] == "jovyan"}
     assert named == {_spawned(INSTRUCTOR, 1).uid} | {_spawned(f"s{n}", n).uid for n in range(1, 1001)}
-    assert len(lines) == 1001 and lines[:2] == ["jovyan:x:1000:100::/home/jovyan:/bin/bash",
-                                                "jovyan:x:20001:20001::/home/jovyan:/bin/bash"]
+    assert len(lines) == 1001 and lines[:2] == [
+        "jovyan:x:1000:100::/home/jovyan:/bin/bash",
+        "jovyan:x:20001:20001::/home/jovyan:/bin/bash",
+    ]
 
 
 # --- the pod's file layout: the image's tree, staged ------------------------------------------------------
+
 
 def _role_folder(image, role: str) -> Path:
     """The settings folder the hook's JUPYTER_CONFIG_PATH names for ``role``, in the staged tree."""
@@ -162,7 +171,9 @@ def _server_extensions(folder: Path) -> dict:
 def test_each_roles_settings_folder_is_in_the_image_with_that_roles_settings(image):
     from hub.roles import student_page_config
 
-    mounts = {m["name"]: m["mountPath"] for m in yaml.safe_load(values_text())["singleuser"]["storage"]["extraVolumeMounts"]}
+    mounts = {
+        m["name"]: m["mountPath"] for m in yaml.safe_load(values_text())["singleuser"]["storage"]["extraVolumeMounts"]
+    }
     student, instructor = _role_folder(image, "student"), _role_folder(image, "instructor")
     assert image.local(image.env["JUPYTER_CONFIG_PATH"]) == student, "a server the hook has not set up is a student's"
     for folder in (student, instructor):
@@ -214,8 +225,14 @@ def test_the_images_course_kernel_is_the_one_the_notebooks_ask_for(image):
     argv = specs["python3"]["spec"]["argv"]
     assert image.in_image(argv[0]) == "/usr/local/bin/python"
     assert argv[argv.index("-m") + 1] == "paged_kv.lab.notebook_kernel"
-    found = subprocess.run([argv[0], "-c", "import paged_kv.lab.notebook_kernel as k; print(k.__file__)"],
-                           cwd=image.root, env=image.build_env(), capture_output=True, text=True, check=True).stdout.strip()
+    found = subprocess.run(
+        [argv[0], "-c", "import paged_kv.lab.notebook_kernel as k; print(k.__file__)"],
+        cwd=image.root,
+        env=image.build_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert Path(found) == image.site_packages / "paged_kv" / "lab" / "notebook_kernel.py", "the image's own copy"
 
 
@@ -262,22 +279,41 @@ def deploy_hub(image):
     # it, and one lab in outbound/ as a release would put it there (the release itself is not tested here).
     values = values_text(INSTRUCTOR)
     chart_values = yaml.safe_load(values)
-    run_init_containers(chart_values, {m["name"]: image.local(m["mountPath"])
-                                       for m in chart_values["singleuser"]["storage"]["extraVolumeMounts"]})
+    run_init_containers(
+        chart_values,
+        {m["name"]: image.local(m["mountPath"]) for m in chart_values["singleuser"]["storage"]["extraVolumeMounts"]},
+    )
     exchange = image.local("/srv/paged-kv/exchange")
     shutil.copytree(ROOT / "course" / RELEASED, exchange / COURSE_ID / "outbound" / RELEASED)
     port, public_port = free_port(), free_port()
-    (folder / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        tests=str(Path(__file__).resolve().parents[1] / "notebooks"), values=values, image=str(image.root),
-        proxy=str(proxy), proxy_api_port=free_port(), port=port, public_port=public_port, folder=folder))
+    (folder / "jupyterhub_config.py").write_text(
+        HUB_CONFIG.format(
+            tests=str(Path(__file__).resolve().parents[1] / "notebooks"),
+            values=values,
+            image=str(image.root),
+            proxy=str(proxy),
+            proxy_api_port=free_port(),
+            port=port,
+            public_port=public_port,
+            folder=folder,
+        )
+    )
     # The hub's environment: the course venv's bin on PATH (for the image's /usr/local/bin, where the chart's
     # `jupyterhub-singleuser` is), and the hook's uid registry (when it writes one) in the tree's exchange.
-    environment = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-                       PAGED_KV_UID_REGISTRY=str(exchange / COURSE_ID / "hub-uids"))
+    environment = dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        PAGED_KV_UID_REGISTRY=str(exchange / COURSE_ID / "hub-uids"),
+    )
     log = folder / "hub.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
-                                   cwd=folder, env=environment, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
+            cwd=folder,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{public_port}"  # through the proxy, as a browser reaches the chart's proxy
     try:
         wait_until_up(lambda: urllib.request.urlopen(url + "/hub/login", timeout=5), process, 60, log, "the hub")

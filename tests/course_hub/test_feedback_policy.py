@@ -5,6 +5,7 @@
 no accounts: a loopback port and a token, about 10 s for both) answers a fetched feedback file, another HTML
 file, the lab UI and, for the instructor, Formgrader's view of a submission whose notebook carries live
 markup: that view is inert (``InertCells``) and its inline scripts run only if they are Formgrader's own."""
+
 from __future__ import annotations
 
 import base64
@@ -33,31 +34,50 @@ def _sha(text: str) -> str:
 
 
 # ---- which response gets which policy ---------------------------------------------------------------------
-@pytest.mark.parametrize("path, base", [
-    ("/user/pkv-student1/files/02-atomic-prefill/feedback/2026-01-01%2010:00:00/atomic_prefill.html",
-     "/user/pkv-student1/"),
-    ("/files/paged-kv-course/autograder/work/feedback/s1/02-atomic-prefill/atomic_prefill.html", "/"),
-    ("/user/i/formgrader/submissions/3f2a/evil.html", "/user/i/"),
-    ("/user/i/formgrader/submissions/3f2a/data/x.svg", "/user/i/")])
+@pytest.mark.parametrize(
+    "path, base",
+    [
+        (
+            "/user/pkv-student1/files/02-atomic-prefill/feedback/2026-01-01%2010:00:00/atomic_prefill.html",
+            "/user/pkv-student1/",
+        ),
+        ("/files/paged-kv-course/autograder/work/feedback/s1/02-atomic-prefill/atomic_prefill.html", "/"),
+        ("/user/i/formgrader/submissions/3f2a/evil.html", "/user/i/"),
+        ("/user/i/formgrader/submissions/3f2a/data/x.svg", "/user/i/"),
+    ],
+)
 def test_feedback_files_and_a_submissions_own_files_get_the_strict_policy(path, base):
     assert policy_for(path, base, HOST, None) == FEEDBACK_POLICY
     assert "default-src 'none'" in FEEDBACK_POLICY and "sandbox" in FEEDBACK_POLICY
     assert "script-src" not in FEEDBACK_POLICY
 
 
-@pytest.mark.parametrize("path", ["/lab", "/lab/tree/x.ipynb", "/api/contents/02/feedback/x.html",
-                                  "/files/notes/page.html", "/files/feedback.html", "/static/lab/main.js",
-                                  "/formgrader", "/formgrader/submissions/3f2a/next",
-                                  "/formgrader/submissions/components/x.js", "/other/files/a/feedback/x.html"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/lab",
+        "/lab/tree/x.ipynb",
+        "/api/contents/02/feedback/x.html",
+        "/files/notes/page.html",
+        "/files/feedback.html",
+        "/static/lab/main.js",
+        "/formgrader",
+        "/formgrader/submissions/3f2a/next",
+        "/formgrader/submissions/components/x.js",
+        "/other/files/a/feedback/x.html",
+    ],
+)
 def test_jupyterlab_and_formgraders_other_pages_keep_their_own_policy(path):
     assert policy_for(path, "/", HOST, None) is None
 
 
 def test_the_submission_view_runs_only_formgraders_own_scripts():
-    page = (b'<html><head><script src="/formgrader/static/js/formgrade.js"></script>'
-            b'<script type="text/javascript">\nvar submission_id = "3f2a";\n</script></head><body>'
-            b'<span onclick="toggle_name(true);">x</span><div id="notebook" class="border-box-sizing">'
-            b'<script>alert(1)</script><b onclick="alert(2)">y</b></div></body></html>')
+    page = (
+        b'<html><head><script src="/formgrader/static/js/formgrade.js"></script>'
+        b'<script type="text/javascript">\nvar submission_id = "3f2a";\n</script></head><body>'
+        b'<span onclick="toggle_name(true);">x</span><div id="notebook" class="border-box-sizing">'
+        b'<script>alert(1)</script><b onclick="alert(2)">y</b></div></body></html>'
+    )
     policy = policy_for("/formgrader/submissions/3f2a/", "/", HOST, page)
     assert f"script-src {HOST}/formgrader/static/ " in policy
     assert _sha('\nvar submission_id = "3f2a";\n') in policy and _sha("toggle_name(true);") in policy

@@ -1,4 +1,5 @@
 """The hub's pieces that need no root and no running hub: names, settings, role configs, the exchange checks."""
+
 import json
 import os
 import pwd
@@ -73,8 +74,11 @@ def test_an_existing_account_the_hub_did_not_make_is_refused(tmp_path, monkeypat
 def test_students_keep_the_assignment_list_and_validate_but_not_the_instructor_tools():
     disabled = roles.student_page_config()["disabledExtensions"]
     assert "@jupyter/nbgrader:assignment-list" not in disabled and "@jupyter/nbgrader:menu" not in disabled
-    assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-            "@jupyter/nbgrader:course-list"} <= set(disabled)
+    assert {
+        "@jupyter/nbgrader:formgrader",
+        "@jupyter/nbgrader:create-assignment",
+        "@jupyter/nbgrader:course-list",
+    } <= set(disabled)
     assert "@jupyter/nbgrader:validate-assignment" not in disabled
 
 
@@ -88,28 +92,48 @@ def test_role_configs_name_the_exchange_and_course_and_switch_off_formgrader_for
         assert f"c.Exchange.root = {str(layout.exchange)!r}" in text
     assert "load_subconfig" in instructor and str(tmp_path / "course") in instructor and "load_subconfig" not in student
     server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
-    assert server["ServerApp"]["jpserver_extensions"] == {**{name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS},
-                                                          roles.NBGRADER_VALIDATE: False,
-                                                          roles.VALIDATE_MESSAGE_FIRST: True,
-                                                          roles.POLICY_EXTENSION: True, "pkv_first_screen": True}
+    assert server["ServerApp"]["jpserver_extensions"] == {
+        **{name: False for name in roles.INSTRUCTOR_SERVER_EXTENSIONS},
+        roles.NBGRADER_VALIDATE: False,
+        roles.VALIDATE_MESSAGE_FIRST: True,
+        roles.POLICY_EXTENSION: True,
+        "pkv_first_screen": True,
+    }
     instructor_server = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
-    assert instructor_server["ServerApp"] == {"jpserver_extensions": {roles.POLICY_EXTENSION: True,
-                                                                      "pkv_formgrader_steps": True}}
+    assert instructor_server["ServerApp"] == {
+        "jpserver_extensions": {roles.POLICY_EXTENSION: True, "pkv_formgrader_steps": True}
+    }
     for role, folder in folders.items():
         for module, source in roles.EXTENSIONS[role].items():
             assert (folder / f"{module}.py").read_text() == (ROOT / "hub" / source).read_text()
         overrides = json.loads((folder / "labconfig" / "default_setting_overrides.json").read_text())
-        assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
-                                                                            "checkForUpdates": False}
+        assert overrides["@jupyterlab/apputils-extension:notification"] == {
+            "fetchNews": "false",
+            "checkForUpdates": False,
+        }
         culling = json.loads((folder / "jupyter_server_config.json").read_text())["MappingKernelManager"]
         assert culling["cull_idle_timeout"] == 1800 and culling["cull_connected"] is False
 
 
 def _settings(tmp_path, **changes):
-    values = dict(hub_dir=str(tmp_path / "hub"), prefix="pkv-", instructor="pkv-instructor",
-                  students=["pkv-student1"], port=8000, hub_port=8081, proxy_api_port=8001, proxy="/bin/chp",
-                  extra={"paths": {"python": "/hub/runtime/bin/python", "course_prefix": "/venv",
-                                   "student_pythonpath": "/hub/shared/src", "instructor_repo": "/hub/private/repo"}})
+    values = dict(
+        hub_dir=str(tmp_path / "hub"),
+        prefix="pkv-",
+        instructor="pkv-instructor",
+        students=["pkv-student1"],
+        port=8000,
+        hub_port=8081,
+        proxy_api_port=8001,
+        proxy="/bin/chp",
+        extra={
+            "paths": {
+                "python": "/hub/runtime/bin/python",
+                "course_prefix": "/venv",
+                "student_pythonpath": "/hub/shared/src",
+                "instructor_repo": "/hub/private/repo",
+            }
+        },
+    )
     values.update(changes)
     return HubSettings(**values)
 
@@ -144,12 +168,22 @@ def test_jupyterhub_is_configured_for_pam_local_processes_and_the_course_roles(t
         assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(settings.layout.role_config(role)))
         assert spawner.environment["PYTHONPATH"] == ("/hub/private/repo" if role == "instructor" else "/hub/shared/src")
     assert c.Spawner.cmd == ["/hub/runtime/bin/python", "-m", "jupyterhub.singleuser"]
-    culler, = c.JupyterHub.services
-    assert culler["command"] == [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600", "--cull-every=600",
-                                 f"--config={ROOT / 'hub' / 'idle_culler_config.py'}"]
-    role, = c.JupyterHub.load_roles
+    (culler,) = c.JupyterHub.services
+    assert culler["command"] == [
+        sys.executable,
+        "-m",
+        "jupyterhub_idle_culler",
+        "--timeout=3600",
+        "--cull-every=600",
+        f"--config={ROOT / 'hub' / 'idle_culler_config.py'}",
+    ]
+    (role,) = c.JupyterHub.load_roles
     assert role["services"] == [culler["name"]] and set(role["scopes"]) == {
-        "list:users", "read:users:activity", "read:servers", "delete:servers"}  # never admin: it deletes no user
+        "list:users",
+        "read:users:activity",
+        "read:servers",
+        "delete:servers",
+    }  # never admin: it deletes no user
 
 
 def test_the_idle_culler_is_installed_and_takes_the_flags_the_hub_gives_it(tmp_path):
@@ -207,18 +241,24 @@ def test_jupyterhub_config_silences_only_jupyterhubs_own_schema_version_warning(
 
     _settings(tmp_path).save(tmp_path / "hub.json")
     monkeypatch.setenv("PAGED_KV_HUB_SETTINGS", str(tmp_path / "hub.json"))
-    message = ("The `version` property of an event schema must be a string. It has been type coerced, but in a "
-               "future version of this library, it will fail to validate. Please update schema: {}")
+    message = (
+        "The `version` property of an event schema must be a string. It has been type coerced, but in a "
+        "future version of this library, it will fail to validate. Please update schema: {}"
+    )
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         runpy.run_path(str(ROOT / "hub" / "jupyterhub_config.py"), init_globals={"get_config": Config})
-        for schema in ("https://schema.jupyter.org/jupyterhub/events/server-action",
-                       "https://events.jupyter.org/some_extension/v1"):
+        for schema in (
+            "https://schema.jupyter.org/jupyterhub/events/server-action",
+            "https://events.jupyter.org/some_extension/v1",
+        ):
             warnings.warn(JupyterEventsVersionWarning(message.format(schema)))
         warnings.warn(UserWarning(message.format("https://schema.jupyter.org/jupyterhub/events/server-action")))
     shown = [(w.category, str(w.message).rsplit(" ", 1)[-1]) for w in seen]
-    assert shown == [(JupyterEventsVersionWarning, "https://events.jupyter.org/some_extension/v1"),
-                     (UserWarning, "https://schema.jupyter.org/jupyterhub/events/server-action")], shown
+    assert shown == [
+        (JupyterEventsVersionWarning, "https://events.jupyter.org/some_extension/v1"),
+        (UserWarning, "https://schema.jupyter.org/jupyterhub/events/server-action"),
+    ], shown
 
 
 def test_jupyterhubs_own_schema_is_the_one_that_warns():
@@ -228,11 +268,15 @@ def test_jupyterhubs_own_schema_is_the_one_that_warns():
     import jupyterhub
     import yaml
 
-    schema = yaml.safe_load((_Path(jupyterhub.__file__).parent / "event-schemas" / "server-actions" / "v1.yaml").read_text())
+    schema = yaml.safe_load(
+        (_Path(jupyterhub.__file__).parent / "event-schemas" / "server-actions" / "v1.yaml").read_text()
+    )
     assert schema["$id"] == "https://schema.jupyter.org/jupyterhub/events/server-action"
     if isinstance(schema["version"], str):
-        pytest.fail("JupyterHub's server-action schema now has a string version: remove the warning filter "
-                    "in hub/jupyterhub_config.py")
+        pytest.fail(
+            "JupyterHub's server-action schema now has a string version: remove the warning filter "
+            "in hub/jupyterhub_config.py"
+        )
 
 
 def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
@@ -242,9 +286,14 @@ def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, m
 
     monkeypatch.chdir(tmp_path)
     course = tmp_path / "home" / "paged-kv-course"
-    summary = {"lab": "02-atomic-prefill", "seconds": 3.0, "workers": 1, "cpu_seconds": 2.0,
-               "work": str(course / "autograder" / "work"),
-               "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}]}
+    summary = {
+        "lab": "02-atomic-prefill",
+        "seconds": 3.0,
+        "workers": 1,
+        "cpu_seconds": 2.0,
+        "work": str(course / "autograder" / "work"),
+        "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}],
+    }
     last = table(summary).splitlines()[-1]
     assert f"grades: {course}/autograder/work/reports/grades.csv," in last
     assert f"log: {course}/autograder/work/reports/02-atomic-prefill/log.csv" in last
@@ -313,9 +362,11 @@ def test_a_missing_proxy_says_what_to_install(tmp_path, monkeypatch):
 def test_a_submission_folder_not_owned_by_the_student_it_names_is_found(tmp_path):
     inbound = tmp_path / COURSE_ID / "inbound"
     me = pwd.getpwuid(os.getuid()).pw_name
-    for name in (f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
-                 "someone-else+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+def",
-                 "someone-else+03-decode-growth+2026-01-01 10:00:00.000000 UTC+ghi"):
+    for name in (
+        f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
+        "someone-else+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+def",
+        "someone-else+03-decode-growth+2026-01-01 10:00:00.000000 UTC+ghi",
+    ):
         (inbound / name).mkdir(parents=True)
     forged = exchange.forged_submissions(tmp_path, COURSE_ID, "02-atomic-prefill")
     assert list(forged) == ["someone-else+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+def"]
@@ -325,8 +376,10 @@ def test_a_submission_folder_not_owned_by_the_student_it_names_is_found(tmp_path
 def test_a_forged_submission_is_set_aside_and_the_others_stay_to_be_collected(tmp_path):
     inbound = tmp_path / COURSE_ID / "inbound"
     me = pwd.getpwuid(os.getuid()).pw_name
-    own, forged = (f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
-                   "someone-else+02-atomic-prefill+2026-01-02 10:00:00.000000 UTC+def")
+    own, forged = (
+        f"{me}+02-atomic-prefill+2026-01-01 10:00:00.000000 UTC+abc",
+        "someone-else+02-atomic-prefill+2026-01-02 10:00:00.000000 UTC+def",
+    )
     for name in (own, forged):
         (inbound / name).mkdir(parents=True)
         (inbound / name / "atomic_prefill.ipynb").write_text("{}")
@@ -352,8 +405,14 @@ def test_collect_keeps_the_exchange_files_beside_the_repaired_notebook(tmp_path)
     (source / "submission_secret.txt").write_text("s3cret")
     (source / "notes.txt").write_text("not kept")
     files = sorted(p for p in source.iterdir())
-    records = collect.write_submissions(lab, {"ann": collect.Submission("ann", "ann", files)}, tmp_path,
-                                        ROOT / "course", notebook, keep=exchange.EXCHANGE_FILES)
+    records = collect.write_submissions(
+        lab,
+        {"ann": collect.Submission("ann", "ann", files)},
+        tmp_path,
+        ROOT / "course",
+        notebook,
+        keep=exchange.EXCHANGE_FILES,
+    )
     target = tmp_path / "autograder" / "work" / "submitted" / "ann" / lab
     assert sorted(p.name for p in target.iterdir()) == sorted([notebook, *exchange.EXCHANGE_FILES])
     assert (target / "submission_secret.txt").read_text() == "s3cret" and records[0]["student"] == "ann"
@@ -435,7 +494,9 @@ def test_the_hub_gives_students_one_edition_of_the_package_at_a_time(tmp_path):
     assert "allocate_for_prefill is a TODO of lab 02" in manager
     install_edition(layout, "05-prefix-cache")
     assert installed_edition(layout) == "05-prefix-cache"
-    assert "allocate_for_prefill is a TODO" not in (package_dir(layout) / "paged_kv" / "cache" / "manager.py").read_text()
+    assert (
+        "allocate_for_prefill is a TODO" not in (package_dir(layout) / "paged_kv" / "cache" / "manager.py").read_text()
+    )
     edition = (package_dir(layout) / "paged_kv" / "cache" / "edition.py").read_text()
     assert all(s.dotted in edition for s in stubs_for("05-prefix-cache"))
     assert sorted(p.name for p in layout.root.iterdir()) == ["package"]  # no half-made folder is left

@@ -10,6 +10,7 @@ token, as test_feedback_policy.py starts them; about 15 s for both).
 - the instructor's Formgrader answers Generate, Release, Collect, Autograde and the feedback buttons with the
   hub's own commands, and still serves its views (``hub/formgrader_steps.py``).
 The browser test (tests/notebooks/test_hub_in_browser.py) checks the first two as a student sees them."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,12 @@ LAB = "02-atomic-prefill"
 
 
 def _call(server, path: str, method: str = "GET"):
-    request = urllib.request.Request(server.url + path, method=method, data=b"{}" if method == "POST" else None,
-                                     headers={"Authorization": f"token {server.token}"})
+    request = urllib.request.Request(
+        server.url + path,
+        method=method,
+        data=b"{}" if method == "POST" else None,
+        headers={"Authorization": f"token {server.token}"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read()

@@ -1,4 +1,5 @@
 """Writing K/V into slots and paged prefill attention (cached prefix + causal suffix) against dense math."""
+
 import pytest
 import torch
 
@@ -62,18 +63,24 @@ def test_store_kv_rejects_bad_slots_and_changes_nothing(slots, match):
 
 def test_store_kv_rejects_wrong_head_shape():
     with pytest.raises(ValueError, match="must be"):
-        store_kv(torch.ones(2, 2, 4), torch.ones(2, 2, 4), torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4),
-                 torch.tensor([0, 1]))
+        store_kv(
+            torch.ones(2, 2, 4),
+            torch.ones(2, 2, 4),
+            torch.zeros(3, 2, 1, 4),
+            torch.zeros(3, 2, 1, 4),
+            torch.tensor([0, 1]),
+        )
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 4, 16])
 def test_prefill_over_cached_prefix_matches_dense_causal_attention(block_size):
-    seq_lens, query_lens = [9, 1, 17, 5], [4, 1, 17, 2]   # some tokens cached, some new
+    seq_lens, query_lens = [9, 1, 17, 5], [4, 1, 17, 2]  # some tokens cached, some new
     k_cache, v_cache, tables, dense = scattered_layout(seq_lens, block_size, seed=block_size)
     gen = torch.Generator().manual_seed(1)
     qs = [torch.randn(n, 4, 8, generator=gen) for n in query_lens]
-    out = paged_prefill_attention_ref(torch.cat(qs), k_cache, v_cache, tables, torch.tensor(seq_lens),
-                                      torch.tensor(query_lens))
+    out = paged_prefill_attention_ref(
+        torch.cat(qs), k_cache, v_cache, tables, torch.tensor(seq_lens), torch.tensor(query_lens)
+    )
     expected = torch.cat([dense_causal(q, k, v, n - len(q)) for q, (k, v), n in zip(qs, dense, seq_lens)])
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
@@ -87,13 +94,15 @@ def test_prefill_with_one_query_each_equals_paged_decode():
     torch.testing.assert_close(prefill, paged_decode_attention_ref(q, k_cache, v_cache, tables, lens))
 
 
-@pytest.mark.parametrize("query_lens, match", [([3, 2], "query_lens <= seq_lens"), ([0, 1], "query_lens"),
-                                               ([1, 1, 1], "shaped like")])
+@pytest.mark.parametrize(
+    "query_lens, match", [([3, 2], "query_lens <= seq_lens"), ([0, 1], "query_lens"), ([1, 1, 1], "shaped like")]
+)
 def test_prefill_rejects_inconsistent_lengths(query_lens, match):
     k_cache, v_cache, tables, _ = scattered_layout([2, 3], 2)
     with pytest.raises(ValueError, match=match):
-        paged_prefill_attention_ref(torch.zeros(sum(query_lens), 4, 8), k_cache, v_cache, tables,
-                                    torch.tensor([2, 3]), torch.tensor(query_lens))
+        paged_prefill_attention_ref(
+            torch.zeros(sum(query_lens), 4, 8), k_cache, v_cache, tables, torch.tensor([2, 3]), torch.tensor(query_lens)
+        )
 
 
 def test_masked_attention_ignores_masked_keys_entirely():

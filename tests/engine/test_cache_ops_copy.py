@@ -1,4 +1,5 @@
 """copy_blocks: copy-on-write's copies in every layer, at once, refusing what would depend on order."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,10 @@ from paged_kv.engine.cache_ops import copy_blocks
 
 def _caches(layers=2, blocks=6):
     torch.manual_seed(0)
-    return ([torch.randn(blocks, 4, 2, 8) for _ in range(layers)], [torch.randn(blocks, 4, 2, 8) for _ in range(layers)])
+    return (
+        [torch.randn(blocks, 4, 2, 8) for _ in range(layers)],
+        [torch.randn(blocks, 4, 2, 8) for _ in range(layers)],
+    )
 
 
 def test_every_layers_destination_gets_its_sources_slots_and_nothing_else_changes():
@@ -21,8 +25,10 @@ def test_every_layers_destination_gets_its_sources_slots_and_nothing_else_change
         assert all(torch.equal(new[b], old[b]) for b in (1, 2, 3, 5))
 
 
-@pytest.mark.parametrize("copies, says", [([(1, 9)], "outside the pool"), ([(1, 2), (2, 3)], "also a source"),
-                                          ([(1, 2), (3, 2)], "written twice")])
+@pytest.mark.parametrize(
+    "copies, says",
+    [([(1, 9)], "outside the pool"), ([(1, 2), (2, 3)], "also a source"), ([(1, 2), (3, 2)], "written twice")],
+)
 def test_copies_that_cannot_be_done_at_once_are_refused_and_change_nothing(copies, says):
     ks, vs = _caches()
     before = [c.clone() for c in ks + vs]

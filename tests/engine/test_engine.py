@@ -1,6 +1,7 @@
 """Paging is transparent: the engine's tokens equal a contiguous cache's and a full recompute's,
 with batching, prefix hits and forced preemptions; prefix hits really skip compute; requests that
 can never fit are refused up front; timings and bookkeeping are right."""
+
 import functools
 import itertools
 
@@ -15,10 +16,18 @@ from paged_kv.engine.model import load_tiny_model
 from paged_kv.engine.sampling import SamplingParams
 from paged_kv.engine.scheduler import MaxReservationScheduler, Scheduler, SchedulerBase
 
-HEADER_A = 'The "while" statement\n*********************\n\n'   # 45 bytes: 2 full blocks of 16, 11 of 4
+HEADER_A = 'The "while" statement\n*********************\n\n'  # 45 bytes: 2 full blocks of 16, 11 of 4
 HEADER_B = 'Function definitions\n********************\n\n'
-PROMPTS = [HEADER_A + "The ", HEADER_A + "The while", HEADER_B + "A function", HEADER_A + "It ",
-           HEADER_B + "def", "Python", HEADER_B + "A function", 'The "for" statement\n']
+PROMPTS = [
+    HEADER_A + "The ",
+    HEADER_A + "The while",
+    HEADER_B + "A function",
+    HEADER_A + "It ",
+    HEADER_B + "def",
+    "Python",
+    HEADER_B + "A function",
+    'The "for" statement\n',
+]
 MAX_TOKENS = 24
 
 
@@ -49,21 +58,27 @@ def serve(model, num_blocks, block_size, prompts=PROMPTS, params=SamplingParams(
 
 
 def test_oracles_agree_contiguous_cache_equals_full_recompute(model, greedy_no_cache):
-    contiguous = [generate_contiguous(model, tokenizer.encode(p), SamplingParams(max_tokens=MAX_TOKENS)) for p in PROMPTS]
+    contiguous = [
+        generate_contiguous(model, tokenizer.encode(p), SamplingParams(max_tokens=MAX_TOKENS)) for p in PROMPTS
+    ]
     assert contiguous == greedy_no_cache
 
 
-@pytest.mark.parametrize("num_blocks, block_size, max_num_seqs", [
-    (64, 16, 16),   # everything at once, prefix hits on the shared headers
-    (64, 16, 3),    # at most 3 per step: continuous batching as requests finish
-    (300, 1, 8),    # block size 1: every token its own block
-    (40, 5, 8),     # an odd block size, moderate pressure
-])
-def test_paged_engine_matches_full_recompute_token_for_token(model, greedy_no_cache, num_blocks, block_size,
-                                                             max_num_seqs):
+@pytest.mark.parametrize(
+    "num_blocks, block_size, max_num_seqs",
+    [
+        (64, 16, 16),  # everything at once, prefix hits on the shared headers
+        (64, 16, 3),  # at most 3 per step: continuous batching as requests finish
+        (300, 1, 8),  # block size 1: every token its own block
+        (40, 5, 8),  # an odd block size, moderate pressure
+    ],
+)
+def test_paged_engine_matches_full_recompute_token_for_token(
+    model, greedy_no_cache, num_blocks, block_size, max_num_seqs
+):
     engine, outputs = serve(model, num_blocks, block_size, max_num_seqs=max_num_seqs)
     assert outputs == greedy_no_cache
-    assert engine.block_manager.num_free_blocks == num_blocks   # every block came back
+    assert engine.block_manager.num_free_blocks == num_blocks  # every block came back
 
 
 def test_paged_engine_matches_under_forced_preemptions(model, greedy_no_cache):
@@ -81,27 +96,28 @@ def test_seeded_sampling_is_the_same_whatever_the_batch_and_the_cache(model):
     for num_blocks, block_size in ((64, 16), (18, 4)):
         engine = LLMEngine(model, num_blocks, block_size, max_num_seqs=4)
         assert [o.output_ids for o in engine.generate(PROMPTS, params)] == expected
-    assert expected[0] != generate_no_cache(model, tokenizer.encode(PROMPTS[0]),
-                                            SamplingParams(max_tokens=16, temperature=0.9, seed=99))
+    assert expected[0] != generate_no_cache(
+        model, tokenizer.encode(PROMPTS[0]), SamplingParams(max_tokens=16, temperature=0.9, seed=99)
+    )
 
 
 def test_prefix_hits_skip_the_computation_of_cached_tokens(model):
     engine = LLMEngine(model, num_blocks=32, block_size=16)
-    first = tokenizer.encode(HEADER_A + "The ")                      # 49 tokens: blocks 0-2 full
+    first = tokenizer.encode(HEADER_A + "The ")  # 49 tokens: blocks 0-2 full
     engine.generate([first], SamplingParams(max_tokens=4))
     before = engine.runner.num_computed_tokens
-    second = tokenizer.encode(HEADER_A + "Then")                     # same first 3 blocks, new last token
+    second = tokenizer.encode(HEADER_A + "Then")  # same first 3 blocks, new last token
     state = engine.generate([second], SamplingParams(max_tokens=4))[0]
     prefill = engine.step_log[-4]
     assert prefill.is_prefill and prefill.cached_tokens == 48 and prefill.computed_tokens == len(second) - 48
     assert state.prompt_tokens_from_cache == 48
-    assert engine.runner.num_computed_tokens - before == (len(second) - 48) + 3   # + three decode tokens
+    assert engine.runner.num_computed_tokens - before == (len(second) - 48) + 3  # + three decode tokens
     alone = generate_no_cache(model, second, SamplingParams(max_tokens=4))
     assert state.output_ids == alone
 
 
 def test_a_fully_cached_prompt_still_computes_its_last_block(model):
-    prompt = tokenizer.encode(HEADER_A[:32])                         # exactly 2 blocks
+    prompt = tokenizer.encode(HEADER_A[:32])  # exactly 2 blocks
     engine = LLMEngine(model, num_blocks=16, block_size=16)
     engine.generate([prompt], SamplingParams(max_tokens=2))
     engine.generate([prompt], SamplingParams(max_tokens=2))
@@ -125,7 +141,7 @@ def test_preempted_request_goes_back_to_the_head_of_waiting(model):
         engine.add_request(text, SamplingParams(max_tokens=12))
     while not any(r.preempted for r in engine.step_log):
         engine.step()
-    victim = engine.requests[1].seq                                   # the newest one gives way
+    victim = engine.requests[1].seq  # the newest one gives way
     assert engine.scheduler.waiting[0] is victim and not victim.block_table
     assert engine.requests[1].num_preemptions == 1 and engine.requests[0].num_preemptions == 0
     engine.run()
@@ -153,12 +169,12 @@ def test_decode_backend_is_pluggable_and_really_used(model, greedy_no_cache):
 def test_ttft_and_tpot_follow_the_clock(model):
     ticks = itertools.count()
     engine = LLMEngine(model, 16, 16, clock=lambda: float(next(ticks)))
-    a = engine.add_request("x = 1", SamplingParams(max_tokens=3))     # arrives at t=0
-    b = engine.add_request("y = 2", SamplingParams(max_tokens=1))     # arrives at t=1
+    a = engine.add_request("x = 1", SamplingParams(max_tokens=3))  # arrives at t=0
+    b = engine.add_request("y = 2", SamplingParams(max_tokens=1))  # arrives at t=1
     engine.run()
     first, second = engine.requests[a], engine.requests[b]
-    assert (first.ttft, second.ttft) == (2.0, 1.0)     # both prefilled in step 1 (t=2)
-    assert first.tpot == 1.0 and second.tpot is None   # steps end at t=2, 3, 4
+    assert (first.ttft, second.ttft) == (2.0, 1.0)  # both prefilled in step 1 (t=2)
+    assert first.tpot == 1.0 and second.tpot is None  # steps end at t=2, 3, 4
     assert first.finished and first.text == tokenizer.decode(first.output_ids)
 
 
@@ -177,9 +193,9 @@ def test_filled_slots_count_shared_blocks_once(model):
     engine.add_request(HEADER_A + "The ", SamplingParams(max_tokens=3))
     engine.step()
     engine.add_request(HEADER_A + "Then", SamplingParams(max_tokens=3))
-    engine.step()                                  # the second shares the first's 3 full blocks
+    engine.step()  # the second shares the first's 3 full blocks
     record = engine.step_log[-1]
-    assert record.kv_slots_filled == 3 * 16 + 1 + 1   # 3 shared blocks + each one's token in block 3
+    assert record.kv_slots_filled == 3 * 16 + 1 + 1  # 3 shared blocks + each one's token in block 3
     assert record.kv_slots_reserved == record.blocks_in_use * 16 == 5 * 16
 
 
@@ -198,14 +214,17 @@ def test_generate_checks_every_prompt_before_queueing_any(model):
     assert engine.scheduler.is_finished() and not engine.requests
 
 
-@pytest.mark.parametrize("prompt, params, error, match", [
-    ("x" * 250, SamplingParams(max_tokens=10), ValueError, "max_model_len"),
-    ("", SamplingParams(), ValueError, "at least one token"),
-    ([1, 2, 300], SamplingParams(), ValueError, "vocab_size"),
-    ([1, -2], SamplingParams(), ValueError, "non-negative"),
-    ("ok", {"max_tokens": 3}, TypeError, "SamplingParams"),
-    (b"bytes", SamplingParams(), TypeError, "str or a list of ints"),
-])
+@pytest.mark.parametrize(
+    "prompt, params, error, match",
+    [
+        ("x" * 250, SamplingParams(max_tokens=10), ValueError, "max_model_len"),
+        ("", SamplingParams(), ValueError, "at least one token"),
+        ([1, 2, 300], SamplingParams(), ValueError, "vocab_size"),
+        ([1, -2], SamplingParams(), ValueError, "non-negative"),
+        ("ok", {"max_tokens": 3}, TypeError, "SamplingParams"),
+        (b"bytes", SamplingParams(), TypeError, "str or a list of ints"),
+    ],
+)
 def test_bad_requests_are_rejected_with_clear_errors(model, prompt, params, error, match):
     engine = LLMEngine(model, num_blocks=32, block_size=16)
     with pytest.raises(error, match=match):
@@ -213,14 +232,17 @@ def test_bad_requests_are_rejected_with_clear_errors(model, prompt, params, erro
     assert engine.scheduler.is_finished()
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"num_blocks": 0}, ValueError, "num_blocks"),
-    ({"block_size": 0}, ValueError, "block_size"),
-    ({"max_num_seqs": 0}, ValueError, "max_num_seqs"),
-    ({"max_num_batched_tokens": 100}, ValueError, "at least max_model_len"),
-    ({"decode_attention": "triton"}, TypeError, "callable"),
-    ({"scheduler": lambda bm, **kw: object()}, TypeError, "SchedulerBase"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_blocks": 0}, ValueError, "num_blocks"),
+        ({"block_size": 0}, ValueError, "block_size"),
+        ({"max_num_seqs": 0}, ValueError, "max_num_seqs"),
+        ({"max_num_batched_tokens": 100}, ValueError, "at least max_model_len"),
+        ({"decode_attention": "triton"}, TypeError, "callable"),
+        ({"scheduler": lambda bm, **kw: object()}, TypeError, "SchedulerBase"),
+    ],
+)
 def test_bad_engine_settings_are_rejected(model, kwargs, error, match):
     settings = dict(num_blocks=32, block_size=16)
     settings.update(kwargs)
@@ -246,6 +268,7 @@ def test_a_scheduler_that_schedules_nothing_fails_instead_of_hanging(model):
 
 def test_a_scheduler_that_skips_may_append_is_caught_before_the_model_runs(model):
     """A decode batch whose tables are too short is refused before any K/V is written."""
+
     class Forgetful(Scheduler):
         def schedule(self):
             if self.waiting:
@@ -269,7 +292,10 @@ def test_the_triton_kernel_of_lab_06_serves_the_same_tokens(greedy_no_cache):
     import subprocess
     import sys
 
-    if importlib.util.find_spec("paged_kv.kernels.triton_attention") is None or importlib.util.find_spec("triton") is None:
+    if (
+        importlib.util.find_spec("paged_kv.kernels.triton_attention") is None
+        or importlib.util.find_spec("triton") is None
+    ):
         pytest.skip("paged_kv.kernels.triton_attention (lab 06's kernel) is not in this checkout yet")
     script = (
         "import torch\n"
@@ -280,7 +306,8 @@ def test_the_triton_kernel_of_lab_06_serves_the_same_tokens(greedy_no_cache):
         "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
         f"prompts = {PROMPTS[:3]!r}\n"
         "engine = LLMEngine(load_tiny_model(device=device), 40, 16, decode_attention=paged_decode_attention)\n"
-        "print([s.output_ids for s in engine.generate(prompts, SamplingParams(max_tokens=6))])\n")
+        "print([s.output_ids for s in engine.generate(prompts, SamplingParams(max_tokens=6))])\n"
+    )
     env = dict(os.environ)
     if not torch.cuda.is_available():
         env.setdefault("TRITON_INTERPRET", "1")

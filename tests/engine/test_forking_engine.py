@@ -4,6 +4,7 @@ Parallel sampling's branches equal ``generate_contiguous`` with the branch's see
 beam search equals a beam search that recomputes every beam from scratch with no cache at all: so
 the copy-on-write copies land before the writes and no branch ever reads a sibling's token.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -85,8 +86,10 @@ def _two_beams():
     return manager, [root, manager.fork(root)]
 
 
-@pytest.mark.parametrize("choices, error", [([], ValueError), ([(2, 5)], ValueError), ([(0, -1)], ValueError),
-                                            ([(0,)], ValueError), ([(0.5, 3)], TypeError)])
+@pytest.mark.parametrize(
+    "choices, error",
+    [([], ValueError), ([(2, 5)], ValueError), ([(0, -1)], ValueError), ([(0,)], ValueError), ([(0.5, 3)], TypeError)],
+)
 def test_advance_beams_refuses_bad_choices_and_changes_nothing(choices, error):
     manager, beams = _two_beams()
     before = pool_shape(manager, beams), [list(b.token_ids) for b in beams]
@@ -121,20 +124,28 @@ def test_the_copy_function_given_is_the_one_the_runner_calls(model):
     def recording_copy(k_caches, v_caches, copies):
         calls.append(list(copies))
         from paged_kv.engine.cache_ops import copy_blocks
+
         copy_blocks(k_caches, v_caches, copies)
 
     outputs, stats = parallel_sample(model, PROMPT, 3, 4, temperature=0.0, block_size=4, copy_blocks=recording_copy)
     assert sum(len(c) for c in calls) == stats.copies == 2
-    skipped, _ = parallel_sample(model, PROMPT, 3, 6, temperature=0.0, block_size=4,
-                                 copy_blocks=lambda k, v, copies: None)
+    skipped, _ = parallel_sample(
+        model, PROMPT, 3, 6, temperature=0.0, block_size=4, copy_blocks=lambda k, v, copies: None
+    )
     alone = generate_contiguous(model, PROMPT, SamplingParams(6, 0.0, 0))
     assert any(out != alone for out in skipped), "without the copies a branch should read a stale block"
 
 
 def test_beam_search_reports_every_step_to_on_step_and_records_the_tree(model):
     seen = []
-    _, stats = beam_search(model, PROMPT, 3, 5, block_size=4, on_step=lambda step, m, beams: seen.append(
-        (step, len(beams), m.num_free_blocks)))
+    _, stats = beam_search(
+        model,
+        PROMPT,
+        3,
+        5,
+        block_size=4,
+        on_step=lambda step, m, beams: seen.append((step, len(beams), m.num_free_blocks)),
+    )
     assert [s for s, _, _ in seen] == list(range(5)) and all(n == 3 for _, n, _ in seen[1:])
     assert len(stats.choices) == 5 and all(len(step) == 3 for step in stats.choices[1:])
     with pytest.raises(TypeError):

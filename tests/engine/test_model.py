@@ -1,4 +1,5 @@
 """The tiny Llama: config checks, RoPE, input checks, and one model served three ways agreeing."""
+
 import pytest
 import torch
 
@@ -8,8 +9,9 @@ from paged_kv.engine.model import ModelConfig, TinyLlama, apply_rope, init_weigh
 from paged_kv.engine.sampling import SamplingParams, sample_next
 from paged_kv.engine import tokenizer
 
-SMALL = ModelConfig(hidden_size=32, num_layers=2, num_q_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=64,
-                    max_model_len=64)
+SMALL = ModelConfig(
+    hidden_size=32, num_layers=2, num_q_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=64, max_model_len=64
+)
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +21,18 @@ def small_model():
     return model.eval()
 
 
-@pytest.mark.parametrize("field, value", [("hidden_size", 0), ("num_layers", -1), ("head_dim", 7),
-                                          ("num_kv_heads", 3), ("rope_theta", 0.0), ("max_model_len", True),
-                                          ("vocab_size", 2.5)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("hidden_size", 0),
+        ("num_layers", -1),
+        ("head_dim", 7),
+        ("num_kv_heads", 3),
+        ("rope_theta", 0.0),
+        ("max_model_len", True),
+        ("vocab_size", 2.5),
+    ],
+)
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError):
         ModelConfig(**{field: value})
@@ -47,13 +58,16 @@ def test_rope_keeps_norms_and_depends_only_on_relative_position():
     assert score(10, 3) != pytest.approx(score(10, 4), abs=1e-4)
 
 
-@pytest.mark.parametrize("ids, positions, error", [
-    (torch.tensor([1, 2]), torch.tensor([0]), ValueError),
-    (torch.tensor([1, 256]), torch.tensor([0, 1]), ValueError),
-    (torch.tensor([1, 2]), torch.tensor([0, 64]), ValueError),
-    (torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), TypeError),
-    (torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), ValueError),
-])
+@pytest.mark.parametrize(
+    "ids, positions, error",
+    [
+        (torch.tensor([1, 2]), torch.tensor([0]), ValueError),
+        (torch.tensor([1, 256]), torch.tensor([0, 1]), ValueError),
+        (torch.tensor([1, 2]), torch.tensor([0, 64]), ValueError),
+        (torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), TypeError),
+        (torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), ValueError),
+    ],
+)
 def test_forward_rejects_bad_inputs(small_model, ids, positions, error):
     with pytest.raises(error):
         small_model(ids, positions, NoCache([max(1, len(ids))]))
@@ -97,8 +111,10 @@ def test_generation_rejects_requests_longer_than_the_model(small_model):
         generate_no_cache(small_model, [1] * 60, SamplingParams(max_tokens=6))
 
 
-@pytest.mark.parametrize("kwargs", [{"max_tokens": 0}, {"temperature": -1.0}, {"temperature": float("inf")},
-                                    {"seed": -3}, {"max_tokens": 2.0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_tokens": 0}, {"temperature": -1.0}, {"temperature": float("inf")}, {"seed": -3}, {"max_tokens": 2.0}],
+)
 def test_sampling_params_reject_bad_values(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
@@ -107,8 +123,14 @@ def test_sampling_params_reject_bad_values(kwargs):
 def test_sampling_is_greedy_at_zero_and_seeded_otherwise():
     logits = torch.tensor([0.0, 3.0, 1.0, 2.9])
     assert sample_next(logits, 0.0, None) == 1
-    draws = lambda seed: [sample_next(logits, 1.0, g) for g in [SamplingParams(temperature=1.0, seed=seed).generator()]  # noqa: E731
-                          for _ in range(20)]
+
+    def draws(seed):
+        return [
+            sample_next(logits, 1.0, g)
+            for g in [SamplingParams(temperature=1.0, seed=seed).generator()]
+            for _ in range(20)
+        ]
+
     assert draws(1) == draws(1)
     assert len(set(draws(1))) > 1
 

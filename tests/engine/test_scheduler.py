@@ -1,5 +1,6 @@
 """The reference scheduler's policy (FCFS admission, decode growth, newest-first preemption by recompute)
 and the trace harness that lab 07 grades with."""
+
 import functools
 import re
 
@@ -7,8 +8,15 @@ import pytest
 
 from paged_kv.cache.prefix_cache import BlockManager, Sequence
 from paged_kv.engine.scheduler import MaxReservationScheduler, Scheduler, SchedulerBase
-from paged_kv.lab.scheduler_trace import (Snapshot, TraceRequest, TraceRun, TraceSpec, format_snapshot, make_trace,
-                                      replay)
+from paged_kv.lab.scheduler_trace import (
+    Snapshot,
+    TraceRequest,
+    TraceRun,
+    TraceSpec,
+    format_snapshot,
+    make_trace,
+    replay,
+)
 
 
 def scheduler(num_blocks, block_size=4, **kwargs):
@@ -26,14 +34,14 @@ def grow(sched, seqs, token=7):
 
 def test_prefill_admits_from_the_head_and_stops_at_the_first_that_does_not_fit():
     sched = scheduler(num_blocks=5)
-    big, small = Sequence(list(range(1, 22)), 4), Sequence([1, 2], 4)   # 6 blocks > 5 free... after the first
-    first = Sequence(list(range(30, 38)), 4)                            # 2 blocks
+    big, small = Sequence(list(range(1, 22)), 4), Sequence([1, 2], 4)  # 6 blocks > 5 free... after the first
+    first = Sequence(list(range(30, 38)), 4)  # 2 blocks
     sched.add(first)
     batch, is_prefill = sched.schedule()
     assert is_prefill and batch == [first] and first.num_scheduled_tokens == 8
     grow(sched, batch)
-    sched.add(Sequence(list(range(1, 17)), 4))   # 4 blocks: does not fit in the 3 left
-    sched.add(small)                             # would fit, but must wait its turn (FCFS)
+    sched.add(Sequence(list(range(1, 17)), 4))  # 4 blocks: does not fit in the 3 left
+    sched.add(small)  # would fit, but must wait its turn (FCFS)
     batch, is_prefill = sched.schedule()
     assert not is_prefill and batch == [first]
     assert [len(s) for s in sched.waiting] == [16, 2]
@@ -46,9 +54,9 @@ def test_prefill_respects_the_token_budget_and_counts_only_uncached_tokens():
     sched.add(a)
     sched.add(b)
     batch, _ = sched.schedule()
-    assert batch == [a]                        # 12 + 12 > 16: b waits
+    assert batch == [a]  # 12 + 12 > 16: b waits
     grow(sched, batch)
-    batch, is_prefill = sched.schedule()       # b now hits a's two full blocks: 4 tokens to compute
+    batch, is_prefill = sched.schedule()  # b now hits a's two full blocks: 4 tokens to compute
     assert is_prefill and batch == [b] and b.num_cached_tokens == 8 and b.num_scheduled_tokens == 4
 
 
@@ -73,7 +81,7 @@ def test_decode_preempts_the_newest_and_puts_it_at_the_head_of_waiting():
     sched.add(old)
     sched.add(new)
     batch, _ = sched.schedule()
-    grow(sched, batch)                         # both now need a second block; one is free
+    grow(sched, batch)  # both now need a second block; one is free
     batch, is_prefill = sched.schedule()
     assert not is_prefill and batch == [old]
     assert list(sched.waiting) == [new] and list(sched.running) == [old]
@@ -86,9 +94,9 @@ def test_a_sequence_preempts_itself_when_no_other_is_left_to_preempt():
     a, b = Sequence([1, 2, 3], 4), Sequence([4, 5, 6, 7, 8, 9, 10, 11], 4)
     sched.add(a)
     sched.add(b)
-    batch, _ = sched.schedule()                 # a: 1 block, b: 2 blocks, pool full
-    grow(sched, batch)                          # a: 4 tokens (fits), b: 9 tokens (needs a third block)
-    batch, _ = sched.schedule()                 # a is scheduled, then b finds no one behind it to preempt
+    batch, _ = sched.schedule()  # a: 1 block, b: 2 blocks, pool full
+    grow(sched, batch)  # a: 4 tokens (fits), b: 9 tokens (needs a third block)
+    batch, _ = sched.schedule()  # a is scheduled, then b finds no one behind it to preempt
     assert batch == [a] and list(sched.waiting) == [b] and not b.block_table
 
 
@@ -162,7 +170,7 @@ def test_a_block_manager_error_in_a_trace_names_the_sequence_as_the_trace_does()
             if self.waiting:
                 return super().schedule()
             for seq in self.running:
-                self.block_manager.may_append(seq)        # no can_append, no preemption
+                self.block_manager.may_append(seq)  # no can_append, no preemption
                 seq.num_scheduled_tokens = 1
             return list(self.running), False
 
@@ -176,13 +184,14 @@ def test_a_block_manager_error_in_a_trace_names_the_sequence_as_the_trace_does()
 
 def test_snapshot_formatting_is_one_readable_line():
     s = Snapshot(3, "decode", (("r0", 1), ("r1", 1)), ("r2",), ("r0", "r1"), (("r0", 2),), (("r0", 5),), 2)
-    assert format_snapshot(s) == ("step 3 decode  scheduled [r0+1, r1+1] | waiting [r2] | running [r0, r1] | "
-                                  "free blocks 2")
+    assert format_snapshot(s) == (
+        "step 3 decode  scheduled [r0+1, r1+1] | waiting [r2] | running [r0, r1] | free blocks 2"
+    )
 
 
 def test_max_reservation_scheduler_runs_at_most_what_the_reservations_allow():
     spec = make_trace(2, 12, num_blocks=16, block_size=4, max_num_seqs=8, max_num_batched_tokens=20)
-    factory = functools.partial(MaxReservationScheduler, max_model_len=20)   # 5 blocks each: 3 at once
+    factory = functools.partial(MaxReservationScheduler, max_model_len=20)  # 5 blocks each: 3 at once
     run = TraceRun(factory, spec)
     while not run.done:
         snapshot = run.step()
@@ -198,7 +207,7 @@ def test_the_lab_starter_has_the_given_code_and_stubs_for_schedule_and_preempt()
     assert not issubclass(SchedulerWithoutSchedule, Scheduler) and issubclass(SchedulerWithoutSchedule, SchedulerBase)
     assert set(SchedulerWithoutSchedule.__todo__) == {"schedule", "preempt"}
     sched = SchedulerWithoutSchedule(BlockManager(4, 4))
-    sched.add(Sequence([1, 2], 4))                     # given code works
+    sched.add(Sequence([1, 2], 4))  # given code works
     with pytest.raises(TodoNotWritten, match="schedule is this lab's TODO"):
         sched.schedule()
     with pytest.raises(TodoNotWritten, match="preempt is this lab's TODO"):

@@ -1,5 +1,6 @@
 """The committed weights: they load, match the training script's config, are small, and still write
 the sample they wrote when they were trained (through a full recompute and through the paged engine)."""
+
 import importlib.util
 from pathlib import Path
 

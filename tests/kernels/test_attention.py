@@ -1,4 +1,5 @@
 """paged_decode_attention_ref equals SDPA on the gathered contiguous cache."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,7 @@ def make_case(seq_lens, block_size, num_q_heads, num_kv_heads, head_dim=16, seed
     used = 0
     for s, n in enumerate(seq_lens):
         k = -(-n // block_size)
-        tables[s, :k] = perm[used:used + k].to(torch.int32)
+        tables[s, :k] = perm[used : used + k].to(torch.int32)
         used += k
     q = torch.randn(len(seq_lens), num_q_heads, head_dim, generator=gen).to(dtype)
     return q, k_cache, v_cache, tables, torch.tensor(seq_lens, dtype=torch.int32)
@@ -27,9 +28,9 @@ def sdpa_expected(q, k_cache, v_cache, tables, seq_lens):
     group = q.shape[1] // k_cache.shape[2]
     outs = []
     for s, n in enumerate(seq_lens.tolist()):
-        k = gather_kv(k_cache, tables[s:s + 1], seq_lens[s:s + 1])[0, :n].float()   # [n, Hkv, D]
-        v = gather_kv(v_cache, tables[s:s + 1], seq_lens[s:s + 1])[0, :n].float()
-        k = k.repeat_interleave(group, dim=1).transpose(0, 1)                        # [Hq, n, D]
+        k = gather_kv(k_cache, tables[s : s + 1], seq_lens[s : s + 1])[0, :n].float()  # [n, Hkv, D]
+        v = gather_kv(v_cache, tables[s : s + 1], seq_lens[s : s + 1])[0, :n].float()
+        k = k.repeat_interleave(group, dim=1).transpose(0, 1)  # [Hq, n, D]
         v = v.repeat_interleave(group, dim=1).transpose(0, 1)
         outs.append(F.scaled_dot_product_attention(q[s].float()[:, None, :], k, v)[:, 0, :])
     return torch.stack(outs).to(q.dtype)
@@ -65,16 +66,19 @@ def test_custom_scale_is_used():
     assert not torch.allclose(a, b)
 
 
-@pytest.mark.parametrize("mutate, error, match", [
-    (lambda c: (c[0][..., :8],) + c[1:], ValueError, "head_dim"),
-    (lambda c: (c[0][:, :3],) + c[1:], ValueError, "multiple"),
-    (lambda c: c[:3] + (c[3].float(), c[4]), TypeError, "int32"),
-    (lambda c: c[:4] + (torch.tensor([0, 3], dtype=torch.int32),), ValueError, "seq_len"),
-    (lambda c: c[:4] + (torch.tensor([99, 3], dtype=torch.int32),), ValueError, "seq_len"),
-    (lambda c: c[:3] + (torch.full_like(c[3], 999), c[4]), ValueError, "outside"),
-    (lambda c: (c[0].half(),) + c[1:], TypeError, "dtype"),
-    (lambda c: (c[0].tolist(),) + c[1:], TypeError, "torch.Tensor"),
-])
+@pytest.mark.parametrize(
+    "mutate, error, match",
+    [
+        (lambda c: (c[0][..., :8],) + c[1:], ValueError, "head_dim"),
+        (lambda c: (c[0][:, :3],) + c[1:], ValueError, "multiple"),
+        (lambda c: c[:3] + (c[3].float(), c[4]), TypeError, "int32"),
+        (lambda c: c[:4] + (torch.tensor([0, 3], dtype=torch.int32),), ValueError, "seq_len"),
+        (lambda c: c[:4] + (torch.tensor([99, 3], dtype=torch.int32),), ValueError, "seq_len"),
+        (lambda c: c[:3] + (torch.full_like(c[3], 999), c[4]), ValueError, "outside"),
+        (lambda c: (c[0].half(),) + c[1:], TypeError, "dtype"),
+        (lambda c: (c[0].tolist(),) + c[1:], TypeError, "torch.Tensor"),
+    ],
+)
 def test_reference_rejects_bad_inputs(mutate, error, match):
     case = make_case([5, 3], 4, 4, 2)
     with pytest.raises(error, match=match):

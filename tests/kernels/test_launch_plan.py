@@ -1,5 +1,6 @@
 """The launcher's choices: occupancy from a build's registers and shared memory, the one-wave split rule,
 the measured launch table (used only for the GPU it was measured on), and the defaults without it."""
+
 import json
 
 import pytest
@@ -13,20 +14,34 @@ H200 = "NVIDIA H200"
 
 
 def entry(**overrides):
-    fields = dict(gpu=H200, triton="3.7.1", date="2026-12-01", block_size=16, head_dim=128, group=4, tile=32,
-                  num_warps=8, num_stages=2, registers=96, shared_bytes=20000)
+    fields = dict(
+        gpu=H200,
+        triton="3.7.1",
+        date="2026-12-01",
+        block_size=16,
+        head_dim=128,
+        group=4,
+        tile=32,
+        num_warps=8,
+        num_stages=2,
+        registers=96,
+        shared_bytes=20000,
+    )
     fields.update(overrides)
     return TunedLaunch(**fields)
 
 
-@pytest.mark.parametrize("registers, shared, warps, limits, expected", [
-    (126, 39168, 4, SM90, 4),     # the package kernel's sm_90 build: registers bind (4096 per warp -> 16 warps)
-    (64, 0, 4, SM90, 8),          # 2048 registers a warp: 32 warps, 8 programs
-    (32, 0, 1, SM90, 32),         # tiny programs hit the cap of 32 resident programs
-    (32, 100 * 1024, 4, SM90, 2),  # shared memory binds: 228 KiB / (100 KiB + 1 KiB reserved)
-    (32, 100 * 1024, 4, SM80, 1),  # 164 KiB on sm_80
-    (255, 0, 32, SM90, 0),        # does not fit at all
-])
+@pytest.mark.parametrize(
+    "registers, shared, warps, limits, expected",
+    [
+        (126, 39168, 4, SM90, 4),  # the package kernel's sm_90 build: registers bind (4096 per warp -> 16 warps)
+        (64, 0, 4, SM90, 8),  # 2048 registers a warp: 32 warps, 8 programs
+        (32, 0, 1, SM90, 32),  # tiny programs hit the cap of 32 resident programs
+        (32, 100 * 1024, 4, SM90, 2),  # shared memory binds: 228 KiB / (100 KiB + 1 KiB reserved)
+        (32, 100 * 1024, 4, SM80, 1),  # 164 KiB on sm_80
+        (255, 0, 32, SM90, 0),  # does not fit at all
+    ],
+)
 def test_programs_per_sm_takes_the_tightest_budget(registers, shared, warps, limits, expected):
     assert programs_per_sm(KernelResources(registers, shared, warps), limits) == expected
 
@@ -38,10 +53,10 @@ def test_register_allocation_rounds_up_per_warp():
 
 
 def test_one_wave_splits_fill_but_never_overflow_the_wave():
-    assert one_wave_splits(16, 528, 64) == 33          # 528 programs exactly
-    assert one_wave_splits(256, 528, 64) == 2          # 512 <= 528 < 768
-    assert one_wave_splits(1024, 528, 64) == 1         # the pairs alone fill the GPU
-    assert one_wave_splits(1, 528, 8) == 8             # capped by the sequence length
+    assert one_wave_splits(16, 528, 64) == 33  # 528 programs exactly
+    assert one_wave_splits(256, 528, 64) == 2  # 512 <= 528 < 768
+    assert one_wave_splits(1024, 528, 64) == 1  # the pairs alone fill the GPU
+    assert one_wave_splits(1, 528, 8) == 8  # capped by the sequence length
     with pytest.raises(ValueError, match="wave"):
         one_wave_splits(4, 0, 8)
 
@@ -89,8 +104,20 @@ def test_table_entry_is_used_only_on_its_gpu_and_shape():
 
 def test_explicit_arguments_beat_the_table():
     table = LaunchTable("test", (entry(),))
-    plan = plan_launch(32, 8, 4096, native=True, gpu=H200, block_size=16, head_dim=128, group=4, table=table,
-                       tile=128, num_warps=4, stages=4)
+    plan = plan_launch(
+        32,
+        8,
+        4096,
+        native=True,
+        gpu=H200,
+        block_size=16,
+        head_dim=128,
+        group=4,
+        table=table,
+        tile=128,
+        num_warps=4,
+        stages=4,
+    )
     assert (plan.tile, plan.num_warps, plan.num_stages) == (128, 4, 4)
 
 
@@ -112,12 +139,15 @@ def test_write_table_merges_and_replaces_by_gpu_and_shape(tmp_path):
     assert table.find(H200, 16, 128, 4).tile == 128 and table.find(None, 16, 128, 4) is None
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"entries": [{"gpu": H200}]}, "lacks"),
-    ({"entries": [dict(entry().__dict__, tile=48)]}, "power of two"),
-    ({"entries": [entry().__dict__, entry().__dict__]}, "repeats"),
-    ({"rows": []}, "entries"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"entries": [{"gpu": H200}]}, "lacks"),
+        ({"entries": [dict(entry().__dict__, tile=48)]}, "power of two"),
+        ({"entries": [entry().__dict__, entry().__dict__]}, "repeats"),
+        ({"rows": []}, "entries"),
+    ],
+)
 def test_malformed_tables_are_refused_with_the_entry_named(bad, message):
     with pytest.raises(ValueError, match=message):
         parse_table(bad)
@@ -134,8 +164,10 @@ def test_device_limits_come_from_the_device_where_it_says():
     assert limits_of_device(object(), (9, 0)) == SM90 and limits_of_device(object(), (8, 0)) == SM80
 
 
-@pytest.mark.parametrize("capability, programs", [((8, 0), 32), ((8, 6), 16), ((8, 7), 16), ((8, 9), 24),
-                                                  ((9, 0), 32), ((10, 0), 32), ((12, 0), 24)])
+@pytest.mark.parametrize(
+    "capability, programs",
+    [((8, 0), 32), ((8, 6), 16), ((8, 7), 16), ((8, 9), 24), ((9, 0), 32), ((10, 0), 32), ((12, 0), 24)],
+)
 def test_the_resident_program_cap_follows_the_compute_capability(capability, programs):
     """``cudaOccMaxBlocksPerMultiprocessor`` in the ``cuda_occupancy.h`` Triton ships: an RTX 3090 (8.6) holds 16
     programs per SM, an L4 or RTX 4090 (8.9) 24, an A100 (8.0) and an H100 (9.0) 32."""
@@ -159,4 +191,3 @@ def test_the_offline_sm90_build_gives_the_occupancy_the_plan_uses():
     assert 1 <= per_sm <= 8
     plan = plan_launch(32, 8, 8192, native=True, sm_count=132, resources=resources)
     assert 256 * plan.num_splits <= 132 * per_sm < 256 * (plan.num_splits + 1)
-

@@ -1,6 +1,7 @@
 """The package's Triton paged decode kernel equals the torch reference (in the interpreter on CPU),
 survives poisoned memory and a pool past 2**32 elements, rejects what it cannot do, and compiles to
 real sm_80 / sm_90 code without spilling."""
+
 import subprocess
 import sys
 
@@ -21,15 +22,17 @@ FP32 = dict(atol=2e-5, rtol=2e-5)
 
 
 def run(case, **kwargs):
-    return paged_decode_attention(case.q, case.k_cache, case.v_cache, case.block_tables, case.seq_lens,
-                                  case.scale, **kwargs)
+    return paged_decode_attention(
+        case.q, case.k_cache, case.v_cache, case.block_tables, case.seq_lens, case.scale, **kwargs
+    )
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 16, 17])
 @pytest.mark.parametrize("heads", [(4, 4), (8, 2), (6, 2), (4, 1)], ids=["mha", "gqa4", "gqa3", "mqa"])
 def test_matches_reference_on_ragged_batches(block_size, heads):
-    case = paged_case([1, 16, 17, 40], block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1],
-                      seed=block_size)
+    case = paged_case(
+        [1, 16, 17, 40], block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1], seed=block_size
+    )
     torch.testing.assert_close(run(case), case.expected(), **FP32)
 
 
@@ -64,7 +67,7 @@ def test_poisoned_tails_unlisted_blocks_and_garbage_padding_are_never_used(num_s
 
 def test_offsets_past_2_to_the_32_elements_use_int64():
     case = far_pool_case((21, 9), block_size=8)
-    assert case.k_cache.stride(0) * int(case.block_tables.max()) > 2 ** 32
+    assert case.k_cache.stride(0) * int(case.block_tables.max()) > 2**32
     torch.testing.assert_close(run(case), case.expected(), **FP32)
 
 
@@ -83,8 +86,9 @@ def test_too_large_head_dim_is_refused():
 def test_bad_inputs_are_refused_before_launch():
     case = paged_case([5, 3], num_q_heads=4, num_kv_heads=2)
     with pytest.raises(ValueError, match="seq_len"):
-        paged_decode_attention(case.q, case.k_cache, case.v_cache, case.block_tables,
-                               torch.tensor([0, 3], dtype=torch.int32))
+        paged_decode_attention(
+            case.q, case.k_cache, case.v_cache, case.block_tables, torch.tensor([0, 3], dtype=torch.int32)
+        )
     with pytest.raises(ValueError, match="scale"):
         paged_decode_attention(case.q, case.k_cache, case.v_cache, case.block_tables, case.seq_lens, scale=-1.0)
     with pytest.raises(ValueError, match="num_splits"):
@@ -100,12 +104,15 @@ def test_launch_plan_splits_long_sequences_only_on_a_gpu():
     assert plan_launch(1, 1, 10, native=True) == LaunchPlan(1, 64, 64, 4, 3)
 
 
-@pytest.mark.parametrize("capability, native, words", [
-    (None, False, "no CUDA GPU"),
-    ((7, 5), False, "8.0+"),
-    ((8, 0), True, "compiled for the GPU"),
-    ((9, 0), True, "sm_90"),
-])
+@pytest.mark.parametrize(
+    "capability, native, words",
+    [
+        (None, False, "no CUDA GPU"),
+        ((7, 5), False, "8.0+"),
+        ((8, 0), True, "compiled for the GPU"),
+        ((9, 0), True, "sm_90"),
+    ],
+)
 def test_mode_decision(capability, native, words):
     mode = decide(None, None, capability, "GPU")
     assert mode.native is native and words in mode.reason
@@ -121,10 +128,17 @@ def test_mode_overrides():
         decide("fast", None, None)
 
 
-@pytest.mark.parametrize("triton_version, numpy_version, broken", [
-    ("3.6.0", "2.4.1", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False), ("3.10.0", "2.4.0", False),
-    ("3.5.1+git", "2.4.0rc1", True), (None, "2.4.0", False),
-])
+@pytest.mark.parametrize(
+    "triton_version, numpy_version, broken",
+    [
+        ("3.6.0", "2.4.1", True),
+        ("3.6.0", "2.3.5", False),
+        ("3.7.1", "2.4.6", False),
+        ("3.10.0", "2.4.0", False),
+        ("3.5.1+git", "2.4.0rc1", True),
+        (None, "2.4.0", False),
+    ],
+)
 def test_triton_36_interpreter_with_numpy_24_is_flagged_with_the_fix(triton_version, numpy_version, broken):
     from paged_kv.kernels.triton_mode import interpreter_problem
 
@@ -135,11 +149,13 @@ def test_triton_36_interpreter_with_numpy_24_is_flagged_with_the_fix(triton_vers
 
 
 def test_package_imports_without_triton():
-    code = ("import sys; sys.modules['triton'] = None\n"
-            "import paged_kv, paged_kv.kernels.triton_attention as t, paged_kv.lab.kernel_lab\n"
-            "from paged_kv.kernels.triton_mode import triton_available\n"
-            "assert not triton_available()\n"
-            "try:\n    t.kernels()\nexcept ImportError as e:\n    print(e)\n")
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import paged_kv, paged_kv.kernels.triton_attention as t, paged_kv.lab.kernel_lab\n"
+        "from paged_kv.kernels.triton_mode import triton_available\n"
+        "assert not triton_available()\n"
+        "try:\n    t.kernels()\nexcept ImportError as e:\n    print(e)\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "pip install triton" in result.stdout

@@ -1,5 +1,6 @@
 """The package kernels compile offline to real GPU code for Ampere (sm_80) and Hopper (sm_90): PTX and
 a cubin, with the GQA dot on tensor cores, K/V loads pipelined with cp.async, and no register spills."""
+
 import re
 
 import pytest
@@ -14,8 +15,24 @@ from paged_kv.kernels import triton_kernels as kernels  # noqa: E402
 from paged_kv.kernels.triton_attention import MIN_DOT, _next_pow2, plan_launch  # noqa: E402
 from paged_kv.kernels.triton_compile import compile_for_gpu, signature_of  # noqa: E402
 
-STRIDES = ["stride_qs", "stride_qh", "stride_qd", "stride_kb", "stride_ks", "stride_kh", "stride_kd", "stride_vb",
-           "stride_vs", "stride_vh", "stride_vd", "stride_ts", "stride_tb", "stride_os", "stride_oh", "stride_od"]
+STRIDES = [
+    "stride_qs",
+    "stride_qh",
+    "stride_qd",
+    "stride_kb",
+    "stride_ks",
+    "stride_kh",
+    "stride_kd",
+    "stride_vb",
+    "stride_vs",
+    "stride_vh",
+    "stride_vd",
+    "stride_ts",
+    "stride_tb",
+    "stride_os",
+    "stride_oh",
+    "stride_od",
+]
 
 
 def decode_args(num_q_heads=32, num_kv_heads=8, head_dim=128, block_size=16, dtype=torch.float16, split=False):
@@ -26,12 +43,30 @@ def decode_args(num_q_heads=32, num_kv_heads=8, head_dim=128, block_size=16, dty
     lens, part = torch.empty(4, dtype=torch.int32), torch.empty(16)
     plan = plan_launch(4, num_kv_heads, 32768, native=True)
     group = num_q_heads // num_kv_heads
-    args = dict(q_ptr=q, k_ptr=cache, v_ptr=cache, tables_ptr=tables, lens_ptr=lens, out_ptr=q, part_out_ptr=part,
-                part_lse_ptr=part, qk_scale=0.127, tokens_per_split=plan.tokens_per_split, num_splits=plan.num_splits)
+    args = dict(
+        q_ptr=q,
+        k_ptr=cache,
+        v_ptr=cache,
+        tables_ptr=tables,
+        lens_ptr=lens,
+        out_ptr=q,
+        part_out_ptr=part,
+        part_lse_ptr=part,
+        qk_scale=0.127,
+        tokens_per_split=plan.tokens_per_split,
+        num_splits=plan.num_splits,
+    )
     args.update(zip(STRIDES, [*q.stride(), *cache.stride(), *cache.stride(), *tables.stride(), *q.stride()]))
-    args.update(GROUP=group, GROUP_PAD=max(MIN_DOT, _next_pow2(group)), HEAD_DIM=head_dim,
-                DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)), BLOCK_SIZE=block_size, TILE=plan.tile, SPLIT=split,
-                FP32_DOT=dtype == torch.float32)
+    args.update(
+        GROUP=group,
+        GROUP_PAD=max(MIN_DOT, _next_pow2(group)),
+        HEAD_DIM=head_dim,
+        DIM_PAD=max(MIN_DOT, _next_pow2(head_dim)),
+        BLOCK_SIZE=block_size,
+        TILE=plan.tile,
+        SPLIT=split,
+        FP32_DOT=dtype == torch.float32,
+    )
     return args, plan
 
 
@@ -40,8 +75,9 @@ def decode_args(num_q_heads=32, num_kv_heads=8, head_dim=128, block_size=16, dty
 @pytest.mark.parametrize("split", [False, True], ids=["one-pass", "split-kv"])
 def test_decode_kernel_builds_for_ampere_and_hopper_without_spills(arch, dtype, split):
     args, plan = decode_args(dtype=dtype, split=split)
-    build = compile_for_gpu(kernels.paged_decode_kernel, args, arch=arch, num_warps=plan.num_warps,
-                            num_stages=plan.num_stages)
+    build = compile_for_gpu(
+        kernels.paged_decode_kernel, args, arch=arch, num_warps=plan.num_warps, num_stages=plan.num_stages
+    )
     print(build.summary())
     ptx = build.asm["ptx"]
     assert f".target sm_{arch}" in ptx and len(build.asm["cubin"]) > 1000
@@ -55,9 +91,11 @@ def test_decode_kernel_builds_for_ampere_and_hopper_without_spills(arch, dtype, 
 def test_dot_shapes_reads_each_tl_dot_of_the_ir_in_order():
     from paged_kv.kernels.triton_compile import dot_shapes
 
-    ttir = ("%s = tt.dot %q, %k, %c, inputPrecision = tf32 : tensor<16x128xf16> * tensor<128x64xf16> -> "
-            "tensor<16x64xf32> loc(#loc1)\n%x = arith.addf %a, %b : tensor<16x64xf32>\n"
-            "%acc = tt.dot %p, %v, %c2 : tensor<16x64xf16> * tensor<64x128xf16> -> tensor<16x128xf16> loc(#loc2)")
+    ttir = (
+        "%s = tt.dot %q, %k, %c, inputPrecision = tf32 : tensor<16x128xf16> * tensor<128x64xf16> -> "
+        "tensor<16x64xf32> loc(#loc1)\n%x = arith.addf %a, %b : tensor<16x64xf32>\n"
+        "%acc = tt.dot %p, %v, %c2 : tensor<16x64xf16> * tensor<64x128xf16> -> tensor<16x128xf16> loc(#loc2)"
+    )
     assert dot_shapes(ttir) == ("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf16 * 64x128xf16 -> 16x128xf16")
     assert dot_shapes("") == () and dot_shapes(None) == ()
 
@@ -71,8 +109,18 @@ def test_other_head_layouts_build(heads):
 
 def test_merge_kernel_builds():
     part, out = torch.empty(16), torch.empty(4, 32, 128, dtype=torch.float16)
-    args = dict(part_out_ptr=part, part_lse_ptr=part, out_ptr=out, num_splits=8, stride_os=out.stride(0),
-                stride_oh=out.stride(1), stride_od=out.stride(2), HEAD_DIM=128, DIM_PAD=128, SPLITS_PAD=8)
+    args = dict(
+        part_out_ptr=part,
+        part_lse_ptr=part,
+        out_ptr=out,
+        num_splits=8,
+        stride_os=out.stride(0),
+        stride_oh=out.stride(1),
+        stride_od=out.stride(2),
+        HEAD_DIM=128,
+        DIM_PAD=128,
+        SPLITS_PAD=8,
+    )
     assert ".target sm_90" in compile_for_gpu(kernels.merge_splits_kernel, args, arch=90).asm["ptx"]
 
 

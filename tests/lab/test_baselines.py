@@ -1,20 +1,29 @@
 """Contiguous baselines (the vLLM paper's Orca Max / Pow2 / Oracle) against paging on one workload."""
+
 import statistics
 
 import pytest
 
 from paged_kv import KVCacheManager
-from paged_kv.lab.baselines import (PAPER_FIGURE2, FirstFitArena, compare_systems, reserve_max, reserve_oracle,
-                                reserve_pow2, serve_contiguous, serve_paged)
+from paged_kv.lab.baselines import (
+    PAPER_FIGURE2,
+    FirstFitArena,
+    compare_systems,
+    reserve_max,
+    reserve_oracle,
+    reserve_pow2,
+    serve_contiguous,
+    serve_paged,
+)
 from paged_kv.lab.simulate import TRACE_MEANS, synthetic_lengths
 
 
 def test_reservation_policies_follow_the_paper():
     assert reserve_max(100, 25, 2048) == 2048
-    assert reserve_pow2(100, 25, 2048) == 132      # 25 output tokens -> 32 reserved (at most 2x)
+    assert reserve_pow2(100, 25, 2048) == 132  # 25 output tokens -> 32 reserved (at most 2x)
     assert reserve_pow2(100, 32, 2048) == 132
     assert reserve_pow2(100, 33, 2048) == 164
-    assert reserve_pow2(1500, 520, 2048) == 2048   # never past the model's context
+    assert reserve_pow2(1500, 520, 2048) == 2048  # never past the model's context
     assert reserve_oracle(100, 25, 2048) == 125
 
 
@@ -67,13 +76,14 @@ def test_paging_keeps_more_token_states_and_runs_more_requests_than_every_reserv
 
 
 def test_paged_serving_preempts_by_recompute_when_decode_runs_out():
-    lengths = [(8, 40)] * 6                       # prompts fit at once; their outputs do not
+    lengths = [(8, 40)] * 6  # prompts fit at once; their outputs do not
     usage = serve_paged(lengths, KVCacheManager, 128, block_size=8)
     assert usage.preemptions > 0 and usage.finished == 6
 
 
-@pytest.mark.parametrize("lengths, error", [([(0, 3)], ValueError), ([(3000, 10)], ValueError),
-                                            ([[3, 4]], TypeError), ([], ValueError)])
+@pytest.mark.parametrize(
+    "lengths, error", [([(0, 3)], ValueError), ([(3000, 10)], ValueError), ([[3, 4]], TypeError), ([], ValueError)]
+)
 def test_serving_rejects_bad_workloads(lengths, error):
     with pytest.raises(error):
         serve_contiguous(lengths, reserve_oracle, 4096)

@@ -1,6 +1,7 @@
 """`make bench-gpu`'s plumbing works without a GPU: its dry run in the interpreter (every competitor listed, the
 skipped ones with their reason; the attainable copy; small shapes marked launch-bound), the timing choice, the
 summary's targets, the byte accounting, the peak table, and the FlexAttention competitor's block mask (eager, CPU)."""
+
 import json
 import sys
 import warnings
@@ -79,16 +80,20 @@ def test_small_shapes_in_the_dry_run_are_marked_launch_bound(dry_run):
     assert report["summary"]["launch_bound_rows"] == len(timed)
 
 
-@pytest.mark.parametrize("nbytes, native, graphs, mode, label", [
-    (10 * 2**20, True, True, db.GRAPH, "cuda graph"),
-    (10 * 2**20, True, False, db.DO_BENCH, "launch-bound"),
-    (10 * 2**30, True, True, db.DO_BENCH, "do_bench"),
-    (10 * 2**20, False, True, db.CPU_TIMER, "launch-bound"),
-    (10 * 2**30, False, True, db.CPU_TIMER, "cpu timer"),
-])
+@pytest.mark.parametrize(
+    "nbytes, native, graphs, mode, label",
+    [
+        (10 * 2**20, True, True, db.GRAPH, "cuda graph"),
+        (10 * 2**20, True, False, db.DO_BENCH, "launch-bound"),
+        (10 * 2**30, True, True, db.DO_BENCH, "do_bench"),
+        (10 * 2**20, False, True, db.CPU_TIMER, "launch-bound"),
+        (10 * 2**30, False, True, db.CPU_TIMER, "cpu timer"),
+    ],
+)
 def test_timing_choice_graphs_small_shapes_and_labels_the_rest(nbytes, native, graphs, mode, label):
-    timing = db.choose_timing(nbytes, native=native, graphs=graphs, pool_blocks=10**6, used_blocks=100,
-                              l2_bytes=50 * 2**20)
+    timing = db.choose_timing(
+        nbytes, native=native, graphs=graphs, pool_blocks=10**6, used_blocks=100, l2_bytes=50 * 2**20
+    )
     assert (timing.mode, timing.label) == (mode, label)
     if timing.mode == db.GRAPH:
         assert timing.rotations * nbytes >= 2 * 50 * 2**20  # rotations cover twice the L2: no warm cache
@@ -100,7 +105,7 @@ def test_rotations_are_capped_by_the_pool_and_use_disjoint_blocks():
     assert db.choose_timing(2**20, native=True, pool_blocks=30, used_blocks=10, l2_bytes=2**30).rotations == 3
     w = db.make_workload(3, 20, heads=(2, 1, 8), block_size=4, dtype=torch.float32, device="cpu", min_pool_bytes=16384)
     copies = db.rotated(w, 3)
-    used = [set(c.block_tables[s, :int((c.seq_lens[s] + 3) // 4)].tolist()) for c in copies for s in range(3)]
+    used = [set(c.block_tables[s, : int((c.seq_lens[s] + 3) // 4)].tolist()) for c in copies for s in range(3)]
     assert sum(len(u) for u in used) == len(set().union(*used)), "no block is read by two rotations"
     for c in copies:
         assert db.check_output(c, db.gather_then_sdpa(c)) is None
@@ -117,8 +122,9 @@ def test_fa2_reports_its_block_size_rule_and_runs_where_it_holds(monkeypatch):
 
     fake = types.ModuleType("flash_attn")
     fake.__version__ = "2.8.3"
-    fake.flash_attn_with_kvcache = lambda q, k, v, cache_seqlens, block_table, softmax_scale: \
+    fake.flash_attn_with_kvcache = lambda q, k, v, cache_seqlens, block_table, softmax_scale: (
         paged_decode_attention_ref(q[:, 0], k, v, block_table, cache_seqlens, softmax_scale)[:, None]
+    )
     monkeypatch.setitem(sys.modules, "flash_attn", fake)
     for block_size, reason in ((16, "needs block size divisible by 256"), (256, "needs a CUDA GPU")):
         w = db.make_workload(2, 300, heads=(2, 1, 16), block_size=block_size, device="cpu")
@@ -141,10 +147,13 @@ def _row(workload, method, gbps, note=""):
 def test_summary_computes_the_targets_and_names_the_peers_that_ran():
     bench = _bench()
     target = "B=32 ctx=4096 32/8/128 bs=16 bfloat16"
-    rows = [_row(target, db.OURS, 4000.0), _row(target, "FlashInfer BatchDecode", 4100.0),
-            _row(target, "flash_attn_with_kvcache (FA2)", None, "skipped: needs block size divisible by 256"),
-            _row("B=1 ctx=4096 32/8/128 bs=16 bfloat16", db.OURS, 100.0),
-            _row(target, db.ATTAINABLE, 4400.0)]
+    rows = [
+        _row(target, db.OURS, 4000.0),
+        _row(target, "FlashInfer BatchDecode", 4100.0),
+        _row(target, "flash_attn_with_kvcache (FA2)", None, "skipped: needs block size divisible by 256"),
+        _row("B=1 ctx=4096 32/8/128 bs=16 bfloat16", db.OURS, 100.0),
+        _row(target, db.ATTAINABLE, 4400.0),
+    ]
     db.attach_attainable(rows, rows[-1])
     summary = bench.summarize(rows)
     assert summary["min_fraction_of_attainable_at_target"] == pytest.approx(4000 / 4400, abs=1e-3)
@@ -158,17 +167,25 @@ def test_summary_computes_the_targets_and_names_the_peers_that_ran():
 def test_a_missing_rival_never_reads_as_a_win():
     bench = _bench()
     target = "B=64 ctx=ragged<=8192 32/8/128 bs=16 bfloat16"
-    rows = [_row(target, db.OURS, 3000.0), _row(target, "FlashInfer BatchDecode", None, "skipped: flashinfer not installed")]
+    rows = [
+        _row(target, db.OURS, 3000.0),
+        _row(target, "FlashInfer BatchDecode", None, "skipped: flashinfer not installed"),
+    ]
     summary = bench.summarize(rows)
     assert summary["no_slower_than_any_peer"] is None and summary["peers_that_ran_at_target"] == []
     assert "no peer ran there" in summary["verdict"] and summary["meets_85_percent_of_attainable"] is None
 
 
-@pytest.mark.parametrize("label, inside", [("B=32 ctx=4096 32/8/128 bs=16 bfloat16", True),
-                                           ("B=32 ctx=4096 32/8/128 bs=256 bfloat16", False),
-                                           ("B=16 ctx=32768 32/8/128 bs=16 bfloat16", False),
-                                           ("B=256 ctx=2048 32/8/128 bs=16 float16", False),
-                                           ("B=32 ctx=4096 64/8/128 bs=16 bfloat16", False)])
+@pytest.mark.parametrize(
+    "label, inside",
+    [
+        ("B=32 ctx=4096 32/8/128 bs=16 bfloat16", True),
+        ("B=32 ctx=4096 32/8/128 bs=256 bfloat16", False),
+        ("B=16 ctx=32768 32/8/128 bs=16 bfloat16", False),
+        ("B=256 ctx=2048 32/8/128 bs=16 float16", False),
+        ("B=32 ctx=4096 64/8/128 bs=16 bfloat16", False),
+    ],
+)
 def test_target_region(label, inside):
     assert _bench().in_target(label) is inside
 
@@ -184,20 +201,31 @@ def test_gpu_grid_holds_block_256_and_the_target_region():
 
 
 def test_bytes_moved_counts_live_tokens_only():
-    w = db.make_workload(2, 20, heads=(4, 2, 8), block_size=16, dtype=torch.float16, device="cpu", ragged=False,
-                         min_pool_bytes=10**5)
-    kv = 2 * 40 * 2 * 8 * 2                         # K and V, 40 tokens, 2 KV heads, 8 dims, 2 bytes
+    w = db.make_workload(
+        2, 20, heads=(4, 2, 8), block_size=16, dtype=torch.float16, device="cpu", ragged=False, min_pool_bytes=10**5
+    )
+    kv = 2 * 40 * 2 * 8 * 2  # K and V, 40 tokens, 2 KV heads, 8 dims, 2 bytes
     q_out = 2 * 2 * 4 * 8 * 2
-    assert w.bytes_moved() == kv + q_out + 4 * 4 + 2 * 4   # 4 table entries, 2 lengths
+    assert w.bytes_moved() == kv + q_out + 4 * 4 + 2 * 4  # 4 table entries, 2 lengths
     assert w.k_cache.shape[0] * 16 * 2 * 8 * 2 * 2 >= 10**5  # the pool honours min_pool_bytes
     assert sorted(w.block_tables.flatten().tolist()) == sorted(set(w.block_tables.flatten().tolist()))
 
 
-@pytest.mark.parametrize("name, peak", [("NVIDIA H200", 4800.0), ("NVIDIA H100 80GB HBM3", 3350.0),
-                                        ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
-                                        ("Tesla T4", 320.0), ("NVIDIA L4", 300.0), ("NVIDIA H100 NVL", None),
-                                        ("NVIDIA GH200 480GB", None), ("NVIDIA H200 NVL", 4800.0),
-                                        ("Unknown GPU", None)])
+@pytest.mark.parametrize(
+    "name, peak",
+    [
+        ("NVIDIA H200", 4800.0),
+        ("NVIDIA H100 80GB HBM3", 3350.0),
+        ("NVIDIA H100 PCIe", 2000.0),
+        ("NVIDIA A100-SXM4-80GB", 2039.0),
+        ("Tesla T4", 320.0),
+        ("NVIDIA L4", 300.0),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA GH200 480GB", None),
+        ("NVIDIA H200 NVL", 4800.0),
+        ("Unknown GPU", None),
+    ],
+)
 def test_peak_table(name, peak):
     assert db.peak_bandwidth(name)[0] == peak
 
@@ -205,15 +233,16 @@ def test_peak_table(name, peak):
 @pytest.mark.parametrize("ragged", [False, True])
 def test_flex_attention_block_mask_reads_each_sequences_blocks(ragged):
     warnings.filterwarnings("ignore")
-    w = db.make_workload(3, 40, heads=(4, 2, 16), block_size=4, dtype=torch.float32, device="cpu", ragged=ragged,
-                         min_pool_bytes=20000)
+    w = db.make_workload(
+        3, 40, heads=(4, 2, 16), block_size=4, dtype=torch.float32, device="cpu", ragged=ragged, min_pool_bytes=20000
+    )
     assert db.check_against_reference(w, db.flex_paged) is None
     assert db.check_against_reference(w, db.gather_then_sdpa) is None
 
 
 def test_a_wrong_competitor_is_skipped_not_timed():
     w = db.make_workload(2, 9, heads=(2, 1, 8), block_size=4, dtype=torch.float32, device="cpu")
-    rows = db.measure(w, {"wrong": lambda w: (lambda: torch.zeros_like(w.q))}, native=False, peak_gbps=None)
+    rows = db.measure(w, {"wrong": lambda w: lambda: torch.zeros_like(w.q)}, native=False, peak_gbps=None)
     assert rows[0].ms is None and rows[0].note.startswith("skipped: wrong result")
 
 

@@ -1,4 +1,5 @@
 """Visible-test helpers: one readable block per failure, and no trust in the student's objects."""
+
 import pytest
 import torch
 
@@ -38,9 +39,18 @@ class LyingTensor(torch.Tensor):
         return torch.ones_like(self, dtype=torch.bool)
 
 
-@pytest.mark.parametrize("got, expected", [
-    (Liar(3), 4), (LyingList([1]), [1, 2]), ([1, Liar(0)], [1, 2]), ({"a": Liar(0)}, {"a": 1}),
-    (torch.zeros(2).as_subclass(LyingTensor), torch.ones(2)), ((1, 2), [1, 2]), (True, 1)])
+@pytest.mark.parametrize(
+    "got, expected",
+    [
+        (Liar(3), 4),
+        (LyingList([1]), [1, 2]),
+        ([1, Liar(0)], [1, 2]),
+        ({"a": Liar(0)}, {"a": 1}),
+        (torch.zeros(2).as_subclass(LyingTensor), torch.ones(2)),
+        ((1, 2), [1, 2]),
+        (True, 1),
+    ],
+)
 def test_doctored_objects_never_pass(got, expected):
     with pytest.raises(CheckFailed):
         expect_equal("case", got, expected)
@@ -97,11 +107,15 @@ def test_in_a_kernel_a_failure_is_one_short_error_block():
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
-        "from paged_kv.lab.feedback import expect_equal, install_notebook_hooks\nassert install_notebook_hooks()",
-        "expect_equal('blocks for 6 tokens', 1, 2, 'ceil(6 / 4) = 2')",
-        "def allocate_for_prefill(req):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
-        "allocate_for_prefill(None)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(source)
+        for source in (
+            "from paged_kv.lab.feedback import expect_equal, install_notebook_hooks\nassert install_notebook_hooks()",
+            "expect_equal('blocks for 6 tokens', 1, 2, 'ceil(6 / 4) = 2')",
+            "def allocate_for_prefill(req):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+            "allocate_for_prefill(None)",
+        )
+    ]
     NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True).execute()
     failed, todo = (next(o for o in nb.cells[i].outputs if o.output_type == "error") for i in (1, 3))
     assert failed.ename == "CheckFailed" and len(failed.traceback) == 4, failed.traceback
@@ -137,8 +151,9 @@ def test_practice_on_a_todo_not_written_yet_says_what_to_finish_instead_of_a_ver
         raise CheckFailed("case", "wrong")
 
     practice(unwritten, todo="BlockManager (parts 1 to 4)")
-    assert capsys.readouterr().out == ("Finish BlockManager (parts 1 to 4), run its cell again, then run this cell "
-                                       "to try this exercise.\n")
+    assert capsys.readouterr().out == (
+        "Finish BlockManager (parts 1 to 4), run its cell again, then run this cell to try this exercise.\n"
+    )
     practice(failing, todo="BlockManager (parts 1 to 4)")  # written but wrong: the verdict, as without todo
     assert capsys.readouterr().out.startswith("Not yet: [case] wrong")
     practice(unwritten)  # without todo, an unwritten TODO is a verdict like any other error
@@ -157,8 +172,10 @@ def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with
 
     with pytest.raises(CheckFailed) as caught:
         attempt("exact fit", oom, hint="compare with >, not >=")
-    assert str(caught.value).splitlines() == ["[exact fit] raised RuntimeError: OOM: need 3, have 3",
-                                              "  hint:     compare with >, not >="]
+    assert str(caught.value).splitlines() == [
+        "[exact fit] raised RuntimeError: OOM: need 3, have 3",
+        "  hint:     compare with >, not >=",
+    ]
     with pytest.raises(CheckFailed, match=r"^\[asserting\] an assertion failed: no"):
         attempt("asserting", lambda: (_ for _ in ()).throw(AssertionError("no")))
 
@@ -179,18 +196,25 @@ def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, mon
     import nbformat
 
     saved = nbformat.v4.new_notebook()  # the notebook file the Jupyter server names to its kernel
-    saved.cells = [nbformat.v4.new_code_cell(source) for source in (
-        "from paged_kv.lab.feedback import install_notebook_hooks",
-        "%matplotlib inline\nif True:\n    def scores_spec(q, k):\n        pass")]  # bound inside an if, too
+    saved.cells = [
+        nbformat.v4.new_code_cell(source)
+        for source in (
+            "from paged_kv.lab.feedback import install_notebook_hooks",
+            "%matplotlib inline\nif True:\n    def scores_spec(q, k):\n        pass",
+        )
+    ]  # bound inside an if, too
     path = tmp_path / "lab.ipynb"
     nbformat.write(saved, path)
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
-    errors = _run_in_kernel([  # the cell that defines scores_spec never ran in this kernel
-        "from paged_kv.lab.feedback import install_notebook_hooks, show_when_ready\nassert install_notebook_hooks()",
-        "scores_spec(1, 2)",
-        "show_when_ready(lambda: scores_spec(1, 2), 'step 2')",
-        "spelled_wrong + 1",
-        "def f():\n    x += 1\n\nf()"])
+    errors = _run_in_kernel(
+        [  # the cell that defines scores_spec never ran in this kernel
+            "from paged_kv.lab.feedback import install_notebook_hooks, show_when_ready\nassert install_notebook_hooks()",
+            "scores_spec(1, 2)",
+            "show_when_ready(lambda: scores_spec(1, 2), 'step 2')",
+            "spelled_wrong + 1",
+            "def f():\n    x += 1\n\nf()",
+        ]
+    )
     skipped, shown, typo, unbound = errors[1:]
     for error, lines in ((skipped, 3), (shown, 4)):  # inside a function the block says where
         text = "\n".join(error.traceback)
@@ -203,9 +227,13 @@ def test_a_name_a_skipped_cell_defines_says_to_run_the_cells_above(tmp_path, mon
 
 def test_without_the_notebook_file_a_missing_name_still_gets_the_hint(monkeypatch):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    errors = _run_in_kernel([
-        "from paged_kv.lab.feedback import install_notebook_hooks\nassert install_notebook_hooks()", "attend_spec(1)",
-        "def uses_it():\n    return attend_spek(1)\n\nuses_it()"])
+    errors = _run_in_kernel(
+        [
+            "from paged_kv.lab.feedback import install_notebook_hooks\nassert install_notebook_hooks()",
+            "attend_spec(1)",
+            "def uses_it():\n    return attend_spek(1)\n\nuses_it()",
+        ]
+    )
     text = "\n".join(errors[1].traceback)
     assert len(errors[1].traceback) == 3 and "If a cell above this one defines it" in text, errors[1].traceback
     # a name misspelled inside a function: the normal traceback, which shows the line
@@ -264,12 +292,15 @@ class HashingManager(BlockManagerWithoutPrefixCache): pass
     sys.modules["__main__"] = notebook
     try:
         exec(compile(code, "/tmp/ipykernel_1/2.py", "exec"), vars(notebook))
-        assert [(k.__name__, old.__name__) for k, old in stale_bases(notebook.RegisteringManager)] == \
-            [("ReleasingManager", "HashingManager")]
+        assert [(k.__name__, old.__name__) for k, old in stale_bases(notebook.RegisteringManager)] == [
+            ("ReleasingManager", "HashingManager")
+        ]
         with pytest.raises(CheckFailed, match="run the answer cells of ReleasingManager, RegisteringManager again"):
             notebook.with_reference_todos(notebook.RegisteringManager, "hash_blocks")
-        exec("class ReleasingManager(HashingManager): pass\nclass RegisteringManager(ReleasingManager): pass",
-             vars(notebook))
+        exec(
+            "class ReleasingManager(HashingManager): pass\nclass RegisteringManager(ReleasingManager): pass",
+            vars(notebook),
+        )
         assert stale_bases(notebook.RegisteringManager) == []
         notebook.with_reference_todos(notebook.RegisteringManager, "hash_blocks")
     finally:

@@ -1,5 +1,6 @@
 """What lab 06 shows a student whose kernel is still the stub: one short block that names THEIR kernel
 first and says what to do, never a course helper's name (check_kernel, launch) or a traceback."""
+
 import re
 
 import pytest
@@ -20,8 +21,18 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @triton.jit
-def gather_keys_kernel(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, stride_ks, stride_kh,
-                       BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def gather_keys_kernel(
+    k_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     # YOUR CODE HERE
     raise NotImplementedError()
 
@@ -31,9 +42,18 @@ def _not_written_yet():
 
 
 @triton.jit
-def kernel_calling_an_unwritten_helper(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, stride_ks,
-                                       stride_kh, BLOCK_SIZE: tl.constexpr,
-                                       HEAD_DIM: tl.constexpr):
+def kernel_calling_an_unwritten_helper(
+    k_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     _not_written_yet()
 
 
@@ -46,8 +66,9 @@ def shown(error: BaseException) -> list:
     return [ANSI.sub("", line) for line in "\n".join(_todo_block(error, error.__traceback__)).splitlines()]
 
 
-@pytest.mark.parametrize("kernel, name", [(gather_keys_kernel, "gather_keys_kernel"),
-                                          (kernel_calling_an_unwritten_helper, "my_kernel")])
+@pytest.mark.parametrize(
+    "kernel, name", [(gather_keys_kernel, "gather_keys_kernel"), (kernel_calling_an_unwritten_helper, "my_kernel")]
+)
 def test_an_unwritten_kernel_is_one_block_that_names_the_students_kernel_first(kernel, name):
     case = paged_case([5], block_size=4, head_dim=16)
     with pytest.raises(TodoNotWritten) as caught:  # the second kernel fails inside the launch's child process
@@ -71,12 +92,23 @@ def test_a_helper_raising_for_the_student_leads_with_its_message():
 
 
 @triton.jit
-def scores_summed_over_the_wrong_axis(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale,
-                                      stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr,
-                                      HEAD_DIM: tl.constexpr):
+def scores_summed_over_the_wrong_axis(
+    q_ptr,
+    k_cache_ptr,
+    block_table_ptr,
+    scores_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     slots = tl.arange(0, BLOCK_SIZE)
     k = tl.load(k_cache_ptr + slots[:, None] * stride_ks + tl.arange(0, HEAD_DIM)[None, :])
-    scores = tl.sum(k, axis=0)                                 # [HEAD_DIM], not one score per slot
+    scores = tl.sum(k, axis=0)  # [HEAD_DIM], not one score per slot
     tl.store(scores_ptr + slots, scores)
 
 
@@ -114,14 +146,23 @@ def test_fast_decode_args_pad_the_group_to_sixteen_rows_and_pass_the_tile_last()
     assert step4[-3] == 4 and step5[-5:] == [3, 16, 4, 16, 32]
 
 
-@pytest.mark.parametrize("dots, says", [
-    (("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf16 * 64x128xf16 -> 16x128xf32"), None),
-    (("16x128xbf16 * 128x64xbf16 -> 16x64xf32", "16x64xbf16 * 64x128xbf16 -> 16x128xf32"), None),
-    (("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"), "the p . V tl.dot takes f32"),
-    (("16x128xf32 * 128x64xf32 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"), "the q . K tl.dot takes f32"),
-    (("16x128xf16 * 128x64xf16 -> 16x64xf16", "16x64xf16 * 64x128xf16 -> 16x128xf32"), "accumulates in 16 bits"),
-    (("16x128xf16 * 128x64xf16 -> 16x64xf32",), "1 tl.dot in the compiled kernel"),
-])
+@pytest.mark.parametrize(
+    "dots, says",
+    [
+        (("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf16 * 64x128xf16 -> 16x128xf32"), None),
+        (("16x128xbf16 * 128x64xbf16 -> 16x64xf32", "16x64xbf16 * 64x128xbf16 -> 16x128xf32"), None),
+        (
+            ("16x128xf16 * 128x64xf16 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"),
+            "the p . V tl.dot takes f32",
+        ),
+        (
+            ("16x128xf32 * 128x64xf32 -> 16x64xf32", "16x64xf32 * 64x128xf32 -> 16x128xf32"),
+            "the q . K tl.dot takes f32",
+        ),
+        (("16x128xf16 * 128x64xf16 -> 16x64xf16", "16x64xf16 * 64x128xf16 -> 16x128xf32"), "accumulates in 16 bits"),
+        (("16x128xf16 * 128x64xf16 -> 16x64xf32",), "1 tl.dot in the compiled kernel"),
+    ],
+)
 def test_the_fast_build_is_judged_on_its_dots_inputs_and_accumulators(dots, says):
     """Step 5's build judgement: two tl.dot, each on 16-bit tiles and accumulating in fp32 (a fake build)."""
     from types import SimpleNamespace

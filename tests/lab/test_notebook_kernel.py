@@ -1,4 +1,5 @@
 """Notebooks open saved: they store exactly the kernel name and language_info that `make env`'s kernel reports."""
+
 import sys
 
 import nbformat

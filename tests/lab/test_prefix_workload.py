@@ -1,4 +1,5 @@
 """The shared-system-prompt workload: caching skips prefill work and saves blocks; the baseline hits nothing."""
+
 import pytest
 
 from paged_kv import BlockManager

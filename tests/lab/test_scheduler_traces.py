@@ -2,14 +2,24 @@
 leaves the reference scheduler out) runs the picture and the visible tests: the recording must be what the
 reference decides now, on exactly the traces the notebook names, and must catch what the live reference
 catches."""
+
 from __future__ import annotations
 
 import pytest
 
 from paged_kv.engine.scheduler import Scheduler
 from paged_kv.lab.feedback import CheckFailed
-from paged_kv.lab.scheduler_trace import (RECORDED, TraceRequest, TraceSpec, compare_with_reference, recorded_snapshots,
-                                          reference_snapshots, replay, snapshot_from_json, snapshot_to_json)
+from paged_kv.lab.scheduler_trace import (
+    RECORDED,
+    TraceRequest,
+    TraceSpec,
+    compare_with_reference,
+    recorded_snapshots,
+    reference_snapshots,
+    replay,
+    snapshot_from_json,
+    snapshot_to_json,
+)
 from tools.record_scheduler_traces import notebook_traces, recording, render
 
 

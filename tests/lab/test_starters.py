@@ -1,14 +1,24 @@
 """Starter classes: everything given, no TODO method, nothing that reaches the reference."""
+
 import pytest
 
 import paged_kv
 from paged_kv.lab.feedback import TodoNotWritten
 from paged_kv.cache.manager import KVCacheManager, KVCacheManagerBase
-from paged_kv.lab.starters import (BlockManagerWithoutPrefixCache, KVCacheManagerWithoutDecode,
-                               KVCacheManagerWithoutPrefill, KVCacheManagerWithoutReconstruction, starter)
+from paged_kv.lab.starters import (
+    BlockManagerWithoutPrefixCache,
+    KVCacheManagerWithoutDecode,
+    KVCacheManagerWithoutPrefill,
+    KVCacheManagerWithoutReconstruction,
+    starter,
+)
 
-STARTERS = [KVCacheManagerWithoutPrefill, KVCacheManagerWithoutDecode, KVCacheManagerWithoutReconstruction,
-            BlockManagerWithoutPrefixCache]
+STARTERS = [
+    KVCacheManagerWithoutPrefill,
+    KVCacheManagerWithoutDecode,
+    KVCacheManagerWithoutReconstruction,
+    BlockManagerWithoutPrefixCache,
+]
 
 
 @pytest.mark.parametrize("cls", STARTERS, ids=lambda c: c.__name__)
@@ -30,7 +40,7 @@ def test_each_todo_method_is_a_stub_that_says_what_to_do(cls):
 def test_given_methods_are_the_references_own():
     manager = KVCacheManagerWithoutDecode(4, 2, 2)
     req = paged_kv.Request(0, 3)
-    manager.allocate_for_prefill(req)          # given in lab 03: the reference prefill
+    manager.allocate_for_prefill(req)  # given in lab 03: the reference prefill
     assert req.block_table == [0, 1]
     assert KVCacheManagerWithoutDecode.allocate_for_prefill is KVCacheManager.allocate_for_prefill
     manager.release_request(req)
@@ -89,7 +99,7 @@ def test_with_reference_todos_runs_only_the_named_todo_of_the_student():
     assert tested.compute_hash([1, 2]) == 7
     manager = tested(4, 2)
     seq = paged_kv.Sequence([1, 2, 3], block_size=2)
-    paged_kv.prefill(manager, seq)                 # the other TODOs are the reference's
+    paged_kv.prefill(manager, seq)  # the other TODOs are the reference's
     assert seq.block_table == [0, 1] and manager.blocks[0].hash != 7
     with pytest.raises(ValueError, match="not TODOs"):
         with_reference_todos(OnlyHash, "allocate_for_prefill")

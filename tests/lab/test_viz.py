@@ -1,4 +1,5 @@
 """Pool pictures render to PNG for both managers, with shared blocks and tail waste."""
+
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -146,7 +147,7 @@ def test_a_partly_filled_blocks_id_sits_inside_one_part_never_on_the_edge_betwee
     for ax, x0 in ((fig.axes[0], table[-1]), (fig.axes[1], len(table) - 1)):  # the pool, then the table
         (label,) = [t for t in ax.texts if t.get_text() == last]
         box = label.get_bbox_patch().get_window_extent(renderer).transformed(ax.transData.inverted())
-        edge = x0 + 0.92 * fill                       # where the filled slots end and the tail begins
+        edge = x0 + 0.92 * fill  # where the filled slots end and the tail begins
         assert box.x0 >= x0 and box.x1 <= x0 + 0.92, (box, x0)
         assert box.x1 <= edge or box.x0 >= edge, f"the id straddles the fill edge at {edge:.2f}: {box}"
 
@@ -159,8 +160,11 @@ def test_block_manager_picture_names_sequences_by_their_place_in_the_demo():
     texts = [t.get_text() for ax in draw_block_manager(manager, seqs).axes for t in ax.texts + ax.get_yticklabels()]
     assert any("seq 0" in t for t in texts) and any("seq 1" in t for t in texts)
     assert not any(f"seq {seqs[1].seq_id}" in t for t in texts if seqs[1].seq_id > 1)
-    named = [t.get_text() for ax in draw_block_manager(manager, seqs, labels=["r0", "r1"]).axes
-             for t in ax.texts + ax.get_yticklabels()]
+    named = [
+        t.get_text()
+        for ax in draw_block_manager(manager, seqs, labels=["r0", "r1"]).axes
+        for t in ax.texts + ax.get_yticklabels()
+    ]
     assert any("r1" in t for t in named)
     with pytest.raises(ValueError, match="labels"):
         draw_block_manager(manager, seqs, labels=["only one"])

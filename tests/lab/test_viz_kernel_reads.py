@@ -1,4 +1,5 @@
 """The kernel-reads picture colours read slots, hatches masked tail slots and labels padding entries."""
+
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ def test_reads_picture_marks_tails_padding_and_splits(tmp_path):
     assert "pad (-1)" in texts and "pad (99)" in texts and "seq 0, 10 tok" in texts
     hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
     assert len(hatched) == (12 - 10) + (8 - 5)  # unused slots of each sequence's last block
-    assert len(fig.axes[1].lines) == 1          # one split boundary (seq 0 at token 8)
+    assert len(fig.axes[1].lines) == 1  # one split boundary (seq 0 at token 8)
 
 
 def test_reads_picture_rejects_tables_outside_the_pool():
@@ -49,7 +50,7 @@ def test_poisoned_batch_of_nine_blocks_is_one_row_with_labels_clear_of_the_next_
     ax = fig.axes[0]
     renderer = FigureCanvasAgg(fig).get_renderer()
     to_data = ax.transData.inverted()
-    label = next(t for t in ax.texts if t.get_text() == "block 10")          # first block of the second row
+    label = next(t for t in ax.texts if t.get_text() == "block 10")  # first block of the second row
     top = label.get_window_extent(renderer).transformed(to_data).y1
-    above = max(p.get_y() for p in ax.patches if abs(p.get_x()) < 0.2)       # bottom of block 0's slots
+    above = max(p.get_y() for p in ax.patches if abs(p.get_x()) < 0.2)  # bottom of block 0's slots
     assert top < above, f"block 10's label reaches y={top:.2f}, block 0 starts at y={above:.2f}"

@@ -1,5 +1,6 @@
 """The labs' widgets build, react to their controls, honour each model's context, and show every error
 of the student's code inside the widget (a callback's exception would only reach Jupyter's log console)."""
+
 import pytest
 
 from paged_kv import KVCacheManager, MODEL_PRESETS, estimate_kv_cache_bytes
@@ -86,10 +87,13 @@ class LeaksABlock(KVCacheManagerWithoutDecode):
         req.seq_len += 1
 
 
-@pytest.mark.parametrize("cls, shown", [
-    (RaisesValueError, "Your allocate_for_decode raised ValueError: seq_len went negative"),
-    (LeaksABlock, "neither free nor owned"),
-])
+@pytest.mark.parametrize(
+    "cls, shown",
+    [
+        (RaisesValueError, "Your allocate_for_decode raised ValueError: seq_len went negative"),
+        (LeaksABlock, "neither free nor owned"),
+    ],
+)
 def test_decode_stepper_shows_other_errors_in_the_widget(cls, shown, capsys):
     box = decode_stepper(cls)
     controls(box)[1].click()

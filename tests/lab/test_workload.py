@@ -1,4 +1,5 @@
 """Lab 07's workload, its summary numbers and its plot."""
+
 import functools
 
 import pytest
@@ -9,8 +10,14 @@ from paged_kv.engine.model import load_tiny_model
 from paged_kv.engine.scheduler import MaxReservationScheduler
 from paged_kv.lab.serving_plots import plot_serving
 from paged_kv.lab.viz import CourseFigure
-from paged_kv.lab.workload import (SYSTEM_PROMPTS, format_summary_value, percentile, serving_summary,
-                               shared_prefix_workload, step_timeline)
+from paged_kv.lab.workload import (
+    SYSTEM_PROMPTS,
+    format_summary_value,
+    percentile,
+    serving_summary,
+    shared_prefix_workload,
+    step_timeline,
+)
 
 
 def test_workload_is_seeded_and_shares_system_prompts():
@@ -21,8 +28,9 @@ def test_workload_is_seeded_and_shares_system_prompts():
     assert all(len(p.encode()) >= 5 * 16 for p in SYSTEM_PROMPTS), "each system prompt spans 5 full blocks of 16"
 
 
-@pytest.mark.parametrize("kwargs", [{"num_requests": 0}, {"min_tokens": 10, "max_tokens": 5}, {"system_prompts": []},
-                                    {"seed": "x"}])
+@pytest.mark.parametrize(
+    "kwargs", [{"num_requests": 0}, {"min_tokens": 10, "max_tokens": 5}, {"system_prompts": []}, {"seed": "x"}]
+)
 def test_workload_rejects_bad_arguments(kwargs):
     with pytest.raises((ValueError, TypeError)):
         shared_prefix_workload(**kwargs)
@@ -45,8 +53,10 @@ def runs():
     model = load_tiny_model()
     work = shared_prefix_workload(10, seed=1, min_tokens=4, max_tokens=12)
     out = {}
-    for label, scheduler in (("paged", None), ("reserved", functools.partial(MaxReservationScheduler,
-                                                                               max_model_len=256))):
+    for label, scheduler in (
+        ("paged", None),
+        ("reserved", functools.partial(MaxReservationScheduler, max_model_len=256)),
+    ):
         engine = LLMEngine(model, 32, 16, **({"scheduler": scheduler} if scheduler else {}))
         for r in work:
             engine.add_request(r.prompt, r.params)
@@ -132,7 +142,8 @@ def test_step_timeline_names_the_steps_that_preempted():
     log = [SimpleNamespace(index=i, is_prefill=i in (0, 7), preempted=int(i in (5, 6))) for i in range(9)]
     assert step_timeline(log).splitlines() == [
         "9 engine steps: 2 prefill (P), 7 decode (d); preemptions in steps 5, 6",
-        "  step 0  PddddddPd"]
+        "  step 0  PddddddPd",
+    ]
     assert step_timeline([]).splitlines() == ["0 engine steps: 0 prefill (P), 0 decode (d); no preemption"]
 
 
@@ -140,8 +151,9 @@ def test_inter_token_latency_shows_the_stall_that_tpot_averages_away():
     """Engine steps on a step clock (one tick per step): a preempted request's outputs have one long gap
     (its wait and recompute), which ITL max shows and its TPOT spreads over every token."""
     ticks = iter(range(10_000))
-    engine = LLMEngine(load_tiny_model(), num_blocks=14, block_size=16, max_num_seqs=4,
-                       clock=lambda: float(next(ticks)))
+    engine = LLMEngine(
+        load_tiny_model(), num_blocks=14, block_size=16, max_num_seqs=4, clock=lambda: float(next(ticks))
+    )
     for request in shared_prefix_workload(6, seed=1, min_tokens=40, max_tokens=60):
         engine.add_request(request.prompt, request.params)
     engine.run()

@@ -3,6 +3,7 @@
 Playwright's own browser download cannot work on the course's machines (no internet beyond the
 package registries), so the tests drive the distribution's ``chromium`` package instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,14 +12,24 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-HOW_TO_INSTALL = ("Chromium is missing, so the browser tests cannot run. Install Debian's package with "
-                  "`sudo apt-get install chromium` (Ubuntu: `sudo snap install chromium`), or point "
-                  "PAGED_KV_CHROMIUM at a Chromium or Chrome binary.")
+HOW_TO_INSTALL = (
+    "Chromium is missing, so the browser tests cannot run. Install Debian's package with "
+    "`sudo apt-get install chromium` (Ubuntu: `sudo snap install chromium`), or point "
+    "PAGED_KV_CHROMIUM at a Chromium or Chrome binary."
+)
 
 # As root Chromium needs --no-sandbox; the other flags keep it from calling Google's servers, which
 # the closed network refuses (and which would show up as errors the test does not want to see).
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def find_chromium() -> Optional[str]:
@@ -39,8 +50,10 @@ def install_chromium(log: Path) -> None:
     """apt-get install chromium (root only); raises RuntimeError with apt's output when it fails."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     with open(log, "wb") as out:
-        for command in (["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]):
+        for command in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+        ):
             result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=900)
             if result.returncode != 0:
                 raise RuntimeError(f"`{' '.join(command)}` failed:\n" + log.read_text(errors="replace")[-3000:])

@@ -4,6 +4,7 @@ A student's finished answer is the source notebook's answer cell without nbgrade
 ``### BEGIN SOLUTION`` / ``### END SOLUTION`` marker lines: exactly the release cell with its
 ``# YOUR CODE HERE`` stub replaced by the solution. Labs are discovered, never listed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,6 +7,7 @@ and then runs each ``hub.extraConfig`` snippet, in the order of their names, wit
 values' real settings and the real ``pre_spawn_hook``. ``ImageTreeSpawner`` stands for KubeSpawner, and
 ``run_init_containers`` for the pod's init containers, on a staged image tree (``image_tree``).
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ code cells there in an IPython shell with ``google.colab`` imported, as Colab's 
 setup cell takes its Colab branch and its ``%pip install`` really runs. The course package comes
 from a wheel built from this checkout (standing in for the GitHub repository).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,13 @@ def _base_python() -> str:
 
 def _pip(python: Path, *args: str, log: Path) -> None:
     with open(log, "ab") as out:
-        result = subprocess.run([str(python), "-m", "pip", *args], stdout=out, stderr=subprocess.STDOUT,
-                                timeout=1800, env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+        result = subprocess.run(
+            [str(python), "-m", "pip", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+            env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"),
+        )
     if result.returncode != 0:
         raise RuntimeError(f"pip {' '.join(args)} failed:\n" + log.read_text(errors="replace")[-3000:])
 
@@ -60,16 +66,21 @@ def fresh_runtime(python: Path) -> None:
     Files an interrupted install left behind (an older layout of ``paged_kv``, no longer in any RECORD) go
     too: pip would leave them, and Python would import them instead of the wheel's."""
     _pip(python, "uninstall", "--yes", "--quiet", "paged-kv-course", "triton", log=CACHE / "build.log")
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     for leftover in Path(site).glob("paged_kv*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
 
 def freeze(python: Path) -> Dict[str, str]:
     """``{distribution name: version}`` installed in the environment of ``python``."""
-    out = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    ).stdout
     return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(out)}
 
 
@@ -79,13 +90,32 @@ def build_course_wheel(out_dir: Path) -> Path:
     shutil.copytree(ROOT / "paged_kv", source / "paged_kv", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out_dir), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out_dir),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return next(out_dir.glob("paged_kv_course-*.whl"))
 
 
-def run_like_colab(python: Path, notebooks: Dict[str, List[str]], work: Path, stop_on_error: Iterable[str] = (),
-                   timeout_s: float = 1200) -> dict:
+def run_like_colab(
+    python: Path,
+    notebooks: Dict[str, List[str]],
+    work: Path,
+    stop_on_error: Iterable[str] = (),
+    timeout_s: float = 1200,
+) -> dict:
     """Run each notebook's code cells (``{name: [cell source, ...]}``) in the fake Colab, in order.
 
     Returns ``{name: [{"ok": bool, "error": str, "shown": printed text}, ...]}``; the notebooks
@@ -99,9 +129,19 @@ def run_like_colab(python: Path, notebooks: Dict[str, List[str]], work: Path, st
     spec = {name: {"cells": cells, "stop_on_error": name in stop} for name, cells in notebooks.items()}
     (work / "notebooks.json").write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
+    env.update(
+        MPLBACKEND="Agg",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]),
+    )
     with open(work / "kernel.log", "wb") as log:
-        subprocess.run([str(python), str(RUNNER), str(work / "notebooks.json"), str(work / "report.json")],
-                       cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=True)
+        subprocess.run(
+            [str(python), str(RUNNER), str(work / "notebooks.json"), str(work / "report.json")],
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+            check=True,
+        )
     return json.loads((work / "report.json").read_text())

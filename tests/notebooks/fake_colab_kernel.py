@@ -7,6 +7,7 @@ imported before any cell runs (Colab's kernel imports it at start), so ``"google
 sys.modules`` holds, as it does in Colab. Runs under the fake Colab's own python: it may import
 nothing from the course's repository.
 """
+
 import json
 import sys
 import tempfile
@@ -37,8 +38,13 @@ def main(notebooks_path: str, report_path: str) -> None:
                 outcome = shell.run_cell(source, store_history=False)
             print(f"--- {name}, cell {len(results)}\n{shown.stdout}{shown.stderr}", flush=True)
             error = outcome.error_before_exec or outcome.error_in_exec
-            results.append({"ok": bool(outcome.success), "shown": (shown.stdout + shown.stderr)[-4000:],
-                            "error": "" if error is None else f"{type(error).__name__}: {error}"})
+            results.append(
+                {
+                    "ok": bool(outcome.success),
+                    "shown": (shown.stdout + shown.stderr)[-4000:],
+                    "error": "" if error is None else f"{type(error).__name__}: {error}",
+                }
+            )
             if error is not None and notebook["stop_on_error"]:
                 break
         report[name] = results

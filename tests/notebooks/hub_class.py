@@ -4,6 +4,7 @@
 ``python -m hub clean`` (accounts, homes and the hub folder removed), then checks that nothing is left.
 Accounts start with ``TEST_PREFIX``, so a demo hub on the same machine (``pkv-``) is never touched.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ class Hub:
 
     def step(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         """``python -m hub --dir FOLDER --prefix TEST_PREFIX ARGS`` (release, grade, clean)."""
-        return subprocess.run([sys.executable, "-m", "hub", "--dir", str(self.folder), "--prefix", TEST_PREFIX, *args],
-                              cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "hub", "--dir", str(self.folder), "--prefix", TEST_PREFIX, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def home(self, user: str) -> Path:
         return Path(pwd.getpwnam(user).pw_dir)
@@ -52,8 +58,7 @@ def leftovers(folder: Path, names: List[str]) -> List[str]:
             continue
         left.append(f"account {name}")
         uid = entry.pw_uid
-        left += [f"process {p.name} of {name}" for p in Path("/proc").iterdir()
-                 if p.name.isdigit() and _uid(p) == uid]
+        left += [f"process {p.name} of {name}" for p in Path("/proc").iterdir() if p.name.isdigit() and _uid(p) == uid]
     left += [f"home {h}" for h in Path("/home").glob(f"{TEST_PREFIX}*")]
     return left
 
@@ -87,10 +92,27 @@ def running_hub(students: int, log: Path, settings: dict = None, startup_s: floa
     instructor = f"{TEST_PREFIX}instructor"
     names = [f"{TEST_PREFIX}student{i}" for i in range(1, students + 1)]
     output = open(log, "wb")
-    process = subprocess.Popen([sys.executable, "-m", "hub", "--dir", str(folder), "--prefix", TEST_PREFIX, "up",
-                                "--students", str(students), "--port", str(port)],
-                               cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hub",
+            "--dir",
+            str(folder),
+            "--prefix",
+            TEST_PREFIX,
+            "up",
+            "--students",
+            str(students),
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
     hub = Hub(f"http://127.0.0.1:{port}", folder, instructor, names, process, DEMO_PASSWORD)
+
     def answers():
         with urllib.request.urlopen(f"{hub.url}/hub/api", timeout=2) as answer:
             json.loads(answer.read())
@@ -103,8 +125,13 @@ def running_hub(students: int, log: Path, settings: dict = None, startup_s: floa
     finally:
         stop(process, 60)
         output.close()
-        cleaned = subprocess.run([sys.executable, "-m", "hub", "--dir", str(folder), "--prefix", TEST_PREFIX,
-                                  "clean"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        cleaned = subprocess.run(
+            [sys.executable, "-m", "hub", "--dir", str(folder), "--prefix", TEST_PREFIX, "clean"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if cleaned.returncode != 0 and folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
             raise RuntimeError(f"python -m hub clean failed:\n{cleaned.stdout}{cleaned.stderr}")

@@ -20,6 +20,7 @@ Stood for:
 
 Left out: ``apt-get`` (Debian's git and make) and the removal of apt's lists.
 """
+
 from __future__ import annotations
 
 import os
@@ -165,14 +166,19 @@ def _run_step(tree: ImageTree, step: str, cwd: Path) -> Path:
             shutil.copytree(source / top, tree.site_packages / top, ignore=_COPY_IGNORE)
         return cwd
     if head == "python":
-        done = subprocess.run([str(tree.python), *(tree.staged(word) for word in words[1:])], cwd=cwd,
-                              env=tree.build_env(), capture_output=True, text=True)
+        done = subprocess.run(
+            [str(tree.python), *(tree.staged(word) for word in words[1:])],
+            cwd=cwd,
+            env=tree.build_env(),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"`{step}` failed in the staged image:\n{done.stdout}{done.stderr}")
         return cwd
     if head in ("mkdir", "rm", "for"):
         command = tree.staged(step)
-        written = (shlex.split(command)[1:] if head != "for" else re.findall(r">>?\s*(\S+)", command))
+        written = shlex.split(command)[1:] if head != "for" else re.findall(r">>?\s*(\S+)", command)
         outside = [path for path in written if path.startswith("/") and not tree._inside(path)]
         if outside:
             raise ValueError(f"`{step}` would write outside the staged tree: {outside}")

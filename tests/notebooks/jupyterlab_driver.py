@@ -5,6 +5,7 @@
 rendered page. Cells are addressed by their index in the notebook (the page keeps every cell in
 the DOM: see `lab_server.TEST_SETTINGS`).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,38 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 # Widget classes (ipywidgets 7 and 8 DOM) that show things but take no input.
-PASSIVE_WIDGETS = {"widget-container", "widget-box", "widget-hbox", "widget-vbox", "widget-gridbox",
-                   "widget-output", "widget-html", "widget-htmlmath", "widget-label", "widget-image",
-                   "widget-inline-hbox", "widget-inline-vbox", "widget-readout", "widget-valid",
-                   "widget-progress", "widget-hprogress", "widget-vprogress", "widget-tab", "widget-accordion"}
+PASSIVE_WIDGETS = {
+    "widget-container",
+    "widget-box",
+    "widget-hbox",
+    "widget-vbox",
+    "widget-gridbox",
+    "widget-output",
+    "widget-html",
+    "widget-htmlmath",
+    "widget-label",
+    "widget-image",
+    "widget-inline-hbox",
+    "widget-inline-vbox",
+    "widget-readout",
+    "widget-valid",
+    "widget-progress",
+    "widget-hprogress",
+    "widget-vprogress",
+    "widget-tab",
+    "widget-accordion",
+}
 # Controls the test knows how to operate, by the widget class that marks them.
-CONTROL_WIDGETS = {"widget-dropdown", "widget-select", "widget-slider", "widget-button", "widget-toggle-button",
-                   "widget-checkbox", "widget-radio", "widget-toggle-buttons"}
+CONTROL_WIDGETS = {
+    "widget-dropdown",
+    "widget-select",
+    "widget-slider",
+    "widget-button",
+    "widget-toggle-button",
+    "widget-checkbox",
+    "widget-radio",
+    "widget-toggle-buttons",
+}
 
 _JS_CONTROLS = """(area) => {
   const passive = new Set(%s), controls = new Set(%s);
@@ -50,6 +76,7 @@ _JS_SHOWN = """(area) => {
 @dataclass
 class Reaction:
     """One control operated: which, and whether what the widget shows changed."""
+
     cell: int
     kind: str
     label: str
@@ -66,7 +93,8 @@ class NotebookPage:
         self.cells = self.notebook.locator(".jp-Cell")
         page.wait_for_function(
             "Array.from(document.querySelectorAll('.jp-StatusBar-TextItem')).some(e => /\\| Idle/.test(e.textContent))",
-            timeout=120_000)
+            timeout=120_000,
+        )
 
     # --- running -----------------------------------------------------------------------------
     def menu(self, top: str, command: str) -> None:
@@ -86,13 +114,17 @@ class NotebookPage:
 
     def wait_until_idle(self, timeout_s: float) -> None:
         time.sleep(0.5)  # let the queued cells show their [*] prompts first
-        self.page.wait_for_function("""() => {
+        self.page.wait_for_function(
+            """() => {
             const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
             if (!nb) return false;
             const busy = Array.from(nb.querySelectorAll('.jp-InputPrompt')).some((e) => e.textContent.includes('*'));
             const indicator = nb.querySelector('.jp-Notebook-ExecutionIndicator');
             return !busy && indicator && indicator.getAttribute('data-status') === 'idle';
-        }""", timeout=timeout_s * 1000, polling=250)
+        }""",
+            timeout=timeout_s * 1000,
+            polling=250,
+        )
 
     def save(self) -> dict:
         """File > Save Notebook; returns the notebook as saved on disk (a dict of the .ipynb JSON)."""
@@ -266,15 +298,23 @@ def _click_other_choice(page, element) -> None:
     choices = element.locator("input[type=radio], button")
     for i in range(choices.count()):
         choice = choices.nth(i)
-        if not (choice.is_checked() if choice.evaluate("(c) => c.tagName") == "INPUT" else
-                "mod-active" in (choice.get_attribute("class") or "")):
+        if not (
+            choice.is_checked()
+            if choice.evaluate("(c) => c.tagName") == "INPUT"
+            else "mod-active" in (choice.get_attribute("class") or "")
+        ):
             choice.click()
             return
 
 
 _ACTIONS: Dict[str, Callable] = {
-    "widget-dropdown": _select_next, "widget-select": _select_next, "widget-slider": _slide_one_step,
-    "widget-button": _click, "widget-toggle-button": _click, "widget-checkbox": _click_first_input,
-    "widget-radio": _click_other_choice, "widget-toggle-buttons": _click_other_choice,
+    "widget-dropdown": _select_next,
+    "widget-select": _select_next,
+    "widget-slider": _slide_one_step,
+    "widget-button": _click,
+    "widget-toggle-button": _click,
+    "widget-checkbox": _click_first_input,
+    "widget-radio": _click_other_choice,
+    "widget-toggle-buttons": _click_other_choice,
 }
 assert set(_ACTIONS) == CONTROL_WIDGETS

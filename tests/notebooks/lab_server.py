@@ -4,6 +4,7 @@
 answers, and stops it afterwards. Settings and workspaces live under `scratch`, so a test never
 reads or writes the user's JupyterLab configuration.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,8 @@ def free_port() -> int:
 
 @dataclass
 class LabServer:
-    url: str      # http://127.0.0.1:PORT
-    token: str    # "" when the server runs without a token
+    url: str  # http://127.0.0.1:PORT
+    token: str  # "" when the server runs without a token
     process: subprocess.Popen
 
     def api(self, path: str, method: str = "GET", timeout: float = 10) -> Optional[dict]:
@@ -67,9 +68,14 @@ def _write_settings(settings_dir: Path, settings: Dict[str, dict]) -> None:
 
 
 @contextmanager
-def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = None,
-                       settings: Optional[Dict[str, dict]] = None, env: Optional[Dict[str, str]] = None,
-                       startup_s: float = 90) -> Iterator[LabServer]:
+def running_jupyterlab(
+    root_dir: Path,
+    scratch: Path,
+    token: Optional[str] = None,
+    settings: Optional[Dict[str, dict]] = None,
+    env: Optional[Dict[str, str]] = None,
+    startup_s: float = 90,
+) -> Iterator[LabServer]:
     """JupyterLab serving ``root_dir`` (as `make lab` serves course/), stopped on exit.
 
     ``token=None`` makes a random token; ``""`` runs without one. ``env`` adds environment variables
@@ -80,15 +86,30 @@ def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = Non
     port = free_port()
     scratch.mkdir(parents=True, exist_ok=True)
     _write_settings(scratch / "user-settings", settings or {})
-    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={root_dir}", "--no-browser",
-               "--ip=127.0.0.1", f"--port={port}", f"--ServerApp.token={token}", "--ServerApp.password=",
-               f"--LabApp.user_settings_dir={scratch / 'user-settings'}",
-               f"--LabApp.workspaces_dir={scratch / 'workspaces'}",
-               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        f"--notebook-dir={root_dir}",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.token={token}",
+        "--ServerApp.password=",
+        f"--LabApp.user_settings_dir={scratch / 'user-settings'}",
+        f"--LabApp.workspaces_dir={scratch / 'workspaces'}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     if os.geteuid() == 0:
         command.append("--allow-root")
-    environment = dict(os.environ, JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
-                       JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_DATA_DIR=str(scratch / "data"), **(env or {}))
+    environment = dict(
+        os.environ,
+        JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+        JUPYTER_CONFIG_DIR=str(scratch / "config"),
+        JUPYTER_DATA_DIR=str(scratch / "data"),
+        **(env or {}),
+    )
     # Kernels see the repository (as `make lab` gives them through PYTHONPATH).
     paths = [str(ROOT)] + environment.get("PYTHONPATH", "").split(os.pathsep)
     environment["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
@@ -96,16 +117,18 @@ def running_jupyterlab(root_dir: Path, scratch: Path, token: Optional[str] = Non
     process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
     server = LabServer(f"http://127.0.0.1:{port}", token, process)
     try:
-        wait_until_up(lambda: server.api("/api/status", timeout=2), process, startup_s, scratch / "jupyterlab.log",
-                      "JupyterLab")
+        wait_until_up(
+            lambda: server.api("/api/status", timeout=2), process, startup_s, scratch / "jupyterlab.log", "JupyterLab"
+        )
         yield server
     finally:
         stop(process, 30)
         log.close()
 
 
-def wait_until_up(probe: Callable[[], object], process: subprocess.Popen, startup_s: float, log: Path,
-                  what: str) -> None:
+def wait_until_up(
+    probe: Callable[[], object], process: subprocess.Popen, startup_s: float, log: Path, what: str
+) -> None:
     """Call ``probe`` until it stops raising OSError/ValueError; RuntimeError with ``log``'s end when
     ``process`` ends first or ``startup_s`` seconds pass."""
     deadline = time.monotonic() + startup_s

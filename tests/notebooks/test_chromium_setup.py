@@ -1,4 +1,5 @@
 """How the browser tests get Chromium: found, installed by apt as root, or skipped with instructions."""
+
 import os
 
 import pytest
@@ -20,9 +21,15 @@ def test_a_missing_chromium_without_root_skips_with_install_instructions(monkeyp
 def test_a_missing_chromium_as_root_is_installed_with_apt(monkeypatch, tmp_path):
     monkeypatch.delenv("PAGED_KV_CHROMIUM", raising=False)
     installed = []
-    monkeypatch.setattr(chromium.shutil, "which",
-                        lambda name: "/usr/bin/chromium" if installed and name == "chromium" else
-                        ("/usr/bin/apt-get" if name == "apt-get" else None))
+    monkeypatch.setattr(
+        chromium.shutil,
+        "which",
+        lambda name: (
+            "/usr/bin/chromium"
+            if installed and name == "chromium"
+            else ("/usr/bin/apt-get" if name == "apt-get" else None)
+        ),
+    )
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(chromium, "install_chromium", installed.append)
     assert chromium.chromium_or_reason(tmp_path / "apt.log") == ("/usr/bin/chromium", None)

@@ -10,6 +10,7 @@
   CPU runtime and keeps a GPU runtime's own. The widgets' tests pass under ipywidgets 7.7.1.
 - A notebook saved by Colab (its metadata rewritten as Colab rewrites it) still gets full marks.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,9 @@ from tools.sync_colab import COLAB_TEST, TRITON_EXTRA, load_settings, needs_trit
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = read_toml(ROOT / "pyproject.toml")["project"]
-GRADED_LABS = [lab for lab in LABS if any(nbgrader_meta(c).get("grade") for c in nbformat.read(source_path(lab), 4).cells)]
+GRADED_LABS = [
+    lab for lab in LABS if any(nbgrader_meta(c).get("grade") for c in nbformat.read(source_path(lab), 4).cells)
+]
 
 
 def course_requirements(extra: str = "") -> list:
@@ -47,7 +50,8 @@ def test_installing_the_course_keeps_every_package_colab_has(runtime, extra):
     for req in course_requirements(extra):
         if req.name in runtime:
             assert req.specifier.contains(Version(runtime[req.name]), prereleases=True), (
-                f"pip would replace Colab's {req.name} {runtime[req.name]}: the course asks for {req}")
+                f"pip would replace Colab's {req.name} {runtime[req.name]}: the course asks for {req}"
+            )
         else:
             assert req.name == "triton" and "triton" not in runtime, f"Colab lacks {req.name}; add it to colab_image.py"
 
@@ -112,8 +116,11 @@ def _lab_cells(lab: str, wheel: Path, solved: bool = True) -> list:
 
 
 def _changed(before: dict, after: dict) -> dict:
-    return {name: (before.get(name), after.get(name)) for name in set(before) | set(after)
-            if before.get(name) != after.get(name)}
+    return {
+        name: (before.get(name), after.get(name))
+        for name in set(before) | set(after)
+        if before.get(name) != after.get(name)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -125,18 +132,25 @@ def colab_session(colab, tmp_path_factory):
     fresh_runtime(python)
     labs = [lab for lab in LABS if not needs_triton(solved_release(lab))]
     notebooks = {f"solved {lab}": _lab_cells(lab, wheel) for lab in labs}
-    untouched = {f"untouched {lab}": _lab_cells(lab, wheel, solved=False) for lab in labs
-                 if any(is_answer(c) for c in nbformat.read(release_path(lab), 4).cells)}
+    untouched = {
+        f"untouched {lab}": _lab_cells(lab, wheel, solved=False)
+        for lab in labs
+        if any(is_answer(c) for c in nbformat.read(release_path(lab), 4).cells)
+    }
     before = freeze(python)
-    report = run_like_colab(python, {**notebooks, **untouched}, tmp_path_factory.mktemp("colab-run"),
-                            stop_on_error=untouched)
+    report = run_like_colab(
+        python, {**notebooks, **untouched}, tmp_path_factory.mktemp("colab-run"), stop_on_error=untouched
+    )
     return report, before, freeze(python)
 
 
 def test_every_solved_lab_runs_in_colab_and_its_setup_cell_changes_no_colab_package(colab_session):
     report, before, after = colab_session
-    failures = {name: [(i, r["error"]) for i, r in enumerate(cells) if not r["ok"]]
-                for name, cells in report.items() if name.startswith("solved ")}
+    failures = {
+        name: [(i, r["error"]) for i, r in enumerate(cells) if not r["ok"]]
+        for name, cells in report.items()
+        if name.startswith("solved ")
+    }
     assert failures and not any(failures.values()), f"cells that fail in the fake Colab: {failures}"
     assert _changed(before, after) == {"paged-kv-course": (None, PROJECT["version"])}
     assert after["ipywidgets"] == COLAB_CPU["ipywidgets"] and after["ipython"] == COLAB_CPU["ipython"]
@@ -162,7 +176,9 @@ def test_a_lab_that_uses_triton_gets_it_on_a_cpu_runtime_and_keeps_a_gpu_runtime
     triton_labs = {lab: _lab_cells(lab, wheel) for lab in LABS if needs_triton(solved_release(lab))}
     if not triton_labs:  # no lab uses Triton yet: a setup cell as the script writes it for one
         block = load_settings().install_block(with_triton=True)
-        triton_labs = {"triton-lab": [_from_wheel(f"import sys\n\n{block}\n\nimport triton\nprint(triton.__version__)", wheel)]}
+        triton_labs = {
+            "triton-lab": [_from_wheel(f"import sys\n\n{block}\n\nimport triton\nprint(triton.__version__)", wheel)]
+        }
     before = freeze(python)
     assert "triton" not in before
     cpu = run_like_colab(python, triton_labs, tmp_path / "cpu")
@@ -183,17 +199,28 @@ def test_the_widgets_work_with_colabs_ipywidgets_7(colab, tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     check = "import ipywidgets, sys; sys.exit(ipywidgets.__version__ != %r)" % COLAB_CPU["ipywidgets"]
     assert subprocess.run([str(python), "-c", check]).returncode == 0
-    result = subprocess.run([str(python), "-m", "pytest", "-q", str(tmp_path / "test_widgets.py")], cwd=tmp_path,
-                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg",
-                                                                 "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    assert result.returncode == 0 and re.search(r"\d+ passed", result.stdout), result.stdout[-3000:] + result.stderr[-2000:]
+    result = subprocess.run(
+        [str(python), "-m", "pytest", "-q", str(tmp_path / "test_widgets.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0 and re.search(r"\d+ passed", result.stdout), (
+        result.stdout[-3000:] + result.stderr[-2000:]
+    )
 
 
 def _most_graded_lab() -> str:
     """The graded lab with the most answer and test cells: the most nbgrader metadata to lose."""
+
     def graded_cells(lab):
-        return sum(1 for c in nbformat.read(source_path(lab), 4).cells if nbgrader_meta(c).get("grade")
-                   or nbgrader_meta(c).get("solution"))
+        return sum(
+            1
+            for c in nbformat.read(source_path(lab), 4).cells
+            if nbgrader_meta(c).get("grade") or nbgrader_meta(c).get("solution")
+        )
+
     return max(GRADED_LABS, key=graded_cells)
 
 
@@ -223,7 +250,7 @@ def test_a_notebook_saved_by_colab_gets_full_marks(graded_colab_students, studen
 
     root, lab = graded_colab_students
     with Gradebook(f"sqlite:///{root / 'autograder' / 'work' / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook(LABS[lab][:-len(".ipynb")], lab, student)
+        notebook = gradebook.find_submission_notebook(LABS[lab][: -len(".ipynb")], lab, student)
         scores = {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
     assert scores and all(score == maximum for score, maximum in scores.values()), f"{lab}: {scores}"
     assert sum(maximum for _, maximum in scores.values()) == 10

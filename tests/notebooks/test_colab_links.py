@@ -1,4 +1,5 @@
 """The Colab badges and install lines all come from pyproject.toml's Repository, and stay in sync."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,8 +11,17 @@ import nbformat
 import pytest
 
 from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
-from tools.sync_colab import (COLAB_TEST, TRITON_EXTRA, SyncError, load_settings, needs_triton, read_toml, sync,
-                              with_badge, with_colab_block)
+from tools.sync_colab import (
+    COLAB_TEST,
+    TRITON_EXTRA,
+    SyncError,
+    load_settings,
+    needs_triton,
+    read_toml,
+    sync,
+    with_badge,
+    with_colab_block,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,8 +41,9 @@ def scratch_course(tmp_path: Path, repository: str = None, branch: str = None) -
 
 
 def test_committed_notebooks_and_readme_are_in_sync_with_pyproject():
-    result = subprocess.run([sys.executable, "-m", "tools.sync_colab", "--check"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.sync_colab", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -96,7 +107,7 @@ def test_a_rerun_after_a_merge_only_fixes_what_the_merge_left_stale(tmp_path):
     path = root / SOURCE_DIR.name / lab / name
     notebook = nbformat.read(path, as_version=4)
     setup = next(c for c in notebook.cells if c.cell_type == "code" and COLAB_TEST in c.source)
-    setup.source = setup.source.replace("@main", "")                   # an older install line
+    setup.source = setup.source.replace("@main", "")  # an older install line
     notebook.cells[0].source = notebook.cells[0].source.split("\n")[0] + "\n\nNew intro without a badge."
     nbformat.write(notebook, path)
     assert sync(root) == [path]
@@ -106,7 +117,9 @@ def test_a_rerun_after_a_merge_only_fixes_what_the_merge_left_stale(tmp_path):
 
 
 def test_a_lab_that_uses_triton_installs_it_on_colab():
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import triton\nimport triton.language as tl")])
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("import triton\nimport triton.language as tl")]
+    )
     block = load_settings().install_block(needs_triton(notebook))
     assert needs_triton(notebook) and f'"paged-kv-course[{TRITON_EXTRA}] @ git+' in block
     plain = load_settings().install_block(needs_triton(nbformat.v4.new_notebook()))

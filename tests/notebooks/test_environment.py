@@ -1,4 +1,5 @@
 """environment.yml, pyproject.toml and requirements-lock.txt name the same packages and pins."""
+
 import re
 from pathlib import Path
 

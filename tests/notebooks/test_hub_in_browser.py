@@ -19,6 +19,7 @@ Every user gets the roles' own JupyterLab settings (``hub.roles``: no news quest
 test adds only what its own mechanics need (``HUB_TEST_SETTINGS``: no autosave, every cell in the page, no
 extension manager), so what it sees of news is what users see.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,11 @@ ARTIFACTS = ROOT / "test-artifacts" / "hub"
 NEWS = "official Jupyter news"  # JupyterLab's question: "Would you like to get notified about official Jupyter news?"
 NEWS_WAIT_S = 5  # JupyterLab asks it right after it restores its layout and loads the settings
 # The browser test's own user settings, less the notification settings: those are the roles' (hub.roles).
-HUB_TEST_SETTINGS = {plugin: values for plugin, values in TEST_SETTINGS.items()
-                     if not plugin.startswith("@jupyterlab/apputils-extension/notification")}
+HUB_TEST_SETTINGS = {
+    plugin: values
+    for plugin, values in TEST_SETTINGS.items()
+    if not plugin.startswith("@jupyterlab/apputils-extension/notification")
+}
 
 
 def answers() -> Dict[str, str]:
@@ -98,7 +102,8 @@ class HubNotebook(NotebookPage):
         self.cells = self.notebook.locator(".jp-Cell")
         page.wait_for_function(
             "Array.from(document.querySelectorAll('.jp-StatusBar-TextItem')).some(e => /\\| Idle/.test(e.textContent))",
-            timeout=120_000)
+            timeout=120_000,
+        )
 
 
 def _assignments(page):
@@ -120,7 +125,9 @@ def _first_screen(page, user: str, run: ClassRun) -> None:
     run.news[user] = _news_asked(page)
     run.first_screen[user] = {
         "tabs": [t.strip() for t in page.locator("#jp-main-dock-panel .lm-TabBar-tab").all_inner_texts()],
-        "current": [t.strip() for t in page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").all_inner_texts()],
+        "current": [
+            t.strip() for t in page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").all_inner_texts()
+        ],
         "released": page.locator("#released_assignments_list .list_item").all_inner_texts(),
         "fetch_buttons": page.locator("#released_assignments_list button", has_text="Fetch").count(),
     }
@@ -139,7 +146,7 @@ def _student_submits(browser, hub: Hub, user: str, answer: str, run: ClassRun) -
     fetched = page.locator("#fetched_assignments_list .list_item", has_text=LAB).first
     fetched.wait_for(timeout=60_000)
     fetched.locator("a.assignment-notebooks-link").click()
-    page.locator("#fetched_assignments_list a", has_text=NOTEBOOK[:-len(".ipynb")]).click()
+    page.locator("#fetched_assignments_list a", has_text=NOTEBOOK[: -len(".ipynb")]).click()
     notebook = HubNotebook(page, hub.home(user), f"{LAB}/{NOTEBOOK}")
     notebook.type_into(ANSWER_CELL, answer)
     notebook.save()
@@ -147,13 +154,14 @@ def _student_submits(browser, hub: Hub, user: str, answer: str, run: ClassRun) -
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar").get_by_text("Validate", exact=True).click()
     dialog = page.locator(".jp-Dialog")
     dialog.wait_for(timeout=120_000)
-    page.wait_for_function("() => !/Validating/.test(document.querySelector('.jp-Dialog').innerText)",
-                           timeout=120_000)
+    page.wait_for_function("() => !/Validating/.test(document.querySelector('.jp-Dialog').innerText)", timeout=120_000)
     run.validate_text[user] = dialog.inner_text()
     page.screenshot(path=str(ARTIFACTS / f"{user}-validate.png"))
     page.locator(".jp-Dialog .jp-mod-accept").first.click()
     page.click(".lm-TabBar-tab >> text=Assignments")
-    page.locator("#fetched_assignments_list .list_item", has_text=LAB).locator("button", has_text="Submit").first.click()
+    page.locator("#fetched_assignments_list .list_item", has_text=LAB).locator(
+        "button", has_text="Submit"
+    ).first.click()
     page.locator("#submitted_assignments_list .list_item", has_text=LAB).first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / f"{user}-submitted.png"))
     context.close()
@@ -164,10 +172,11 @@ def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: Class
     page = login(context, hub, user)
     _assignments(page)
     page.locator("#submitted_assignments_list .list_item", has_text=LAB).locator(
-        "button", has_text="Fetch Feedback").first.click()
+        "button", has_text="Fetch Feedback"
+    ).first.click()
     page.locator("#submitted_assignments_list a", has_text="view feedback").first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / f"{user}-feedback-fetched.png"))
-    found = sorted((hub.home(user) / LAB / "feedback").glob(f"*/{NOTEBOOK[:-len('.ipynb')]}.html"))
+    found = sorted((hub.home(user) / LAB / "feedback").glob(f"*/{NOTEBOOK[: -len('.ipynb')]}.html"))
     assert found, f"{user}: no feedback file after Fetch Feedback"
     relative = found[-1].relative_to(hub.home(user))
     feedback = context.new_page()
@@ -217,16 +226,30 @@ def _culler_processes() -> List[str]:
 
 def _read_as(user: str, path: Path) -> str:
     """What ``user`` gets when reading ``path`` on the machine: 'read', or the error's name."""
-    done = subprocess.run(["runuser", "-u", user, "--", "cat" if path.suffix else "ls", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", "cat" if path.suffix else "ls", str(path)], capture_output=True, text=True
+    )
     return "read" if done.returncode == 0 else ("denied" if "ermission denied" in done.stderr else done.stderr.strip())
 
 
 def _package_of(user: str, folder: Path) -> str:
     """Which edition of the course package ``user``'s servers and kernels import (their PYTHONPATH)."""
-    done = subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={folder / 'package'}",
-                           str(folder / "runtime" / "bin" / "python"), "-c",
-                           "import paged_kv.cache.edition as e; print(e.LAB)"], capture_output=True, text=True, cwd="/")
+    done = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            f"PYTHONPATH={folder / 'package'}",
+            str(folder / "runtime" / "bin" / "python"),
+            "-c",
+            "import paged_kv.cache.edition as e; print(e.LAB)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     return done.stdout.strip() or done.stderr.strip()
 
 
@@ -248,9 +271,22 @@ except Exception as error:
 
 def _full_package_of(user: str, folder: Path) -> str:
     """What ``user``'s kernel gets when it reaches past its edition for the whole package."""
-    done = subprocess.run(["runuser", "-u", user, "--", "env", f"PYTHONPATH={folder / 'package'}",
-                           str(folder / "runtime" / "bin" / "python"), "-c", FULL_PACKAGE],
-                          capture_output=True, text=True, cwd="/")
+    done = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            f"PYTHONPATH={folder / 'package'}",
+            str(folder / "runtime" / "bin" / "python"),
+            "-c",
+            FULL_PACKAGE,
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     return done.stdout.strip() or done.stderr.strip()[-300:]
 
 
@@ -301,7 +337,9 @@ def class_run(tmp_path_factory) -> ClassRun:
             "student1 -> own notebook": _read_as(first, hub.home(first) / LAB / NOTEBOOK),
             "student1 -> the checkout's solutions": _read_as(first, ROOT / "solutions" / LAB / NOTEBOOK),
             "student1 -> the checkout's package": _read_as(first, ROOT / "paged_kv" / "cache" / "manager.py"),
-            "student1 -> the checkout's graders": _read_as(first, ROOT / "autograder" / "labs" / "lab02_atomic_prefill" / "checks.py"),
+            "student1 -> the checkout's graders": _read_as(
+                first, ROOT / "autograder" / "labs" / "lab02_atomic_prefill" / "checks.py"
+            ),
         }
         run.full_package = _full_package_of(first, hub.folder)
         run.student_package = _package_of(first, hub.folder)
@@ -351,8 +389,9 @@ def test_each_student_fetches_feedback_with_their_own_score_and_no_hidden_test(c
 
 
 def test_no_student_reaches_another_students_or_the_instructors_server(class_run):
-    assert class_run.cross_requests and all(status in (302, 403, 404) for status in class_run.cross_requests.values()), \
-        class_run.cross_requests
+    assert class_run.cross_requests and all(
+        status in (302, 403, 404) for status in class_run.cross_requests.values()
+    ), class_run.cross_requests
 
 
 def test_no_student_reads_another_students_or_the_instructors_files_on_the_machine(class_run):
@@ -367,8 +406,9 @@ def test_no_student_reads_another_students_or_the_instructors_files_on_the_machi
 def test_no_student_imports_the_whole_package_past_their_edition(class_run):
     """Taking the edition off sys.path and importing paged_kv through the course environment reaches no
     reference: the checkout is closed to students (hub.checkout)."""
-    assert class_run.full_package.startswith("refused") or class_run.full_package == "reference: False", \
+    assert class_run.full_package.startswith("refused") or class_run.full_package == "reference: False", (
         class_run.full_package
+    )
 
 
 def test_the_instructor_sees_the_lab_in_formgrader(class_run):

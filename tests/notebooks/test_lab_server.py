@@ -1,4 +1,5 @@
 """`make lab`'s server starts and serves the course notebooks (what a student sees first)."""
+
 import contextlib
 import time
 import urllib.error

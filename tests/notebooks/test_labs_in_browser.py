@@ -16,6 +16,7 @@ For each notebook in course/ (discovered, never listed):
 - the page logs no JavaScript error and asks nothing from the internet but the Colab badge image.
 A screenshot per notebook goes to test-artifacts/browser/ (git-ignored).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,27 +40,36 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Pyt
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 # Pitfalls a student types in the browser (test_pitfalls.PITFALLS' edits): a word the visible test's message must show.
-BROWSER_PITFALLS = {"08-fork-and-share": {"Sharing the parent's token list": "token_ids",
-                                          "Returning the beams in another order": "order of choices"}}
-RUN_ALL_TIMEOUT_S = 600          # a whole notebook on a 2-core CPU machine (Triton's interpreter included)
-LONGEST_READABLE_FAILURE = 6     # lines: a block a student reads at a glance (paged_kv.lab.feedback's hook)
-BADGE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"><rect width="117" height="20" '
-             'rx="3" fill="#555"/><rect x="50" width="67" height="20" rx="3" fill="#f9ab00"/><text x="6" y="14" '
-             'fill="#fff" font-family="sans-serif" font-size="11">Open in</text><text x="56" y="14" fill="#fff" '
-             'font-family="sans-serif" font-size="11">Colab</text></svg>')
+BROWSER_PITFALLS = {
+    "08-fork-and-share": {
+        "Sharing the parent's token list": "token_ids",
+        "Returning the beams in another order": "order of choices",
+    }
+}
+RUN_ALL_TIMEOUT_S = 600  # a whole notebook on a 2-core CPU machine (Triton's interpreter included)
+LONGEST_READABLE_FAILURE = 6  # lines: a block a student reads at a glance (paged_kv.lab.feedback's hook)
+BADGE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"><rect width="117" height="20" '
+    'rx="3" fill="#555"/><rect x="50" width="67" height="20" rx="3" fill="#f9ab00"/><text x="6" y="14" '
+    'fill="#fff" font-family="sans-serif" font-size="11">Open in</text><text x="56" y="14" fill="#fff" '
+    'font-family="sans-serif" font-size="11">Colab</text></svg>'
+)
 # What JupyterLab shows instead of a widget it cannot draw (no widget manager, a model it cannot find).
-UNRENDERED_WIDGET = re.compile(r"Error displaying widget|Loading widget|^(VBox|HBox|Box|Dropdown|IntSlider|Button)\(", re.M)
+UNRENDERED_WIDGET = re.compile(
+    r"Error displaying widget|Loading widget|^(VBox|HBox|Box|Dropdown|IntSlider|Button)\(", re.M
+)
 EXTERNAL_ALLOWED = ("https://colab.research.google.com/assets/colab-badge.svg",)
 
 
 @dataclass
 class LabRun:
     """What a student's session with one notebook produced, read back from the page and the file."""
+
     lab: str
     release: nbformat.NotebookNode
-    after_pokes: dict = field(default_factory=dict)      # saved after trying to edit and delete locked cells
-    untouched: dict = field(default_factory=dict)        # saved after Run All on the released notebook
-    solved: dict = field(default_factory=dict)           # saved after typing answers and Restart & Run All
+    after_pokes: dict = field(default_factory=dict)  # saved after trying to edit and delete locked cells
+    untouched: dict = field(default_factory=dict)  # saved after Run All on the released notebook
+    solved: dict = field(default_factory=dict)  # saved after typing answers and Restart & Run All
     read_only_flags: Dict[int, bool] = field(default_factory=dict)
     images: List[dict] = field(default_factory=list)
     widget_views: List[dict] = field(default_factory=list)
@@ -93,8 +103,12 @@ def lab_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(lab_root, tmp_path_factory):
     """JupyterLab as `make lab` starts it for students (nbgrader's instructor tools hidden)."""
-    with running_jupyterlab(lab_root, tmp_path_factory.mktemp("jupyterlab"), settings=TEST_SETTINGS,
-                            env={"JUPYTER_CONFIG_PATH": str(STUDENT_CONFIG)}) as lab:
+    with running_jupyterlab(
+        lab_root,
+        tmp_path_factory.mktemp("jupyterlab"),
+        settings=TEST_SETTINGS,
+        env={"JUPYTER_CONFIG_PATH": str(STUDENT_CONFIG)},
+    ) as lab:
         yield lab
 
 
@@ -117,6 +131,7 @@ def _watch(page, run: LabRun, server_url: str) -> None:
         else:
             run.external_requests.append(url)
             route.abort()
+
     page.context.route(lambda url: not url.startswith(server_url), outside)
 
 
@@ -177,8 +192,14 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
         nb.run_all(RUN_ALL_TIMEOUT_S)
         run.untouched = nb.save()
         run.untouched_texts = nb.output_texts()
-        first_error = next((i for i, c in enumerate(run.untouched["cells"])
-                            if any(o["output_type"] == "error" for o in c.get("outputs", []))), 0)
+        first_error = next(
+            (
+                i
+                for i, c in enumerate(run.untouched["cells"])
+                if any(o["output_type"] == "error" for o in c.get("outputs", []))
+            ),
+            0,
+        )
         shot = ARTIFACTS / f"{lab}-untouched.png"
         nb.screenshot_cell(first_error, shot)
         run.screenshots.append(shot)
@@ -236,13 +257,16 @@ def _type_a_pitfall(nb: NotebookPage, cells, typed: Dict[str, str], edits) -> st
     nb.type_into(index, sources[index])
     _run_cell(nb, index)
     for later in (j for j in answer_cells if j > index):  # as the lab says: a later part's class is built on this
-        _run_cell(nb, later)                               # one as it was when its own cell ran
+        _run_cell(nb, later)  # one as it was when its own cell ran
     return shown
 
 
 def _errors(notebook: dict) -> Dict[int, List[dict]]:
-    return {i: [o for o in c.get("outputs", []) if o["output_type"] == "error"]
-            for i, c in enumerate(notebook["cells"]) if c["cell_type"] == "code"}
+    return {
+        i: [o for o in c.get("outputs", []) if o["output_type"] == "error"]
+        for i, c in enumerate(notebook["cells"])
+        if c["cell_type"] == "code"
+    }
 
 
 def _source(cell) -> str:
@@ -261,18 +285,22 @@ def test_untouched_lab_stops_at_its_first_todo_with_a_readable_failure(lab_run):
     stop = failing[0]
     assert is_test(cells[stop]) and stop > answer_cells[0], (
         f"{lab_run.lab}: the first error is in cell {stop} ({cells[stop].source[:80]!r}), not in a test cell after "
-        f"the first TODO (cell {answer_cells[0]})")
+        f"the first TODO (cell {answer_cells[0]})"
+    )
     error = lab_run.untouched["cells"][stop]["outputs"]
     # a stub's own NotImplementedError, or the course's TodoNotWritten (a NotImplementedError naming the TODO)
-    assert [o["ename"] for o in error if o["output_type"] == "error"] in (["NotImplementedError"],
-                                                                           ["TodoNotWritten"]), error
+    assert [o["ename"] for o in error if o["output_type"] == "error"] in (
+        ["NotImplementedError"],
+        ["TodoNotWritten"],
+    ), error
     ran = [i for i, c in enumerate(saved[:stop]) if c["cell_type"] == "code" and not c.get("execution_count")]
     assert not ran, f"{lab_run.lab}: cells {ran} before the first failure did not run"
     shown = lab_run.untouched_texts.get(str(stop), "")
     assert "NotImplementedError" in shown, f"{lab_run.lab}: the page does not show the TODO's error:\n{shown}"
     lines = [line for line in shown.splitlines() if line.strip()]
     assert len(lines) <= LONGEST_READABLE_FAILURE and "Traceback" not in shown, (
-        f"{lab_run.lab}: the TODO's failure is not one short block ({len(lines)} lines):\n{shown}")
+        f"{lab_run.lab}: the TODO's failure is not one short block ({len(lines)} lines):\n{shown}"
+    )
 
 
 def test_locked_cells_refuse_edits_and_deletion(lab_run):
@@ -293,15 +321,18 @@ def test_answer_cells_take_what_the_student_types(lab_run):
 
 def test_solved_lab_runs_every_cell_without_error_after_a_restart(lab_run):
     cells = lab_run.solved["cells"]
-    failing = {i: [f"{o['ename']}: {o['evalue']}" for o in errors] for i, errors in _errors(lab_run.solved).items() if errors}
+    failing = {
+        i: [f"{o['ename']}: {o['evalue']}" for o in errors] for i, errors in _errors(lab_run.solved).items() if errors
+    }
     assert not failing, f"{lab_run.lab}: errors with the solution typed in: {failing}"
     counts = [c.get("execution_count") for c in cells if c["cell_type"] == "code"]
-    assert all(counts) and counts == sorted(counts) and counts[0] == 1, f"{lab_run.lab}: not all cells ran in order: {counts}"
+    assert all(counts) and counts == sorted(counts) and counts[0] == 1, (
+        f"{lab_run.lab}: not all cells ran in order: {counts}"
+    )
 
 
 def test_every_plot_renders_as_an_image(lab_run):
-    pictures = sum(1 for c in lab_run.solved["cells"] for o in c.get("outputs", [])
-                   if "image/png" in o.get("data", {}))
+    pictures = sum(1 for c in lab_run.solved["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
     shown = [img for img in lab_run.images if img["complete"] and min(img["natural"]) > 0 and min(img["shown"]) > 0]
     broken = [img for img in lab_run.images if img not in shown]
     assert not broken, f"{lab_run.lab}: pictures that did not render: {broken}"
@@ -312,13 +343,21 @@ def test_every_plot_renders_as_an_image(lab_run):
 
 
 def test_every_widget_renders_and_reacts(lab_run):
-    views = sum(1 for c in lab_run.solved["cells"] for o in c.get("outputs", [])
-                if "application/vnd.jupyter.widget-view+json" in o.get("data", {}))
-    assert len(lab_run.widget_views) == views, f"{lab_run.lab}: {views} widget outputs saved, {len(lab_run.widget_views)} on the page"
+    views = sum(
+        1
+        for c in lab_run.solved["cells"]
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    )
+    assert len(lab_run.widget_views) == views, (
+        f"{lab_run.lab}: {views} widget outputs saved, {len(lab_run.widget_views)} on the page"
+    )
     broken = [v for v in lab_run.widget_views if not v["rendered"]]
     broken += [text for text in lab_run.output_texts.values() if UNRENDERED_WIDGET.search(text)]
     assert not broken, f"{lab_run.lab}: widgets that did not render: {broken}"
-    assert not lab_run.unknown_widgets, f"{lab_run.lab}: widget controls the test cannot operate: {lab_run.unknown_widgets}"
+    assert not lab_run.unknown_widgets, (
+        f"{lab_run.lab}: widget controls the test cannot operate: {lab_run.unknown_widgets}"
+    )
     if views:
         assert lab_run.reactions, f"{lab_run.lab}: widgets without a single control"
     dead = [r for r in lab_run.reactions if not r.changed]
@@ -361,15 +400,20 @@ def test_a_lab_from_the_unzipped_handout_is_the_repositorys_student_experience(b
         archive.extractall(scratch)
     unzipped = scratch / "paged-kv-course"
     lab = "02-atomic-prefill"
-    with running_jupyterlab(unzipped / "course", tmp_path_factory.mktemp("handout-lab"), settings=TEST_SETTINGS,
-                            env={"JUPYTER_CONFIG_PATH": str(unzipped / "student-lab")}) as server:
+    with running_jupyterlab(
+        unzipped / "course",
+        tmp_path_factory.mktemp("handout-lab"),
+        settings=TEST_SETTINGS,
+        env={"JUPYTER_CONFIG_PATH": str(unzipped / "student-lab")},
+    ) as server:
         context = browser.new_context(viewport={"width": 1440, "height": 900})
         run = LabRun(lab, nbformat.read(unzipped / "course" / lab / LABS[lab], as_version=4))
         try:
             nb = _open(context, run, server, unzipped / "course")
             nb.page.wait_for_timeout(1500)  # a kernel that rewrote the notebook's metadata marks the tab now
-            assert nb.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, \
+            assert nb.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, (
                 "the notebook opened marked unsaved: its kernel is not the course kernel"
+            )
             menus = nb.page.locator(".lm-MenuBar-item").all_inner_texts()
             assert "Nbgrader" not in menus and "Run" in menus, menus
             nb.run_all(RUN_ALL_TIMEOUT_S)

@@ -3,6 +3,7 @@ every later lab's are stubs. Each lab, finished as the solution finishes it, run
 edition (no given cell, picture or visible test leans on an answer the handout leaves out); since an earlier
 lab's edition leaves out everything a later lab's does (``test_editions``), each also runs on the editions of
 every later lab, so a handout for lab NN runs its labs up to NN. Lab 00 runs on the first lab's edition."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,9 @@ from autograder.course.layout import discover_labs
 from autograder.course.layout import graded_labs
 
 GRADED = graded_labs(REPO / "solutions")
-CASES = [(lab, lab) for lab in GRADED] + [(lab, GRADED[0]) for lab in discover_labs(REPO / "solutions")
-                                          if lab not in GRADED and lab < GRADED[0]]
+CASES = [(lab, lab) for lab in GRADED] + [
+    (lab, GRADED[0]) for lab in discover_labs(REPO / "solutions") if lab not in GRADED and lab < GRADED[0]
+]
 
 
 @pytest.mark.parametrize("lab, edition", CASES, ids=[f"{lab}-on-{edition[:2]}" for lab, edition in CASES])

@@ -1,5 +1,6 @@
 """`make lab` takes a port and JupyterLab options, and gives students a JupyterLab without nbgrader's
 instructor tools (Formgrader, Create Assignment, course and assignment lists) but with Validate."""
+
 import json
 import os
 import re
@@ -15,15 +16,26 @@ from test_lab_server import fetch_when_up, jupyterlab_on_course
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDENT_CONFIG = ROOT / "student-lab"
-INSTRUCTOR_TOOLS = {"@jupyter/nbgrader:menu", "@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-                    "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list"}
+INSTRUCTOR_TOOLS = {
+    "@jupyter/nbgrader:menu",
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:course-list",
+    "@jupyter/nbgrader:assignment-list",
+}
 
 
 def make_dry_run(*args):
     """``make -n lab ARGS`` (prints the commands, runs none), also when called from inside ``make test``."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    result = subprocess.run(["make", "--no-print-directory", "-n", "lab", *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return result.returncode, result.stdout + result.stderr
 
 
@@ -60,8 +72,9 @@ def test_student_config_disables_exactly_the_instructor_plugins_that_nbgrader_sh
 def test_the_students_jupyterlab_page_disables_them(tmp_path):
     with jupyterlab_on_course(tmp_path, JUPYTER_CONFIG_PATH=str(STUDENT_CONFIG)) as url:
         page = fetch_when_up(f"{url}/lab").decode()
-    config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
-                                  page, re.S).group(1))
+    config = json.loads(
+        re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page, re.S).group(1)
+    )
     assert INSTRUCTOR_TOOLS <= set(config["disabledExtensions"])
     assert "@jupyter/nbgrader:validate-assignment" not in config["disabledExtensions"]
 
@@ -69,10 +82,15 @@ def test_the_students_jupyterlab_page_disables_them(tmp_path):
 def test_the_students_server_has_no_formgrader_and_prints_no_nbgrader_config_warning(tmp_path):
     """Formgrader's server side is off for students (it needs a course's nbgrader_config.py: without one it
     printed "No nbgrader_config.py file found" twice at every `make lab`), and so is the course list's."""
-    assert json.loads((STUDENT_CONFIG / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] == {
-        "nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.course_list": False,
+    assert json.loads((STUDENT_CONFIG / "jupyter_server_config.json").read_text())["ServerApp"][
+        "jpserver_extensions"
+    ] == {
+        "nbgrader.server_extensions.formgrader": False,
+        "nbgrader.server_extensions.course_list": False,
         # Validate's routes, served with the message first (test_validate_message.py)
-        "nbgrader.server_extensions.validate_assignment": False, "paged_kv.lab.validate_message": True}
+        "nbgrader.server_extensions.validate_assignment": False,
+        "paged_kv.lab.validate_message": True,
+    }
     with jupyterlab_on_course(tmp_path, JUPYTER_CONFIG_PATH=str(STUDENT_CONFIG)) as url:
         fetch_when_up(f"{url}/lab")
         with pytest.raises(urllib.error.HTTPError) as missing:

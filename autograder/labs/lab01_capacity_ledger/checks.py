@@ -1,4 +1,5 @@
 """Lab 01 grader: ``estimate_kv_cache_bytes`` at every level of the ledger."""
+
 from __future__ import annotations
 
 import random
@@ -11,36 +12,58 @@ from autograder.labs.checking import call, check, expect_equal, grades, material
 FIELDS = ("num_blocks", "block_size", "num_layers", "num_kv_heads", "head_dim", "dtype_bytes")
 HINTS = {
     "kv_bytes_per_token": "one token stores a K and a V vector per layer and per KV head: "
-                          "2 * num_layers * num_kv_heads * head_dim * dtype_bytes",
+    "2 * num_layers * num_kv_heads * head_dim * dtype_bytes",
     "kv_bytes_per_block": "a block holds block_size tokens",
     "total_cache_bytes": "the pool holds num_blocks blocks",
 }
 
 
 def _edge_cases() -> List[Dict[str, int]]:
-    cases = [dict(num_blocks=1, block_size=1, num_layers=1, num_kv_heads=1, head_dim=1, dtype_bytes=1),
-             dict(num_blocks=4, block_size=4, num_layers=2, num_kv_heads=8, head_dim=16, dtype_bytes=2),
-             dict(num_blocks=3, block_size=17, num_layers=5, num_kv_heads=3, head_dim=7, dtype_bytes=4)]
+    cases = [
+        dict(num_blocks=1, block_size=1, num_layers=1, num_kv_heads=1, head_dim=1, dtype_bytes=1),
+        dict(num_blocks=4, block_size=4, num_layers=2, num_kv_heads=8, head_dim=16, dtype_bytes=2),
+        dict(num_blocks=3, block_size=17, num_layers=5, num_kv_heads=3, head_dim=7, dtype_bytes=4),
+    ]
     for preset in MODEL_PRESETS.values():  # real shapes, and pool sizes far beyond 32-bit integers
-        cases.append(dict(num_blocks=500_000, block_size=16, num_layers=preset.num_layers,
-                          num_kv_heads=preset.num_kv_heads, head_dim=preset.head_dim, dtype_bytes=2))
+        cases.append(
+            dict(
+                num_blocks=500_000,
+                block_size=16,
+                num_layers=preset.num_layers,
+                num_kv_heads=preset.num_kv_heads,
+                head_dim=preset.head_dim,
+                dtype_bytes=2,
+            )
+        )
     return cases
 
 
 def _random_cases(seed: int, count: int) -> List[Dict[str, int]]:
     rng = random.Random(seed)
-    return [dict(num_blocks=rng.randint(1, 10**6), block_size=rng.choice([1, 2, 8, 16, 17, 32, 256]),
-                 num_layers=rng.randint(1, 128), num_kv_heads=rng.choice([1, 2, 4, 8, 16, 32, 64]),
-                 head_dim=rng.choice([1, 32, 64, 80, 96, 128, 256]), dtype_bytes=rng.choice([1, 2, 4]))
-            for _ in range(count)]
+    return [
+        dict(
+            num_blocks=rng.randint(1, 10**6),
+            block_size=rng.choice([1, 2, 8, 16, 17, 32, 256]),
+            num_layers=rng.randint(1, 128),
+            num_kv_heads=rng.choice([1, 2, 4, 8, 16, 32, 64]),
+            head_dim=rng.choice([1, 32, 64, 80, 96, 128, 256]),
+            dtype_bytes=rng.choice([1, 2, 4]),
+        )
+        for _ in range(count)
+    ]
 
 
 def _check_key(student: Callable, key: str, cases: List[Dict[str, int]]) -> None:
     for args in cases:
         label = "estimate_kv_cache_bytes(" + ", ".join(f"{f}={args[f]}" for f in FIELDS) + ")"
         got = materialize(call(label, student, *[args[f] for f in FIELDS]))
-        check(type(got) is dict and key in got, label, f"the result should be a dict with the key {key!r}",
-              "return the dict built at the end of the function (keep its four keys)", got=got)
+        check(
+            type(got) is dict and key in got,
+            label,
+            f"the result should be a dict with the key {key!r}",
+            "return the dict built at the end of the function (keep its four keys)",
+            got=got,
+        )
         expect_equal(f"{label}[{key!r}]", got[key], reference(**args)[key], HINTS[key])
 
 
@@ -71,7 +94,16 @@ def check_random_configs(student: Callable, seed: int = 2024, count: int = 300) 
     for args in cases[:20]:
         label = "estimate_kv_cache_bytes(" + ", ".join(f"{f}={args[f]}" for f in FIELDS) + ")"
         got = materialize(call(label, student, *[args[f] for f in FIELDS]))
-        check(type(got) is dict and "layout_shape" in got, label, "the result should be a dict with the key "
-              "'layout_shape'", "layout_shape is given code: leave it as it was", got=got)
-        expect_equal(f"{label}['layout_shape']", got["layout_shape"], reference(**args)["layout_shape"],
-                     "layout_shape is given code: leave it as it was")
+        check(
+            type(got) is dict and "layout_shape" in got,
+            label,
+            "the result should be a dict with the key 'layout_shape'",
+            "layout_shape is given code: leave it as it was",
+            got=got,
+        )
+        expect_equal(
+            f"{label}['layout_shape']",
+            got["layout_shape"],
+            reference(**args)["layout_shape"],
+            "layout_shape is given code: leave it as it was",
+        )

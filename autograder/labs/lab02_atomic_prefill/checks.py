@@ -3,14 +3,25 @@
 The contract fixes how many blocks a request gets and that they come from the free list; it does
 not fix which free blocks are chosen, so neither does the grader.
 """
+
 from __future__ import annotations
 
 import random
 
 from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from autograder.labs.checking import (CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, plain_ints,
-                      student_side)
+from autograder.labs.checking import (
+    CheckFailed,
+    audit_kv_manager,
+    call,
+    check,
+    expect_equal,
+    expect_oom_unchanged,
+    grades,
+    mirror_step,
+    plain_ints,
+    student_side,
+)
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
@@ -23,14 +34,18 @@ def _prefill_that_fits(case: str, manager, req) -> None:
     except CheckFailed as failure:
         if "OOM" not in failure.problem:
             raise
-        raise CheckFailed(case, f"raised OOM, but the prompt of {req.seq_len} tokens needs {needed} block(s) and "
-                                f"{free} are free", got=failure.problem,
-                          hint="a request that needs exactly the free blocks fits: compare with >, not >=") from None
+        raise CheckFailed(
+            case,
+            f"raised OOM, but the prompt of {req.seq_len} tokens needs {needed} block(s) and {free} are free",
+            got=failure.problem,
+            hint="a request that needs exactly the free blocks fits: compare with >, not >=",
+        ) from None
 
 
 def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: int = 0) -> None:
     case = f"num_blocks={num_blocks}, block_size={block_size}, prompt_len={prompt_len}" + (
-        f", {taken} block(s) already taken" if taken else "")
+        f", {taken} block(s) already taken" if taken else ""
+    )
     Request = student_side(cls, "paged_kv.Request")
     manager = cls(num_blocks, block_size, 2)
     owners = [Request(99, taken * block_size)] if taken else []
@@ -41,25 +56,47 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     needed = -(-prompt_len // block_size)
     _prefill_that_fits(case, manager, req)
     table = plain_ints(case, req.block_table, "block_table")
-    expect_equal(f"{case}: blocks in req.block_table", len(table), needed,
-                 f"ceil({prompt_len} / {block_size}) = {needed}: a partly filled last block still needs a whole "
-                 "block, and an exact multiple needs no extra one")
-    check(all(b in free_before for b in table), case, "req.block_table holds ids that were not free",
-          "take ids out of self.free_blocks (expected: the free ids before the call)", expected=free_before,
-          got=table)
+    expect_equal(
+        f"{case}: blocks in req.block_table",
+        len(table),
+        needed,
+        f"ceil({prompt_len} / {block_size}) = {needed}: a partly filled last block still needs a whole "
+        "block, and an exact multiple needs no extra one",
+    )
+    check(
+        all(b in free_before for b in table),
+        case,
+        "req.block_table holds ids that were not free",
+        "take ids out of self.free_blocks (expected: the free ids before the call)",
+        expected=free_before,
+        got=table,
+    )
     check(len(set(table)) == len(table), case, "req.block_table lists a block twice", got=table)
     free_after = plain_ints(case, manager.free_blocks, "free_blocks")
-    expect_equal(f"{case}: self.free_blocks after prefill (sorted)", sorted(free_after),
-                 sorted(set(free_before) - set(table)),
-                 "remove exactly the blocks you hand out from self.free_blocks")
+    expect_equal(
+        f"{case}: self.free_blocks after prefill (sorted)",
+        sorted(free_after),
+        sorted(set(free_before) - set(table)),
+        "remove exactly the blocks you hand out from self.free_blocks",
+    )
     audit_kv_manager(case, manager, [req] + owners)
 
 
 @grades(Reference.allocate_for_prefill)
 def check_block_count(cls) -> None:
     """Ceil division at and around block boundaries, block_size 1 included."""
-    for num_blocks, block_size, prompt_len in [(10, 4, 1), (10, 4, 3), (10, 4, 4), (10, 4, 5), (10, 4, 8),
-                                               (10, 4, 9), (10, 1, 1), (10, 1, 7), (6, 16, 17), (3, 7, 21)]:
+    for num_blocks, block_size, prompt_len in [
+        (10, 4, 1),
+        (10, 4, 3),
+        (10, 4, 4),
+        (10, 4, 5),
+        (10, 4, 8),
+        (10, 4, 9),
+        (10, 1, 1),
+        (10, 1, 7),
+        (6, 16, 17),
+        (3, 7, 21),
+    ]:
         _prefill_ok(cls, num_blocks, block_size, prompt_len)
     _prefill_ok(cls, 5, 4, 12, taken=2)  # exactly the free blocks that are left: fits
 
@@ -71,17 +108,18 @@ def _expect_oom(cls, num_blocks: int, block_size: int, taken: int, prompt_len: i
     owner = Request(1, taken * block_size) if taken else None
     if owner:
         _prefill_that_fits(case, manager, owner)
-    expect_oom_unchanged(case, manager.allocate_for_prefill, manager, Request(2, prompt_len),
-                         "Check the size before taking any block.")
+    expect_oom_unchanged(
+        case, manager.allocate_for_prefill, manager, Request(2, prompt_len), "Check the size before taking any block."
+    )
 
 
 @grades(Reference.allocate_for_prefill)
 def check_oom_is_atomic(cls) -> None:
     """OOM by one block at the exact boundary, with one free block, and on an empty pool."""
-    _expect_oom(cls, 1, 4, 0, 5)      # needs 2, has 1
-    _expect_oom(cls, 4, 4, 2, 9)      # needs 3, has 2 (one short at the boundary)
-    _expect_oom(cls, 3, 2, 2, 3)      # needs 2, one free block
-    _expect_oom(cls, 2, 1, 2, 1)      # nothing free at all
+    _expect_oom(cls, 1, 4, 0, 5)  # needs 2, has 1
+    _expect_oom(cls, 4, 4, 2, 9)  # needs 3, has 2 (one short at the boundary)
+    _expect_oom(cls, 3, 2, 2, 3)  # needs 2, one free block
+    _expect_oom(cls, 2, 1, 2, 1)  # nothing free at all
     _expect_oom(cls, 8, 16, 0, 16 * 8 + 1)
 
 
@@ -103,9 +141,19 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
                 continue
             length = rng.randint(1, 3 * block_size * 2)
             mine, theirs = Request(step, length), LocalRequest(step, length)
-            if mirror_step(f"{case}, prompt_len={length}", lambda: reference.allocate_for_prefill(theirs),
-                           student.allocate_for_prefill, student, mine, "prefill"):
+            if mirror_step(
+                f"{case}, prompt_len={length}",
+                lambda: reference.allocate_for_prefill(theirs),
+                student.allocate_for_prefill,
+                student,
+                mine,
+                "prefill",
+            ):
                 live.append((mine, theirs))
-            expect_equal(f"{case}: number of free blocks", len(student.free_blocks), len(reference.free_blocks),
-                         "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM")
+            expect_equal(
+                f"{case}: number of free blocks",
+                len(student.free_blocks),
+                len(reference.free_blocks),
+                "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM",
+            )
             audit_kv_manager(case, student, [m for m, _ in live])

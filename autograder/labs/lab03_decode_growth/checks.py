@@ -4,13 +4,24 @@ Positions are 0-based everywhere: a request of ``seq_len`` tokens holds position
 and its next token goes to position ``seq_len``, which starts a new block when
 ``seq_len % block_size == 0``.
 """
+
 from __future__ import annotations
 
 import random
 
 from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from autograder.labs.checking import CheckFailed, audit_kv_manager, call, check, expect_equal, expect_oom_unchanged, grades, mirror_step, student_side
+from autograder.labs.checking import (
+    CheckFailed,
+    audit_kv_manager,
+    call,
+    check,
+    expect_equal,
+    expect_oom_unchanged,
+    grades,
+    mirror_step,
+    student_side,
+)
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
@@ -23,14 +34,19 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
     for _ in range(steps):
         position, before_blocks = req.seq_len, len(req.block_table)
         starts_block = position % block_size == 0
-        case = (f"block_size={block_size}, decoding the token at position {position} (0-based), which "
-                + ("starts a new block" if starts_block else "fits in the last block"))
+        case = f"block_size={block_size}, decoding the token at position {position} (0-based), which " + (
+            "starts a new block" if starts_block else "fits in the last block"
+        )
         call(case, manager.allocate_for_decode, req)
         expect_equal(f"{case}: seq_len", req.seq_len, position + 1, "one decode step adds exactly one token")
-        expect_equal(f"{case}: blocks in req.block_table", len(req.block_table), before_blocks + starts_block,
-                     "with block_size 1 every token starts a block; is your condition true for 1?"
-                     if block_size == 1 else
-                     "the token at position p starts a new block exactly when p % block_size == 0")
+        expect_equal(
+            f"{case}: blocks in req.block_table",
+            len(req.block_table),
+            before_blocks + starts_block,
+            "with block_size 1 every token starts a block; is your condition true for 1?"
+            if block_size == 1
+            else "the token at position p starts a new block exactly when p % block_size == 0",
+        )
         audit_kv_manager(case, manager, [req])
 
 
@@ -55,8 +71,13 @@ def check_oom_rolls_back(cls) -> None:
     manager = cls(1, 4, 2)
     req = Request(0, 4)
     manager.allocate_for_prefill(req)
-    expect_oom_unchanged("block_size=4, pool full, the token at position 4 (0-based) starts a second block",
-                         manager.allocate_for_decode, manager, req, "Update seq_len only after the block is secured.")
+    expect_oom_unchanged(
+        "block_size=4, pool full, the token at position 4 (0-based) starts a second block",
+        manager.allocate_for_decode,
+        manager,
+        req,
+        "Update seq_len only after the block is secured.",
+    )
     manager = cls(1, 4, 2)
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
@@ -64,18 +85,30 @@ def check_oom_rolls_back(cls) -> None:
     try:
         call(case, manager.allocate_for_decode, req)
     except CheckFailed as failure:
-        raise CheckFailed(case, "this token needs no new block, so a full pool must not stop it",
-                          got=failure.problem, hint="check for a free block only when the token starts a new "
-                          "block") from None
-    check(req.seq_len == 3 and len(req.block_table) == 1, case,
-          "no block is needed here, so a full pool must not stop the decode",
-          "raise OOM only when the token starts a new block and none is free",
-          expected=(3, 1), got=(req.seq_len, len(req.block_table)))
+        raise CheckFailed(
+            case,
+            "this token needs no new block, so a full pool must not stop it",
+            got=failure.problem,
+            hint="check for a free block only when the token starts a new block",
+        ) from None
+    check(
+        req.seq_len == 3 and len(req.block_table) == 1,
+        case,
+        "no block is needed here, so a full pool must not stop the decode",
+        "raise OOM only when the token starts a new block and none is free",
+        expected=(3, 1),
+        got=(req.seq_len, len(req.block_table)),
+    )
     manager = cls(2, 1, 2)
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
-    expect_oom_unchanged("block_size=1, pool full, the token at position 2 (0-based)", manager.allocate_for_decode,
-                         manager, req, "With block_size 1 every token needs a block.")
+    expect_oom_unchanged(
+        "block_size=1, pool full, the token at position 2 (0-based)",
+        manager.allocate_for_decode,
+        manager,
+        req,
+        "With block_size 1 every token needs a block.",
+    )
 
 
 @grades(Reference.allocate_for_decode)
@@ -95,11 +128,22 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
             pairs.append((mine, theirs))
         for step in range(steps // 4):
             mine, theirs = rng.choice(pairs)
-            case = (f"random workload {trial} (num_blocks={num_blocks}, block_size={block_size}), step {step}: "
-                    f"request {mine.request_id}, the token at position {mine.seq_len} (0-based)")
-            mirror_step(case, lambda: reference.allocate_for_decode(theirs), student.allocate_for_decode,
-                        student, mine, "decode")
-            expect_equal(f"{case}: (seq_len, blocks)", (mine.seq_len, len(mine.block_table)),
-                         (theirs.seq_len, len(theirs.block_table)),
-                         "a block exactly when the token's position is a multiple of block_size")
+            case = (
+                f"random workload {trial} (num_blocks={num_blocks}, block_size={block_size}), step {step}: "
+                f"request {mine.request_id}, the token at position {mine.seq_len} (0-based)"
+            )
+            mirror_step(
+                case,
+                lambda: reference.allocate_for_decode(theirs),
+                student.allocate_for_decode,
+                student,
+                mine,
+                "decode",
+            )
+            expect_equal(
+                f"{case}: (seq_len, blocks)",
+                (mine.seq_len, len(mine.block_table)),
+                (theirs.seq_len, len(theirs.block_table)),
+                "a block exactly when the token's position is a multiple of block_size",
+            )
             audit_kv_manager(case, student, [m for m, _ in pairs])

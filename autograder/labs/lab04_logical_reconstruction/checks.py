@@ -1,4 +1,5 @@
 """Lab 04 grader: ``get_physical_cache`` (block-table order, tail truncated, a new tensor)."""
+
 from __future__ import annotations
 
 import random
@@ -7,7 +8,16 @@ import torch
 
 from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
-from autograder.labs.checking import CheckFailed, call, check, expect_equal, expect_raises, grades, materialize, student_side
+from autograder.labs.checking import (
+    CheckFailed,
+    call,
+    check,
+    expect_equal,
+    expect_raises,
+    grades,
+    materialize,
+    student_side,
+)
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
@@ -30,28 +40,52 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
     result = call(case, manager.get_physical_cache, req)  # where the student's code made it
     got = materialize(result)
     expected = reference.get_physical_cache(ref_req)
-    check(type(got) is torch.Tensor, case, "should return a torch.Tensor", "build the result with torch operations",
-          got=type(got).__name__)
-    expect_equal(f"{case}: shape", tuple(got.shape), tuple(expected.shape),
-                 "[seq_len, head_dim]: did you cut the unused tail of the last block?")
+    check(
+        type(got) is torch.Tensor,
+        case,
+        "should return a torch.Tensor",
+        "build the result with torch operations",
+        got=type(got).__name__,
+    )
+    expect_equal(
+        f"{case}: shape",
+        tuple(got.shape),
+        tuple(expected.shape),
+        "[seq_len, head_dim]: did you cut the unused tail of the last block?",
+    )
     expect_equal(f"{case}: dtype", str(got.dtype), str(expected.dtype), "keep the pool's dtype")
     if not torch.equal(got, expected):
         wrong = int((got != expected).any(dim=-1).nonzero()[0])
         logical_block, slot = divmod(wrong, block_size)
-        raise CheckFailed(case, f"position {wrong} (0-based) should hold slot {slot} of physical block "
-                                f"{table[logical_block]} (block_table[{logical_block}])",
-                          expected=[round(x, 4) for x in expected[wrong].tolist()],
-                          got=[round(x, 4) for x in got[wrong].tolist()],
-                          hint="read blocks in block_table order, never in sorted or physical order")
-    check(list(req.block_table) == list(table), case, "get_physical_cache must not change the block table",
-          expected=list(table), got=list(req.block_table))
-    check(torch.equal(materialize(manager.physical_kv_cache), pool_before), case,
-          "get_physical_cache must not change the pool", "read the pool only; write nothing into self.physical_kv_cache")
+        raise CheckFailed(
+            case,
+            f"position {wrong} (0-based) should hold slot {slot} of physical block "
+            f"{table[logical_block]} (block_table[{logical_block}])",
+            expected=[round(x, 4) for x in expected[wrong].tolist()],
+            got=[round(x, 4) for x in got[wrong].tolist()],
+            hint="read blocks in block_table order, never in sorted or physical order",
+        )
+    check(
+        list(req.block_table) == list(table),
+        case,
+        "get_physical_cache must not change the block table",
+        expected=list(table),
+        got=list(req.block_table),
+    )
+    check(
+        torch.equal(materialize(manager.physical_kv_cache), pool_before),
+        case,
+        "get_physical_cache must not change the pool",
+        "read the pool only; write nothing into self.physical_kv_cache",
+    )
     result.add_(1.0)
-    check(torch.equal(materialize(manager.physical_kv_cache), pool_before), case,
-          "the result shares memory with the pool: writing to it changed the cache",
-          "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
-          "block does not (add .clone())")
+    check(
+        torch.equal(materialize(manager.physical_kv_cache), pool_before),
+        case,
+        "the result shares memory with the pool: writing to it changed the cache",
+        "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
+        "block does not (add .clone())",
+    )
 
 
 @grades(Reference.get_physical_cache)
@@ -60,8 +94,13 @@ def check_table_order(cls) -> None:
     for table in ([3, 1], [4, 0, 2], [5, 4, 3, 2, 1, 0], [2], [0, 5, 1, 4]):
         _compare(cls, 6, 2, 3, table, len(table) * 2)
     empty = student_side(cls, "paged_kv.Request")(1, 3)
-    expect_raises("empty block_table", ValueError, cls(4, 2, 2).get_physical_cache, empty,
-                  hint="a request without blocks has nothing to read")
+    expect_raises(
+        "empty block_table",
+        ValueError,
+        cls(4, 2, 2).get_physical_cache,
+        empty,
+        hint="a request without blocks has nothing to read",
+    )
 
 
 @grades(Reference.get_physical_cache)

@@ -13,6 +13,7 @@ earns nothing, while their calls to the substituted other parts are allowed. The
 the lab's contract, so traces compare block tables, ref counts, the free queue's order and the hash map
 exactly with ``paged_kv.BlockManager``.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,8 +24,17 @@ from paged_kv import BlockManager as Reference, Sequence as LocalSequence
 from paged_kv.cache.invariants import check_block_state
 from paged_kv.cache.prefix_cache import NO_HASH, _chain_hash
 
-from autograder.labs.checking import (call, check, expect_equal, grades, materialize, plain_int, plain_ints, student_side,
-                      with_reference_todos)
+from autograder.labs.checking import (
+    call,
+    check,
+    expect_equal,
+    grades,
+    materialize,
+    plain_int,
+    plain_ints,
+    student_side,
+    with_reference_todos,
+)
 
 # The visible tests make sequences, mix in the reference's other TODOs and run prefills where the student's
 # manager lives.
@@ -59,14 +69,16 @@ def state(case: str, manager, seqs, raw_out: list = None) -> dict:
     for pair in raw["hash_to_block_id"]:
         h, block_id = pair if type(pair) is tuple and len(pair) == 2 else (pair, None)
         mapping[plain_int(case, h, "a hash_to_block_id key")] = plain_int(case, block_id, "a hash_to_block_id value")
-    return {"block tables": [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])],
-            "num_cached_tokens": [plain_int(case, n, "num_cached_tokens") for n in raw["num_cached_tokens"]],
-            "ref counts": [plain_int(case, n, f"block {b}'s ref_count") for b, n in zip(ids, raw["ref counts"])],
-            "block hashes": [plain_int(case, h, f"block {b}'s hash") for b, h in zip(ids, raw["block hashes"])],
-            "block token ids": [plain_ints(case, t, f"block {b}'s token_ids") for b, t in zip(ids, raw["block token ids"])],
-            "free queue (in order)": plain_ints(case, raw["free queue (in order)"], "free_block_ids"),
-            "used blocks": plain_ints(case, raw["used blocks"], "used_block_ids"),
-            "hash_to_block_id": mapping}
+    return {
+        "block tables": [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])],
+        "num_cached_tokens": [plain_int(case, n, "num_cached_tokens") for n in raw["num_cached_tokens"]],
+        "ref counts": [plain_int(case, n, f"block {b}'s ref_count") for b, n in zip(ids, raw["ref counts"])],
+        "block hashes": [plain_int(case, h, f"block {b}'s hash") for b, h in zip(ids, raw["block hashes"])],
+        "block token ids": [plain_ints(case, t, f"block {b}'s token_ids") for b, t in zip(ids, raw["block token ids"])],
+        "free queue (in order)": plain_ints(case, raw["free queue (in order)"], "free_block_ids"),
+        "used blocks": plain_ints(case, raw["used blocks"], "used_block_ids"),
+        "hash_to_block_id": mapping,
+    }
 
 
 def expect_same_state(case: str, student, student_seqs, reference, reference_seqs, hint: str) -> None:
@@ -110,7 +122,10 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
     Sequence = student_side(cls, "paged_kv.Sequence")  # the student's manager gets the kernel's sequences
     block_size = rng.choice([1, 2, 3, 4])
     num_blocks = rng.randint(6, 16)
-    student, reference = call(f"trace {seed}: creating the manager", cls, num_blocks, block_size), Reference(num_blocks, block_size)
+    student, reference = (
+        call(f"trace {seed}: creating the manager", cls, num_blocks, block_size),
+        Reference(num_blocks, block_size),
+    )
     systems = [[rng.randrange(40) for _ in range(rng.randint(1, 3 * block_size))] for _ in range(3)]
     waiting: deque = deque()
     running: List[Twin] = []
@@ -129,8 +144,12 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
                 break
             reference.allocate(twin.theirs, expected)
             call(case, student.allocate, twin.mine, expected)
-            expect_equal(f"{case}: num_cached_tokens right after allocate", twin.mine.num_cached_tokens,
-                         twin.theirs.num_cached_tokens, hint)
+            expect_equal(
+                f"{case}: num_cached_tokens right after allocate",
+                twin.mine.num_cached_tokens,
+                twin.theirs.num_cached_tokens,
+                hint,
+            )
             waiting.popleft()
             admitted.append(twin)
         for twin in admitted:  # the model computes the whole admitted batch, then every block is hashed
@@ -188,13 +207,19 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             expect_equal(f"{step}: can_allocate for {arg}", got, expected, hint)
             reference.allocate(theirs[-1], expected)
             call(step, student.allocate, mine[-1], expected)
-            expect_equal(f"{step}: num_cached_tokens right after allocate", mine[-1].num_cached_tokens,
-                         theirs[-1].num_cached_tokens, "allocate sets num_cached_tokens = hits * block_size")
+            expect_equal(
+                f"{step}: num_cached_tokens right after allocate",
+                mine[-1].num_cached_tokens,
+                theirs[-1].num_cached_tokens,
+                "allocate sets num_cached_tokens = hits * block_size",
+            )
             for manager, seq in ((reference, theirs[-1]), (student, mine[-1])):
                 _compute(step, manager, seq)
         elif kind == "batch":  # admitted in one step: all allocated before any is computed and hashed
-            new = [(LocalSequence(tokens, reference.block_size), seq_for(student, tokens, reference.block_size))
-                   for tokens in arg]
+            new = [
+                (LocalSequence(tokens, reference.block_size), seq_for(student, tokens, reference.block_size))
+                for tokens in arg
+            ]
             for ref_seq, my_seq in new:
                 expected = reference.can_allocate(ref_seq)
                 got = plain_int(step, call(step, student.can_allocate, my_seq), "can_allocate's result")
@@ -210,16 +235,29 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             reference.deallocate(theirs.pop(arg))
             freed = mine.pop(arg)
             call(step, student.deallocate, freed)
-            expect_equal(f"{step}: the freed sequence's block_table", freed.block_table, [],
-                         "deallocate clears seq.block_table")
-            expect_equal(f"{step}: the freed sequence's num_cached_tokens", freed.num_cached_tokens, 0,
-                         "deallocate sets seq.num_cached_tokens = 0")
+            expect_equal(
+                f"{step}: the freed sequence's block_table", freed.block_table, [], "deallocate clears seq.block_table"
+            )
+            expect_equal(
+                f"{step}: the freed sequence's num_cached_tokens",
+                freed.num_cached_tokens,
+                0,
+                "deallocate sets seq.num_cached_tokens = 0",
+            )
         expect_same_state(step, student, mine, reference, theirs, hint)
 
 
 # -- part 1, hash: compute_hash -------------------------------------------------------------------------
-HASH_CASES = [([1, 2, 3, 4], NO_HASH), ([1, 2, 3, 4], 12345), ([7], NO_HASH), ([0, 0], NO_HASH),
-              ([5, 6], 0), ([2**31 + 5, 3], NO_HASH), ([9, 8, 7], 2**64 - 1), (list(range(16)), 2**40 + 7)]
+HASH_CASES = [
+    ([1, 2, 3, 4], NO_HASH),
+    ([1, 2, 3, 4], 12345),
+    ([7], NO_HASH),
+    ([0, 0], NO_HASH),
+    ([5, 6], 0),
+    ([2**31 + 5, 3], NO_HASH),
+    ([9, 8, 7], 2**64 - 1),
+    (list(range(16)), 2**40 + 7),
+]
 
 
 @grades(Reference.compute_hash, _chain_hash)
@@ -232,14 +270,22 @@ def check_hash_values(cls) -> None:
         expected = Reference.compute_hash(tokens, prefix)
         given = make_list(tokens)  # a list on the student's side, to see whether compute_hash changes it
         got = call(case, tested.compute_hash, given, prefix)
-        expect_equal(case, got, expected,
-                     "xxh64 of the prefix as 8 little-endian bytes (only when prefix != -1, so 0 counts), "
-                     "then the ids as int64 bytes; return h.intdigest()")
+        expect_equal(
+            case,
+            got,
+            expected,
+            "xxh64 of the prefix as 8 little-endian bytes (only when prefix != -1, so 0 counts), "
+            "then the ids as int64 bytes; return h.intdigest()",
+        )
         check(materialize(given) == tokens, case, "compute_hash must not change the list it is given")
     manager = tested(4, 2)
     case = "compute_hash on an instance, default prefix"
-    expect_equal(case, call(case, manager.compute_hash, [3, 4]), Reference.compute_hash([3, 4]),
-                 "the default prefix is -1 (no previous block)")
+    expect_equal(
+        case,
+        call(case, manager.compute_hash, [3, 4]),
+        Reference.compute_hash([3, 4]),
+        "the default prefix is -1 (no previous block)",
+    )
     case = "a three-block chain"
     h = NO_HASH
     expected = NO_HASH
@@ -250,8 +296,10 @@ def check_hash_values(cls) -> None:
 
 
 # -- part 4, admit: can_allocate + allocate -------------------------------------------------------------
-ALLOCATE_HINT = ("walk full blocks from the start (never the last one), chain the hash, stop at the first "
-                 "miss or token mismatch; a hit on a used block costs no free block, a cached-free hit does")
+ALLOCATE_HINT = (
+    "walk full blocks from the start (never the last one), chain the hash, stop at the first "
+    "miss or token mismatch; a hit on a used block costs no free block, a cached-free hit does"
+)
 
 
 @grades(Reference.can_allocate, Reference.allocate)
@@ -259,37 +307,80 @@ def check_prefix_hits(cls) -> None:
     """Hits on live and cached-free blocks, the last block never served, token verification, OOM counts."""
     tested = with_reference_todos(cls, *ADMIT)
     # A live shared prefix: two blocks shared, ref counts 2, only the tail is new.
-    _same_ops("live prefix shared", *_pair(tested, 8, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6, 7])], ALLOCATE_HINT)
+    _same_ops(
+        "live prefix shared",
+        *_pair(tested, 8, 2),
+        [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6, 7])],
+        ALLOCATE_HINT,
+    )
     # The last block is never served from the cache, even when the whole prompt is cached.
-    _same_ops("prompt fully cached", *_pair(tested, 8, 2),
-              [("prefill", [1, 2, 3, 4]), ("prefill", [1, 2, 3, 4])], "the last block must be computed: "
-              "loop over range(seq.num_blocks - 1)")
-    _same_ops("block_size=1, same prompt twice", *_pair(tested, 8, 1),
-              [("prefill", [4, 5, 6]), ("prefill", [4, 5, 6])], "with block_size 1 the last token is still computed")
+    _same_ops(
+        "prompt fully cached",
+        *_pair(tested, 8, 2),
+        [("prefill", [1, 2, 3, 4]), ("prefill", [1, 2, 3, 4])],
+        "the last block must be computed: loop over range(seq.num_blocks - 1)",
+    )
+    _same_ops(
+        "block_size=1, same prompt twice",
+        *_pair(tested, 8, 1),
+        [("prefill", [4, 5, 6]), ("prefill", [4, 5, 6])],
+        "with block_size 1 the last token is still computed",
+    )
     # Stop at the first miss: a later block that matches must not be reused after a gap.
-    _same_ops("a miss in the middle", *_pair(tested, 10, 2),
-              [("prefill", [1, 2, 3, 4, 5, 6, 7]), ("prefill", [1, 2, 9, 9, 5, 6, 7])], ALLOCATE_HINT)
+    _same_ops(
+        "a miss in the middle",
+        *_pair(tested, 10, 2),
+        [("prefill", [1, 2, 3, 4, 5, 6, 7]), ("prefill", [1, 2, 9, 9, 5, 6, 7])],
+        ALLOCATE_HINT,
+    )
     # Stop at the first miss even when a later block is still cached (so the hits form a prefix):
     # two copies of a prefix filled in one step, the map's copy of block 1 reused, block 2 still cached.
-    _same_ops("a later block cached after a miss", *_pair(tested, 7, 1),
-              [("batch", [[1, 2, 3, 6], [1, 2, 5]]), ("free", 1), ("free", 0), ("prefill", [9, 9]),
-               ("prefill", [1, 2, 3, 7])], "stop at the first miss: cached blocks must be a prefix of the sequence")
+    _same_ops(
+        "a later block cached after a miss",
+        *_pair(tested, 7, 1),
+        [
+            ("batch", [[1, 2, 3, 6], [1, 2, 5]]),
+            ("free", 1),
+            ("free", 0),
+            ("prefill", [9, 9]),
+            ("prefill", [1, 2, 3, 7]),
+        ],
+        "stop at the first miss: cached blocks must be a prefix of the sequence",
+    )
     # Cached-free blocks are revived (taken out of the free queue) and still cost a free block.
-    _same_ops("revive a freed prefix", *_pair(tested, 6, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 8])], ALLOCATE_HINT)
+    _same_ops(
+        "revive a freed prefix",
+        *_pair(tested, 6, 2),
+        [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 8])],
+        ALLOCATE_HINT,
+    )
     for num_blocks, second in ((4, [1, 2, 3, 4, 6, 7]), (4, [1, 2, 3, 4, 6, 7, 8])):
         student, reference = _pair(tested, num_blocks, 2)
-        _same_ops("pool nearly full", student, reference, [("prefill", [1, 2, 3, 4, 5]), ("free", 0),
-                                                           ("prefill", [9, 9])], ALLOCATE_HINT)
+        _same_ops(
+            "pool nearly full",
+            student,
+            reference,
+            [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [9, 9])],
+            ALLOCATE_HINT,
+        )
         case = f"{num_blocks} blocks, 1 live, prefix cached-free, admitting a {len(second)}-token prompt"
         expected = reference.can_allocate(LocalSequence(second, 2))
         got = plain_int(case, call(case, student.can_allocate, seq_for(student, second, 2)), "can_allocate's result")
-        expect_equal(case, got, expected, "a hit on a free (cached) block still takes that block out of the "
-                                          "free pool: only hits on used blocks lower the count of new blocks")
+        expect_equal(
+            case,
+            got,
+            expected,
+            "a hit on a free (cached) block still takes that block out of the "
+            "free pool: only hits on used blocks lower the count of new blocks",
+        )
     student, reference = _pair(tested, 4, 2)
-    _same_ops("exact fit with a live hit", student, reference,
-              [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6])], ALLOCATE_HINT)
+    _same_ops(
+        "exact fit with a live hit",
+        student,
+        reference,
+        [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6])],
+        ALLOCATE_HINT,
+    )
     # Token verification: the cache maps a prompt's hash to a block holding other tokens (a collision).
     for block_size in (2, 3):
         student, reference = _pair(tested, 8, block_size)
@@ -303,13 +394,17 @@ def check_prefix_hits(cls) -> None:
             victim.hash = colliding
             manager.hash_to_block_id[colliding] = victim.block_id
             planted.append(seq)
-        case = f"hash collision (block_size={block_size}): the cache says block {planted[1].block_table[0]} holds " \
-               f"{list(range(1, block_size + 1))} but it holds {[7] * block_size}"
+        case = (
+            f"hash collision (block_size={block_size}): the cache says block {planted[1].block_table[0]} holds "
+            f"{list(range(1, block_size + 1))} but it holds {[7] * block_size}"
+        )
         prompt = list(range(1, block_size + 1)) + [5]
-        got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt, block_size)),
-                        "can_allocate's result")
-        expect_equal(case, got, 0, "on a hash hit compare the block's token_ids with the sequence's; "
-                                   "a mismatch is a miss")
+        got = plain_int(
+            case, call(case, student.can_allocate, seq_for(student, prompt, block_size)), "can_allocate's result"
+        )
+        expect_equal(
+            case, got, 0, "on a hash hit compare the block's token_ids with the sequence's; a mismatch is a miss"
+        )
 
 
 @grades(Reference.can_allocate, Reference.allocate)
@@ -321,40 +416,68 @@ def check_allocation_traces(cls) -> None:
 
 
 # -- part 2, release: deallocate + _allocate_block ------------------------------------------------------
-RELEASE_HINT = ("deallocate: last block first, ref_count - 1, free only at 0 and keep its hash; "
-                "_allocate_block: pop the front of the free queue, drop the block's old hash only if the map "
-                "still points at this block, reset it")
+RELEASE_HINT = (
+    "deallocate: last block first, ref_count - 1, free only at 0 and keep its hash; "
+    "_allocate_block: pop the front of the free queue, drop the block's old hash only if the map "
+    "still points at this block, reset it"
+)
 
 
 @grades(Reference.deallocate, Reference._allocate_block)
 def check_release_and_reuse(cls) -> None:
     """Ref counts, last-first release, free-but-cached hits, stale mappings dropped, the ``== block_id`` guard."""
     tested = with_reference_todos(cls, *RELEASE)
-    _same_ops("free a sequence alone", *_pair(tested, 6, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("free", 0)], RELEASE_HINT)
-    _same_ops("free one of two sharers", *_pair(tested, 8, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6]), ("free", 0), ("free", 0)], RELEASE_HINT)
-    _same_ops("a freed prefix is still hit", *_pair(tested, 8, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 9])],
-              "do not clear a block's hash (or its map entry) when it is freed: free but cached")
+    _same_ops("free a sequence alone", *_pair(tested, 6, 2), [("prefill", [1, 2, 3, 4, 5]), ("free", 0)], RELEASE_HINT)
+    _same_ops(
+        "free one of two sharers",
+        *_pair(tested, 8, 2),
+        [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6]), ("free", 0), ("free", 0)],
+        RELEASE_HINT,
+    )
+    _same_ops(
+        "a freed prefix is still hit",
+        *_pair(tested, 8, 2),
+        [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 9])],
+        "do not clear a block's hash (or its map entry) when it is freed: free but cached",
+    )
     # Reuse: the filler takes the freed prefix's blocks; their old hashes must leave the map.
-    _same_ops("reused blocks lose their old hash", *_pair(tested, 3, 2),
-              [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [7, 8, 9, 10, 11]), ("free", 0),
-               ("prefill", [1, 2, 3, 4, 5])], RELEASE_HINT)
+    _same_ops(
+        "reused blocks lose their old hash",
+        *_pair(tested, 3, 2),
+        [
+            ("prefill", [1, 2, 3, 4, 5]),
+            ("free", 0),
+            ("prefill", [7, 8, 9, 10, 11]),
+            ("free", 0),
+            ("prefill", [1, 2, 3, 4, 5]),
+        ],
+        RELEASE_HINT,
+    )
     # nano-vllm #163: the same tokens under another prefix land in the reused block; the stale entry
     # would then pass the token check and serve KV computed after the wrong prefix.
-    _same_ops("stale mapping with equal tokens", *_pair(tested, 4, 2),
-              [("prefill", [1, 2, 7]), ("prefill", [1, 2, 5, 6]), ("free", 1), ("prefill", [3, 4, 5, 6]),
-               ("free", 1), ("prefill", [1, 2, 5, 6, 9])], "when a block is handed out again, delete its old hash from "
-                                              "hash_to_block_id (if the map still points at it)")
+    _same_ops(
+        "stale mapping with equal tokens",
+        *_pair(tested, 4, 2),
+        [
+            ("prefill", [1, 2, 7]),
+            ("prefill", [1, 2, 5, 6]),
+            ("free", 1),
+            ("prefill", [3, 4, 5, 6]),
+            ("free", 1),
+            ("prefill", [1, 2, 5, 6, 9]),
+        ],
+        "when a block is handed out again, delete its old hash from hash_to_block_id (if the map still points at it)",
+    )
     # nano-vllm #219: two sequences fill the same prefix in one step, so two blocks carry one hash and
     # the map points at the second. Reusing the first must not delete the second's entry.
     for block_size in (1, 2):
         student, reference = _pair(tested, 6, block_size)
         prompt = [1] * block_size + [2]
         managers = ((student, "mine"), (reference, "theirs"))
-        seqs = {name: [seq_for(manager, prompt, block_size), seq_for(manager, prompt, block_size)]
-                for manager, name in managers}
+        seqs = {
+            name: [seq_for(manager, prompt, block_size), seq_for(manager, prompt, block_size)]
+            for manager, name in managers
+        }
         for manager, name in managers:
             case = f"same-step duplicates (block_size={block_size})"
             for seq in seqs[name]:  # both admitted in one step: neither is hashed yet
@@ -366,9 +489,15 @@ def check_release_and_reuse(cls) -> None:
             call(case, _prefill, manager, filler)
             call(case, manager.deallocate, filler)
         case = f"same-step duplicates (block_size={block_size}): the first copy's block was reused"
-        expect_same_state(case, student, seqs["mine"], reference, seqs["theirs"],
-                          "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
-                          "may hold the same prefix and still be live")
+        expect_same_state(
+            case,
+            student,
+            seqs["mine"],
+            reference,
+            seqs["theirs"],
+            "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
+            "may hold the same prefix and still be live",
+        )
         expected = reference.can_allocate(LocalSequence(prompt + [3], block_size))
         got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt + [3], block_size)), "hits")
         expect_equal(f"{case}: hits for the same prefix", got, expected, "the live copy must still be found")
@@ -383,8 +512,10 @@ def check_release_traces(cls) -> None:
 
 
 # -- part 3, register: hash_blocks ----------------------------------------------------------------------
-HASH_BLOCKS_HINT = ("register blocks start = num_cached_tokens // block_size up to end = (num_cached_tokens + "
-                    "num_scheduled_tokens) // block_size, chaining from block start - 1's hash")
+HASH_BLOCKS_HINT = (
+    "register blocks start = num_cached_tokens // block_size up to end = (num_cached_tokens + "
+    "num_scheduled_tokens) // block_size, chaining from block start - 1's hash"
+)
 
 
 def _hash_step(case: str, manager, seq, scheduled: int) -> None:
@@ -395,9 +526,13 @@ def _hash_step(case: str, manager, seq, scheduled: int) -> None:
 def check_hash_blocks(cls) -> None:
     """Only full, computed blocks; the chain continues across steps; chunks; block_size 1; traces."""
     tested = with_reference_todos(cls, *REGISTER)
-    for block_size, prompt, chunks, decodes in [(2, [1, 2, 3, 4, 5], [5], 4), (3, list(range(10)), [4, 0, 5, 1], 3),
-                                                (1, [4, 4, 4], [1, 2], 3), (4, [1, 2, 3], [3], 6),
-                                                (2, [5, 6, 7, 8, 9, 10], [2, 2, 2], 2)]:
+    for block_size, prompt, chunks, decodes in [
+        (2, [1, 2, 3, 4, 5], [5], 4),
+        (3, list(range(10)), [4, 0, 5, 1], 3),
+        (1, [4, 4, 4], [1, 2], 3),
+        (4, [1, 2, 3], [3], 6),
+        (2, [5, 6, 7, 8, 9, 10], [2, 2, 2], 2),
+    ]:
         student, reference = _pair(tested, 12, block_size)
         mine, theirs = seq_for(student, prompt, block_size), LocalSequence(prompt, block_size)
         reference.allocate(theirs, 0)
@@ -406,14 +541,26 @@ def check_hash_blocks(cls) -> None:
         for chunk in chunks:  # chunked prefill: only what was computed may be registered
             _hash_step(case, reference, theirs, chunk)
             _hash_step(case, student, mine, chunk)
-            expect_same_state(f"{case}, after {theirs.num_cached_tokens} tokens", student, [mine], reference, [theirs],
-                              HASH_BLOCKS_HINT)
+            expect_same_state(
+                f"{case}, after {theirs.num_cached_tokens} tokens",
+                student,
+                [mine],
+                reference,
+                [theirs],
+                HASH_BLOCKS_HINT,
+            )
         for token in range(decodes):
             for manager, seq in ((reference, theirs), (student, mine)):
                 seq.append_token(30 + token)
                 manager.may_append(seq)
                 _hash_step(case, manager, seq, 1)
-            expect_same_state(f"{case}, after decoding to {len(theirs)} tokens", student, [mine], reference, [theirs],
-                              HASH_BLOCKS_HINT)
+            expect_same_state(
+                f"{case}, after decoding to {len(theirs)} tokens",
+                student,
+                [mine],
+                reference,
+                [theirs],
+                HASH_BLOCKS_HINT,
+            )
     for seed in range(20, 24):
         run_trace(tested, seed, HASH_BLOCKS_HINT)

@@ -11,6 +11,7 @@ the block size, large logits, scattered non-monotonic tables, garbage padding id
 unused tail slots and unlisted blocks), and a pool past 2**32 elements. Tolerances accept float32
 accumulation in any order.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, Tuple
@@ -62,8 +63,9 @@ def _in_compile_box(name: str, launcher: str, case: PagedCase, grid=None, **para
         raise _no_room(error) from None
 
 
-def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0,
-               name: str = "gather_keys_kernel") -> torch.Tensor:
+def run_gather(
+    kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0, name: str = "gather_keys_kernel"
+) -> torch.Tensor:
     """The lab's ``run_gather``; a kernel of the grading kernel runs from its text in the compile box."""
     if not is_remote(kernel):
         return lab.run_gather(kernel, grid_fn, case, seq, kv_head, name)
@@ -71,8 +73,9 @@ def run_gather(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head
     return _in_compile_box(name, "run_gather", case, grid, seq=seq, kv_head=kv_head)
 
 
-def run_scores(kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0,
-               name: str = "scores_kernel") -> torch.Tensor:
+def run_scores(
+    kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "scores_kernel"
+) -> torch.Tensor:
     """The lab's ``run_scores``; a kernel of the grading kernel runs from its text in the compile box."""
     if not is_remote(kernel):
         return lab.run_scores(kernel, grid_fn, case, seq, q_head, name)
@@ -104,9 +107,16 @@ def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_d
 
 
 # The graded cells' launchers and case makers are these, whatever the notebook's names hold.
-TRUSTED_NAMES = {"require_gpu_build": require_gpu_build, "paged_case": paged_case, "far_pool_case": far_pool_case,
-                 "run_gather": run_gather, "run_scores": run_scores, "run_attend": run_attend,
-                 "run_decode": run_decode, "run_fast_decode": run_fast_decode}
+TRUSTED_NAMES = {
+    "require_gpu_build": require_gpu_build,
+    "paged_case": paged_case,
+    "far_pool_case": far_pool_case,
+    "run_gather": run_gather,
+    "run_scores": run_scores,
+    "run_attend": run_attend,
+    "run_decode": run_decode,
+    "run_fast_decode": run_fast_decode,
+}
 
 
 def _launcher(kernel, name: str):
@@ -114,11 +124,14 @@ def _launcher(kernel, name: str):
     readable 'still the stub' message; the compile box checks the kernel it runs again)."""
     return student_side(kernel, f"paged_kv.lab.kernel_lab.{name}")
 
+
 PACKAGE_KERNELS = (triton_kernels.paged_decode_kernel, triton_kernels.merge_splits_kernel, paged_decode_attention)
 FP32 = dict(atol=2e-5, rtol=2e-5)
 FP16 = dict(atol=2e-3, rtol=2e-3)
-INT64_HINT = ("block ids are int32, and block_id * stride overflows past 2**31 elements: convert the block id "
-              "with .to(tl.int64) before multiplying (vLLM #47671, #50427), and use the strides given")
+INT64_HINT = (
+    "block ids are int32, and block_id * stride overflows past 2**31 elements: convert the block id "
+    "with .to(tl.int64) before multiplying (vLLM #47671, #50427), and use the strides given"
+)
 _built: Dict[Tuple[int, str], str] = {}
 
 
@@ -152,15 +165,26 @@ def _case(kernel, *args, **kwargs) -> PagedCase:
     return (paged_case if is_remote(kernel) else kernel_cases.paged_case)(*args, **kwargs)
 
 
-NEGATIVE_HINT = ("here a query head has every score far below 0 (all under -240): start the running max at -inf, "
-                 "not 0, so that exp(s - m) is 1 at the largest score instead of underflowing to 0 for all of them")
+NEGATIVE_HINT = (
+    "here a query head has every score far below 0 (all under -240): start the running max at -inf, "
+    "not 0, so that exp(s - m) is 1 at the largest score instead of underflowing to 0 for all of them"
+)
 
 
 def _negative_logits(kernel, dtype=torch.float32) -> PagedCase:
     """Logits in the hundreds where sequence 0's query heads 0 and 3 have every score far below 0 (at most -241 and
     -343): a running max started at 0 makes exp(s - m) underflow to 0 there (0 / 0 = NaN)."""
-    return _case(kernel, [2, 9], block_size=4, num_q_heads=4, num_kv_heads=2, dtype=dtype, logit_scale=300.0, seed=74,
-                 label="large negative logits")
+    return _case(
+        kernel,
+        [2, 9],
+        block_size=4,
+        num_q_heads=4,
+        num_kv_heads=2,
+        dtype=dtype,
+        logit_scale=300.0,
+        seed=74,
+        label="large negative logits",
+    )
 
 
 def _far_pool(kernel, **kwargs) -> PagedCase:
@@ -173,19 +197,32 @@ def _far_pool(kernel, **kwargs) -> PagedCase:
 
 
 def _no_room(error: MemoryError) -> CheckFailed:
-    return CheckFailed("pool past 2**32 elements", f"the int64 case could not run here ({error}), so this "
-                       "check scores 0", hint="ask your instructor to grade this notebook again on the CPU "
-                       "(the interpreter) or on a GPU with enough free memory")
+    return CheckFailed(
+        "pool past 2**32 elements",
+        f"the int64 case could not run here ({error}), so this check scores 0",
+        hint="ask your instructor to grade this notebook again on the CPU "
+        "(the interpreter) or on a GPU with enough free memory",
+    )
 
 
 # ----------------------------------------------------------------------------- step 1: gather
 
+
 def _gather_case(kernel, grid, case: PagedCase, seq: int, kv_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, kv_head {kv_head}"
     got = run_gather(kernel, grid, case, seq, kv_head)
-    lab.expect_close(label, got, case.expected_keys(seq, kv_head), atol=0, rtol=0,
-                     hint=_hint(case, "row t comes from block_table[t // BLOCK_SIZE], slot t % BLOCK_SIZE, of this "
-                                      "KV head; mask rows t >= seq_len"))
+    lab.expect_close(
+        label,
+        got,
+        case.expected_keys(seq, kv_head),
+        atol=0,
+        rtol=0,
+        hint=_hint(
+            case,
+            "row t comes from block_table[t // BLOCK_SIZE], slot t % BLOCK_SIZE, of this "
+            "KV head; mask rows t >= seq_len",
+        ),
+    )
 
 
 @grades(gather_kv, *PACKAGE_KERNELS)
@@ -195,8 +232,9 @@ def check_step1_gather(kernel, grid: Callable) -> None:
     first = _case(kernel, [9, 3], block_size=4, num_kv_heads=2)
     _gpu_build(kernel, lab.gather_args(first, torch.empty(9, 16), 0, 1), "gather_keys_kernel")
     _gather_case(kernel, grid, first, 0, 1)
-    for seed, (lens, block_size, head_dim) in enumerate([([1, 6], 2, 8), ([16, 5], 8, 16), ([7], 1, 16),
-                                                         ([33, 40], 16, 32)]):
+    for seed, (lens, block_size, head_dim) in enumerate(
+        [([1, 6], 2, 8), ([16, 5], 8, 16), ([7], 1, 16), ([33, 40], 16, 32)]
+    ):
         case = _case(kernel, lens, block_size=block_size, head_dim=head_dim, num_kv_heads=2, seed=seed + 1)
         _gather_case(kernel, grid, case, len(lens) - 1, seed % 2)
     poisoned = _case(kernel, [6, 12, 1], block_size=4, num_kv_heads=2, poison=True, seed=7)
@@ -207,12 +245,21 @@ def check_step1_gather(kernel, grid: Callable) -> None:
 
 # ----------------------------------------------------------------------------- step 2: scores
 
+
 def _scores_case(kernel, grid, case: PagedCase, seq: int, q_head: int) -> None:
     label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, q_head {q_head}"
     got = run_scores(kernel, grid, case, seq, q_head)
-    lab.expect_close(label, got, case.expected_scores(seq, q_head), **FP32,
-                     hint=_hint(case, "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
-                                      "of the last block (they hold stale data)"))
+    lab.expect_close(
+        label,
+        got,
+        case.expected_scores(seq, q_head),
+        **FP32,
+        hint=_hint(
+            case,
+            "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
+            "of the last block (they hold stale data)",
+        ),
+    )
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
@@ -233,16 +280,22 @@ def check_step2_scores(kernel, grid: Callable) -> None:
 
 # ----------------------------------------------------------------------------- step 3: online softmax
 
+
 def _attend_case(kernel, case: PagedCase, seq: int, q_head: int, case_hint: str = "") -> None:
     label = f"{case.describe()}; seq {seq}, q_head {q_head}"
     got = run_attend(kernel, case, seq, q_head)
-    hint = ("keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
-            "divide by l once at the end")
+    hint = (
+        "keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
+        "divide by l once at the end"
+    )
     if case.q.dtype == torch.float16 and case.q.shape[-1] >= 64:
-        hint = ("fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
-                "accumulate in fp32; " + hint)
-    lab.expect_close(label, got, case.expected_head(seq, q_head), **_tolerance(case),
-                     hint=_hint(case, case_hint or hint))
+        hint = (
+            "fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
+            "accumulate in fp32; " + hint
+        )
+    lab.expect_close(
+        label, got, case.expected_head(seq, q_head), **_tolerance(case), hint=_hint(case, case_hint or hint)
+    )
 
 
 @grades(paged_decode_attention_ref, *PACKAGE_KERNELS)
@@ -252,11 +305,24 @@ def check_step3_online_softmax(kernel) -> None:
     first = _case(kernel, [13], block_size=4)
     _gpu_build(kernel, lab.attend_args(first, torch.empty(16), 0, 0), "attend_kernel")
     _attend_case(kernel, first, 0, 1)
-    for seed, (lens, block_size, dtype, logits) in enumerate([
-            ([1, 40], 4, torch.float32, 1.0), ([64], 16, torch.float32, 1.0), ([23], 2, torch.float32, 300.0),
-            ([30], 4, torch.float16, 40.0), ([8, 9], 8, torch.float16, 1.0)]):
-        case = _case(kernel, lens, block_size=block_size, dtype=dtype, logit_scale=logits, seed=seed + 1,
-                          label="large logits" if logits > 1 else None)
+    for seed, (lens, block_size, dtype, logits) in enumerate(
+        [
+            ([1, 40], 4, torch.float32, 1.0),
+            ([64], 16, torch.float32, 1.0),
+            ([23], 2, torch.float32, 300.0),
+            ([30], 4, torch.float16, 40.0),
+            ([8, 9], 8, torch.float16, 1.0),
+        ]
+    ):
+        case = _case(
+            kernel,
+            lens,
+            block_size=block_size,
+            dtype=dtype,
+            logit_scale=logits,
+            seed=seed + 1,
+            label="large logits" if logits > 1 else None,
+        )
         for seq in range(len(lens)):
             _attend_case(kernel, case, seq, seq % 2)
     poisoned = _case(kernel, [6, 11], block_size=4, poison=True, seed=11)
@@ -267,17 +333,35 @@ def check_step3_online_softmax(kernel) -> None:
     _attend_case(kernel, negative, 1, 1)
     # Llama-sized heads in fp16. With logits of a few units q . k summed in fp16 stays within the tolerance on most
     # heads (0.4x on this one); with larger logits it is off by 3 to 4 times the tolerance on heads 0 and 2.
-    realistic = _case(kernel, [48], block_size=16, head_dim=128, dtype=torch.float16, logit_scale=4.0, seed=12,
-                      label="fp16, head dim 128")
+    realistic = _case(
+        kernel,
+        [48],
+        block_size=16,
+        head_dim=128,
+        dtype=torch.float16,
+        logit_scale=4.0,
+        seed=12,
+        label="fp16, head dim 128",
+    )
     _attend_case(kernel, realistic, 0, 1)
-    larger = _case(kernel, [48], block_size=16, num_q_heads=8, head_dim=128, dtype=torch.float16, logit_scale=8.0,
-                   seed=25, label="fp16, head dim 128, large logits")
+    larger = _case(
+        kernel,
+        [48],
+        block_size=16,
+        num_q_heads=8,
+        head_dim=128,
+        dtype=torch.float16,
+        logit_scale=8.0,
+        seed=25,
+        label="fp16, head dim 128, large logits",
+    )
     _attend_case(kernel, larger, 0, 0)
     _attend_case(kernel, larger, 0, 2)
     _attend_case(kernel, _far_pool(kernel, block_size=8), 0, 1)
 
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
+
 
 def _decode_case(kernel, grid, case: PagedCase, hint: str) -> None:
     got = run_decode(kernel, grid, case)
@@ -295,26 +379,58 @@ def check_step4_batch(kernel, grid: Callable) -> None:
     also at head dim 128 with realistic logits, and with GROUP 8 and large logits (q . k summed in fp16 fails);
     query heads whose scores are all far below 0."""
     _decode_build(kernel)
-    hint = ("program (s, h) reads KV head h for query heads h*GROUP .. h*GROUP+GROUP-1; each sequence has its "
-            "own length and table row (stride_bt)")
-    for seed, (lens, heads, block_size, dtype, logits) in enumerate([
-            ([5, 1, 12, 8], (4, 4), 4, torch.float32, 1.0), ([16, 3, 9], (8, 2), 8, torch.float32, 1.0),
-            ([7, 20], (6, 2), 4, torch.float32, 1.0), ([1, 2, 30], (4, 1), 2, torch.float32, 1.0),
-            ([33, 16], (4, 2), 16, torch.float16, 1.0), ([18, 6], (4, 2), 4, torch.float32, 200.0)]):
-        case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1], dtype=dtype,
-                          logit_scale=logits, seed=seed, label="large logits" if logits > 1 else None)
+    hint = (
+        "program (s, h) reads KV head h for query heads h*GROUP .. h*GROUP+GROUP-1; each sequence has its "
+        "own length and table row (stride_bt)"
+    )
+    for seed, (lens, heads, block_size, dtype, logits) in enumerate(
+        [
+            ([5, 1, 12, 8], (4, 4), 4, torch.float32, 1.0),
+            ([16, 3, 9], (8, 2), 8, torch.float32, 1.0),
+            ([7, 20], (6, 2), 4, torch.float32, 1.0),
+            ([1, 2, 30], (4, 1), 2, torch.float32, 1.0),
+            ([33, 16], (4, 2), 16, torch.float16, 1.0),
+            ([18, 6], (4, 2), 4, torch.float32, 200.0),
+        ]
+    ):
+        case = _case(
+            kernel,
+            lens,
+            block_size=block_size,
+            num_q_heads=heads[0],
+            num_kv_heads=heads[1],
+            dtype=dtype,
+            logit_scale=logits,
+            seed=seed,
+            label="large logits" if logits > 1 else None,
+        )
         _decode_case(kernel, grid, case, hint)
     _decode_case(kernel, grid, _negative_logits(kernel), NEGATIVE_HINT)
     # Llama-sized heads in fp16. With 4 query heads and logits of a few units, q . k summed in fp16 stays within the
     # tolerance (about half of it); with GROUP 8 and larger logits it is off by 3 to 8 times the tolerance whatever
     # the seed, while a correct kernel's only error is fp16 rounding of its output (a quarter of it at most).
-    hint = ("fp16 at head dim 128: a sum of 128 products in fp16 keeps about three digits; convert q and k to fp32 "
-            "before the dot product and accumulate in fp32")
-    for seed, (lens, heads, logits, label) in enumerate([
+    hint = (
+        "fp16 at head dim 128: a sum of 128 products in fp16 keeps about three digits; convert q and k to fp32 "
+        "before the dot product and accumulate in fp32"
+    )
+    for seed, (lens, heads, logits, label) in enumerate(
+        [
             ([40, 17], (4, 2), 4.0, "fp16, head dim 128"),
-            ([64, 9], (16, 2), 12.0, "fp16, head dim 128, GROUP 8, large logits")]):
-        case = _case(kernel, lens, block_size=16, num_q_heads=heads[0], num_kv_heads=heads[1], head_dim=128,
-                     dtype=torch.float16, logit_scale=logits, seed=(13, 16)[seed], label=label)
+            ([64, 9], (16, 2), 12.0, "fp16, head dim 128, GROUP 8, large logits"),
+        ]
+    ):
+        case = _case(
+            kernel,
+            lens,
+            block_size=16,
+            num_q_heads=heads[0],
+            num_kv_heads=heads[1],
+            head_dim=128,
+            dtype=torch.float16,
+            logit_scale=logits,
+            seed=(13, 16)[seed],
+            label=label,
+        )
         _decode_case(kernel, grid, case, hint)
 
 
@@ -322,12 +438,23 @@ def check_step4_batch(kernel, grid: Callable) -> None:
 def check_step4_poisoned_memory(kernel, grid: Callable) -> None:
     """NaN in unused tail slots and in blocks no table lists; padding entries hold garbage ids."""
     _decode_build(kernel)
-    hint = ("only tokens t < seq_len may touch the result: mask the K and V loads (other=0) and the scores "
-            "(-inf), and never follow a table entry past the sequence's last block (it is padding)")
-    for seed, (lens, heads, block_size) in enumerate([([5, 12, 1, 8], (4, 2), 4), ([9, 3], (2, 1), 8),
-                                                      ([15, 17, 2], (6, 3), 4)]):
-        case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1], poison=True,
-                          extra_columns=2, seed=20 + seed)
+    hint = (
+        "only tokens t < seq_len may touch the result: mask the K and V loads (other=0) and the scores "
+        "(-inf), and never follow a table entry past the sequence's last block (it is padding)"
+    )
+    for seed, (lens, heads, block_size) in enumerate(
+        [([5, 12, 1, 8], (4, 2), 4), ([9, 3], (2, 1), 8), ([15, 17, 2], (6, 3), 4)]
+    ):
+        case = _case(
+            kernel,
+            lens,
+            block_size=block_size,
+            num_q_heads=heads[0],
+            num_kv_heads=heads[1],
+            poison=True,
+            extra_columns=2,
+            seed=20 + seed,
+        )
         _decode_case(kernel, grid, case, hint)
 
 
@@ -341,9 +468,11 @@ def check_step4_int64_offsets(kernel, grid: Callable) -> None:
 
 # ----------------------------------------------------------------------------- step 5: make it fast
 
-FAST_HINT = ("walk TILE tokens per iteration (pos = start + tl.arange(0, TILE)); each token's block is "
-             "table[pos // BLOCK_SIZE] and its slot pos % BLOCK_SIZE; mask the tokens past seq_len and, on "
-             "store, the rows past GROUP")
+FAST_HINT = (
+    "walk TILE tokens per iteration (pos = start + tl.arange(0, TILE)); each token's block is "
+    "table[pos // BLOCK_SIZE] and its slot pos % BLOCK_SIZE; mask the tokens past seq_len and, on "
+    "store, the rows past GROUP"
+)
 
 
 def _fast_case(kernel, case: PagedCase, tile: int, hint: str) -> None:
@@ -363,32 +492,75 @@ def check_step5_correct(kernel) -> None:
     poisoned memory with garbage padding ids; query heads whose scores are all far below 0; a Llama-sized head;
     a pool past 2**32 elements; a 128k-token context whose softmax sum and unnormalised output pass fp16's range."""
     _fast_buildable(kernel)
-    for seed, (lens, heads, block_size, tile, poison) in enumerate([
-            ([5, 1, 40, 16], (8, 1), 1, 16, False),     # MQA, one token per block
-            ([37, 3, 20], (6, 2), 3, 16, True),         # a block size that is not a power of two
-            ([33, 16, 1], (4, 2), 16, 16, False),       # TILE == BLOCK_SIZE
-            ([70, 9], (8, 2), 16, 64, True),            # TILE > BLOCK_SIZE: one tile spans four blocks
-            ([300, 45], (4, 4), 256, 32, False),        # TILE < BLOCK_SIZE: eight tiles per block (MHA)
-            ([129, 64, 2], (16, 2), 64, 32, True)]):    # GROUP 8
-        case = _case(kernel, lens, block_size=block_size, num_q_heads=heads[0], num_kv_heads=heads[1],
-                     dtype=torch.float16, poison=poison, extra_columns=2 if poison else 0, seed=40 + seed)
+    for seed, (lens, heads, block_size, tile, poison) in enumerate(
+        [
+            ([5, 1, 40, 16], (8, 1), 1, 16, False),  # MQA, one token per block
+            ([37, 3, 20], (6, 2), 3, 16, True),  # a block size that is not a power of two
+            ([33, 16, 1], (4, 2), 16, 16, False),  # TILE == BLOCK_SIZE
+            ([70, 9], (8, 2), 16, 64, True),  # TILE > BLOCK_SIZE: one tile spans four blocks
+            ([300, 45], (4, 4), 256, 32, False),  # TILE < BLOCK_SIZE: eight tiles per block (MHA)
+            ([129, 64, 2], (16, 2), 64, 32, True),
+        ]
+    ):  # GROUP 8
+        case = _case(
+            kernel,
+            lens,
+            block_size=block_size,
+            num_q_heads=heads[0],
+            num_kv_heads=heads[1],
+            dtype=torch.float16,
+            poison=poison,
+            extra_columns=2 if poison else 0,
+            seed=40 + seed,
+        )
         _fast_case(kernel, case, tile, FAST_HINT)
     _fast_case(kernel, _negative_logits(kernel, torch.float16), 16, NEGATIVE_HINT)
-    case = _case(kernel, [40, 17], block_size=16, num_q_heads=8, num_kv_heads=2, head_dim=128, dtype=torch.float16,
-                 logit_scale=4.0, seed=50, label="fp16, head dim 128")
-    _fast_case(kernel, case, 64, "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
-                                 "acc in float32; cast p to V's dtype only for the second tl.dot")
+    case = _case(
+        kernel,
+        [40, 17],
+        block_size=16,
+        num_q_heads=8,
+        num_kv_heads=2,
+        head_dim=128,
+        dtype=torch.float16,
+        logit_scale=4.0,
+        seed=50,
+        label="fp16, head dim 128",
+    )
+    _fast_case(
+        kernel,
+        case,
+        64,
+        "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
+        "acc in float32; cast p to V's dtype only for the second tl.dot",
+    )
     case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
     _fast_case(kernel, case, 16, INT64_HINT)
     # Llama 3.1's whole window with scores close together and values around 1: the softmax's running sum l and the
     # unnormalised output acc both reach about 105000, past fp16's largest value (65504), so a 16-bit l or a 16-bit
     # accumulator (each tile's tl.dot cast back to fp16) overflows; heads of 16 and TILE 512 keep it to 256
     # iterations (about 2 s in the interpreter).
-    case = _case(kernel, [131072, 5], block_size=16, num_q_heads=16, num_kv_heads=1, head_dim=16, dtype=torch.float16,
-                 logit_scale=0.05, seed=60, value_offset=1.0, label="a 128k-token context, scores close together")
-    _fast_case(kernel, case, 512, "when the scores are close together the running sum l grows to about the number of "
-                                  "tokens, and acc to that times the values: keep m, l and acc in fp32 (fp16 stops at "
-                                  "65504); cast only p, to V's dtype, for the second tl.dot")
+    case = _case(
+        kernel,
+        [131072, 5],
+        block_size=16,
+        num_q_heads=16,
+        num_kv_heads=1,
+        head_dim=16,
+        dtype=torch.float16,
+        logit_scale=0.05,
+        seed=60,
+        value_offset=1.0,
+        label="a 128k-token context, scores close together",
+    )
+    _fast_case(
+        kernel,
+        case,
+        512,
+        "when the scores are close together the running sum l grows to about the number of "
+        "tokens, and acc to that times the values: keep m, l and acc in fp32 (fp16 stops at "
+        "65504); cast only p, to V's dtype, for the second tl.dot",
+    )
 
 
 def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_kernel") -> dict:

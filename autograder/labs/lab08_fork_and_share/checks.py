@@ -13,6 +13,7 @@ block, free xor used); after every fork, every field of the child against the re
 (``fork_fields``). ``copy_blocks`` gets new lists of the caches' tensors, as the runner hands them, and
 the tensors are read back from lists it never saw.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,11 +27,26 @@ from paged_kv.cache.prefix_cache import Sequence as LocalSequence
 from paged_kv.cache.steps import prefill as local_prefill
 from paged_kv.engine import cache_ops
 from paged_kv.engine.forking import advance_beams as reference_advance
-from paged_kv.lab.fork_lab import (SEQUENCE_FIELDS, fork_fields, make_caches as local_caches, shape_of_state,
-                                   step_computed as local_step)
+from paged_kv.lab.fork_lab import (
+    SEQUENCE_FIELDS,
+    fork_fields,
+    make_caches as local_caches,
+    shape_of_state,
+    step_computed as local_step,
+)
 
-from autograder.labs.checking import (CheckFailed, call, check, expect_equal, grades, materialize, plain_int, plain_ints,
-                      student_side, with_reference_todos)
+from autograder.labs.checking import (
+    CheckFailed,
+    call,
+    check,
+    expect_equal,
+    grades,
+    materialize,
+    plain_int,
+    plain_ints,
+    student_side,
+    with_reference_todos,
+)
 
 # The visible tests make sequences, mix in the reference's other TODOs (where the box's package has them) and
 # read the pool's shape where the student's objects live.
@@ -60,8 +76,13 @@ def shape(case: str, side: Side) -> Tuple[dict, dict]:
     check(type(copies) is list, case, "pending_copies should be a list of (source, destination) pairs", got=copies)
     pairs = []
     for pair in copies:
-        check(type(pair) in (tuple, list) and len(pair) == 2, case, "each pending copy is a (source, destination) pair",
-              "append the pair (old block id, new block id) to self.pending_copies", got=pair)
+        check(
+            type(pair) in (tuple, list) and len(pair) == 2,
+            case,
+            "each pending copy is a (source, destination) pair",
+            "append the pair (old block id, new block id) to self.pending_copies",
+            got=pair,
+        )
         src, dst = (plain_int(case, v, "a pending copy's block id") for v in pair)
         pairs.append((src, dst))
     if any(not 0 <= b < len(refs) for b in plain_ints(case, [b for t in tables for b in t], "block ids")):
@@ -72,21 +93,29 @@ def shape(case: str, side: Side) -> Tuple[dict, dict]:
 def expect_same(case: str, mine: Side, theirs: Side, hint: str) -> None:
     got, raw = shape(case, mine)
     want, _ = shape(case, theirs)
-    expect_equal(f"{case}: each sequence's token_ids", raw["seq token ids"], [list(s.token_ids) for s in theirs.seqs],
-                 hint)
-    expect_equal(f"{case}: each sequence's num_cached_tokens", raw["num_cached_tokens"],
-                 [s.num_cached_tokens for s in theirs.seqs], "a fork's tokens are already computed: copy the "
-                 "parent's num_cached_tokens" if "fork" in hint else hint)
+    expect_equal(
+        f"{case}: each sequence's token_ids", raw["seq token ids"], [list(s.token_ids) for s in theirs.seqs], hint
+    )
+    expect_equal(
+        f"{case}: each sequence's num_cached_tokens",
+        raw["num_cached_tokens"],
+        [s.num_cached_tokens for s in theirs.seqs],
+        "a fork's tokens are already computed: copy the parent's num_cached_tokens" if "fork" in hint else hint,
+    )
     for key in ("tables", "ref counts", "free blocks", "copies"):
-        expect_equal(f"{case}: {key} (blocks named b0, b1, ... in order of first appearance)", got[key], want[key], hint)
+        expect_equal(
+            f"{case}: {key} (blocks named b0, b1, ... in order of first appearance)", got[key], want[key], hint
+        )
     try:
         check_block_state(raw)
     except AssertionError as failure:
         raise CheckFailed(case, f"the pool is inconsistent: {failure}", hint=hint) from None
 
 
-CHILD_HINT = ("a fork is a new Sequence that is its parent's twin in every field (the same tokens, prompt length "
-              "and computed tokens), with lists of its own")
+CHILD_HINT = (
+    "a fork is a new Sequence that is its parent's twin in every field (the same tokens, prompt length "
+    "and computed tokens), with lists of its own"
+)
 
 
 def expect_same_child(case: str, mine: Side, theirs: Side, parent: int) -> None:
@@ -95,18 +124,32 @@ def expect_same_child(case: str, mine: Side, theirs: Side, parent: int) -> None:
     want = fork_fields(theirs.seqs[-1], theirs.seqs[parent])
     read = mine.box("paged_kv.lab.fork_lab.fork_fields")
     got = materialize(call(case, read, mine.seqs[-1], mine.seqs[parent]))
-    check(type(got) is dict and set(got) == set(want), case, "the child's fields could not be read", CHILD_HINT,
-          got=got)
+    check(
+        type(got) is dict and set(got) == set(want), case, "the child's fields could not be read", CHILD_HINT, got=got
+    )
     check(got["a Sequence"] is True, case, "fork returned something that is not a Sequence", CHILD_HINT)
-    check(got["its own seq_id"] is True, case, "the child has the parent's seq_id: it is the parent itself, or a "
-          "shallow copy of it", CHILD_HINT)
+    check(
+        got["its own seq_id"] is True,
+        case,
+        "the child has the parent's seq_id: it is the parent itself, or a shallow copy of it",
+        CHILD_HINT,
+    )
     for name in SEQUENCE_FIELDS:
-        expect_equal(f"{case}: the child's {name} (the reference's child has the parent's)", got[name], want[name],
-                     CHILD_HINT)
-    check(got["its own token_ids list"] is True, case, "the child's token_ids is the parent's list object: a token "
-          "appended to one would appear in the other", CHILD_HINT)
-    check(got["its own block_table list"] is True, case, "the child's block_table is the parent's list object: a "
-          "copy on write in one would change the other's table", CHILD_HINT)
+        expect_equal(
+            f"{case}: the child's {name} (the reference's child has the parent's)", got[name], want[name], CHILD_HINT
+        )
+    check(
+        got["its own token_ids list"] is True,
+        case,
+        "the child's token_ids is the parent's list object: a token appended to one would appear in the other",
+        CHILD_HINT,
+    )
+    check(
+        got["its own block_table list"] is True,
+        case,
+        "the child's block_table is the parent's list object: a copy on write in one would change the other's table",
+        CHILD_HINT,
+    )
 
 
 def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
@@ -141,8 +184,12 @@ def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
         try:
             call(case, mine.manager.may_append, seq)
         except CheckFailed as failure:
-            raise CheckFailed(case, failure.problem, hint="the reference, in the same state, completes this "
-                              "may_append: raise OOM only when a block is needed and none is free") from None
+            raise CheckFailed(
+                case,
+                failure.problem,
+                hint="the reference, in the same state, completes this "
+                "may_append: raise OOM only when a block is needed and none is free",
+            ) from None
     else:  # pragma: no cover - a grader bug
         raise ValueError(op)
 
@@ -158,20 +205,33 @@ def _expect_unchanged_oom(case: str, mine: Side, i: int, token: int, hint: str) 
     except RuntimeError as error:
         check("OOM" in str(error), case, "an OOM must raise RuntimeError('OOM ...')", got=str(error))
     except Exception as error:  # noqa: BLE001 - the student's own failure, reported as such
-        raise CheckFailed(case, f"with no free block this may_append raised {type(error).__name__}: {error}",
-                          hint="raise RuntimeError('OOM ...') before changing anything") from None
+        raise CheckFailed(
+            case,
+            f"with no free block this may_append raised {type(error).__name__}: {error}",
+            hint="raise RuntimeError('OOM ...') before changing anything",
+        ) from None
     else:
-        raise CheckFailed(case, "no free block is left, yet may_append raised no OOM",
-                          hint="a copy on write needs a free block too: check before taking one")
+        raise CheckFailed(
+            case,
+            "no free block is left, yet may_append raised no OOM",
+            hint="a copy on write needs a free block too: check before taking one",
+        )
     finally:
         call(case, seq.token_ids.pop)
     after, _ = shape(case, mine)
-    check(after == before, case, "a failed may_append must change nothing (tables, ref counts, free blocks, copies)",
-          "check for a free block before dropping a reference or recording a copy", expected=before, got=after)
+    check(
+        after == before,
+        case,
+        "a failed may_append must change nothing (tables, ref counts, free blocks, copies)",
+        "check for a free block before dropping a reference or recording a copy",
+        expected=before,
+        got=after,
+    )
 
 
-def replay(cls, ops: List[tuple], num_blocks: int, block_size: int, case: str, hint: str,
-           reference_cls: type = Reference) -> None:
+def replay(
+    cls, ops: List[tuple], num_blocks: int, block_size: int, case: str, hint: str, reference_cls: type = Reference
+) -> None:
     mine = Side(call(f"{case}: creating the manager", cls, num_blocks, block_size), cls)
     theirs = Side(reference_cls(num_blocks, block_size))
     for step, op in enumerate(ops):
@@ -218,26 +278,65 @@ def check_fork(cls) -> None:
     """Forks of prompts that end inside and at the end of a block, forks of forks, freeing a parent, an
     empty pool (a fork costs no block), and seeded fork/append/free traces."""
     M = with_reference_todos(cls, "fork")
-    replay(M, [("prefill", list(range(1, 8)), 4), ("fork", 0), ("fork", 1), ("fork", 0)], 8, 4,
-           "7-token prompt, block_size=4, forked three times", FORK_HINT)
-    replay(M, [("prefill", list(range(1, 9)), 4), ("fork", 0), ("free", 0), ("append", 0, 5), ("compute",)], 4, 4,
-           "8-token prompt (two full blocks), forked, the parent freed, the child decodes", FORK_HINT)
-    replay(M, [("prefill", [3, 1, 4], 1), ("fork", 0), ("fork", 0)], 3, 1,
-           "block_size=1, a full pool: forking needs no free block", FORK_HINT)
-    replay(M, [("prefill", [9, 9, 9, 9, 9], 2), ("fork", 0), ("append", 1, 7), ("compute",), ("fork", 1),
-               ("append", 0, 8), ("compute",)], 10, 2,
-           "the child's table is its own list: appending to the child must not change the parent's", FORK_HINT)
+    replay(
+        M,
+        [("prefill", list(range(1, 8)), 4), ("fork", 0), ("fork", 1), ("fork", 0)],
+        8,
+        4,
+        "7-token prompt, block_size=4, forked three times",
+        FORK_HINT,
+    )
+    replay(
+        M,
+        [("prefill", list(range(1, 9)), 4), ("fork", 0), ("free", 0), ("append", 0, 5), ("compute",)],
+        4,
+        4,
+        "8-token prompt (two full blocks), forked, the parent freed, the child decodes",
+        FORK_HINT,
+    )
+    replay(
+        M,
+        [("prefill", [3, 1, 4], 1), ("fork", 0), ("fork", 0)],
+        3,
+        1,
+        "block_size=1, a full pool: forking needs no free block",
+        FORK_HINT,
+    )
+    replay(
+        M,
+        [
+            ("prefill", [9, 9, 9, 9, 9], 2),
+            ("fork", 0),
+            ("append", 1, 7),
+            ("compute",),
+            ("fork", 1),
+            ("append", 0, 8),
+            ("compute",),
+        ],
+        10,
+        2,
+        "the child's table is its own list: appending to the child must not change the parent's",
+        FORK_HINT,
+    )
     for seed in range(6):
         rng = random.Random(100 + seed)
         block_size = rng.choice([1, 2, 3, 4, 16])
-        replay(M, random_ops(rng, block_size, 14), 60, block_size,
-               f"seeded trace {seed} (block_size={block_size})", FORK_HINT)
+        replay(
+            M,
+            random_ops(rng, block_size, 14),
+            60,
+            block_size,
+            f"seeded trace {seed} (block_size={block_size})",
+            FORK_HINT,
+        )
 
 
 # -- TODO 2: may_append with copy-on-write ---------------------------------------------------------------
-COW_HINT = ("if the newest token goes into a block with ref_count > 1, take a fresh block, record (old, new) in "
-            "self.pending_copies and drop one reference on the old block; a block only this sequence holds is "
-            "written in place")
+COW_HINT = (
+    "if the newest token goes into a block with ref_count > 1, take a fresh block, record (old, new) in "
+    "self.pending_copies and drop one reference on the old block; a block only this sequence holds is "
+    "written in place"
+)
 
 
 @grades(Reference.may_append)
@@ -245,22 +344,67 @@ def check_copy_on_write(cls) -> None:
     """Shared partial blocks copied once per writer, the last holder writing in place, shared full blocks
     never copied (the token starts a new block), block_size 1, and seeded traces."""
     M = with_reference_todos(cls, "may_append")
-    replay(M, [("prefill", [1, 2, 3, 4, 5, 6], 4), ("fork", 0), ("append", 0, 7), ("append", 1, 8), ("compute",)],
-           6, 4, "a 6-token prompt (block_size=4) and its fork both append", COW_HINT)
-    replay(M, [("prefill", [1, 2, 3], 4), ("fork", 0), ("fork", 0), ("append", 2, 5), ("append", 1, 6),
-               ("append", 0, 7), ("compute",), ("append", 0, 1), ("compute",)], 8, 4,
-           "three holders of a partial block write in turn: two copies, the last writes in place", COW_HINT)
-    replay(M, [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 0, 5), ("append", 1, 6), ("compute",)],
-           6, 4, "a full shared last block: the new tokens start new blocks, nothing is copied", COW_HINT)
-    replay(M, [("prefill", [1, 2, 3], 1), ("fork", 0), ("append", 1, 4), ("append", 0, 5), ("compute",)],
-           8, 1, "block_size=1: every token starts a block, nothing is ever copied", COW_HINT)
-    replay(M, [("prefill", [1, 2], 4), ("append", 0, 3), ("compute",), ("append", 0, 4), ("compute",)], 2, 4,
-           "a sequence alone in its block writes in place", COW_HINT)
+    replay(
+        M,
+        [("prefill", [1, 2, 3, 4, 5, 6], 4), ("fork", 0), ("append", 0, 7), ("append", 1, 8), ("compute",)],
+        6,
+        4,
+        "a 6-token prompt (block_size=4) and its fork both append",
+        COW_HINT,
+    )
+    replay(
+        M,
+        [
+            ("prefill", [1, 2, 3], 4),
+            ("fork", 0),
+            ("fork", 0),
+            ("append", 2, 5),
+            ("append", 1, 6),
+            ("append", 0, 7),
+            ("compute",),
+            ("append", 0, 1),
+            ("compute",),
+        ],
+        8,
+        4,
+        "three holders of a partial block write in turn: two copies, the last writes in place",
+        COW_HINT,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 0, 5), ("append", 1, 6), ("compute",)],
+        6,
+        4,
+        "a full shared last block: the new tokens start new blocks, nothing is copied",
+        COW_HINT,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2, 3], 1), ("fork", 0), ("append", 1, 4), ("append", 0, 5), ("compute",)],
+        8,
+        1,
+        "block_size=1: every token starts a block, nothing is ever copied",
+        COW_HINT,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2], 4), ("append", 0, 3), ("compute",), ("append", 0, 4), ("compute",)],
+        2,
+        4,
+        "a sequence alone in its block writes in place",
+        COW_HINT,
+    )
     for seed in range(8):
         rng = random.Random(200 + seed)
         block_size = rng.choice([2, 3, 4, 5, 16])
-        replay(M, random_ops(rng, block_size, 16), 80, block_size,
-               f"seeded trace {seed} (block_size={block_size})", COW_HINT)
+        replay(
+            M,
+            random_ops(rng, block_size, 16),
+            80,
+            block_size,
+            f"seeded trace {seed} (block_size={block_size})",
+            COW_HINT,
+        )
 
 
 @grades(Reference.may_append)
@@ -269,24 +413,56 @@ def check_append_oom(cls) -> None:
     an in-place write needs no free block; seeded traces on small pools."""
     M = with_reference_todos(cls, "may_append")
     hint = "raise RuntimeError('OOM ...') before changing anything when the block you need is not free"
-    replay(M, [("prefill", [1, 2, 3], 4), ("fork", 0), ("append", 0, 4)], 1, 4,
-           "one block in the pool, shared by two sequences: the copy cannot be made", hint)
-    replay(M, [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 1, 5)], 1, 4,
-           "a full shared block, no free block: the new block cannot be had", hint)
-    replay(M, [("prefill", [1, 2, 3], 4), ("fork", 0), ("free", 0), ("append", 0, 4), ("compute",)], 1, 4,
-           "one holder left after a free, no free block: it writes in place", hint)
-    replay(M, [("prefill", [1, 2], 2), ("fork", 0), ("append", 0, 3), ("append", 1, 4)], 2, 2,
-           "two blocks: the first writer gets the last free block, the second gets OOM", hint)
+    replay(
+        M,
+        [("prefill", [1, 2, 3], 4), ("fork", 0), ("append", 0, 4)],
+        1,
+        4,
+        "one block in the pool, shared by two sequences: the copy cannot be made",
+        hint,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 1, 5)],
+        1,
+        4,
+        "a full shared block, no free block: the new block cannot be had",
+        hint,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2, 3], 4), ("fork", 0), ("free", 0), ("append", 0, 4), ("compute",)],
+        1,
+        4,
+        "one holder left after a free, no free block: it writes in place",
+        hint,
+    )
+    replay(
+        M,
+        [("prefill", [1, 2], 2), ("fork", 0), ("append", 0, 3), ("append", 1, 4)],
+        2,
+        2,
+        "two blocks: the first writer gets the last free block, the second gets OOM",
+        hint,
+    )
     for seed in range(8):
         rng = random.Random(300 + seed)
         block_size = rng.choice([1, 2, 3, 4])
-        replay(M, random_ops(rng, block_size, 18), rng.randint(4, 9), block_size,
-               f"seeded trace {seed} on a small pool (block_size={block_size})", hint)
+        replay(
+            M,
+            random_ops(rng, block_size, 18),
+            rng.randint(4, 9),
+            block_size,
+            f"seeded trace {seed} on a small pool (block_size={block_size})",
+            hint,
+        )
 
 
 # -- TODO 3: advance_beams --------------------------------------------------------------------------------
-BEAM_HINT = ("fork every beam chosen more than once (before appending anything), deallocate every beam no "
-             "choice names, then append each token and call manager.may_append")
+BEAM_HINT = (
+    "fork every beam chosen more than once (before appending anything), deallocate every beam no "
+    "choice names, then append each token and call manager.may_append"
+)
 
 
 def _beam_step_choices(rng: random.Random, beams: int, width: int) -> List[Tuple[int, int]]:
@@ -299,8 +475,7 @@ def _beam_step_choices(rng: random.Random, beams: int, width: int) -> List[Tuple
     return out
 
 
-def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, theirs: Side,
-               failed_hint: str = "") -> None:
+def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, theirs: Side, failed_hint: str = "") -> None:
     """One beam step on both sides (the reference's ``advance_beams``, the student's ``fn``), compared, then
     computed. ``failed_hint`` replaces the hint of a student step that raised."""
     theirs.seqs = reference_advance(theirs.manager, theirs.seqs, choices)
@@ -311,20 +486,34 @@ def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, their
             raise
         raise CheckFailed(where, failure.problem, hint=failed_hint) from None
     count = plain_int(where, call(where, len, got), "the number of beams returned")
-    check(count == len(choices), where, f"advance_beams returned {count} beams for {len(choices)} choices",
-          "return one Sequence per choice, in the order of choices", expected=len(choices), got=count)
+    check(
+        count == len(choices),
+        where,
+        f"advance_beams returned {count} beams for {len(choices)} choices",
+        "return one Sequence per choice, in the order of choices",
+        expected=len(choices),
+        got=count,
+    )
     mine.seqs = [got[i] for i in range(count)]
     expect_same(where, mine, theirs, BEAM_HINT)
     apply(where, ("compute",), mine, theirs, BEAM_HINT)
 
 
-def run_beams(fn, seed: int, *, width: int, block_size: int, prompt_len: int, steps: int,
-              num_blocks: Optional[int] = None) -> None:
+def run_beams(
+    fn, seed: int, *, width: int, block_size: int, prompt_len: int, steps: int, num_blocks: Optional[int] = None
+) -> None:
     rng = random.Random(seed)
     case = f"beam trace {seed} (width {width}, block_size={block_size}, {prompt_len}-token prompt)"
     pool = num_blocks or width * (-(-(prompt_len + steps) // block_size) + 1)
-    mine = Side(call(f"{case}: creating the manager", student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"),
-                     pool, block_size), fn)
+    mine = Side(
+        call(
+            f"{case}: creating the manager",
+            student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"),
+            pool,
+            block_size,
+        ),
+        fn,
+    )
     theirs = Side(Reference(pool, block_size))
     prompt = [rng.randrange(60) for _ in range(prompt_len)]
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
@@ -336,8 +525,12 @@ def run_beams(fn, seed: int, *, width: int, block_size: int, prompt_len: int, st
             call(case, side.manager.deallocate, seq)
         side.seqs = []
     end, _ = shape(f"{case}, all beams freed at the end", mine)
-    expect_equal(f"{case}, all beams freed at the end: free blocks", end["free blocks"], pool,
-                 "a block leaked: every beam that was never chosen must be deallocated")
+    expect_equal(
+        f"{case}, all beams freed at the end: free blocks",
+        end["free blocks"],
+        pool,
+        "a block leaked: every beam that was never chosen must be deallocated",
+    )
 
 
 @grades(reference_advance)
@@ -369,9 +562,15 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     apply(case, ("fork", 0), mine, theirs, BEAM_HINT)
     apply(case, ("compute",), mine, theirs, BEAM_HINT)
     for step, choices in enumerate(choices_per_step):
-        _beam_step(fn, f"{case}, step {step}: choices {choices} (beam 1 is pruned)", choices, mine, theirs,
-                   failed_hint="the reference fits this step in this pool: free the pruned beams before "
-                   "appending, so their blocks can pay for the copies")
+        _beam_step(
+            fn,
+            f"{case}, step {step}: choices {choices} (beam 1 is pruned)",
+            choices,
+            mine,
+            theirs,
+            failed_hint="the reference fits this step in this pool: free the pruned beams before "
+            "appending, so their blocks can pay for the copies",
+        )
 
 
 def _fits(pool: int, block_size: int, prompt: List[int], steps: List[List[Tuple[int, int]]]) -> bool:
@@ -390,14 +589,31 @@ def _fits(pool: int, block_size: int, prompt: List[int], steps: List[List[Tuple[
 
 
 # -- TODO 4: copy_blocks ----------------------------------------------------------------------------------
-COPY_HINT = ("for every layer, K and V: block dst gets every slot of block src, in place (e.g. "
-             "cache[dst_ids] = cache[src_ids], or index_copy_)")
+COPY_HINT = (
+    "for every layer, K and V: block dst gets every slot of block src, in place (e.g. "
+    "cache[dst_ids] = cache[src_ids], or index_copy_)"
+)
 
 
-def _copy_case(fn, case: str, num_layers: int, num_blocks: int, block_size: int, heads: int, dim: int,
-               copies: List[Tuple[int, int]]) -> None:
-    k, v = call(f"{case}: making the caches", student_side(fn, "paged_kv.lab.fork_lab.make_caches"), num_layers,
-                num_blocks, block_size, heads, dim)
+def _copy_case(
+    fn,
+    case: str,
+    num_layers: int,
+    num_blocks: int,
+    block_size: int,
+    heads: int,
+    dim: int,
+    copies: List[Tuple[int, int]],
+) -> None:
+    k, v = call(
+        f"{case}: making the caches",
+        student_side(fn, "paged_kv.lab.fork_lab.make_caches"),
+        num_layers,
+        num_blocks,
+        block_size,
+        heads,
+        dim,
+    )
     # The function gets new lists of the same tensors, as the model runner hands it its caches; the tensors are
     # then read from the lists it never saw: a copy put into its lists instead of into the tensors is not seen.
     call(case, fn, [k[i] for i in range(num_layers)], [v[i] for i in range(num_layers)], list(copies))
@@ -408,18 +624,33 @@ def _copy_case(fn, case: str, num_layers: int, num_blocks: int, block_size: int,
     for name, got, want in (("K", got_k, want_k), ("V", got_v, want_v)):
         for layer in range(num_layers):
             tensor = got[layer]
-            check(isinstance(tensor, torch.Tensor) and tensor.shape == want[layer].shape
-                  and tensor.dtype == want[layer].dtype, case,
-                  f"layer {layer}'s {name} cache changed type or shape: copy into it in place",
-                  COPY_HINT, expected=(tuple(want[layer].shape), str(want[layer].dtype)),
-                  got=(tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", type(tensor).__name__))))
+            check(
+                isinstance(tensor, torch.Tensor)
+                and tensor.shape == want[layer].shape
+                and tensor.dtype == want[layer].dtype,
+                case,
+                f"layer {layer}'s {name} cache changed type or shape: copy into it in place",
+                COPY_HINT,
+                expected=(tuple(want[layer].shape), str(want[layer].dtype)),
+                got=(tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", type(tensor).__name__))),
+            )
             wrong = [b for b in range(num_blocks) if not torch.equal(tensor[b], want[layer][b])]
             untouched = torch.equal(tensor, untouched_k[layer] if name == "K" else untouched_v[layer])
-            check(not (wrong and untouched), case, f"layer {layer}'s {name} cache tensor did not change at all "
-                  f"with the copies {copies}", "the model reads the cache tensors it holds: write into those "
-                  "tensors (in place), not into new tensors or new lists", expected="the copies made", got="unchanged")
-            check(not wrong, case, f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after "
-                  f"the copies {copies}", COPY_HINT)
+            check(
+                not (wrong and untouched),
+                case,
+                f"layer {layer}'s {name} cache tensor did not change at all with the copies {copies}",
+                "the model reads the cache tensors it holds: write into those "
+                "tensors (in place), not into new tensors or new lists",
+                expected="the copies made",
+                got="unchanged",
+            )
+            check(
+                not wrong,
+                case,
+                f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after the copies {copies}",
+                COPY_HINT,
+            )
 
 
 @grades(cache_ops.copy_blocks)

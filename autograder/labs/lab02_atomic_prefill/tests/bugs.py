@@ -1,6 +1,7 @@
 """Lab 02's catalogue: realistic student bugs (each must lose points) and correct variants written differently (each
 must keep full marks). Every class starts from its lab's starter and writes only the method the lab
 asks for, exactly as a student's notebook does."""
+
 from __future__ import annotations
 
 from paged_kv.lab.starters import KVCacheManagerWithoutPrefill
@@ -66,8 +67,14 @@ class PrefillExtraBlockOnMultiples(KVCacheManagerWithoutPrefill):
         del self.free_blocks[:needed]
 
 
-BUGS = [PrefillFloorDivision, PrefillNotAtomic, PrefillForgetsToRemoveFromFreeList, PrefillOffByOneOom,
-                PrefillWrongError, PrefillExtraBlockOnMultiples]
+BUGS = [
+    PrefillFloorDivision,
+    PrefillNotAtomic,
+    PrefillForgetsToRemoveFromFreeList,
+    PrefillOffByOneOom,
+    PrefillWrongError,
+    PrefillExtraBlockOnMultiples,
+]
 
 
 class PrefillFromTheBack(KVCacheManagerWithoutPrefill):
@@ -76,6 +83,7 @@ class PrefillFromTheBack(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         import math
+
         needed = math.ceil(req.seq_len / self.block_size)
         if len(self.free_blocks) < needed:
             raise RuntimeError(f"OOM: need {needed}, have {len(self.free_blocks)}")
@@ -87,6 +95,7 @@ class PrefillRandomBlocks(KVCacheManagerWithoutPrefill):
     def allocate_for_prefill(self, req):
         self._check_prefill(req)
         import random
+
         needed = (req.seq_len - 1) // self.block_size + 1
         if len(self.free_blocks) < needed:
             raise RuntimeError("OOM")

@@ -1,6 +1,7 @@
 """Lab 03's catalogue: realistic student bugs (each must lose points) and correct variants written differently (each
 must keep full marks). Every class starts from its lab's starter and writes only the method the lab
 asks for, exactly as a student's notebook does."""
+
 from __future__ import annotations
 
 from paged_kv.lab.starters import KVCacheManagerWithoutDecode
@@ -61,14 +62,20 @@ class DecodeForgetsLength(KVCacheManagerWithoutDecode):
             req.block_table.append(self.free_blocks.pop(0))
 
 
-BUGS = [DecodeTutorialFormula, DecodeUpdatesLengthFirst, DecodeOffByOne, DecodeAlwaysNeedsAFreeBlock,
-               DecodeForgetsLength]
+BUGS = [
+    DecodeTutorialFormula,
+    DecodeUpdatesLengthFirst,
+    DecodeOffByOne,
+    DecodeAlwaysNeedsAFreeBlock,
+    DecodeForgetsLength,
+]
 
 
 class DecodeByCeil(KVCacheManagerWithoutDecode):
     def allocate_for_decode(self, req):
         self._check_decode(req)
         import math
+
         new_len = req.seq_len + 1
         if math.ceil(new_len / self.block_size) > len(req.block_table):
             if len(self.free_blocks) == 0:

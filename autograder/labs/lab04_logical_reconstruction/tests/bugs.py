@@ -1,6 +1,7 @@
 """Lab 04's catalogue: realistic student bugs (each must lose points) and correct variants written differently (each
 must keep full marks). Every class starts from its lab's starter and writes only the method the lab
 asks for, exactly as a student's notebook does."""
+
 from __future__ import annotations
 
 import torch
@@ -13,7 +14,7 @@ class ReadsSortedOrder(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         blocks = [self.physical_kv_cache[b] for b in sorted(req.block_table)]
-        return torch.cat(blocks)[:req.seq_len]
+        return torch.cat(blocks)[: req.seq_len]
 
 
 class ForgetsTruncation(KVCacheManagerWithoutReconstruction):
@@ -25,7 +26,7 @@ class ForgetsTruncation(KVCacheManagerWithoutReconstruction):
 class ReadsPhysicalPrefix(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
-        return self.physical_kv_cache[:len(req.block_table)].reshape(-1, self.head_dim)[:req.seq_len]
+        return self.physical_kv_cache[: len(req.block_table)].reshape(-1, self.head_dim)[: req.seq_len]
 
 
 class ReturnsAView(KVCacheManagerWithoutReconstruction):
@@ -33,14 +34,14 @@ class ReturnsAView(KVCacheManagerWithoutReconstruction):
         self._check_readable(req)
         first = req.block_table[0]
         if len(req.block_table) == 1:
-            return self.physical_kv_cache[first][:req.seq_len]
-        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len]
+            return self.physical_kv_cache[first][: req.seq_len]
+        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[: req.seq_len]
 
 
 class TruncatesTooMuch(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
-        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[:req.seq_len - 1]
+        return torch.cat([self.physical_kv_cache[b] for b in req.block_table])[: req.seq_len - 1]
 
 
 BUGS = [ReadsSortedOrder, ForgetsTruncation, ReadsPhysicalPrefix, ReturnsAView, TruncatesTooMuch]
@@ -59,7 +60,7 @@ class ReconstructWithIndexing(KVCacheManagerWithoutReconstruction):
     def get_physical_cache(self, req):
         self._check_readable(req)
         index = torch.tensor(req.block_table)
-        return self.physical_kv_cache[index].flatten(0, 1)[:req.seq_len].clone()
+        return self.physical_kv_cache[index].flatten(0, 1)[: req.seq_len].clone()
 
 
 VARIANTS = [ReconstructWithLoop, ReconstructWithIndexing]

@@ -2,6 +2,7 @@
 variants written differently (each must keep full marks). Every class is written as a student's notebook
 writes it: on the starter, one TODO method changed from a correct answer. The parts are the grader's
 ``PARTS``: hash, release, register, admit."""
+
 from __future__ import annotations
 
 import array
@@ -403,16 +404,34 @@ class ForgetsBlockUpdate(Correct):
 
 
 # bug -> the part whose checks, and only whose checks, it must fail
-BUGS = {HashIgnoresPrefix: "hash", HashTruthyPrefix: "hash", HashInt32Ids: "hash", HashBigEndianPrefix: "hash",
-        HashTokensBeforePrefix: "hash", HashBuiltin: "hash",
-        FreesFirstBlockFirst: "release", ForgetsToClearTheTable: "release", ForgetsFromTheMapOnFree: "release",
-        KeepsStaleMapping: "release", DropsMappingWithoutGuard: "release", TakesTheNewestFreeBlock: "release",
-        ForgetsToMarkUsed: "release",
-        RegistersThePartialBlock: "register", RestartsTheChain: "register", HashesBeforeCompute: "register",
-        ForgetsBlockUpdate: "register",
-        ServesTheLastBlock: "admit", NoTokenCheck: "admit", EveryHitIsFree: "admit", NoHitIsFree: "admit",
-        SkipsPastAMiss: "admit", SeedListingAllocate: "admit", ReviveLeavesItInTheFreeQueue: "admit",
-        ReviveThroughAllocateBlock: "admit", ForgetsCachedTokens: "admit"}
+BUGS = {
+    HashIgnoresPrefix: "hash",
+    HashTruthyPrefix: "hash",
+    HashInt32Ids: "hash",
+    HashBigEndianPrefix: "hash",
+    HashTokensBeforePrefix: "hash",
+    HashBuiltin: "hash",
+    FreesFirstBlockFirst: "release",
+    ForgetsToClearTheTable: "release",
+    ForgetsFromTheMapOnFree: "release",
+    KeepsStaleMapping: "release",
+    DropsMappingWithoutGuard: "release",
+    TakesTheNewestFreeBlock: "release",
+    ForgetsToMarkUsed: "release",
+    RegistersThePartialBlock: "register",
+    RestartsTheChain: "register",
+    HashesBeforeCompute: "register",
+    ForgetsBlockUpdate: "register",
+    ServesTheLastBlock: "admit",
+    NoTokenCheck: "admit",
+    EveryHitIsFree: "admit",
+    NoHitIsFree: "admit",
+    SkipsPastAMiss: "admit",
+    SeedListingAllocate: "admit",
+    ReviveLeavesItInTheFreeQueue: "admit",
+    ReviveThroughAllocateBlock: "admit",
+    ForgetsCachedTokens: "admit",
+}
 
 
 # ---- correct variants written differently ----------------------------------------------------------------
@@ -502,8 +521,9 @@ class IntToBytesPerId(StructPackedWhileLoops):
         last = (seq.num_cached_tokens + seq.num_scheduled_tokens) // self.block_size
         for i in range(first, last):
             prefix = -1 if i == 0 else self.blocks[seq.block_table[i - 1]].hash
-            digest = xxhash.xxh64((b"" if prefix == -1 else prefix.to_bytes(8, "little"))
-                                  + array.array("q", seq.block(i)).tobytes()).intdigest()
+            digest = xxhash.xxh64(
+                (b"" if prefix == -1 else prefix.to_bytes(8, "little")) + array.array("q", seq.block(i)).tobytes()
+            ).intdigest()
             self.blocks[seq.block_table[i]].update(digest, list(seq.block(i)))
             self.hash_to_block_id[digest] = seq.block_table[i]
 

@@ -9,6 +9,7 @@
   release the bug hunts say which parts to finish first.
 (Each visible cell on the edition: ``test_lab05_visible``.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -66,7 +67,7 @@ def test_the_chained_names_written_out_in_the_first_picture_are_the_references(m
     expected = []
     for label, texts, _, _ in rows:
         ids = [vocab.setdefault(word, len(vocab)) for word in " ".join(texts).split()]
-        blocks = [ids[i:i + 4] for i in range(0, len(ids), 4)]
+        blocks = [ids[i : i + 4] for i in range(0, len(ids), 4)]
         assert [" ".join(text.split()) for text in texts] == texts and all(len(t.split()) == 4 for t in texts)
         chain, h = [], NO_HASH
         for block in blocks:
@@ -83,11 +84,17 @@ def _as_drawn(manager, seqs) -> dict:
     """What ``draw_block_manager`` shows of a manager: tables, lengths, ref counts, used and free blocks, and
     the free blocks still cached, with their names and tokens."""
     free = list(manager.free_block_ids)
-    return {"pool": (manager.num_blocks, manager.block_size),
-            "tables": [list(s.block_table) for s in seqs], "lengths": [len(s) for s in seqs],
-            "ref counts": manager.ref_counts(), "used": sorted(manager.used_block_ids), "free": sorted(free),
-            "cached free": {b: (manager.blocks[b].hash, manager.blocks[b].token_ids) for b in free
-                            if manager.blocks[b].hash != NO_HASH}}
+    return {
+        "pool": (manager.num_blocks, manager.block_size),
+        "tables": [list(s.block_table) for s in seqs],
+        "lengths": [len(s) for s in seqs],
+        "ref counts": manager.ref_counts(),
+        "used": sorted(manager.used_block_ids),
+        "free": sorted(free),
+        "cached free": {
+            b: (manager.blocks[b].hash, manager.blocks[b].token_ids) for b in free if manager.blocks[b].hash != NO_HASH
+        },
+    }
 
 
 def test_the_shared_prefix_picture_before_part_2_is_the_state_the_reference_reaches(monkeypatch):
@@ -117,8 +124,9 @@ def test_the_parts_come_in_the_manifests_order_each_class_built_on_the_one_befor
     ids = [_grade_id(c) for c in cells]
     answers = [ids.index(f"lab05-todo-{part.name}") for part in entry.parts]
     assert answers == sorted(answers), "the answer cells come in the manifest's order of parts"
-    assert sorted(g for c, g in zip(cells, ids) if c.metadata.get("nbgrader", {}).get("grade")) == \
-        sorted(g for part in entry.parts for g in part.cells), "every graded cell belongs to one part"
+    assert sorted(g for c, g in zip(cells, ids) if c.metadata.get("nbgrader", {}).get("grade")) == sorted(
+        g for part in entry.parts for g in part.cells
+    ), "every graded cell belongs to one part"
     base = FIRST_CLASS_BASE
     for k, part in enumerate(entry.parts):
         methods = {t.name for t in part.todos}

@@ -2,6 +2,7 @@
 zero on every check, each catalogued bug loses points on its own part's checks and nowhere else, correct
 variants written differently keep full marks, and no part can be passed by delegating to the reference
 or with objects that claim equality."""
+
 import inspect
 
 import pytest
@@ -15,11 +16,18 @@ from notebook_code import namespace_after_answer
 
 LAB = "05-prefix-cache"
 TODOS = grader.PARTS
-CHECKS = [f for name, f in inspect.getmembers(grader, inspect.isfunction)
-          if name.startswith("check_") and f.__module__ == grader.__name__]
+CHECKS = [
+    f
+    for name, f in inspect.getmembers(grader, inspect.isfunction)
+    if name.startswith("check_") and f.__module__ == grader.__name__
+]
 # The notebook's class that each check receives (the hidden test cells right after that part).
-NOTEBOOK_CLASS = {"hash": "HashingManager", "release": "ReleasingManager", "register": "RegisteringManager",
-                  "admit": "BlockManager"}
+NOTEBOOK_CLASS = {
+    "hash": "HashingManager",
+    "release": "ReleasingManager",
+    "register": "RegisteringManager",
+    "admit": "BlockManager",
+}
 
 
 def todo_of(check) -> str:
@@ -89,16 +97,24 @@ def test_every_catalogued_bug_loses_points_on_its_own_todo_only(bug, todo):
 
 def test_one_bug_per_todo_together_lose_every_todo():
     """Isolation: a class with one bug in each part still has each part graded on its own."""
-    mixed = type("Mixed", (bugs.Correct,), {"compute_hash": vars(bugs.HashInt32Ids)["compute_hash"],
-                                            "can_allocate": bugs.NoTokenCheck.can_allocate,
-                                            "_allocate_block": bugs.KeepsStaleMapping._allocate_block,
-                                            "hash_blocks": bugs.RestartsTheChain.hash_blocks})
+    mixed = type(
+        "Mixed",
+        (bugs.Correct,),
+        {
+            "compute_hash": vars(bugs.HashInt32Ids)["compute_hash"],
+            "can_allocate": bugs.NoTokenCheck.can_allocate,
+            "_allocate_block": bugs.KeepsStaleMapping._allocate_block,
+            "hash_blocks": bugs.RestartsTheChain.hash_blocks,
+        },
+    )
     lost = {todo_of(getattr(grader, name)) for name in failures(mixed)}
     assert lost == set(TODOS)
 
 
 def test_a_todo_not_written_yet_does_not_stop_the_others_from_being_graded():
-    only_hash = type("OnlyHash", (BlockManagerWithoutPrefixCache,), {"compute_hash": vars(bugs.Correct)["compute_hash"]})
+    only_hash = type(
+        "OnlyHash", (BlockManagerWithoutPrefixCache,), {"compute_hash": vars(bugs.Correct)["compute_hash"]}
+    )
     failed = failures(only_hash)
     assert set(failed) == {c.__name__ for c in CHECKS} - checks_of("hash")
     assert all(m.startswith("NotImplementedError") for m in failed.values()), failed
@@ -110,9 +126,12 @@ def test_a_todo_not_written_yet_does_not_stop_the_others_from_being_graded():
 
 def test_super_reaches_a_stub_not_the_reference():
     namespace = {}
-    exec("class UsesSuper(Correct):\n"
-         "    def allocate(self, seq, n):\n        return super(Correct, self).allocate(seq, n)\n",
-         {"Correct": bugs.Correct}, namespace)
+    exec(
+        "class UsesSuper(Correct):\n"
+        "    def allocate(self, seq, n):\n        return super(Correct, self).allocate(seq, n)\n",
+        {"Correct": bugs.Correct},
+        namespace,
+    )
     failed = failures(namespace["UsesSuper"])
     assert set(failed) == checks_of("admit") and all(m.startswith("NotImplementedError") for m in failed.values())
 
@@ -135,8 +154,10 @@ class DoctoredTable(bugs.Correct):
         seq.block_table = AgreeableList()
 
 
-@pytest.mark.parametrize("implementation, todo", [(DoctoredHash, "hash"), (DoctoredCanAllocate, "admit"),
-                                                   (DoctoredTable, "release")],
-                         ids=["always-equal-hash", "always-equal-count", "agreeable-table"])
+@pytest.mark.parametrize(
+    "implementation, todo",
+    [(DoctoredHash, "hash"), (DoctoredCanAllocate, "admit"), (DoctoredTable, "release")],
+    ids=["always-equal-hash", "always-equal-count", "agreeable-table"],
+)
 def test_objects_that_claim_equality_do_not_pass(implementation, todo):
     assert checks_of(todo) <= set(failures(implementation))

@@ -2,6 +2,7 @@
 typed into the part's TODO, fails that part's visible cell with one short block (never a traceback); and on
 the lab's own edition of the package (a class's handout: no reference for any part), each visible cell
 still passes the solution and catches each mistake, so it needs only the parts before it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,46 +25,90 @@ HERE = Path(__file__).resolve().parent
 
 LAB = "05-prefix-cache"
 # the answer cell of each part (named as the manifest names the parts) -> its visible test cell
-VISIBLE = {"lab05-todo-hash": "lab05-visible-hash", "lab05-todo-release": "lab05-visible-release",
-           "lab05-todo-register": "lab05-visible-hash-blocks", "lab05-todo-admit": "lab05-visible-allocate"}
-FREED_AT_ZERO = ("            if block.ref_count == 0:\n                self._deallocate_block(block_id)",
-                 "            self._deallocate_block(block_id)")
+VISIBLE = {
+    "lab05-todo-hash": "lab05-visible-hash",
+    "lab05-todo-release": "lab05-visible-release",
+    "lab05-todo-register": "lab05-visible-hash-blocks",
+    "lab05-todo-admit": "lab05-visible-allocate",
+}
+FREED_AT_ZERO = (
+    "            if block.ref_count == 0:\n                self._deallocate_block(block_id)",
+    "            self._deallocate_block(block_id)",
+)
 # (answer cell, what the student got wrong): the edits to the solution, and text the failure must show
 MISTAKES: Dict[Tuple[str, str], Tuple[List[Tuple[str, str]], str]] = {
     ("lab05-todo-hash", "a per-block hash"): (
         [('        if prefix != -1:\n            h.update(prefix.to_bytes(8, "little"))\n', "")],
-        "the previous block's hash goes in first"),
+        "the previous block's hash goes in first",
+    ),
     ("lab05-todo-hash", "`if prefix:`"): ([("if prefix != -1:", "if prefix:")], "test `prefix != -1`"),
     ("lab05-todo-hash", "32-bit ids"): ([("dtype=np.int64", "dtype=np.int32")], "dtype=np.int64"),
     ("lab05-todo-release", "freeing at every decrement"): ([FREED_AT_ZERO], "still has ref_count 1"),
-    ("lab05-todo-release", "first block first"): ([("for block_id in reversed(seq.block_table):",
-                                                    "for block_id in seq.block_table:")], "reversed(seq.block_table)"),
-    ("lab05-todo-release", "(slip) a deque's pop()"): ([("self.free_block_ids.popleft()", "self.free_block_ids.pop()")],
-                                                       "popleft() the free queue"),
+    ("lab05-todo-release", "first block first"): (
+        [("for block_id in reversed(seq.block_table):", "for block_id in seq.block_table:")],
+        "reversed(seq.block_table)",
+    ),
+    ("lab05-todo-release", "(slip) a deque's pop()"): (
+        [("self.free_block_ids.popleft()", "self.free_block_ids.pop()")],
+        "popleft() the free queue",
+    ),
     ("lab05-todo-release", "clearing the hash on free"): (
-        [("                self._deallocate_block(block_id)\n",
-          "                self._deallocate_block(block_id)\n"
-          "                self.hash_to_block_id.pop(block.hash, None)\n")],
-        "keep the index entries of freed blocks"),
+        [
+            (
+                "                self._deallocate_block(block_id)\n",
+                "                self._deallocate_block(block_id)\n"
+                "                self.hash_to_block_id.pop(block.hash, None)\n",
+            )
+        ],
+        "keep the index entries of freed blocks",
+    ),
     ("lab05-todo-release", "never clearing it on reuse"): (
-        [("        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n"
-          "            del self.hash_to_block_id[block.hash]\n", "")], "nano-vllm #163"),
+        [
+            (
+                "        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n"
+                "            del self.hash_to_block_id[block.hash]\n",
+                "",
+            )
+        ],
+        "nano-vllm #163",
+    ),
     ("lab05-todo-release", "clearing it without the guard"): (
-        [("if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
-          "if block.hash in self.hash_to_block_id:")], "hash_to_block_id.get(block.hash) == block_id"),
+        [
+            (
+                "if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:",
+                "if block.hash in self.hash_to_block_id:",
+            )
+        ],
+        "hash_to_block_id.get(block.hash) == block_id",
+    ),
     ("lab05-todo-register", "registering partial blocks"): (
-        [("end = (seq.num_cached_tokens", "end = -(-(seq.num_cached_tokens"),
-         ("self.block_size\n        h =", "self.block_size)\n        h =")],
-        "register only blocks whose tokens were all computed"),
+        [
+            ("end = (seq.num_cached_tokens", "end = -(-(seq.num_cached_tokens"),
+            ("self.block_size\n        h =", "self.block_size)\n        h ="),
+        ],
+        "register only blocks whose tokens were all computed",
+    ),
     ("lab05-todo-register", "restarting the chain at -1"): (
-        [("h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1")], "continue the chain"),
+        [("h = self.blocks[seq.block_table[start - 1]].hash if start > 0 else -1", "h = -1")],
+        "continue the chain",
+    ),
     ("lab05-todo-admit", "serving the last block"): (
-        [("for i in range(seq.num_blocks - 1):", "for i in range(seq.num_blocks):")], "never serve the last block"),
-    ("lab05-todo-admit", "no token check"): ([("if block_id == -1 or self.blocks[block_id].token_ids != token_ids:",
-                                               "if block_id == -1:")], "compare the block's token_ids"),
+        [("for i in range(seq.num_blocks - 1):", "for i in range(seq.num_blocks):")],
+        "never serve the last block",
+    ),
+    ("lab05-todo-admit", "no token check"): (
+        [("if block_id == -1 or self.blocks[block_id].token_ids != token_ids:", "if block_id == -1:")],
+        "compare the block's token_ids",
+    ),
     ("lab05-todo-admit", "walking past a miss"): (
-        [("                break\n            num_cached_blocks += 1",
-          "                continue\n            num_cached_blocks += 1")], "hits"),
+        [
+            (
+                "                break\n            num_cached_blocks += 1",
+                "                continue\n            num_cached_blocks += 1",
+            )
+        ],
+        "hits",
+    ),
 }
 
 
@@ -122,13 +167,20 @@ def outcomes_here() -> Dict[str, object]:
             return f"{type(error).__name__}: {error}"
         return "passed" if "Visible tests passed." in out.getvalue() else f"no verdict: {out.getvalue()[-300:]}"
 
-    pitfalls = {f"{title} #{n}": outcome(lambda edits=edits: run_visible_test(LAB, edits))
-                for title, alternatives in PITFALLS[LAB].items() for n, edits in enumerate(_alternatives(alternatives))}
-    return {"edition": edition.LAB,
-            "solution": {todo: outcome(lambda todo=todo: run_part(todo, [])) for todo in VISIBLE},
-            "mistakes": {f"{todo}: {mistake}": outcome(lambda edits=edits, todo=todo: run_part(todo, edits), shown)
-                         for (todo, mistake), (edits, shown) in MISTAKES.items()},
-            "pitfalls": pitfalls}
+    pitfalls = {
+        f"{title} #{n}": outcome(lambda edits=edits: run_visible_test(LAB, edits))
+        for title, alternatives in PITFALLS[LAB].items()
+        for n, edits in enumerate(_alternatives(alternatives))
+    }
+    return {
+        "edition": edition.LAB,
+        "solution": {todo: outcome(lambda todo=todo: run_part(todo, [])) for todo in VISIBLE},
+        "mistakes": {
+            f"{todo}: {mistake}": outcome(lambda edits=edits, todo=todo: run_part(todo, edits), shown)
+            for (todo, mistake), (edits, shown) in MISTAKES.items()
+        },
+        "pitfalls": pitfalls,
+    }
 
 
 def test_on_the_labs_own_edition_each_visible_cell_needs_only_the_parts_before_it(tmp_path):
@@ -136,15 +188,23 @@ def test_on_the_labs_own_edition_each_visible_cell_needs_only_the_parts_before_i
     from test_pitfalls import PITFALLS, _alternatives
 
     folder = build_edition(LAB)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO), str(HERE), str(REPO / "autograder" / "tests")]), MPLBACKEND="Agg")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(folder), str(REPO), str(HERE), str(REPO / "autograder" / "tests")]),
+        MPLBACKEND="Agg",
+    )
     script = "import json, test_lab05_visible as t; print(json.dumps(t.outcomes_here()))"
     # cwd: a folder without paged_kv/, so that the edition's is the one imported
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     outcomes = json.loads(done.stdout.splitlines()[-1])
     assert outcomes["edition"] == LAB
     assert outcomes["solution"] == {todo: "passed" for todo in VISIBLE}
     assert outcomes["mistakes"] == {f"{todo}: {mistake}": "caught" for todo, mistake in MISTAKES}
-    assert outcomes["pitfalls"] == {f"{title} #{n}": "caught" for title, alternatives in PITFALLS[LAB].items()
-                                    for n, _ in enumerate(_alternatives(alternatives))}
+    assert outcomes["pitfalls"] == {
+        f"{title} #{n}": "caught"
+        for title, alternatives in PITFALLS[LAB].items()
+        for n, _ in enumerate(_alternatives(alternatives))
+    }

@@ -3,6 +3,7 @@ correct kernels written differently (each must keep full marks).
 
 Every kernel keeps the stub's parameter list. Bugs are named after the mistake.
 """
+
 from paged_kv.kernels.triton_mode import configure
 
 configure()
@@ -33,9 +34,21 @@ def decode_grid(num_seqs, num_kv_heads):
 
 # ----------------------------------------------------------------------------- step 1: gather
 
+
 @triton.jit
-def _gather(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, stride_ks, stride_kh,
-            BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
+def _gather(
+    k_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BUG: tl.constexpr,
+):
     """Step 1 with one mistake: 1 block index off by one, 2 unmasked tail, 3 int32 offsets, 4 Python int()."""
     i = tl.program_id(0)
     if BUG == 1:
@@ -52,19 +65,25 @@ def _gather(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, 
     live = tokens < seq_len
     if BUG == 2:
         live = tokens >= 0  # writes the tail past the end of out
-    keys = tl.load(k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                   mask=live[:, None], other=0.0)
+    keys = tl.load(
+        k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+        mask=live[:, None],
+        other=0.0,
+    )
     tl.store(out_ptr + tokens[:, None] * HEAD_DIM + dims[None, :], keys, mask=live[:, None])
 
 
 def _gather_kernel_with(bug: int, name: str):
-    return _define(f'''
+    return _define(
+        f'''
 @triton.jit
 def {name}(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, stride_ks, stride_kh,
            BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     _gather(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, stride_kb, stride_ks, stride_kh,
             BLOCK_SIZE, HEAD_DIM, {bug})
-''', name)
+''',
+        name,
+    )
 
 
 gather_block_index_off_by_one = _gather_kernel_with(1, "gather_block_index_off_by_one")
@@ -74,8 +93,18 @@ gather_python_in_kernel = _gather_kernel_with(4, "gather_python_in_kernel")
 
 
 @triton.jit
-def gather_one_program_per_token(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head,
-                                 stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def gather_one_program_per_token(
+    k_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     token = tl.program_id(0)
     block = tl.load(block_table_ptr + token // BLOCK_SIZE).to(tl.int64)
     dims = tl.arange(0, HEAD_DIM)
@@ -89,9 +118,23 @@ def token_grid(seq_len, block_size):
 
 # ----------------------------------------------------------------------------- step 2: scores
 
+
 @triton.jit
-def _scores(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale, stride_kb, stride_ks,
-            stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
+def _scores(
+    q_ptr,
+    k_cache_ptr,
+    block_table_ptr,
+    scores_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BUG: tl.constexpr,
+):
     """Step 2 with one mistake: 1 unmasked tail, 2 block index off by one, 3 scale forgotten, 4 int32 offsets."""
     i = tl.program_id(0)
     index = i
@@ -106,8 +149,11 @@ def _scores(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, s
     tokens = i * BLOCK_SIZE + slots
     live = tokens < seq_len
     q = tl.load(q_ptr + dims).to(tl.float32)
-    k = tl.load(k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                mask=live[:, None], other=0.0).to(tl.float32)
+    k = tl.load(
+        k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+        mask=live[:, None],
+        other=0.0,
+    ).to(tl.float32)
     scores = tl.sum(k * q[None, :], axis=1)
     if BUG != 3:
         scores = scores * scale
@@ -117,13 +163,16 @@ def _scores(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, s
 
 
 def _scores_kernel_with(bug: int, name: str):
-    return _define(f'''
+    return _define(
+        f'''
 @triton.jit
 def {name}(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale, stride_kb, stride_ks, stride_kh,
            BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     _scores(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale, stride_kb, stride_ks,
             stride_kh, BLOCK_SIZE, HEAD_DIM, {bug})
-''', name)
+''',
+        name,
+    )
 
 
 scores_unmasked_tail = _scores_kernel_with(1, "scores_unmasked_tail")
@@ -133,8 +182,20 @@ scores_int32_offsets = _scores_kernel_with(4, "scores_int32_offsets")
 
 
 @triton.jit
-def scores_one_program_loops(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, seq_len, kv_head, scale,
-                             stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def scores_one_program_loops(
+    q_ptr,
+    k_cache_ptr,
+    block_table_ptr,
+    scores_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + dims).to(tl.float32) * scale
@@ -142,8 +203,11 @@ def scores_one_program_loops(q_ptr, k_cache_ptr, block_table_ptr, scores_ptr, se
         block = tl.load(block_table_ptr + i).to(tl.int64)
         tokens = i * BLOCK_SIZE + slots
         live = tokens < seq_len
-        k = tl.load(k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh
-                    + dims[None, :], mask=live[:, None], other=0.0).to(tl.float32)
+        k = tl.load(
+            k_cache_ptr + block * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+            mask=live[:, None],
+            other=0.0,
+        ).to(tl.float32)
         scores = tl.sum(k * q[None, :], axis=1)
         tl.store(scores_ptr + tokens, tl.where(live, scores, -float("inf")))
 
@@ -154,10 +218,26 @@ def one_program_grid(seq_len, block_size):
 
 # ----------------------------------------------------------------------------- step 3: online softmax
 
+
 @triton.jit
-def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_head, scale,
-                  stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-                  MASK_TAIL: tl.constexpr, INT64: tl.constexpr = True, FP16_DOT: tl.constexpr = False):
+def _block_scores(
+    q,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_table_ptr,
+    i,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    MASK_TAIL: tl.constexpr,
+    INT64: tl.constexpr = True,
+    FP16_DOT: tl.constexpr = False,
+):
     """Helper shared by the step 3 kernels below: scores and value tile of logical block i."""
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
@@ -183,8 +263,22 @@ def _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_h
 
 
 @triton.jit
-def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
-            stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
+def _attend(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BUG: tl.constexpr,
+):
     """Step 3 with one mistake switched on by ``BUG``: 1 no max subtraction, 2 unmasked tail, 3 no rescaling,
     4 int32 offsets, 5 q . k in fp16, 6 running max started at 0."""
     dims = tl.arange(0, HEAD_DIM)
@@ -195,8 +289,24 @@ def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, 
     l = 0.0
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     for i in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
-        s, v = _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, i, seq_len, kv_head, scale,
-                             stride_kb, stride_ks, stride_kh, BLOCK_SIZE, HEAD_DIM, BUG != 2, BUG != 4, BUG == 5)
+        s, v = _block_scores(
+            q,
+            k_cache_ptr,
+            v_cache_ptr,
+            block_table_ptr,
+            i,
+            seq_len,
+            kv_head,
+            scale,
+            stride_kb,
+            stride_ks,
+            stride_kh,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            BUG != 2,
+            BUG != 4,
+            BUG == 5,
+        )
         if BUG == 1:
             p = tl.exp(s)  # overflows for large scores
             l += tl.sum(p, axis=0)
@@ -217,18 +327,34 @@ def _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, 
 
 
 def _attend_kernel_with(bug: int, name: str):
-    return _define(f'''
+    return _define(
+        f'''
 @triton.jit
 def {name}(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
            stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     _attend(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
             stride_kb, stride_ks, stride_kh, BLOCK_SIZE, HEAD_DIM, {bug})
-''', name)
+''',
+        name,
+    )
 
 
 @triton.jit
-def attend_reverse_order_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
-                               stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def attend_reverse_order_base2(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     """Correct, written differently: last block first, exp2 with log2(e) folded into the scale."""
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + dims).to(tl.float32) * 1.4426950408889634
@@ -237,8 +363,22 @@ def attend_reverse_order_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr,
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     n = tl.cdiv(seq_len, BLOCK_SIZE)
     for j in range(0, n):
-        s, v = _block_scores(q, k_cache_ptr, v_cache_ptr, block_table_ptr, n - 1 - j, seq_len, kv_head, scale,
-                             stride_kb, stride_ks, stride_kh, BLOCK_SIZE, HEAD_DIM, True)
+        s, v = _block_scores(
+            q,
+            k_cache_ptr,
+            v_cache_ptr,
+            block_table_ptr,
+            n - 1 - j,
+            seq_len,
+            kv_head,
+            scale,
+            stride_kb,
+            stride_ks,
+            stride_kh,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            True,
+        )
         m_new = tl.maximum(m, tl.max(s, axis=0))
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(s - m_new)
@@ -257,8 +397,21 @@ attend_max_starts_at_zero = _attend_kernel_with(6, "attend_max_starts_at_zero")
 
 
 @triton.jit
-def attend_fp16_products(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, scale,
-                         stride_kb, stride_ks, stride_kh, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def attend_fp16_products(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_table_ptr,
+    out_ptr,
+    seq_len,
+    kv_head,
+    scale,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     """Step 3 with q and K kept in the cache's dtype: right in fp32, q . k multiplied and summed in fp16 for fp16."""
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
@@ -284,11 +437,32 @@ def attend_fp16_products(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, out_p
 
 # ----------------------------------------------------------------------------- step 4: the decode kernel
 
+
 @triton.jit
-def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
-            stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt, stride_os, stride_oh,
-            seq, kv_head, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-            HEAD_DIM: tl.constexpr, BUG: tl.constexpr):
+def _decode(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
+    scale,
+    stride_qs,
+    stride_qh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    stride_os,
+    stride_oh,
+    seq,
+    kv_head,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BUG: tl.constexpr,
+):
     """A step 4 program with one mistake switched on by ``BUG`` (0: none)."""
     seq_len = tl.load(seq_lens_ptr + seq)
     rows = tl.arange(0, GROUP_PAD)
@@ -296,8 +470,7 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
     heads = kv_head * GROUP + rows
     slots = tl.arange(0, BLOCK_SIZE)
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :],
-                mask=row_ok[:, None], other=0.0)
+    q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None], other=0.0)
     if BUG != 10:  # 10: q, K and V kept in the cache's dtype (fp16 products and sums for fp16 inputs)
         q = q.to(tl.float32)
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
@@ -350,8 +523,11 @@ def _decode(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out
             l = l * alpha + tl.sum(p, axis=1)
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
             m = m_new
-    tl.store(out_ptr + seq * stride_os + heads[:, None] * stride_oh + dims[None, :],
-             (acc / l[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(
+        out_ptr + seq * stride_os + heads[:, None] * stride_oh + dims[None, :],
+        (acc / l[:, None]).to(out_ptr.dtype.element_ty),
+        mask=row_ok[:, None],
+    )
 
 
 def _decode_kernel_with(bug: int, name: str):
@@ -382,10 +558,27 @@ decode_helper_correct = _decode_kernel_with(0, "decode_helper_correct")
 
 
 @triton.jit
-def decode_swapped_grid_one_head_at_a_time(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr,
-                                           scale, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt,
-                                           stride_os, stride_oh, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-                                           BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+def decode_swapped_grid_one_head_at_a_time(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
+    scale,
+    stride_qs,
+    stride_qh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    stride_os,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     """Correct, written differently: grid (kv_heads, seqs), each block read once, the group unrolled."""
     kv_head = tl.program_id(0)
     seq = tl.program_id(1)
@@ -426,24 +619,93 @@ def per_query_head_grid(num_seqs, num_kv_heads):
 
 # A kernel that hands the work to the package's kernel (inlined as a device function).
 @triton.jit
-def decode_calls_the_package_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
-                                    stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt, stride_os,
-                                    stride_oh, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-                                    BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
-    triton_kernels.paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr,
-                                       out_ptr, out_ptr, scale * 1.4426950408889634, stride_qs, stride_qh, 1,
-                                       stride_kb, stride_ks, stride_kh, 1, stride_kb, stride_ks, stride_kh, 1,
-                                       stride_bt, 1, stride_os, stride_oh, 1, 1 << 30, 1, GROUP, 16, HEAD_DIM, 16,
-                                       BLOCK_SIZE, 16, False, True)
+def decode_calls_the_package_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
+    scale,
+    stride_qs,
+    stride_qh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    stride_os,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    triton_kernels.paged_decode_kernel(
+        q_ptr,
+        k_cache_ptr,
+        v_cache_ptr,
+        block_tables_ptr,
+        seq_lens_ptr,
+        out_ptr,
+        out_ptr,
+        out_ptr,
+        scale * 1.4426950408889634,
+        stride_qs,
+        stride_qh,
+        1,
+        stride_kb,
+        stride_ks,
+        stride_kh,
+        1,
+        stride_kb,
+        stride_ks,
+        stride_kh,
+        1,
+        stride_bt,
+        1,
+        stride_os,
+        stride_oh,
+        1,
+        1 << 30,
+        1,
+        GROUP,
+        16,
+        HEAD_DIM,
+        16,
+        BLOCK_SIZE,
+        16,
+        False,
+        True,
+    )
 
 
 # ----------------------------------------------------------------------------- step 5: make it fast
 
+
 @triton.jit
-def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
-          stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt, stride_os, stride_oh,
-          GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-          TILE: tl.constexpr, BUG: tl.constexpr):
+def _fast(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
+    scale,
+    stride_qs,
+    stride_qh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    stride_os,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    TILE: tl.constexpr,
+    BUG: tl.constexpr,
+):
     """A step 5 program with one mistake switched on by ``BUG`` (0: none)."""
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -520,7 +782,8 @@ def _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_p
 
 def _fast_kernel_with(bug: int, name: str):
     """A @triton.jit step 5 kernel whose program runs ``_fast`` with mistake ``bug``."""
-    return _define(f'''
+    return _define(
+        f'''
 @triton.jit
 def {name}(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
            stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt, stride_os, stride_oh,
@@ -529,7 +792,9 @@ def {name}(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_
     _fast(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale, stride_qs, stride_qh,
           stride_kb, stride_ks, stride_kh, stride_bt, stride_os, stride_oh, GROUP, GROUP_PAD, BLOCK_SIZE, HEAD_DIM,
           TILE, {bug})
-''', name)
+''',
+        name,
+    )
 
 
 fast_tiles_follow_block_size = _fast_kernel_with(1, "fast_tiles_follow_block_size")
@@ -547,10 +812,28 @@ fast_helper_correct = _fast_kernel_with(0, "fast_helper_correct")
 
 
 @triton.jit
-def fast_last_tile_first_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
-                               stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_bt, stride_os, stride_oh,
-                               GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                               HEAD_DIM: tl.constexpr, TILE: tl.constexpr):
+def fast_last_tile_first_base2(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
+    scale,
+    stride_qs,
+    stride_qh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    stride_os,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    TILE: tl.constexpr,
+):
     """Correct, written differently: tiles from the last to the first, exp2 with log2(e) folded into the
     scale, V loaded after the softmax update, int64 addresses from the sequence on."""
     seq = tl.program_id(0).to(tl.int64)
@@ -559,8 +842,9 @@ def fast_last_tile_first_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr
     rows = tl.arange(0, GROUP_PAD)
     dims = tl.arange(0, HEAD_DIM)
     heads = kv_head * GROUP + rows
-    q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :], mask=(rows < GROUP)[:, None],
-                other=0.0)
+    q = tl.load(
+        q_ptr + seq * stride_qs + heads[:, None] * stride_qh + dims[None, :], mask=(rows < GROUP)[:, None], other=0.0
+    )
     qk_scale = scale * 1.4426950408889634
     m = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
     l = tl.zeros([GROUP_PAD], dtype=tl.float32)
@@ -570,7 +854,9 @@ def fast_last_tile_first_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr
         pos = (last - j) * TILE + tl.arange(0, TILE)
         live = pos < seq_len
         block = tl.load(block_tables_ptr + seq * stride_bt + pos // BLOCK_SIZE, mask=live, other=0).to(tl.int64)
-        base = block[:, None] * stride_kb + (pos % BLOCK_SIZE)[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
+        base = (
+            block[:, None] * stride_kb + (pos % BLOCK_SIZE)[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
+        )
         k = tl.load(k_cache_ptr + base, mask=live[:, None], other=0.0)
         s = tl.where(live[None, :], tl.dot(q, tl.trans(k)) * qk_scale, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
@@ -580,50 +866,66 @@ def fast_last_tile_first_base2(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         l = l * alpha + tl.sum(p, axis=1)
         m = m_new
-    tl.store(out_ptr + seq * stride_os + heads[:, None] * stride_oh + dims[None, :],
-             (acc / l[:, None]).to(out_ptr.dtype.element_ty), mask=(rows < GROUP)[:, None])
+    tl.store(
+        out_ptr + seq * stride_os + heads[:, None] * stride_oh + dims[None, :],
+        (acc / l[:, None]).to(out_ptr.dtype.element_ty),
+        mask=(rows < GROUP)[:, None],
+    )
 
 
 # (kernel, grid) pairs: bugs with the checks that must fail, and correct variants per step.
 STEP_BUGS = {
-    "step1": [(gather_block_index_off_by_one, blocks_grid, {"check_step1_gather"}),
-              (gather_unmasked_tail, blocks_grid, {"check_step1_gather"}),
-              (gather_int32_offsets, blocks_grid, {"check_step1_gather"}),
-              (gather_python_in_kernel, blocks_grid, {"check_step1_gather"})],
-    "step2": [(scores_unmasked_tail, blocks_grid, {"check_step2_scores"}),
-              (scores_block_index_off_by_one, blocks_grid, {"check_step2_scores"}),
-              (scores_forgets_scale, blocks_grid, {"check_step2_scores"}),
-              (scores_int32_offsets, blocks_grid, {"check_step2_scores"})],
-    "step3": [(attend_no_max_subtraction, None, {"check_step3_online_softmax"}),
-              (attend_unmasked_tail, None, {"check_step3_online_softmax"}),
-              (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
-              (attend_int32_offsets, None, {"check_step3_online_softmax"}),
-              (attend_fp16_dot, None, {"check_step3_online_softmax"}),
-              (attend_max_starts_at_zero, None, {"check_step3_online_softmax"}),
-              (attend_fp16_products, None, {"check_step3_online_softmax"})],
-    "step4": [(decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
-              (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
-              (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
-              (decode_block_index_off_by_one, decode_grid, {"check_step4_batch"}),
-              (decode_no_max_subtraction, decode_grid, {"check_step4_batch"}),
-              (decode_unmasked_loads, decode_grid, {"check_step4_poisoned_memory"}),
-              (decode_unmasked_tail_scores, decode_grid, {"check_step4_batch", "check_step4_poisoned_memory"}),
-              (decode_fp16_dot, decode_grid, {"check_step4_batch"}),
-              (decode_fp16_products, decode_grid, {"check_step4_batch"}),
-              (decode_max_starts_at_zero, decode_grid, {"check_step4_batch"}),
-              (decode_helper_correct, per_query_head_grid,
-               {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"})],
-    "step5": [(fast_tiles_follow_block_size, None, {"check_step5_fast_build"}),
-              (fast_one_block_per_tile, None, {"check_step5_correct"}),
-              (fast_slot_from_tile, None, {"check_step5_correct"}),
-              (fast_broadcast_sums, None, {"check_step5_fast_build"}),
-              (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
-              (fast_padding_rows_stored, None, {"check_step5_correct"}),
-              (fast_fp16_running_sum, None, {"check_step5_correct"}),
-              (fast_max_starts_at_zero, None, {"check_step5_correct"}),
-              (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
-              (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"}),
-              (fast_fp16_accumulator, None, {"check_step5_correct"})],
+    "step1": [
+        (gather_block_index_off_by_one, blocks_grid, {"check_step1_gather"}),
+        (gather_unmasked_tail, blocks_grid, {"check_step1_gather"}),
+        (gather_int32_offsets, blocks_grid, {"check_step1_gather"}),
+        (gather_python_in_kernel, blocks_grid, {"check_step1_gather"}),
+    ],
+    "step2": [
+        (scores_unmasked_tail, blocks_grid, {"check_step2_scores"}),
+        (scores_block_index_off_by_one, blocks_grid, {"check_step2_scores"}),
+        (scores_forgets_scale, blocks_grid, {"check_step2_scores"}),
+        (scores_int32_offsets, blocks_grid, {"check_step2_scores"}),
+    ],
+    "step3": [
+        (attend_no_max_subtraction, None, {"check_step3_online_softmax"}),
+        (attend_unmasked_tail, None, {"check_step3_online_softmax"}),
+        (attend_forgets_to_rescale, None, {"check_step3_online_softmax"}),
+        (attend_int32_offsets, None, {"check_step3_online_softmax"}),
+        (attend_fp16_dot, None, {"check_step3_online_softmax"}),
+        (attend_max_starts_at_zero, None, {"check_step3_online_softmax"}),
+        (attend_fp16_products, None, {"check_step3_online_softmax"}),
+    ],
+    "step4": [
+        (decode_query_head_as_kv_head, decode_grid, {"check_step4_batch"}),
+        (decode_reads_padding_entries, decode_grid, {"check_step4_poisoned_memory"}),
+        (decode_int32_offsets, decode_grid, {"check_step4_int64_offsets"}),
+        (decode_block_index_off_by_one, decode_grid, {"check_step4_batch"}),
+        (decode_no_max_subtraction, decode_grid, {"check_step4_batch"}),
+        (decode_unmasked_loads, decode_grid, {"check_step4_poisoned_memory"}),
+        (decode_unmasked_tail_scores, decode_grid, {"check_step4_batch", "check_step4_poisoned_memory"}),
+        (decode_fp16_dot, decode_grid, {"check_step4_batch"}),
+        (decode_fp16_products, decode_grid, {"check_step4_batch"}),
+        (decode_max_starts_at_zero, decode_grid, {"check_step4_batch"}),
+        (
+            decode_helper_correct,
+            per_query_head_grid,
+            {"check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"},
+        ),
+    ],
+    "step5": [
+        (fast_tiles_follow_block_size, None, {"check_step5_fast_build"}),
+        (fast_one_block_per_tile, None, {"check_step5_correct"}),
+        (fast_slot_from_tile, None, {"check_step5_correct"}),
+        (fast_broadcast_sums, None, {"check_step5_fast_build"}),
+        (fast_fp16_accumulation, None, {"check_step5_fast_build"}),
+        (fast_padding_rows_stored, None, {"check_step5_correct"}),
+        (fast_fp16_running_sum, None, {"check_step5_correct"}),
+        (fast_max_starts_at_zero, None, {"check_step5_correct"}),
+        (fast_fp32_tiles_into_second_dot, None, {"check_step5_fast_build"}),
+        (fast_fp32_tiles_throughout, None, {"check_step5_fast_build"}),
+        (fast_fp16_accumulator, None, {"check_step5_correct"}),
+    ],
 }
 STEP_VARIANTS = {
     "step1": [(gather_one_program_per_token, token_grid)],
@@ -637,10 +939,10 @@ STEP_VARIANTS = {
 # do not run (why, for each). test_the_visible_tests_catch_every_pitfall leaves them out.
 HIDDEN_ONLY = {
     decode_fp16_products: "the visible fp16 case has GROUP 2 and small logits, where an fp16 q . k stays within "
-                          "the tolerance; the hidden GROUP 8 case with large logits catches it",
+    "the tolerance; the hidden GROUP 8 case with large logits catches it",
     fast_fp16_running_sum: "l passes fp16's 65504 only past about 80k tokens: the hidden 128k-token case",
     fast_fp16_accumulator: "acc passes fp16's 65504 only with values around 1 past about 65k tokens: the hidden "
-                           "128k-token case",
+    "128k-token case",
     attend_max_starts_at_zero: "needs a row whose every score is below about -88: the hidden large negative logits",
     fast_max_starts_at_zero: "needs a row whose every score is very negative: the hidden large negative logits",
 }

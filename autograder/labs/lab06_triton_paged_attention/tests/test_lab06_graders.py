@@ -1,6 +1,7 @@
 """Lab 06's graders grade: the solution's kernels get full marks, the untouched release zero on every
 check, each catalogued kernel bug fails the check of its step (with a readable first line), correct
 kernels written differently pass, and kernels that borrow the package's get nothing."""
+
 import inspect
 
 import pytest
@@ -21,8 +22,11 @@ STEPS = {
     "step1": (["check_step1_gather"], "gather_keys_kernel", "gather_keys_grid"),
     "step2": (["check_step2_scores"], "scores_kernel", "scores_grid"),
     "step3": (["check_step3_online_softmax"], "attend_kernel", None),
-    "step4": (["check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"],
-              "paged_decode_kernel", "decode_grid"),
+    "step4": (
+        ["check_step4_batch", "check_step4_poisoned_memory", "check_step4_int64_offsets"],
+        "paged_decode_kernel",
+        "decode_grid",
+    ),
     "step5": (["check_step5_correct", "check_step5_fast_build"], "fast_decode_kernel", None),
 }
 _namespaces = {}
@@ -60,8 +64,11 @@ def params(kind):
 
 
 def test_every_check_is_graded_by_a_step_and_declares_what_it_grades():
-    checks = {n for n, f in inspect.getmembers(grader, inspect.isfunction)
-              if n.startswith("check_") and f.__module__ == grader.__name__}
+    checks = {
+        n
+        for n, f in inspect.getmembers(grader, inspect.isfunction)
+        if n.startswith("check_") and f.__module__ == grader.__name__
+    }
     assert checks == {name for names, _, _ in STEPS.values() for name in names}
     assert all(getattr(getattr(grader, name), "__grades__", None) for name in checks)
 
@@ -80,9 +87,18 @@ def test_untouched_release_gets_zero(check, kernel, grid):
 
 
 def bug_params():
-    return [pytest.param(step, kernel, grid, must_fail, id=f"{step}-{kernel.__name__}"
-                         + ("-" + grid.__name__ if grid and grid.__name__ not in ("blocks_grid", "decode_grid") else ""))
-            for step, bugs in catalogue.STEP_BUGS.items() for kernel, grid, must_fail in bugs]
+    return [
+        pytest.param(
+            step,
+            kernel,
+            grid,
+            must_fail,
+            id=f"{step}-{kernel.__name__}"
+            + ("-" + grid.__name__ if grid and grid.__name__ not in ("blocks_grid", "decode_grid") else ""),
+        )
+        for step, bugs in catalogue.STEP_BUGS.items()
+        for kernel, grid, must_fail in bugs
+    ]
 
 
 @pytest.mark.parametrize("step, kernel, grid, must_fail", bug_params())
@@ -100,8 +116,11 @@ def test_every_catalogued_kernel_bug_loses_points_on_its_step(step, kernel, grid
 
 
 def variant_params():
-    return [pytest.param(step, kernel, grid, id=f"{step}-{kernel.__name__}")
-            for step, variants in catalogue.STEP_VARIANTS.items() for kernel, grid in variants]
+    return [
+        pytest.param(step, kernel, grid, id=f"{step}-{kernel.__name__}")
+        for step, variants in catalogue.STEP_VARIANTS.items()
+        for kernel, grid in variants
+    ]
 
 
 @pytest.mark.parametrize("step, kernel, grid", variant_params())
@@ -133,8 +152,13 @@ def test_python_inside_a_kernel_runs_in_the_interpreter_but_gets_nothing():
     from paged_kv.lab.kernel_lab import expect_close, run_gather
 
     case = paged_case([9], block_size=4)
-    expect_close("interpreter", run_gather(catalogue.gather_python_in_kernel, catalogue.blocks_grid, case),
-                 case.expected_keys(0, 0), atol=0, rtol=0)
+    expect_close(
+        "interpreter",
+        run_gather(catalogue.gather_python_in_kernel, catalogue.blocks_grid, case),
+        case.expected_keys(0, 0),
+        atol=0,
+        rtol=0,
+    )
     message = failures("step1", catalogue.gather_python_in_kernel, catalogue.blocks_grid)["check_step1_gather"]
     assert "does not compile for an NVIDIA GPU" in message
 
@@ -148,9 +172,14 @@ def visible_cell(step):
     return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-@pytest.mark.parametrize("step, kernel, grid, must_fail", [p for p in bug_params() if p.values[2] is not
-                                                           catalogue.per_query_head_grid
-                                                           and p.values[1] not in catalogue.HIDDEN_ONLY])
+@pytest.mark.parametrize(
+    "step, kernel, grid, must_fail",
+    [
+        p
+        for p in bug_params()
+        if p.values[2] is not catalogue.per_query_head_grid and p.values[1] not in catalogue.HIDDEN_ONLY
+    ],
+)
 def test_the_visible_tests_catch_every_pitfall(step, kernel, grid, must_fail):
     """Typing a listed pitfall into the TODO fails the step's visible cell with one short block (except the
     catalogue's HIDDEN_ONLY ones, which need a case the visible cell does not run)."""

@@ -7,6 +7,7 @@ kernel as Python. So (1) a kernel's whole text, both branches of every ``if``, m
 runs (``autograder.agent.compile_box``). These tests read text only, except those that start a compile box (a plain
 child process: the pieces, not the sandbox), on the CPU.
 """
+
 import ast
 import inspect
 import json
@@ -135,8 +136,10 @@ REFUSED = {
     "matmul": ("x = p @ p", "the operator MatMult is not Triton"),
     "a ternary whose dead side is Python": ("x = tl.load(p) if B == 4 else torch.ones(1)", "`torch` is neither"),
 }
-HEAD = ("WIDTH = tl.constexpr(16)\nSCALE = triton.language.constexpr(2.0)\nPLAIN = 16\n\n\n@triton.jit\ndef helper(p, B: tl.constexpr):\n    pass\n\n\n"
-        "@triton.jit\ndef k(p, seq_len, B: tl.constexpr):\n    ")
+HEAD = (
+    "WIDTH = tl.constexpr(16)\nSCALE = triton.language.constexpr(2.0)\nPLAIN = 16\n\n\n@triton.jit\ndef helper(p, B: tl.constexpr):\n    pass\n\n\n"
+    "@triton.jit\ndef k(p, seq_len, B: tl.constexpr):\n    "
+)
 
 
 @pytest.mark.parametrize("body", ALLOWED.values(), ids=list(ALLOWED))
@@ -157,8 +160,13 @@ def test_what_is_not_triton_is_refused_with_its_line_and_rule(body, rule):
 
 
 def test_a_kernel_that_calls_a_refused_one_is_refused_with_it():
-    text = HEAD.replace("def helper(p, B: tl.constexpr):\n    pass", "def helper(p, B: tl.constexpr):\n"
-                        "    if hasattr(p, 'handle'):\n        pass") + "helper(p, B)\n"
+    text = (
+        HEAD.replace(
+            "def helper(p, B: tl.constexpr):\n    pass",
+            "def helper(p, B: tl.constexpr):\n    if hasattr(p, 'handle'):\n        pass",
+        )
+        + "helper(p, B)\n"
+    )
     sources, refused = kernels.submitted_kernels(cells_of_text(text))
     assert set(refused) == {"helper", "k"}
     assert refused["k"].startswith("it calls helper, which cannot be built: line 8 of its cell")
@@ -185,8 +193,10 @@ def _attack(label: str, lab) -> dict:
     return found
 
 
-TEXT_ATTACKS = {attacks.INTERPRETER_ONLY: ("`if hasattr(k_cache_ptr.handle, \"data\"):", "is Python introspection"),
-                attacks.DOCSTRING_DEF: ("`def ", "a line of a string in a kernel starts with `def`")}
+TEXT_ATTACKS = {
+    attacks.INTERPRETER_ONLY: ("`if hasattr(k_cache_ptr.handle, \"data\"):", "is Python introspection"),
+    attacks.DOCSTRING_DEF: ("`def ", "a line of a string in a kernel starts with `def`"),
+}
 
 
 @pytest.mark.parametrize("label", list(TEXT_ATTACKS))
@@ -228,8 +238,13 @@ def _compile_box_for(cells):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[4]), TRITON_INTERPRET="1")
 
     def start():
-        return subprocess.Popen([sys.executable, "-m", "autograder.agent.compile_box"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "autograder.agent.compile_box"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
 
     return kernels.KernelBuilder(cells, start)
 
@@ -239,14 +254,15 @@ def _first_cases():
     from autograder.labs.lab06_triton_paged_attention import checks as grader
 
     decode = grader.paged_case([5, 9], block_size=4, num_q_heads=4, num_kv_heads=2, seed=3)
-    fast = grader.paged_case([10, 5], block_size=4, num_q_heads=4, num_kv_heads=2, dtype=grader.torch.float16,
-                             seed=3)
+    fast = grader.paged_case([10, 5], block_size=4, num_q_heads=4, num_kv_heads=2, dtype=grader.torch.float16, seed=3)
     small = grader.paged_case([9, 3], block_size=4, num_q_heads=4, num_kv_heads=2, seed=3)
-    return [("gather_keys_kernel", "run_gather", small, (3,), {"seq": 0, "kv_head": 1}, small.expected_keys(0, 1)),
-            ("scores_kernel", "run_scores", small, (3,), {"seq": 0, "q_head": 3}, small.expected_scores(0, 3)),
-            ("attend_kernel", "run_attend", small, None, {"seq": 0, "q_head": 3}, small.expected_head(0, 3)),
-            ("paged_decode_kernel", "run_decode", decode, (2, 2), {}, decode.expected()),
-            ("fast_decode_kernel", "run_fast_decode", fast, None, {"tile": 16}, fast.expected())]
+    return [
+        ("gather_keys_kernel", "run_gather", small, (3,), {"seq": 0, "kv_head": 1}, small.expected_keys(0, 1)),
+        ("scores_kernel", "run_scores", small, (3,), {"seq": 0, "q_head": 3}, small.expected_scores(0, 3)),
+        ("attend_kernel", "run_attend", small, None, {"seq": 0, "q_head": 3}, small.expected_head(0, 3)),
+        ("paged_decode_kernel", "run_decode", decode, (2, 2), {}, decode.expected()),
+        ("fast_decode_kernel", "run_fast_decode", fast, None, {"tile": 16}, fast.expected()),
+    ]
 
 
 @pytest.mark.parametrize("label", list(TEXT_ATTACKS))
@@ -294,16 +310,24 @@ def test_a_constexpr_the_build_fixes_and_a_case_varies_is_built_for_each_launch(
     four = grader.paged_case([9, 3], block_size=4, num_kv_heads=2, seed=3)
     eight = grader.paged_case([16, 5], block_size=8, num_kv_heads=2, seed=2)
     namespace = _interpreted(nb)  # the interpreter alone: right at block size 8 too
-    expect_close("interpreter", kernel_lab.run_gather(namespace["gather_keys_kernel"], namespace["gather_keys_grid"],
-                                                      eight, 1, 1), eight.expected_keys(1, 1), atol=0, rtol=0)
+    expect_close(
+        "interpreter",
+        kernel_lab.run_gather(namespace["gather_keys_kernel"], namespace["gather_keys_grid"], eight, 1, 1),
+        eight.expected_keys(1, 1),
+        atol=0,
+        rtol=0,
+    )
     builder = _compile_box_for(cells_of(nb))
     try:
         assert builder.refused == {}
         builder.build("gather_keys_kernel", _gather_build_args())
         got = builder.launch("gather_keys_kernel", "run_gather", four, (3,), seq=0, kv_head=1)
         expect_close("block size 4", got, four.expected_keys(0, 1), atol=0, rtol=0)
-        with pytest.raises(CheckFailed, match=r"does not compile for an NVIDIA GPU \(sm_90\) as this case launches it "
-                                              r"\(.*BLOCK_SIZE=8, HEAD_DIM=16\)"):
+        with pytest.raises(
+            CheckFailed,
+            match=r"does not compile for an NVIDIA GPU \(sm_90\) as this case launches it "
+            r"\(.*BLOCK_SIZE=8, HEAD_DIM=16\)",
+        ):
             builder.launch("gather_keys_kernel", "run_gather", eight, (1,), seq=1, kv_head=1)
         assert set(builder.events) == {("launch-not-built", "gather_keys_kernel")}
     finally:
@@ -318,8 +342,14 @@ def _interpreted(nb: dict) -> dict:
 
     path = Path(tempfile.mkdtemp()) / LABS[LAB]
     nb = json.loads(json.dumps(nb))
-    keep = [c for c in nb["cells"] if c["cell_type"] != "code" or classroom._meta(c).get("solution")
-            or classroom._meta(c).get("grade") or "import triton" in classroom._src(c)]
+    keep = [
+        c
+        for c in nb["cells"]
+        if c["cell_type"] != "code"
+        or classroom._meta(c).get("solution")
+        or classroom._meta(c).get("grade")
+        or "import triton" in classroom._src(c)
+    ]
     nb["cells"] = keep
     path.write_text(json.dumps(nb))
     return namespace_after_answer(path)
@@ -342,7 +372,9 @@ def test_each_specialisation_is_built_once_and_a_later_notebook_with_the_same_te
     finally:
         first.close()
     (keys,) = kernels._LAUNCH_BUILT.values()
-    assert len(keys) == 2 and any("'BLOCK_SIZE', '4'" in k for k in keys) and any("'BLOCK_SIZE', '8'" in k for k in keys)
+    assert (
+        len(keys) == 2 and any("'BLOCK_SIZE', '4'" in k for k in keys) and any("'BLOCK_SIZE', '8'" in k for k in keys)
+    )
     second = _compile_box_for(cells_of_text(GATHER_TEXT))
     seen = []
     monkeypatch.setattr(second, "_remember_builds", lambda name, built: seen.append(built))

@@ -1,6 +1,7 @@
 """Lab 07 (scheduler): realistic bugs and correct variants written differently, all starting from the
 lab's starter like a student's notebook. Most bugs are one-line edits of the notebook's own solution:
 ``EDITS`` maps a name to (text in the solution, replacement, checks that must fail)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -9,47 +10,83 @@ from autograder.course.layout import LABS, SOURCE_DIR
 from notebook_code import answer_source
 from paged_kv.lab.starters import SchedulerWithoutSchedule
 
-ADMISSION, DECODE, PREEMPTION, RANDOM = ("check_fcfs_admission", "check_decode_growth", "check_preemption",
-                                         "check_random_traces")
+ADMISSION, DECODE, PREEMPTION, RANDOM = (
+    "check_fcfs_admission",
+    "check_decode_growth",
+    "check_preemption",
+    "check_random_traces",
+)
 
 EDITS = {
     "preempts the oldest": (
         "victim = self.running.pop() if self.running else seq",
-        "victim = self.running.popleft() if self.running else seq", {PREEMPTION, RANDOM}),
-    "forgets to deallocate on preemption": (
-        "self.block_manager.deallocate(seq)\n", "pass\n", {PREEMPTION, RANDOM}),
+        "victim = self.running.popleft() if self.running else seq",
+        {PREEMPTION, RANDOM},
+    ),
+    "forgets to deallocate on preemption": ("self.block_manager.deallocate(seq)\n", "pass\n", {PREEMPTION, RANDOM}),
     "preempted sequence to the tail of waiting": (
-        "self.waiting.appendleft(seq)", "self.waiting.append(seq)", {PREEMPTION, RANDOM}),
+        "self.waiting.appendleft(seq)",
+        "self.waiting.append(seq)",
+        {PREEMPTION, RANDOM},
+    ),
     "admits beyond the pool (capacity check off by one)": (
         "hits = self.block_manager.can_allocate(head)\n            if hits == -1:",
         "hits = max(self.block_manager.can_allocate(head), 0)\n"
-        "            if self.block_manager.num_free_blocks + 1 < head.num_blocks:", {ADMISSION, PREEMPTION}),
+        "            if self.block_manager.num_free_blocks + 1 < head.num_blocks:",
+        {ADMISSION, PREEMPTION},
+    ),
     "decode growth off by one (a free block for every token)": (
-        "while not self.block_manager.can_append(seq):", "while self.block_manager.num_free_blocks < 1:",
-        {PREEMPTION, RANDOM}),
+        "while not self.block_manager.can_append(seq):",
+        "while self.block_manager.num_free_blocks < 1:",
+        {PREEMPTION, RANDOM},
+    ),
     "decode growth by hand, wrong for block size 1": (
         "while not self.block_manager.can_append(seq):",
-        "while len(seq) % self.block_size == 1 and not self.block_manager.num_free_blocks:", {PREEMPTION}),
-    "forgets may_append": (
-        "                self.block_manager.may_append(seq)\n", "", {DECODE, PREEMPTION, RANDOM}),
+        "while len(seq) % self.block_size == 1 and not self.block_manager.num_free_blocks:",
+        {PREEMPTION},
+    ),
+    "forgets may_append": ("                self.block_manager.may_append(seq)\n", "", {DECODE, PREEMPTION, RANDOM}),
     "ignores max_num_seqs in decode": (
-        "while self.running and len(scheduled) < self.max_num_seqs:", "while self.running:", {DECODE}),
+        "while self.running and len(scheduled) < self.max_num_seqs:",
+        "while self.running:",
+        {DECODE},
+    ),
     "budget compared with the total, not what is left": (
-        "if new_tokens > budget:", "if new_tokens > self.max_num_batched_tokens:", {ADMISSION}),
+        "if new_tokens > budget:",
+        "if new_tokens > self.max_num_batched_tokens:",
+        {ADMISSION},
+    ),
     "a prompt that exactly fills the budget is refused": (
-        "if new_tokens > budget:", "if new_tokens >= budget:", {ADMISSION}),
+        "if new_tokens > budget:",
+        "if new_tokens >= budget:",
+        {ADMISSION},
+    ),
     "budget counts cached tokens": (
-        "new_tokens = len(head) - hits * self.block_size", "new_tokens = len(head)", {ADMISSION}),
+        "new_tokens = len(head) - hits * self.block_size",
+        "new_tokens = len(head)",
+        {ADMISSION},
+    ),
     "scheduled ones to the tail of running": (
-        "self.running.extendleft(reversed(scheduled))", "self.running.extend(scheduled)", {DECODE}),
+        "self.running.extendleft(reversed(scheduled))",
+        "self.running.extend(scheduled)",
+        {DECODE},
+    ),
     "no self-preemption: the sequence is dropped": (
         "victim = self.running.pop() if self.running else seq",
         "victim = self.running.pop() if self.running else None\n"
-        "                if victim is None:\n                    break", {PREEMPTION}),
+        "                if victim is None:\n                    break",
+        {PREEMPTION},
+    ),
     "prefill and decode in the same step": (
-        "        if scheduled:\n            return scheduled, True\n", "", {ADMISSION, DECODE, PREEMPTION, RANDOM}),
+        "        if scheduled:\n            return scheduled, True\n",
+        "",
+        {ADMISSION, DECODE, PREEMPTION, RANDOM},
+    ),
     "decode forgets num_scheduled_tokens": (
-        "                seq.num_scheduled_tokens = 1\n", "", {DECODE, PREEMPTION, RANDOM}),
+        "                seq.num_scheduled_tokens = 1\n",
+        "",
+        {DECODE, PREEMPTION, RANDOM},
+    ),
 }
 
 

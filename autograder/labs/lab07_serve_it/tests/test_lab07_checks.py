@@ -1,6 +1,7 @@
 """Lab 07's grader, beyond what test_graders.py checks for every lab: each catalogued bug loses the
 points of the checks it breaks, feedback names the step and gives a hint, and no form of delegating
 ``schedule``/``preempt`` to the reference scheduler earns anything."""
+
 from __future__ import annotations
 
 import inspect
@@ -11,8 +12,11 @@ import paged_kv.engine.scheduler
 from autograder.labs.lab07_serve_it import checks as grader
 from autograder.labs.lab07_serve_it.tests import bugs as bugs
 
-CHECKS = {name: f for name, f in inspect.getmembers(grader, inspect.isfunction)
-          if name.startswith("check_") and f.__module__ == grader.__name__}
+CHECKS = {
+    name: f
+    for name, f in inspect.getmembers(grader, inspect.isfunction)
+    if name.startswith("check_") and f.__module__ == grader.__name__
+}
 Reference = paged_kv.engine.scheduler.Scheduler
 Starter = bugs.SchedulerWithoutSchedule
 
@@ -35,7 +39,9 @@ def test_the_grader_has_the_four_checks_the_notebook_calls():
 @pytest.mark.parametrize("bug", bugs.ALL_BUGS)
 def test_every_bug_loses_the_points_of_the_checks_it_breaks(bug):
     failed = failures(bugs.bug_class(bug))
-    assert bugs.must_fail(bug) <= set(failed), f"{bug}: expected {sorted(bugs.must_fail(bug))} to fail, got {sorted(failed)}"
+    assert bugs.must_fail(bug) <= set(failed), (
+        f"{bug}: expected {sorted(bugs.must_fail(bug))} to fail, got {sorted(failed)}"
+    )
     assert all(message.startswith("[") for message in failed.values()), failed
 
 
@@ -105,10 +111,12 @@ def run_visible_cell(cls):
     trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
     visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab07-visible")
     namespace = {"__name__": "__notebook__"}
-    exec("import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
-         "from paged_kv.lab.scheduler_trace import (TraceRequest, TraceSpec, compare_with_reference, format_snapshot,\n"
-         "                                          reference_snapshots)",
-         namespace)
+    exec(
+        "import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
+        "from paged_kv.lab.scheduler_trace import (TraceRequest, TraceSpec, compare_with_reference, format_snapshot,\n"
+        "                                          reference_snapshots)",
+        namespace,
+    )
     exec(trace, namespace)
     namespace["Scheduler"] = cls
     exec(visible, namespace)
@@ -136,7 +144,10 @@ def test_every_listed_pitfall_is_tried_on_the_visible_cell():
     from autograder.course.layout import LABS, SOURCE_DIR
 
     lab = "07-serve-it"
-    text = next(c.source for c in nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
-                if c.cell_type == "markdown" and "Pitfalls to remember" in c.source)
+    text = next(
+        c.source
+        for c in nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
+        if c.cell_type == "markdown" and "Pitfalls to remember" in c.source
+    )
     listed = [line.split("**")[1].rstrip(".") for line in text.splitlines() if line.startswith("- **")]
     assert sorted(listed) == sorted(k for k in VISIBLE_MUST_CATCH if not k.startswith("(slip)")), listed

@@ -1,6 +1,7 @@
 """Lab 08: realistic student bugs (each must lose the points of its own TODO, and only those) and correct
 variants written differently (each must keep full marks). Classes are written as the notebook writes them,
 on the starter; functions as the answer cells define them."""
+
 from __future__ import annotations
 
 import torch
@@ -484,15 +485,40 @@ def copies_with_index_copy(k_caches, v_caches, copies):
 
 
 # TODO number -> bugs of that TODO
-BUGS = {ForkSharesTheList: 1, ForkWithoutRefCounts: 1, ForkCopiesEveryBlock: 1, ForkForgetsCachedTokens: 1,
-        ForkForgetsThePromptLength: 1, ForkSharesTheTokenList: 1, ForkIsAShallowCopy: 1,
-        CopiesOnEveryAppend: 2, NeverCopies: 2, CopyKeepsTheOldReference: 2, CopiesOnlyWhenThreeShare: 2,
-        DropsTheReferenceBeforeTheOomCheck: 2, ForgetsToRecordTheCopy: 2, CopiesASharedFullBlock: 2,
-        appends_before_forking: 3, frees_after_appending: 3, frees_pruned_blocks_directly: 3,
-        never_frees_pruned_beams: 3, returns_beams_sorted_by_parent: 3,
-        copies_only_k: 4, copies_only_layer_0: 4, copies_the_wrong_way: 4, copies_into_a_new_tensor: 4,
-        copies_the_first_pair_only: 4, puts_new_tensors_in_the_list: 4}
+BUGS = {
+    ForkSharesTheList: 1,
+    ForkWithoutRefCounts: 1,
+    ForkCopiesEveryBlock: 1,
+    ForkForgetsCachedTokens: 1,
+    ForkForgetsThePromptLength: 1,
+    ForkSharesTheTokenList: 1,
+    ForkIsAShallowCopy: 1,
+    CopiesOnEveryAppend: 2,
+    NeverCopies: 2,
+    CopyKeepsTheOldReference: 2,
+    CopiesOnlyWhenThreeShare: 2,
+    DropsTheReferenceBeforeTheOomCheck: 2,
+    ForgetsToRecordTheCopy: 2,
+    CopiesASharedFullBlock: 2,
+    appends_before_forking: 3,
+    frees_after_appending: 3,
+    frees_pruned_blocks_directly: 3,
+    never_frees_pruned_beams: 3,
+    returns_beams_sorted_by_parent: 3,
+    copies_only_k: 4,
+    copies_only_layer_0: 4,
+    copies_the_wrong_way: 4,
+    copies_into_a_new_tensor: 4,
+    copies_the_first_pair_only: 4,
+    puts_new_tensors_in_the_list: 4,
+}
 # Bugs the grader of issue 27 catches and the one before it gave full marks (test_lab08_grader proves both).
 MISSED_BEFORE_ISSUE_27 = (ForkForgetsThePromptLength, ForkIsAShallowCopy, puts_new_tensors_in_the_list)
-VARIANTS = {ReadsTheGivenHelper: (1, 2), ChecksWithCanAppend: (2,), forks_every_choice_then_frees_all: (3,), counts_choices_first: (3,),
-            copies_pair_by_pair: (4,), copies_with_index_copy: (4,)}
+VARIANTS = {
+    ReadsTheGivenHelper: (1, 2),
+    ChecksWithCanAppend: (2,),
+    forks_every_choice_then_frees_all: (3,),
+    counts_choices_first: (3,),
+    copies_pair_by_pair: (4,),
+    copies_with_index_copy: (4,),
+}

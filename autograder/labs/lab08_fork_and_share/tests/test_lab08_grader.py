@@ -1,6 +1,7 @@
 """Lab 08's graders grade, TODO by TODO: the solution notebook gets full marks, the untouched release
 zero on every check, each catalogued bug loses points on its own TODO's checks and nowhere else, correct
 variants written differently keep full marks, and objects that claim equality earn nothing."""
+
 import inspect
 
 import pytest
@@ -12,8 +13,11 @@ from autograder.labs.lab08_fork_and_share.tests import bugs as bugs
 from notebook_code import namespace_after_answer
 
 LAB = "08-fork-and-share"
-CHECKS = [f for name, f in inspect.getmembers(grader, inspect.isfunction)
-          if name.startswith("check_") and f.__module__ == grader.__name__]
+CHECKS = [
+    f
+    for name, f in inspect.getmembers(grader, inspect.isfunction)
+    if name.startswith("check_") and f.__module__ == grader.__name__
+]
 # TODO -> the reference functions its checks name in @grades, and the notebook object each check receives
 TODO_REFERENCE = {1: "fork", 2: "may_append", 3: "advance_beams", 4: "copy_blocks"}
 NOTEBOOK_OBJECT = {1: "ForkingManager", 2: "CopyOnWriteManager", 3: "advance_beams", 4: "copy_blocks"}
@@ -114,6 +118,9 @@ def test_what_the_grader_before_issue_27_missed_now_fails_on_the_field_or_tensor
     function never saw."""
     failed = failures(bug, todos_taking(bug))
     assert failed and set(failed) <= checks_of(bugs.BUGS[bug]), failed
-    named = {"ForkForgetsThePromptLength": "num_prompt_tokens", "ForkIsAShallowCopy": "seq_id",
-             "puts_new_tensors_in_the_list": "did not change"}[bug.__name__]
+    named = {
+        "ForkForgetsThePromptLength": "num_prompt_tokens",
+        "ForkIsAShallowCopy": "seq_id",
+        "puts_new_tensors_in_the_list": "did not change",
+    }[bug.__name__]
     assert all(named in message for message in failed.values()), failed

@@ -1,6 +1,7 @@
 """Lab 08 on its own edition of the package (issue 25), where fork, may_append, advance_beams and
 copy_blocks are stubs: the finished lab runs top to bottom there, and the fork picture that section 1
 draws from written-out tables (before the student's manager exists) is what the reference computes."""
+
 import os
 import subprocess
 import sys
@@ -69,6 +70,12 @@ print("offered helpers work")
 @pytest.mark.parametrize("part", [None] + [p.name for p in manifest.BY_LAB[LAB].boxed_parts], ids=str)
 def test_every_offered_helper_works_in_every_edition_of_the_lab(part):
     folder = build_edition(LAB, part)
-    done = subprocess.run([sys.executable, "-c", OFFERED_HELPERS], cwd=folder.parent, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)])), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", OFFERED_HELPERS],
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)])),
+        timeout=120,
+    )
     assert "offered helpers work" in done.stdout, done.stderr[-2000:]
