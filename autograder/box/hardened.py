@@ -50,6 +50,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.course.notebook import BEGIN
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
@@ -511,7 +512,7 @@ class HardenedExecute(Execute):
                 continue
             if is_grade(cell):
                 cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+                grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
                 self.verdicts[grade_id] = verdicts.Verdict(
                     grade_id, False, "error", "GradingRefused", [trust.REFUSED_MESSAGE]
                 )
@@ -552,7 +553,7 @@ class HardenedExecute(Execute):
         references = _references(graded, self._view)
         todo_names: set = set()
         for cell in lab.cells:
-            if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and cell.get("cell_type") == "code":
+            if nbgrader_meta(cell).get("solution") and cell.get("cell_type") == "code":
                 tree = nbview.parse(nbview._text(cell.get("source")))
                 if tree is not None:
                     todo_names |= {
@@ -767,7 +768,7 @@ class HardenedExecute(Execute):
     def _run_graded(self, cell, index: int) -> str:
         """Show a visible test's run in the kernel; decide every graded cell here (see the module doc)."""
         model = self._view[index] if self._view is not None and index < len(self._view) else None
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+        grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
         if model is None or model.kind != nbview.GRADED:
             cell.outputs = [
                 error_output(
@@ -1027,7 +1028,7 @@ class HardenedExecute(Execute):
         )
 
     def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        grade_id = nbgrader_meta(cell).get("grade_id")
         self.events.append(event(grade_id or f"cell {index}", kind, detail, graded=bool(is_grade(cell))))
 
     def _finish(self, seconds: float) -> None:

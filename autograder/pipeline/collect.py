@@ -48,6 +48,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import nbformat
 
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.pipeline.entries import (
     MAX_ENTRY,
     MAX_STUDENT,
@@ -313,7 +314,7 @@ def notebooks_of_the_lab(files: List[Path], grade_ids: Iterable[str]) -> List[Pa
             continue
         try:
             cells = json.loads(read_file(path).decode("utf-8-sig", errors="replace")).get("cells", [])
-            ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells if isinstance(c, dict)}
+            ids = {nbgrader_meta(c).get("grade_id") for c in cells if isinstance(c, dict)}
         except (Refused, ValueError, AttributeError, OSError):
             continue
         if ids & wanted:
@@ -369,11 +370,7 @@ def write_submissions(
     if unsafe:
         raise ValueError(f"unsafe student id {unsafe[0]!r}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
-    grade_ids = [
-        c.metadata.get("nbgrader", {}).get("grade_id")
-        for c in release.cells
-        if c.metadata.get("nbgrader", {}).get("grade")
-    ]
+    grade_ids = [nbgrader_meta(c).get("grade_id") for c in release.cells if nbgrader_meta(c).get("grade")]
     work = course_root / "autograder" / "work"
     records = []
     for sid, submission in sorted(submissions.items()):

@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import NOTES_CELL_ID, NOTES_TITLE
 from autograder.verdict.plain_text import note_lines
 from autograder.verdict.notebook import normalized
@@ -164,7 +165,7 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
 
     for r, cell in enumerate(release):  # by cell id, then by nbgrader grade_id
         s = next((i for i, c in enumerate(cells) if i not in used and cell.get("id") in c["ids"]), None)
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        grade_id = nbgrader_meta(cell).get("grade_id")
         if s is None and grade_id:
             s = next((i for i, c in enumerate(cells) if i not in used and c["grade_id"] == grade_id), None)
         if s is not None:
@@ -186,7 +187,7 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # answer cells: the cell that defines what the answer must define
-        if r not in matched and cell.metadata.get("nbgrader", {}).get("solution"):
+        if r not in matched and nbgrader_meta(cell).get("solution"):
             needed = set(_required(cell))
             s = next(
                 (
@@ -199,7 +200,7 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
             if s is not None:
                 take(r, s)
     for r, cell in enumerate(release):  # edited copies of locked cells
-        if r not in matched and cell.metadata.get("nbgrader", {}).get("locked") and cell.source.strip():
+        if r not in matched and nbgrader_meta(cell).get("locked") and cell.source.strip():
             scores = [
                 (difflib.SequenceMatcher(None, cell.source, c["source"]).ratio(), i)
                 for i, c in enumerate(cells)
@@ -212,7 +213,7 @@ def match_cells(release: List[NotebookNode], cells: List[dict]) -> Dict[int, int
 
 # ---- rebuilding ---------------------------------------------------------------------------------
 def _label(cell) -> str:
-    meta = cell.metadata.get("nbgrader", {})
+    meta = nbgrader_meta(cell)
     return meta.get("grade_id") or cell.get("id") or "a cell"
 
 
@@ -271,7 +272,7 @@ def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name
 
 def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) -> NotebookNode:
     new = copy.deepcopy(cell)
-    meta = cell.metadata.get("nbgrader", {})
+    meta = nbgrader_meta(cell)
     if meta.get("solution"):
         if submitted is None:
             result.record(
@@ -334,7 +335,7 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
         if cell.cell_type != "code":
             continue
         names, error = defined_names(cell.source)
-        meta = cell.metadata.get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         if error and meta.get("solution"):
             result.record(
                 "syntax-error",
@@ -344,7 +345,7 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
         for name, methods in names.items():
             defined.setdefault(name, set()).update(methods)
     for cell in release.cells:
-        if not cell.metadata.get("nbgrader", {}).get("solution"):
+        if not nbgrader_meta(cell).get("solution"):
             continue
         for name, methods in _required(cell).items():
             if name not in defined:

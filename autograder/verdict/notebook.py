@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.course.notebook import cell_text, normalized  # noqa: F401 (normalized: read from here too)
 
 GIVEN, ANSWER, ADDED, GRADED, TEXT = "given", "answer", "added", "graded", "text"
@@ -206,7 +207,7 @@ class LabSource:
         data = json.loads(Path(path).read_text())
         lab = cls(Path(path), data["cells"])
         for cell in data["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
+            meta = nbgrader_meta(cell)
             text = _text(cell.get("source"))
             if cell.get("cell_type") != "code":
                 continue
@@ -223,7 +224,7 @@ def classify(nb, lab: LabSource) -> List[Cell]:
     """The submission's cells (``nb``: an nbformat notebook), each with its kind (see the module doc)."""
     out: List[Cell] = []
     for index, cell in enumerate(nb.cells):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         source = _text(cell.get("source"))
         if cell.get("cell_type") != "code":
             out.append(Cell(index, TEXT, source, cell.get("id", "")))
