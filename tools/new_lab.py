@@ -64,7 +64,8 @@ def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
     from autograder.labs import cell_prefix, package_name
 
     prefix, package = cell_prefix(lab), package_name(lab)
-    setup = json.loads((REPO / "solutions" / "01-capacity-ledger" / "capacity_ledger.ipynb").read_text())["cells"][1]
+    model = json.loads((REPO / "solutions" / "01-capacity-ledger" / "capacity_ledger.ipynb").read_text())
+    setup = model["cells"][1]  # lab 01's setup cell and notebook metadata: the scaffold's models
     answer = textwrap.dedent(inspect.getsource(function))
     header = re.match(r"(def [^\n]*?\)(?:\s*->\s*[^:]+)?):\n", answer)
     if header is None:
@@ -118,14 +119,10 @@ def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
                 points=8,
             ),
         ],
-        "metadata": setup_metadata(),
+        "metadata": model["metadata"],
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-
-
-def setup_metadata() -> dict:
-    return json.loads((REPO / "solutions" / "01-capacity-ledger" / "capacity_ledger.ipynb").read_text())["metadata"]
 
 
 def _free_names(source: str, function) -> set:
