@@ -156,6 +156,8 @@ _STARTERS = {
                                         "hash_blocks"]),
     "SchedulerWithoutSchedule": ("paged_kv.engine.scheduler", "Scheduler", "SchedulerBase", ["schedule", "preempt"]),
     "ForkingManagerWithoutFork": ("paged_kv.cache.forking", "ForkingBlockManager", "BlockManager", ["fork", "may_append"]),
+    "ChunkedSchedulerWithoutSchedule": ("paged_kv.engine.chunked", "ChunkedScheduler", "ChunkedSchedulerBase",
+                                        ["schedule"]),
 }
 
 
