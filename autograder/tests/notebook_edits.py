@@ -9,6 +9,7 @@ edits put a few of those bugs, one or more per TODO, through nbgrader as submitt
 from __future__ import annotations
 
 from autograder.labs.lab07_serve_it.tests import bugs as bugs_lab07
+from autograder.labs.lab09_chunked_prefill.tests import bugs as bugs_lab09
 
 _LOG2E = "1.4426950408889634"
 
@@ -115,5 +116,15 @@ NOTEBOOK_EDITS = {
             "decode growth by hand, wrong for block size 1",
             "prefill and decode in the same step",
         )
+    },
+    # Lab 09's catalogue states the checks each edit must fail at least; through nbgrader these three fail exactly
+    # the checks given here (the random traces catch every one of them).
+    "09-chunked-prefill": {
+        label: (*bugs_lab09.EDITS[label][:2], failed)
+        for label, failed in {
+            "preempts the oldest": {bugs_lab09.BLOCKS, bugs_lab09.RANDOM},
+            "counting the cached prefix as budget": {bugs_lab09.BLOCKS, bugs_lab09.CACHE, bugs_lab09.RANDOM},
+            "ignores max_num_seqs": {bugs_lab09.BUDGET, bugs_lab09.RANDOM},
+        }.items()
     },
 }

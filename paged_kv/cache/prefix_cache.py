@@ -66,6 +66,16 @@ class Sequence:
         return len(self.token_ids)
 
     @property
+    def num_computed_tokens(self) -> int:
+        """vLLM V1's name for ``num_cached_tokens``: tokens whose K/V exist (lab 09's chunks race it to
+        ``num_tokens``)."""
+        return self.num_cached_tokens
+
+    @num_computed_tokens.setter
+    def num_computed_tokens(self, value: int) -> None:
+        self.num_cached_tokens = value
+
+    @property
     def num_blocks(self) -> int:
         """Blocks needed to hold every token: ``ceil(len(self) / block_size)``."""
         return ceil_div(len(self.token_ids), self.block_size)

@@ -100,6 +100,9 @@ class StepRecord:
     num_running: int
     num_waiting: int
     end_time: float
+    decode_tokens: int = 0  # of computed_tokens: one per sequence that generates (lab 09's bars)
+    token_budget: int = 0  # the scheduler's max_num_batched_tokens
+    sampled: int = 0  # sequences that got a token (a chunk short of the end gets none)
 
 
 SchedulerFactory = Callable[..., SchedulerBase]
@@ -109,7 +112,10 @@ class LLMEngine:
     """Serves ``model`` from a pool of ``num_blocks`` KV blocks of ``block_size`` tokens.
 
     ``scheduler``: a ``SchedulerBase`` subclass (or a factory) called as
-    ``scheduler(block_manager, max_num_seqs=..., max_num_batched_tokens=...)``.
+    ``scheduler(block_manager, max_num_seqs=..., max_num_batched_tokens=...)``; its ``block_manager_class``
+    (``BlockManager`` unless it says otherwise) is the pool's manager. A scheduler without
+    ``chunked_prefill`` computes a prompt in one step, so its budget must hold ``max_model_len`` tokens; a
+    chunking one (lab 09's ``ChunkedScheduler``) takes any budget.
     ``decode_attention``: the paged decode kernel (torch reference by default; the Triton kernel of
     lab 06 has the same signature). ``clock``: seconds, for TTFT/TPOT.
     """
@@ -131,12 +137,16 @@ class LLMEngine:
         self.max_model_len = model.config.max_model_len
         if max_num_batched_tokens is None:
             max_num_batched_tokens = 4 * self.max_model_len
-        if check_positive_int("max_num_batched_tokens", max_num_batched_tokens) < self.max_model_len:
+        chunked = bool(getattr(scheduler, "chunked_prefill", False))
+        if check_positive_int("max_num_batched_tokens", max_num_batched_tokens) < self.max_model_len and not chunked:
             raise ValueError(
                 f"max_num_batched_tokens={max_num_batched_tokens} must be at least max_model_len="
                 f"{self.max_model_len}: a preempted sequence is recomputed in one prefill"
             )
-        self.block_manager = BlockManager(num_blocks, block_size)
+        manager_class = getattr(scheduler, "block_manager_class", BlockManager)
+        if not (isinstance(manager_class, type) and issubclass(manager_class, BlockManager)):
+            raise TypeError(f"scheduler.block_manager_class must be a BlockManager subclass, got {manager_class!r}")
+        self.block_manager = manager_class(num_blocks, block_size)
         self.scheduler = scheduler(
             self.block_manager, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )
@@ -203,19 +213,33 @@ class LLMEngine:
         for seq in preempted:
             self._by_seq[seq.seq_id].num_preemptions += 1
         states = [self._by_seq[s.seq_id] for s in seqs]
-        cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
-        for state in states:
-            if is_prefill and state.prompt_tokens_from_cache is None:
-                state.prompt_tokens_from_cache = state.seq.num_cached_tokens
+        admitted = [s for s in seqs if id(s) not in was_running]  # their computed tokens so far are prefix hits
+        cached = sum(s.num_cached_tokens for s in admitted)
+        for seq in admitted:
+            state = self._by_seq[seq.seq_id]
+            if state.prompt_tokens_from_cache is None:
+                state.prompt_tokens_from_cache = seq.num_cached_tokens
         computed = sum(s.num_scheduled_tokens for s in seqs)
+        decode_tokens = sum(
+            1
+            for s in seqs
+            if s.num_scheduled_tokens == 1 and s.num_cached_tokens + 1 == len(s) and len(s) > s.num_prompt_tokens
+        )
+        # a chunk that stops short of the sequence's end (lab 09) gives no token: its logits are not sampled
+        complete = [s.num_cached_tokens + s.num_scheduled_tokens == len(s) for s in seqs]
         logits = self.runner.run(seqs, is_prefill)
-        tokens = [sample_next(row, state.params.temperature, state.generator) for state, row in zip(states, logits)]
+        tokens = [
+            sample_next(row, state.params.temperature, state.generator) if done else None
+            for state, row, done in zip(states, logits, complete)
+        ]
         now = self.clock()  # after sampling: reading each token back to the host waits for the device's work
         finished = []
         for seq, state, token in zip(seqs, states, tokens):
             self.block_manager.hash_blocks(seq)  # after the K/V exist, never before
             seq.num_cached_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
+            if token is None:
+                continue
             seq.append_token(token)
             state.output_ids.append(token)
             state.token_times.append(now)
@@ -239,6 +263,9 @@ class LLMEngine:
                 num_running=len(self.scheduler.running),
                 num_waiting=len(self.scheduler.waiting),
                 end_time=now,
+                decode_tokens=decode_tokens,
+                token_budget=self.scheduler.max_num_batched_tokens,
+                sampled=sum(complete),
             )
         )
         return finished

@@ -1,9 +1,10 @@
 """The model runner: owns the paged KV cache and turns a scheduled batch into one forward pass.
 
 For each scheduled sequence it lays out the tokens to compute (prefill: positions
-``num_cached_tokens .. len(seq) - 1``, i.e. only what the prefix cache did not serve; decode: the
-newest token), their *slots* in the pool, the block tables and the lengths, then runs the model with
-a ``PagedKV`` context and returns the logits of each sequence's last position.
+``num_cached_tokens .. num_cached_tokens + num_scheduled_tokens - 1``, i.e. only what the prefix cache did
+not serve, all of it or one chunk of it (lab 09); decode: the newest token), their *slots* in the pool, the block tables and the lengths, then runs the model with
+a ``PagedKV`` context and returns the logits of each sequence's last computed position (a chunk that
+stops short of the end gives logits nobody samples).
 """
 
 from __future__ import annotations
@@ -68,19 +69,21 @@ class ModelRunner:
         for seq in seqs:
             start, count = seq.num_cached_tokens, seq.num_scheduled_tokens
             end = start + count
-            if is_prefill and (count < 1 or end != len(seq)):
+            if is_prefill and (count < 1 or end > len(seq)):
                 raise ValueError(
                     f"prefill of sequence {seq.seq_id}: cached {start} + scheduled {count} tokens must "
-                    f"cover all {len(seq)} tokens, with at least one scheduled"
+                    f"stay within its {len(seq)} tokens, with at least one scheduled"
                 )
             if not is_prefill and (count != 1 or end != len(seq)):
                 raise ValueError(
                     f"decode of sequence {seq.seq_id}: expected 1 scheduled token after "
                     f"{len(seq) - 1} cached, got {count} scheduled after {start} cached"
                 )
-            if seq.num_blocks > len(seq.block_table) or (seq.block_table and max(seq.block_table) >= self.num_blocks):
+            if -(-end // self.block_size) > len(seq.block_table) or (
+                seq.block_table and max(seq.block_table) >= self.num_blocks
+            ):
                 raise ValueError(
-                    f"sequence {seq.seq_id} has {len(seq)} tokens but block table {seq.block_table} "
+                    f"sequence {seq.seq_id} computes up to {end} tokens but block table {seq.block_table} "
                     f"(pool of {self.num_blocks}); was may_append/allocate called?"
                 )
             ids.extend(seq.token_ids[start:end])

@@ -185,6 +185,12 @@ _STARTERS = {
         "BlockManager",
         ["fork", "may_append"],
     ),
+    "ChunkedSchedulerWithoutSchedule": (
+        "paged_kv.engine.chunked",
+        "ChunkedScheduler",
+        "ChunkedSchedulerBase",
+        ["schedule"],
+    ),
 }
 
 
