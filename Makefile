@@ -162,20 +162,20 @@ model: env
 	$(PY) tools/train_tiny_model.py
 
 handout: env
-	$(PY) -m autograder.pipeline.handout $(if $(LAB),--lab $(LAB))
+	$(PY) -m autograder.handout.handout $(if $(LAB),--lab $(LAB))
 
 collect: env
 	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }
-	$(PY) -m autograder.pipeline.collect $(LAB) "$(FROM)"
+	$(PY) -m autograder.collect.collect $(LAB) "$(FROM)"
 
 grade: env
 	@test -n "$(LAB)" || { echo "usage: make grade LAB=<NN-lab>"; exit 2; }
-	$(PY) -m autograder.pipeline.grade $(LAB)
+	$(PY) -m autograder.grade.grade $(LAB)
 
 # The LMS's ids come from the download collected (make collect); Canvas's assignment id from its address.
 gradebook: env
 	@test -n "$(LAB)" -a -n "$(LMS)" || { echo "usage: make gradebook LAB=<NN-lab> LMS=canvas|moodle [ASSIGNMENT_ID=<Canvas assignment id>] [POINTS=<LMS maximum>]"; exit 2; }
-	$(PY) -m autograder.pipeline.lms_gradebook $(LAB) --lms $(LMS) $(if $(ASSIGNMENT_ID),--assignment-id $(ASSIGNMENT_ID)) $(if $(POINTS),--points $(POINTS))
+	$(PY) -m autograder.grade.lms_gradebook $(LAB) --lms $(LMS) $(if $(ASSIGNMENT_ID),--assignment-id $(ASSIGNMENT_ID)) $(if $(POINTS),--points $(POINTS))
 
 gradescope: env
 	$(PY) -m autograder.platforms.gradescope build $(LAB)
@@ -185,7 +185,7 @@ prairielearn: env
 
 insight: env
 	@test -n "$(LAB)" || { echo "usage: make insight LAB=<NN-lab>"; exit 2; }
-	$(PY) -m autograder.pipeline.insight $(LAB)
+	$(PY) -m autograder.feedback.insight $(LAB)
 
 grader-report: env
 	$(PY) -m autograder.proof.report

@@ -105,19 +105,19 @@ c.HardenedExecute.hidden_paths = [
 ]
 c.Execute.kernel_name = "python3"
 c.Execute.timeout = 120  # plain nbgrader Execute (not used by autograde with this config)
-# Test cells missing from a submission come back from the gradebook (autograder/pipeline/repair.py does more).
+# Test cells missing from a submission come back from the gradebook (autograder/collect/repair.py does more).
 c.OverwriteCells.add_missing_cells = True
 # Feedback never shows the hidden tests' code (nbgrader issue 917).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "autograder.pipeline.hide_hidden.HideHiddenTests",
+    "autograder.feedback.hide_hidden.HideHiddenTests",
 ]
 # Feedback is inert (docs/design.md, threat model): what a student's markdown and outputs hold is rendered as text
 # (InertCells, before any HTML is made; HTMLExporter's own list, so Formgrader's submission view gets it too),
 # and every feedback page is rebuilt by an allow-list sanitiser (InertHTMLExporter: no script, handler,
 # frame, form or URL but data: images and links).
-c.HTMLExporter.preprocessors = ["autograder.pipeline.inert_cells.InertCells"]
+c.HTMLExporter.preprocessors = ["autograder.feedback.inert_cells.InertCells"]
 c.InertCells.source_dir = str(ROOT / "solutions")
-c.GenerateFeedback.exporter_class = "autograder.pipeline.inert_html.InertHTMLExporter"
+c.GenerateFeedback.exporter_class = "autograder.feedback.inert_html.InertHTMLExporter"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -6,7 +6,7 @@
 - ``release [LAB]``: the labs up to LAB to the exchange, and LAB's edition of the package for the students
   (``hub.package``: no implementation of LAB's TODOs or of any later lab's); no LAB: every lab, with the
   whole package (a self-study hub: every answer is in what students import);
-- ``grade LAB``: ``autograder.pipeline.exchange grade`` on the instructor's course folder;
+- ``grade LAB``: ``autograder.exchange.exchange grade`` on the instructor's course folder;
 - ``clean``: stops the hub, removes the accounts it made with their homes, and HUB_DIR.
 """
 
@@ -132,12 +132,12 @@ def course_environment(layout: Layout) -> dict:
 
 
 def run_exchange_step(layout: Layout, *args: str) -> int:
-    """``autograder.pipeline.exchange`` on the instructor's course folder; then give it back to them."""
+    """``autograder.exchange.exchange`` on the instructor's course folder; then give it back to them."""
     require_root("the hub's grading steps")
     command = [
         sys.executable,
         "-m",
-        "autograder.pipeline.exchange",
+        "autograder.exchange.exchange",
         "--exchange",
         str(layout.exchange),
         "--course-id",

@@ -4,7 +4,7 @@ A student's notebook is rendered to HTML twice on the hub: the feedback file (fe
 tab, opened through jupyter_server's ``files/``) and Formgrader's submission view (the instructor's
 server). Both come from the same origin as the JupyterLab they are opened beside, so a script in them
 would act with the reader's session. The feedback is made inert when it is written
-(``autograder.pipeline.inert_html``); this extension is the second wall, on exactly these responses
+(``autograder.feedback.inert_html``); this extension is the second wall, on exactly these responses
 (JupyterLab's own pages keep jupyter_server's policy, since they need scripts):
 
 - ``files/.../feedback/...`` (any file under a folder named ``feedback``: nbgrader's fetched feedback,

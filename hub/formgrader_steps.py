@@ -52,7 +52,7 @@ def refusal(button: str, command: str, lab: str = "<lab>") -> dict:
                 "It releases or collects through the exchange's checks, and grades with the",
                 "course's hardened autograde (each grading kernel a uid and cgroup of its own),",
                 "which a button in the instructor's server, run as the instructor, cannot do.",
-                "On Kubernetes: python -m autograder.pipeline.exchange (deploy/README.md).",
+                "On Kubernetes: python -m autograder.exchange.exchange (deploy/README.md).",
             ]
         ),
     }

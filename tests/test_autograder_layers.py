@@ -4,7 +4,8 @@ included: a cycle hidden inside a function is still a cycle).
 From the bottom: ``agent`` (the only code beside the student: its wire format and nothing else), ``course``
 (layout, the lab model, the notebook reader), ``verdict`` (how a cell's score is decided), ``labs`` (each lab's
 declaration and checks), ``editions`` (the package without a lab's answers), ``box`` (isolation and the
-nbgrader executor), ``pipeline`` (the instructor's commands), ``platforms`` (Gradescope, PrairieLearn), and on top ``proof`` (the
+nbgrader executor), the instructor's verbs in the order they build on each other (``handout``, ``feedback``,
+``collect``, ``grade``, ``exchange``: the hub's), ``platforms`` (Gradescope, PrairieLearn), and on top ``proof`` (the
 simulated class and ``make grader-report``: nothing shipped imports it). A package imports only those below it. Tests (``autograder/tests``, each lab's ``tests/``) may import anything.
 """
 
@@ -17,7 +18,21 @@ from typing import List
 import pytest
 
 AUTOGRADER = Path(__file__).resolve().parents[1] / "autograder"
-ORDER = ("agent", "course", "verdict", "labs", "editions", "box", "pipeline", "platforms", "proof")
+ORDER = (
+    "agent",
+    "course",
+    "verdict",
+    "labs",
+    "editions",
+    "box",
+    "handout",
+    "feedback",
+    "collect",
+    "grade",
+    "exchange",
+    "platforms",
+    "proof",
+)
 MAY_IMPORT = {name: set(ORDER[: i + 1]) for i, name in enumerate(ORDER)}
 AGENT_MAY_IMPORT = {"autograder.agent.wire"}
 
@@ -85,7 +100,7 @@ def test_each_package_imports_only_what_lies_below_it(package):
         ("course", "from autograder.labs import LABS", "autograder.course imports autograder.labs"),
         ("agent", "from autograder.verdict import channel", "the agent imports autograder.verdict"),
         ("agent", "from autograder.agent import serve", "the agent imports autograder.agent"),
-        ("box", "from autograder import pipeline", "autograder.box imports autograder.pipeline"),
+        ("box", "from autograder import grade", "autograder.box imports autograder.grade"),
         ("labs", "from .checking import call", "relative import"),
     ],
 )

@@ -5,7 +5,7 @@ Playwright, pytest, hypothesis, nbval). A student needs the course package's own
 ``course`` extra (JupyterLab, nbgrader, Triton) and what those need in turn: this script takes that closure from
 the installed environment's metadata (``importlib.metadata``, markers evaluated here) and keeps the lock's
 lines for it, in the lock's order. A class handout ships it as its ``requirements-lock.txt``
-(``autograder/pipeline/handout.py``). ``make lock`` rewrites it; ``--check`` exits 1 when it is stale.
+(``autograder/handout/handout.py``). ``make lock`` rewrites it; ``--check`` exits 1 when it is stale.
 """
 
 from __future__ import annotations

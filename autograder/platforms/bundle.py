@@ -32,7 +32,7 @@ def graded_labs() -> List[str]:
 
 def cells_of(lab: str) -> list:
     """The lab's graded cells (``insight.lab_cells``), or [] when its notebook cannot be read."""
-    from autograder.pipeline import insight
+    from autograder.feedback import insight
     from autograder.course.layout import LABS, SOURCE_DIR
 
     try:

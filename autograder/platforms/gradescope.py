@@ -163,7 +163,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     prepare.add_argument("lab", choices=sorted(LABS))
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        from autograder.pipeline.grade import ensure_assignment
+        from autograder.grade.grade import ensure_assignment
 
         ensure_assignment(args.lab, ROOT, ROOT / "autograder" / "work")
         print(f"{args.lab}: loaded into the gradebook")

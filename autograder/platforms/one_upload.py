@@ -4,7 +4,7 @@ Gradescope and PrairieLearn adapters share (each only reads the platform's folde
 ``grade_upload(lab, folder)`` reads the files of ``folder`` (the platform's copy of the upload) as
 ``make collect`` reads a student's entry (regular files only, never through a link, within its limits),
 picks the lab's notebook (the expected name, "Copy of ...", "... (1)", the only notebook there), repairs it
-from the release, grades it with ``autograder.pipeline.grade`` (the same trusted grader and box) and
+from the release, grades it with ``autograder.grade.grade`` (the same trusted grader and box) and
 returns an ``Outcome``: one ``CellResult`` per graded cell (its points, its score and the message the
 feedback shows for it, never hidden-test source), the Grading notes (repairs, limits, provenance findings)
 and what the instructor should know (box level, seconds). An upload with no notebook to grade (none,
@@ -76,8 +76,8 @@ class Outcome:
 
 def _gather(folder: Path, scratch: Path):
     """The upload's files as one student's ``collect.Submission`` (read as ``make collect`` reads an entry)."""
-    from autograder.pipeline import collect
-    from autograder.pipeline.entries import Budget, open_folder, walk
+    from autograder.collect import collect
+    from autograder.collect.entries import Budget, open_folder, walk
 
     submission = collect.Submission(student=STUDENT, name=STUDENT)
     top = open_folder(str(folder))
@@ -109,7 +109,9 @@ def _what_to_upload(notebook: str, repairs: List[list]) -> str:
 
 def grade_upload(lab: str, folder: Path) -> Outcome:
     """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
-    from autograder.pipeline import collect, grade, insight
+    from autograder.collect import collect
+    from autograder.grade import grade
+    from autograder.feedback import insight
     from autograder.course.layout import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
 
     if lab not in LABS:
@@ -193,7 +195,7 @@ def student_notes(path: Path) -> List[str]:
 
     import nbformat
 
-    from autograder.pipeline.inert_cells import NOTES_CELL_ID
+    from autograder.feedback.inert_cells import NOTES_CELL_ID
 
     try:
         nb = nbformat.read(path, as_version=4)

@@ -7,7 +7,7 @@ delegation to the reference, and every broken or hostile submission the grading 
 Nothing here knows a lab by name: a new lab gets the whole class from its notebooks.
 
 ``write_export`` lays the class out as an LMS export (Canvas files, Moodle folders, zips, plain
-folders) for ``autograder.pipeline.collect``. ``check_outcome`` compares a graded student with the expectation.
+folders) for ``autograder.collect.collect``. ``check_outcome`` compares a graded student with the expectation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Grade simulated classes through the real pipeline and report how the autograder held.
 
 ``python -m autograder.proof.report`` (``make grader-report``): for every graded lab in ``solutions/``, the
-class of ``autograder.proof.classroom`` is exported as an LMS would, collected, graded (``autograder.pipeline.grade``,
+class of ``autograder.proof.classroom`` is exported as an LMS would, collected, graded (``autograder.grade.grade``,
 hence ``nbgrader autograde`` and ``generate_feedback``) in a scratch course, and checked student by
 student. It prints per lab: bugs caught, variants accepted, delegations refused, hostile and broken
 submissions handled, seconds per student.
@@ -32,7 +32,7 @@ from autograder.course import notebook as nbread
 from autograder.course.layout import graded_labs  # noqa: F401 (read from here by the harness)
 from autograder.proof import classroom
 from autograder.box.limits import MEMORY_MB
-from autograder.pipeline.inert import live_markup
+from autograder.feedback.inert import live_markup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def run_lab(
     export = root / "exports" / lab
     ids = classroom.write_export(students, export)
     started = time.monotonic()
-    collected = _run("autograder.pipeline.collect", lab, str(export), env=env)
+    collected = _run("autograder.collect.collect", lab, str(export), env=env)
     work = root / "autograder" / "work"
     # Three groups, one after the other: everyone else; the students whose code never ends (short budgets,
     # when given); the harm attacks with their honest bystanders, so that each hog runs beside an honest one.
@@ -119,7 +119,7 @@ def run_lab(
         {"students": [ids[s.sid] for s in group], "budgets": extra} for group, extra in zip(groups, budgets) if group
     ]
     graded = _run(
-        "autograder.pipeline.grade",
+        "autograder.grade.grade",
         lab,
         "--groups",
         json.dumps(spec),

@@ -1,6 +1,6 @@
 """The LMS path's collection never follows a link, refuses one bad entry alone, limits sizes per entry
 and per student, never per class, and gives one student id to one student's entries only: entries that
-give the same id are all refused, never merged (``autograder.pipeline.collect``, ``entries``, ``entry_names``)."""
+give the same id are all refused, never merged (``autograder.collect.collect``, ``entries``, ``entry_names``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import collect, entries, entry_names, grade
+from autograder.collect import collect, entries, entry_names
+
+from autograder.grade import grade
 from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
 LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"

@@ -25,7 +25,7 @@ from autograder.editions.build import (
     editions_dir,
     stub_module,
 )
-from autograder.pipeline import handout
+from autograder.handout import handout
 from autograder.course.layout import discover_labs
 from autograder.course.layout import graded_labs
 from autograder.verdict.provenance import normalized_tokens
@@ -246,7 +246,7 @@ def _near_answers(notebook: dict, lab: str) -> list:
 def test_no_practice_cell_of_a_class_handout_is_an_open_todos_answer_minus_an_edit(tmp_path, lab):
     """The open lab's notebook in its class handout (``make handout LAB=NN``; the hub's release does the same):
     no function of a practice cell is within a few edits of one of the lab's answers (lab 05's bug hunts are
-    left out until the lab is past due: ``autograder/pipeline/practice.py``)."""
+    left out until the lab is past due: ``autograder/handout/practice.py``)."""
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
         notebook = json.loads(archive.read(f"paged-kv-course/course/{lab}/{discover_labs(REPO / 'course')[lab]}"))
     assert _near_answers(notebook, lab) == []
@@ -271,7 +271,7 @@ def test_the_bug_hunts_close_to_lab_05s_answers_are_in_self_study_and_past_due_c
 def test_the_exchange_releases_the_open_lab_without_its_practice_close_to_the_answers(tmp_path):
     """``make hub-release LAB=05-...`` (the exchange's ``release --open-lab``) rewrites the released notebook of the
     open lab as the class handout has it, keeping its file mode; an open lab that is not released is refused."""
-    from autograder.pipeline import exchange
+    from autograder.exchange import exchange
 
     released = tmp_path / "outbound" / "05-prefix-cache" / "prefix_cache.ipynb"
     released.parent.mkdir(parents=True)
@@ -290,7 +290,7 @@ def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
     are stubs); the self-study handout keeps the public one-click route."""
     import subprocess
 
-    from autograder.pipeline import colab_class
+    from autograder.handout import colab_class
 
     lab = "05-prefix-cache"
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
@@ -331,7 +331,9 @@ def test_a_notebook_from_a_class_handout_is_graded_without_an_edited_cell_note()
     nothing in it, with or without cell ids (a notebook saved by Colab has none)."""
     import nbformat
 
-    from autograder.pipeline import colab_class, repair
+    from autograder.handout import colab_class
+
+    from autograder.collect import repair
 
     release = nbformat.read(REPO / "course" / "02-atomic-prefill" / "atomic_prefill.ipynb", as_version=4)
     handed = nbformat.read(REPO / "course" / "02-atomic-prefill" / "atomic_prefill.ipynb", as_version=4)

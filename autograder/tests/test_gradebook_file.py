@@ -1,5 +1,5 @@
 """A gradebook that is not a database, is damaged or is locked stops ``make grade`` with one line that names the
-file and what to do, never SQLAlchemy's traceback (``autograder.pipeline.gradebook_file``)."""
+file and what to do, never SQLAlchemy's traceback (``autograder.grade.gradebook_file``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import layout as labs
-from autograder.pipeline import grade, gradebook_file
+from autograder.grade import grade, gradebook_file
 
 LAB = "02-atomic-prefill"
 GARBAGE = b"this is no sqlite file " * 400

@@ -1,4 +1,4 @@
-"""Grading dies whole: ``python -m autograder.pipeline.grade`` killed with SIGKILL in the middle of a class (as
+"""Grading dies whole: ``python -m autograder.grade.grade`` killed with SIGKILL in the middle of a class (as
 the OOM killer would) leaves, within seconds, no worker, no kernel, no cgroup of its own; a re-run meets no
 live leftover and gives the grades a clean run gives."""
 
@@ -92,7 +92,7 @@ def course(tmp_path_factory):
         [str(report.REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     ids = classroom.write_export(students, root / "exports" / LAB)
-    report._run("autograder.pipeline.collect", LAB, str(root / "exports" / LAB), env=env)
+    report._run("autograder.collect.collect", LAB, str(root / "exports" / LAB), env=env)
     return root, env, students, ids
 
 
@@ -139,7 +139,7 @@ def test_grading_killed_mid_class_leaves_nothing_running_and_a_rerun_grades_as_a
     root, env, students, ids = course
     mark = f"PKV_DIES_WHOLE_{uuid.uuid4().hex}"
     grader = subprocess.Popen(
-        [sys.executable, "-m", "autograder.pipeline.grade", LAB, "--workers", "2"],
+        [sys.executable, "-m", "autograder.grade.grade", LAB, "--workers", "2"],
         cwd=report.REPO,
         env=dict(env, **{mark: "1"}),
         stdout=subprocess.DEVNULL,
@@ -166,7 +166,7 @@ def test_grading_killed_mid_class_leaves_nothing_running_and_a_rerun_grades_as_a
     assert _cgroups_of(workers) == [], "a cgroup of the grader's kernels was left behind"
 
     rerun = subprocess.run(
-        [sys.executable, "-m", "autograder.pipeline.grade", LAB],
+        [sys.executable, "-m", "autograder.grade.grade", LAB],
         cwd=report.REPO,
         env=env,
         capture_output=True,

@@ -11,7 +11,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline import collect, entry_names, handout, hide_hidden, repair
+from autograder.collect import collect, entry_names, repair
+
+from autograder.handout import handout
+
+from autograder.feedback import hide_hidden
 from autograder.box import sandbox
 from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
@@ -381,7 +385,7 @@ def test_a_quiet_boxs_stderr_stays_in_its_private_folder(tmp_path, capfd):
 
 
 def test_grading_groups_keep_their_order_and_budgets():
-    from autograder.pipeline import grade
+    from autograder.grade import grade
 
     spec = [{"students": ["a", "b"]}, {"students": ["c"], "budgets": {"PAGED_KV_CELL_TIMEOUT": "5"}}]
     assert grade.parse_groups(json.dumps(spec)) == [(["a", "b"], {}), (["c"], {"PAGED_KV_CELL_TIMEOUT": "5"})]
@@ -398,7 +402,7 @@ def test_grading_groups_keep_their_order_and_budgets():
     ],
 )
 def test_grading_groups_refuse_what_they_cannot_use(text, says):
-    from autograder.pipeline import grade
+    from autograder.grade import grade
 
     with pytest.raises(SystemExit, match=says):
         grade.parse_groups(text)

@@ -16,9 +16,9 @@ from nbconvert.filters import markdown2html
 from traitlets.config import Config
 
 from autograder.verdict.scoring import NOTES_CELL_ID, add_notes
-from autograder.pipeline.inert import live_markup
-from autograder.pipeline.inert_cells import InertCells, html_to_text, inert_output
-from autograder.pipeline.inert_html import InertHTMLExporter, inert_body, inert_css, inert_page
+from autograder.feedback.inert import live_markup
+from autograder.feedback.inert_cells import InertCells, html_to_text, inert_output
+from autograder.feedback.inert_html import InertHTMLExporter, inert_body, inert_css, inert_page
 from autograder.verdict.plain_text import markdown_text, note_lines
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -173,7 +173,7 @@ def _lab(tmp_path) -> str:
 def _render(nb, source_dir: str, template: str = "classic") -> str:
     c = Config()
     c.HTMLExporter.template_name = template
-    c.HTMLExporter.preprocessors = ["autograder.pipeline.inert_cells.InertCells"]
+    c.HTMLExporter.preprocessors = ["autograder.feedback.inert_cells.InertCells"]
     c.InertCells.source_dir = source_dir
     html, _ = InertHTMLExporter(config=c).from_notebook_node(
         nb, resources={"nbgrader": {"assignment": "02-lab", "notebook": "lab"}}

@@ -9,8 +9,8 @@ import csv
 import io
 import re
 
-from autograder.pipeline import insight
-from autograder.pipeline.inert import live_markup
+from autograder.feedback import insight
+from autograder.feedback.inert import live_markup
 from autograder.course.layout import LABS, SOURCE_DIR
 from autograder.verdict.events import write_record
 

@@ -1,5 +1,5 @@
 """Names, LMS ids and late flags travel from an LMS's download through collection into grades.csv, and into
-the files Canvas and Moodle import (``autograder.pipeline.entry_names``, ``collect``, ``lms_gradebook``).
+the files Canvas and Moodle import (``autograder.collect.entry_names``, ``collect``, ``lms_gradebook``).
 
 Every download here is synthetic (no network, no real student): zips named as Canvas's "Download
 Submissions" and Moodle's "Download all submissions" name their entries, collected with ``collect.collect``;
@@ -18,7 +18,9 @@ from typing import Dict, Optional
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.pipeline import collect, entry_names, grade, lms_gradebook  # grade: alembic on PATH
+from autograder.collect import collect, entry_names
+
+from autograder.grade import grade, lms_gradebook  # grade: alembic on PATH
 from autograder.course.layout import RELEASE_DIR
 
 # nbgrader's add_submission warns of its own session use (SAWarning) when a test scores by hand

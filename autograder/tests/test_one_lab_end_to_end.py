@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from autograder.proof import classroom, report
-from autograder.pipeline import lms_gradebook
+from autograder.grade import lms_gradebook
 
 LAB = "02-atomic-prefill"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.pipeline.inert import live_markup
+from autograder.feedback.inert import live_markup
 from autograder.course.layout import CONFIG_FILE, LABS, RELEASE_DIR, SOURCE_DIR
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,7 +28,8 @@ import nbformat
 import pytest
 
 from autograder.proof import report
-from autograder.pipeline import collect, exchange, inbound
+from autograder.collect import collect
+from autograder.exchange import exchange, inbound
 from hub import accounts
 from hub.layout import COURSE_ID, DEMO_PASSWORD, Layout
 
@@ -175,7 +176,7 @@ def test_a_newer_link_in_place_of_a_submission_folder_is_refused_and_the_folder_
 def test_the_hub_grading_step_grades_the_honest_student_and_releases_feedback_to_the_refused_ones(
     tmp_path, people, secrets_on_disk
 ):
-    """``python -m autograder.pipeline.exchange grade`` (what ``make hub-grade`` runs), on four students."""
+    """``python -m autograder.exchange.exchange grade`` (what ``make hub-grade`` runs), on four students."""
     from nbgrader.utils import notebook_hash
 
     root = _exchange(tmp_path)
@@ -193,7 +194,7 @@ def test_the_hub_grading_step_grades_the_honest_student_and_releases_feedback_to
         [
             sys.executable,
             "-m",
-            "autograder.pipeline.exchange",
+            "autograder.exchange.exchange",
             "--exchange",
             str(root),
             "--course-id",
@@ -269,7 +270,7 @@ POD_GRADER, POD_UIDS = 41000, {"pkv-ada": 20007, "pkv-bob": 20008, "pkv-cy": 200
 COLLECT_AS_GRADER = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
-from autograder.pipeline import exchange, inbound  # imported first: this interpreter may be root's alone
+from autograder.exchange import exchange, inbound  # imported first: this interpreter may be root's alone
 import nbgrader.utils
 os.setgroups([]); os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid})
 found = inbound.collect_inbound({root!r}, {course!r}, {lab!r}, {inbox!r})

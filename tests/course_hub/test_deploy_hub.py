@@ -104,9 +104,9 @@ def test_the_hook_gives_each_user_their_own_uid_and_their_roles_settings():
 
 
 def test_the_hook_records_whose_each_uid_is_where_hub_grade_reads_it(tmp_path):
-    """hub-uids/<uid> names the hub user (``autograder.pipeline.hub_uids`` reads it: every student uid is
+    """hub-uids/<uid> names the hub user (``autograder.exchange.hub_uids`` reads it: every student uid is
     "jovyan" in the image); a respawn rewrites it whole; no registry to write stops the spawn with a reason."""
-    from autograder.pipeline import hub_uids
+    from autograder.exchange import hub_uids
 
     course = tmp_path / "exchange" / "paged-kv"
     registry = course / hub_uids.REGISTRY

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.pipeline import collect, exchange
+from autograder.collect import collect
+
+from autograder.exchange import exchange
 from hub import accounts, mounts, proxy, roles, runtime
 from hub.layout import COURSE_ID, DEMO_PASSWORD, Layout, check_account_name
 from hub.settings import HubSettings, configure
@@ -282,7 +284,7 @@ def test_jupyterhubs_own_schema_is_the_one_that_warns():
 def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, monkeypatch):
     """make hub-grade runs in the repository but grades the instructor's course folder: a path relative to
     that folder, printed there, named a file that is not there."""
-    from autograder.pipeline.grade import table
+    from autograder.grade.grade import table
 
     monkeypatch.chdir(tmp_path)
     course = tmp_path / "home" / "paged-kv-course"

@@ -393,7 +393,7 @@ def test_a_lab_from_the_unzipped_handout_is_the_repositorys_student_experience(b
     at the first TODO with one short block."""
     import zipfile
 
-    from autograder.pipeline import handout
+    from autograder.handout import handout
 
     scratch = tmp_path_factory.mktemp("handout")
     with zipfile.ZipFile(handout.build(scratch / "handout.zip")) as archive:

@@ -8,7 +8,7 @@ at most ``GRACE_S`` seconds. Workers also die by themselves when ``grade`` dies 
 ``grade._init_worker``), and so do their kernels (``--die-with-parent``, ``PR_SET_PDEATHSIG``): this
 process is the cleaner behind them, and what makes a re-run never meet a live leftover.
 
-    python -m autograder.pipeline.undertaker   # reads the pipe on its standard input
+    python -m autograder.box.undertaker   # reads the pipe on its standard input
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def start() -> Optional[subprocess.Popen]:
     """The undertaker of this process (None where it cannot start: grading goes on without it)."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "autograder.pipeline.undertaker"],
+            [sys.executable, "-m", "autograder.box.undertaker"],
             stdin=subprocess.PIPE,
             start_new_session=True,
             env=dict(os.environ),

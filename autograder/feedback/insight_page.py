@@ -1,5 +1,5 @@
 """The insight report's rendering: its two plots (PNG) and its inert page, from the data that
-``autograder.pipeline.insight.build`` returns (analysis there, pictures and HTML here). Everything from
+``autograder.feedback.insight.build`` returns (analysis there, pictures and HTML here). Everything from
 students is escaped; links are plain relative hrefs; no script."""
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
         "vertical-align:top}img{max-width:100%}"
     )
     body = "\n".join(parts)
-    from autograder.pipeline.inert_html import inert_page
+    from autograder.feedback.inert_html import inert_page
 
     return inert_page(
         f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"

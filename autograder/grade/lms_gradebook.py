@@ -3,7 +3,7 @@
 ``write_grades_csv(work, target)`` writes ``grades.csv`` (``make grade`` calls it, in place of ``nbgrader
 export``): one row per lab and student of the gradebook, nbgrader's export's columns and values (a student
 with no submission of a lab scores 0) followed by what the lab's collection read from the LMS's download
-(``reports/<lab>/collected.json``; ``autograder.pipeline.entry_names``): ``full_name`` (Moodle's full name;
+(``reports/<lab>/collected.json``; ``autograder.collect.entry_names``): ``full_name`` (Moodle's full name;
 empty where the download carries none: Canvas writes only a slug of the name, which is ``download_name``),
 ``download_name``, ``lms``, ``lms_id`` (Canvas's user id, Moodle's participant id) and ``late`` ("yes" or
 "no" where the download says, as Canvas's does; empty where it does not). ``first_name``, ``last_name`` and
@@ -11,7 +11,7 @@ empty where the download carries none: Canvas writes only a slug of the name, wh
 download gives a first and a last name. Unlike nbgrader's export, every field is quoted as CSV needs
 (``Doe, Jane`` stays one field).
 
-``python -m autograder.pipeline.lms_gradebook LAB --lms canvas|moodle`` (``make gradebook``) writes one
+``python -m autograder.grade.lms_gradebook LAB --lms canvas|moodle`` (``make gradebook``) writes one
 lab's grades in the file its LMS imports, ``reports/<LAB>/canvas-gradebook.csv`` or
 ``reports/<LAB>/moodle-grading-worksheet.csv``. Only students collected from that LMS's download are
 written, by the id the download gave; every other student of the lab is left out with its reason
@@ -61,8 +61,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from autograder.pipeline import gradebook_file
-from autograder.pipeline.collect import late_word
+from autograder.grade import gradebook_file
+from autograder.collect.collect import late_word
 
 LMSES = ("canvas", "moodle")
 NBGRADER_COLUMNS = [
@@ -275,7 +275,7 @@ def _why_left_out(student: Graded, lms: str, lab: str, collected: bool) -> str:
     if student.failed:
         return (
             f"its grading failed (reports/{lab}/error-{student.student}.log): grade it again (python -m "
-            f"autograder.pipeline.grade {lab} --student {student.student}) before uploading"
+            f"autograder.grade.grade {lab} --student {student.student}) before uploading"
         )
     if student.score is None:
         return f"not graded yet: run make grade LAB={lab}"

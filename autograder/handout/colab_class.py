@@ -7,7 +7,7 @@ later lab's have no implementation) and its notebooks' setup cells install that 
 ``/content``, and nothing else; without it they stop and say what to upload.
 
 ``class_setup_source`` is the one rewrite of a setup cell, so the grader can tell it from an edit: a notebook
-from a class handout is graded without an "edited given cell" note (``autograder.pipeline.repair``).
+from a class handout is graded without an "edited given cell" note (``autograder.collect.repair``).
 """
 
 from __future__ import annotations

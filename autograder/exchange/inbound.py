@@ -11,7 +11,7 @@ course folder and graded. ``collect_inbound`` takes its place and keeps its layo
   the student's own account owns (``lstat``: a link made by someone else is not theirs), as nbgrader
   does; a newer entry of theirs that is not a folder (a link to someone else's) is refused and noted;
 - it reads that folder in a child process that has given up root for the student's own uid and groups,
-  with ``autograder.pipeline.entries``: every link is refused, files that belong to another account (a
+  with ``autograder.collect.entries``: every link is refused, files that belong to another account (a
   hard link) are refused, and anything else could only be what that student can read anyway;
 - the child hands back plain data (JSON: paths, bytes as base64, refusals), checked again (paths, sizes)
   before anything is written. A child that fails, runs past ``CHILD_SECONDS`` or says too much refuses
@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from autograder.pipeline.collect import Submission
-from autograder.pipeline.hub_uids import Owners, owners, owners_of
-from autograder.pipeline.entries import MAX_STUDENT, Budget, Refused, kind_of, member_path, open_folder, walk, write_new
+from autograder.collect.collect import Submission
+from autograder.exchange.hub_uids import Owners, owners, owners_of
+from autograder.collect.entries import MAX_STUDENT, Budget, Refused, kind_of, member_path, open_folder, walk, write_new
 
 CHILD_SECONDS = 60  # to read one student's folder (a few notebooks): far more than it takes
 _READ_BACK = 2 * MAX_STUDENT  # base64 and JSON around a full budget

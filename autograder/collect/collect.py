@@ -1,20 +1,20 @@
 """Collect a lab's submissions from a folder or a zip, as an LMS exports them, into nbgrader's layout.
 
-``python -m autograder.pipeline.collect LAB SOURCE`` (``make collect LAB=... FROM=...``) accepts:
+``python -m autograder.collect.collect LAB SOURCE`` (``make collect LAB=... FROM=...``) accepts:
 
 - a folder or a zip with one entry per student: a sub-folder, a zip, or a notebook;
 - Canvas's "Download Submissions" zip: ``<name>[_LATE]_<user id>_<attachment id>_<file name>``;
 - Moodle's "Download all submissions" zip, with or without a folder per student:
   ``<Full Name>_<participant id>_assignsubmission_file[_][/]<file name>``.
 
-Whose each entry is, is read by ``autograder.pipeline.entry_names``: two entries that give the same
+Whose each entry is, is read by ``autograder.collect.entry_names``: two entries that give the same
 student id and are not one student's (``alice/`` and ``@alice/``; two Moodle folders of participant 42
 with different names) are both refused, never merged: neither is graded, the student's Grading notes say
 so, and the instructor sees both named (``id-collision`` in the repairs and log.csv, a WARNING on the
 terminal). An entry whose name holds two LMS ids is refused alone.
 
 For every student it picks the lab's notebook (the expected name, then "Copy of …", "… (1)" and
-other renamed copies, then the only notebook there is), repairs it (``autograder.pipeline.repair``), writes it to
+other renamed copies, then the only notebook there is), repairs it (``autograder.collect.repair``), writes it to
 ``submitted/<student>/<LAB>/<notebook>`` and keeps the original beside the work folder. Each student's
 repairs go to ``reports/<LAB>/repairs.csv``; students are listed in ``reports/<LAB>/roster.csv`` with what the
 LMS's download says of each (``entry_names``): which LMS, its id for the student (Canvas's user id, Moodle's
@@ -22,7 +22,7 @@ participant id), the full name where the download carries one (Moodle's; Canvas 
 name, kept in ``name``) and whether the submission is late (Canvas marks it ``LATE``: yes or no; Moodle's
 download does not say: empty). Nothing is guessed: what the download does not carry is left empty.
 
-Every name below ``SOURCE`` is a student's, and is read with ``autograder.pipeline.entries``: only regular
+Every name below ``SOURCE`` is a student's, and is read with ``autograder.collect.entries``: only regular
 files, never through a link, within limits per entry and per student. An entry that is not one (a link,
 a FIFO, a device, a zip entry that leaves its folder or is too large) is refused alone: its student's
 other files and every other student are collected, and it is named with its reason in the repairs, the
@@ -49,7 +49,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import nbformat
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
-from autograder.pipeline.entries import (
+from autograder.collect.entries import (
     MAX_ENTRY,
     MAX_STUDENT,
     SKIPPED,
@@ -62,8 +62,8 @@ from autograder.pipeline.entries import (
     write_new,
     zip_entries,
 )
-from autograder.pipeline.entry_names import MOODLE_FOLDER, Reading, collisions, read_entry, safe_id
-from autograder.pipeline.repair import Repaired, add_note, repair
+from autograder.collect.entry_names import MOODLE_FOLDER, Reading, collisions, read_entry, safe_id
+from autograder.collect.repair import Repaired, add_note, repair
 
 MAX_NOTED = 20  # refused entries listed per student (then only how many more)
 
@@ -187,7 +187,7 @@ def _unpack_class(archive: Path, target: Path, found: Dict[str, Submission]) -> 
 def gather(source: Path, scratch: Path) -> Dict[str, Submission]:
     """Every student's files, by student id, copied into ``scratch`` (zips unpacked, one level of nested
     zips too). ``source`` is the instructor's (it may be a link); every name below it is a student's and
-    is read with ``autograder.pipeline.entries``: an entry that is not a regular file (a symbolic link, a
+    is read with ``autograder.collect.entries``: an entry that is not a regular file (a symbolic link, a
     FIFO, a device), that leaves its folder or passes a size limit (per entry, per student) is refused
     alone, in its student's ``Submission.refused``, and the others are collected. Entries that give one
     id and are not one student's (``entry_names.collisions``) are all refused, in ``Submission.collided``;

@@ -21,7 +21,7 @@ gives the cells' order, points and the section that teaches each.
 
 The analysis is here; the plots and the page are drawn in ``insight_page``.
 
-``python -m autograder.pipeline.insight LAB`` (``make insight LAB=...``) rebuilds it; ``make grade`` writes it
+``python -m autograder.feedback.insight LAB`` (``make insight LAB=...``) rebuilds it; ``make grade`` writes it
 at its end.
 """
 
@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 # The plots and the page are drawn in insight_page (analysis here, rendering there); insight.page stays.
 from autograder.course import notebook as nbread
 from autograder.verdict.events import read_record
-from autograder.pipeline.insight_page import page, plots  # noqa: F401
+from autograder.feedback.insight_page import page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
 UNREADABLE_KINDS = ("invalid-json", "not-a-notebook", "no-notebook", "several-notebooks")

@@ -1,4 +1,4 @@
-"""What students get: ``python -m autograder.pipeline.handout [--lab NN-lab]`` (``make handout [LAB=...]``).
+"""What students get: ``python -m autograder.handout.handout [--lab NN-lab]`` (``make handout [LAB=...]``).
 
 It holds the release notebooks (``course/``), the ``paged_kv`` package they import, the JupyterLab
 settings that hide nbgrader's instructor tools (``student-lab/``), and what installs it
@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from autograder.pipeline import colab_class, practice
+from autograder.handout import colab_class, practice
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt

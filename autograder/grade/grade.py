@@ -1,6 +1,6 @@
-"""Grade a lab for a whole class, headless: ``python -m autograder.pipeline.grade LAB`` (``make grade LAB=...``).
+"""Grade a lab for a whole class, headless: ``python -m autograder.grade.grade LAB`` (``make grade LAB=...``).
 
-0. checks the gradebook file (``autograder.pipeline.gradebook_file``): one that is not a database, or that
+0. checks the gradebook file (``autograder.grade.gradebook_file``): one that is not a database, or that
    another program holds locked, stops it with one line that names the file and what to do;
 1. says which isolation the grading kernels get here (``autograder.box.sandbox``), loudly when it is weak;
 2. makes sure the gradebook knows the lab (``nbgrader generate_assignment`` into the work folder);
@@ -8,12 +8,12 @@
 4. runs ``nbgrader autograde`` for the students in parallel, one worker process per core, each
    reusing its loaded nbgrader for student after student (sqlite waits for its lock: see db_url);
    and ``nbgrader generate_feedback`` (without hidden tests) for each right after;
-5. writes ``reports/grades.csv`` (``autograder.pipeline.lms_gradebook.write_grades_csv``: nbgrader export's
+5. writes ``reports/grades.csv`` (``autograder.grade.lms_gradebook.write_grades_csv``: nbgrader export's
    columns, then what each lab's collection read from the LMS's download: full name, LMS and its id for the
    student, late);
 6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
    ``reports/LAB/summary.json``, and prints a table;
-7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.pipeline.insight``).
+7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.feedback.insight``).
 
 Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
 ``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).
@@ -34,7 +34,9 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from autograder.pipeline import gradebook_file, undertaker
+from autograder.grade import gradebook_file
+
+from autograder.box import undertaker
 from autograder.course.layout import CONFIG_FILE
 
 _API = None
@@ -282,7 +284,7 @@ def grade(
     graded_seconds = time.monotonic() - started
     exported = False
     if not one_upload:
-        from autograder.pipeline.lms_gradebook import write_grades_csv
+        from autograder.grade.lms_gradebook import write_grades_csv
 
         try:
             write_grades_csv(work, work / "reports" / "grades.csv")
@@ -305,7 +307,7 @@ def grade(
     if one_upload:
         return summary
     try:  # what the class got wrong: built from what grading wrote; a report that fails never fails grading
-        from autograder.pipeline import insight
+        from autograder.feedback import insight
         from autograder.course.layout import SOURCE_DIR
 
         say(f"insight: {insight.write(lab, work, SOURCE_DIR / lab / notebook).resolve()}")

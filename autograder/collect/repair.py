@@ -307,8 +307,8 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
 
 def _as_handed_out(source: str) -> Set[str]:
     """The normalised texts a given cell may have without being edited: the release's, and a class handout's copy
-    of it (its setup cell installs the class's edition on Colab: ``autograder.pipeline.colab_class``)."""
-    from autograder.pipeline.colab_class import class_setup_source
+    of it (its setup cell installs the class's edition on Colab: ``autograder.handout.colab_class``)."""
+    from autograder.handout.colab_class import class_setup_source
 
     return {normalized(source), normalized(class_setup_source(source))}
 

@@ -13,7 +13,7 @@ Found, each as one line saying what and where (the line number in the page):
   ``data:image/`` one, in a ``style`` attribute or a ``<style>`` element.
 
 The page is read with the standard library's HTML tokenizer, which decodes character references in
-attribute values as browsers do; the pages it checks are written by ``autograder.pipeline.inert_html``,
+attribute values as browsers do; the pages it checks are written by ``autograder.feedback.inert_html``,
 whose output is well-formed, so what it sees is what a browser sees.
 """
 

@@ -1,6 +1,6 @@
 """The grading path of a course on JupyterHub: nbgrader's exchange in, the same grading, feedback out.
 
-``python -m autograder.pipeline.exchange --exchange ROOT --course-id ID release [LAB ...]`` releases labs
+``python -m autograder.exchange.exchange --exchange ROOT --course-id ID release [LAB ...]`` releases labs
 (all by default) from ``course/`` to the exchange, where students fetch them from the Assignments tab.
 
 ``... grade LAB`` (``make hub-grade LAB=...``):
@@ -10,11 +10,11 @@
    account, so anyone can drop a folder named after someone else (even a newer one, which nbgrader
    would collect instead of that student's own); the other students are graded as usual;
 2. copies each student's latest submission into ``autograder/work/inbox/`` in ``nbgrader collect``'s
-   layout, read as that student and never through a link (``autograder.pipeline.inbound``, instead of
+   layout, read as that student and never through a link (``autograder.exchange.inbound``, instead of
    ``nbgrader collect``, which follows links as root); each entry refused is noted for its student;
-3. repairs each notebook and writes it to ``submitted/`` with ``autograder.pipeline.collect`` (the LMS
+3. repairs each notebook and writes it to ``submitted/`` with ``autograder.collect.collect`` (the LMS
    path's own step), keeping the exchange's ``timestamp.txt`` and ``submission_secret.txt``;
-4. grades with ``autograder.pipeline.grade`` (hardened autograde, feedback without hidden tests, export);
+4. grades with ``autograder.grade.grade`` (hardened autograde, feedback without hidden tests, export);
 5. ``nbgrader release_feedback`` puts each student's feedback where only that student finds it (a
    student whose ``submission_secret.txt`` was refused or deleted is left out, with a warning: the
    feedback file's name is made from it).
@@ -42,7 +42,7 @@ class ExchangeError(RuntimeError):
 
 
 def _nbgrader(*args: str, exchange: Path, course_id: str) -> str:
-    from autograder.pipeline.grade import nbgrader_cli
+    from autograder.grade.grade import nbgrader_cli
     from autograder.course.layout import ROOT
 
     done = nbgrader_cli(*args, f"--CourseDirectory.course_id={course_id}", f"--Exchange.root={exchange}", root=ROOT)
@@ -78,7 +78,7 @@ def release(labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optio
 
 def leave_out_near_answers(notebook: Path) -> None:
     """Rewrite a released notebook in place without its practice close to the answers (same file mode)."""
-    from autograder.pipeline import practice
+    from autograder.handout import practice
 
     mode = notebook.stat().st_mode
     notebook.write_bytes(practice.open_lab_notebook_bytes(notebook))
@@ -88,7 +88,7 @@ def leave_out_near_answers(notebook: Path) -> None:
 def forged_submissions(exchange: Path, course_id: str, lab: str) -> Dict[str, str]:
     """``{inbound folder: its owner}`` for every ``<student>+<lab>+...`` folder not owned by ``<student>``
     (owners named as ``hub_uids.owners`` names them: the Kubernetes hub's registry, else /etc/passwd)."""
-    from autograder.pipeline.hub_uids import owners_of
+    from autograder.exchange.hub_uids import owners_of
 
     inbound = Path(exchange) / course_id / "inbound"
     names = owners_of(exchange, course_id)
@@ -106,7 +106,7 @@ def set_aside_forged(exchange: Path, course_id: str, lab: str, quarantine: Path)
     """Move every forged submission of ``lab`` (see :func:`forged_submissions`) out of the exchange into
     ``quarantine``; return ``{folder name: its owner}``. Across file systems it is copied as its owner
     (``inbound.copy_as_owner``: never through a link, never as root)."""
-    from autograder.pipeline.inbound import copy_as_owner
+    from autograder.exchange.inbound import copy_as_owner
 
     forged = forged_submissions(exchange, course_id, lab)
     if forged:
@@ -123,9 +123,9 @@ def set_aside_forged(exchange: Path, course_id: str, lab: str, quarantine: Path)
 
 
 def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict]:
-    """Steps 1-3 of the module's docstring; the records of ``autograder.pipeline.collect``."""
-    from autograder.pipeline.collect import print_refused, write_submissions
-    from autograder.pipeline.inbound import collect_inbound
+    """Steps 1-3 of the module's docstring; the records of ``autograder.collect.collect``."""
+    from autograder.collect.collect import print_refused, write_submissions
+    from autograder.exchange.inbound import collect_inbound
     from autograder.course.layout import LABS, RELEASE_DIR, ROOT
 
     _check(exchange, course_id)
@@ -149,8 +149,8 @@ def collect_from_exchange(lab: str, exchange: Path, course_id: str) -> List[dict
 
 
 def grade_from_exchange(lab: str, exchange: Path, course_id: str) -> dict:
-    """Collect, grade and release feedback for ``lab``; the grading summary (``autograder.pipeline.grade``)."""
-    from autograder.pipeline.grade import grade
+    """Collect, grade and release feedback for ``lab``; the grading summary (``autograder.grade.grade``)."""
+    from autograder.grade.grade import grade
 
     records = collect_from_exchange(lab, exchange, course_id)
     if not records:
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     releasing.add_argument(
         "--open-lab",
         help="the lab in front of the class: released without its practice close "
-        "to the answers (autograder/pipeline/practice.py)",
+        "to the answers (autograder/handout/practice.py)",
     )
     commands.add_parser("grade", help="collect, grade, release feedback").add_argument("lab")
     args = parser.parse_args(argv)

@@ -1,1 +1,0 @@
-"""What an instructor runs: collect submissions, repair them, grade a class, report, make the handout."""
