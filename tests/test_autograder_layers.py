@@ -11,11 +11,11 @@ simulated class and ``make grader-report``: nothing shipped imports it). A packa
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import List
 
 import pytest
+from import_walk import import_statements
 
 AUTOGRADER = Path(__file__).resolve().parents[1] / "autograder"
 ORDER = (
@@ -40,16 +40,16 @@ AGENT_MAY_IMPORT = {"autograder.agent.wire"}
 def violations(package: str, source: str, where: str = "<source>") -> List[str]:
     """Every import in ``source`` (a module of ``autograder.<package>``) the rule refuses, as readable lines."""
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                found.append(f"{where}:{node.lineno}: relative import; name the package (from autograder.<package>...)")
-                continue
-            names = [node.module or ""] if node.module != "autograder" else [f"autograder.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
+    for statement in import_statements(source):
+        if statement.level:
+            found.append(
+                f"{where}:{statement.lineno}: relative import; name the package (from autograder.<package>...)"
+            )
             continue
+        if statement.module == "autograder":
+            names = [f"autograder.{name}" for name in statement.names]
+        else:
+            names = statement.reached()
         for name in names:
             parts = name.split(".")
             if parts[0] != "autograder" or len(parts) < 2:
@@ -58,15 +58,16 @@ def violations(package: str, source: str, where: str = "<source>") -> List[str]:
                 package == "agent"
                 and name not in AGENT_MAY_IMPORT
                 and not (
-                    isinstance(node, ast.ImportFrom)
-                    and node.module == "autograder.agent"
-                    and all(f"autograder.agent.{a.name}" in AGENT_MAY_IMPORT for a in node.names)
+                    statement.module == "autograder.agent"
+                    and all(f"autograder.agent.{name}" in AGENT_MAY_IMPORT for name in statement.names)
                 )
             ):
-                found.append(f"{where}:{node.lineno}: the agent imports {name} (only its wire format may be imported)")
+                found.append(
+                    f"{where}:{statement.lineno}: the agent imports {name} (only its wire format may be imported)"
+                )
             elif parts[1] in MAY_IMPORT and parts[1] not in MAY_IMPORT[package]:
                 found.append(
-                    f"{where}:{node.lineno}: autograder.{package} imports autograder.{parts[1]}, which lies "
+                    f"{where}:{statement.lineno}: autograder.{package} imports autograder.{parts[1]}, which lies "
                     f"above it ({' < '.join(ORDER)})"
                 )
     return found

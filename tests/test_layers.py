@@ -8,11 +8,11 @@ top-level ``paged_kv`` API would hide which layer a module leans on, so they are
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import List
 
 import pytest
+from import_walk import import_statements
 
 PACKAGE = Path(__file__).resolve().parents[1] / "paged_kv"
 MAY_IMPORT = {
@@ -26,24 +26,21 @@ MAY_IMPORT = {
 def layer_violations(layer: str, source: str, where: str = "<source>") -> List[str]:
     """Every import in ``source`` (a module of ``layer``) that the layer rule refuses, as readable lines."""
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                found.append(f"{where}:{node.lineno}: relative import; name the layer (from paged_kv.<layer>.<module>)")
-                continue
-            names = [node.module or ""]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
+    for statement in import_statements(source):
+        if statement.level:
+            found.append(
+                f"{where}:{statement.lineno}: relative import; name the layer (from paged_kv.<layer>.<module>)"
+            )
             continue
+        names = statement.reached()
         for name in names:
             parts = name.split(".")
             if parts[0] != "paged_kv":
                 continue
             if len(parts) == 1:
-                found.append(f"{where}:{node.lineno}: imports the top-level paged_kv API; import from a layer")
+                found.append(f"{where}:{statement.lineno}: imports the top-level paged_kv API; import from a layer")
             elif parts[1] not in MAY_IMPORT[layer]:
-                found.append(f"{where}:{node.lineno}: the {layer} layer imports paged_kv.{parts[1]}")
+                found.append(f"{where}:{statement.lineno}: the {layer} layer imports paged_kv.{parts[1]}")
     return found
 
 

@@ -31,7 +31,7 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import NOTES_CELL_ID, NOTES_TITLE
 from autograder.verdict.plain_text import note_lines
-from autograder.verdict.notebook import normalized
+from autograder.course.notebook import normalized
 
 SIMILAR = 0.6  # text similarity above which an edited cell is taken for the release cell it came from
 

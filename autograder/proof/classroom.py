@@ -74,31 +74,30 @@ class Lab:
 
     @property
     def answer_index(self) -> int:
-        return next(i for i, c in enumerate(self.source["cells"]) if _meta(c).get("solution"))
+        return next(i for i, c in enumerate(self.source["cells"]) if nbgrader(c).get("solution"))
 
     @property
     def grade_cells(self) -> Dict[str, float]:
         return {
-            _meta(c)["grade_id"]: float(_meta(c).get("points", 0))
+            nbgrader(c)["grade_id"]: float(nbgrader(c).get("points", 0))
             for c in self.source["cells"]
-            if _meta(c).get("grade")
+            if nbgrader(c).get("grade")
         }
 
     @property
     def visible(self) -> Set[str]:
-        return {_meta(c)["grade_id"] for c in self.source["cells"] if _meta(c).get("grade") and not is_hidden_test(c)}
+        return {
+            nbgrader(c)["grade_id"] for c in self.source["cells"] if nbgrader(c).get("grade") and not is_hidden_test(c)
+        }
 
     def hidden_check(self, grade_id: str) -> Optional[str]:
-        cell = next(c for c in self.source["cells"] if _meta(c).get("grade_id") == grade_id)
+        cell = next(c for c in self.source["cells"] if nbgrader(c).get("grade_id") == grade_id)
         calls = [
             n.func.attr
-            for n in ast.walk(ast.parse(_src(cell)))
+            for n in ast.walk(ast.parse(cell_text(cell)))
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")
         ]
         return calls[0] if calls else None
-
-
-_meta, _src = nbgrader, cell_text
 
 
 def load_lab(lab: str, source_dir: Path, release_dir: Path) -> Lab:
@@ -111,7 +110,7 @@ def load_lab(lab: str, source_dir: Path, release_dir: Path) -> Lab:
 def _with_answer(lab: Lab, edit: Callable[[str], str]) -> dict:
     nb = copy.deepcopy(lab.source)
     cell = nb["cells"][lab.answer_index]
-    cell["source"] = edit(_src(cell))
+    cell["source"] = edit(cell_text(cell))
     return nb
 
 
@@ -144,7 +143,7 @@ def inject_into_function(name: str, code: str) -> Callable[[str], str]:
 
 def todo_functions(lab: Lab) -> Dict[str, ast.FunctionDef]:
     """The functions the answer cell writes: its top-level defs, or the methods of its class."""
-    tree = ast.parse(_src(lab.release["cells"][_release_answer(lab)]))
+    tree = ast.parse(cell_text(lab.release["cells"][_release_answer(lab)]))
     found: Dict[str, ast.FunctionDef] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -155,7 +154,7 @@ def todo_functions(lab: Lab) -> Dict[str, ast.FunctionDef]:
 
 
 def _release_answer(lab: Lab) -> int:
-    return next(i for i, c in enumerate(lab.release["cells"]) if _meta(c).get("solution"))
+    return next(i for i, c in enumerate(lab.release["cells"]) if nbgrader(c).get("solution"))
 
 
 def _call_args(function: ast.FunctionDef) -> str:
@@ -165,7 +164,7 @@ def _call_args(function: ast.FunctionDef) -> str:
 
 
 def _class_answer(lab: Lab) -> Optional[ast.ClassDef]:
-    tree = ast.parse(_src(lab.source["cells"][lab.answer_index]))
+    tree = ast.parse(cell_text(lab.source["cells"][lab.answer_index]))
     return next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
 
 
@@ -212,7 +211,7 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     total = sum(cells.values())
     all_ids = set(cells)
     students: List[Student] = []
-    answers = sum(1 for c in lab.source["cells"] if _meta(c).get("solution"))
+    answers = sum(1 for c in lab.source["cells"] if nbgrader(c).get("solution"))
     single = answers == 1 and len(todo_functions(lab)) == 1
     first = next(iter(todo_functions(lab).values()))
     # Code put in a @triton.jit kernel is not run as Python (the kernel is compiled or interpreted), so
@@ -352,11 +351,11 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
     for kind, label, nb, expect, beside, *link in attack_students(lab):
         add(kind, label, nb, expect, beside=beside, link=link[0] if link else None)
     nb = copy.deepcopy(lab.source)
-    nb["cells"] = [c for c in nb["cells"] if not _meta(c).get("grade")]
+    nb["cells"] = [c for c in nb["cells"] if not nbgrader(c).get("grade")]
     add("broken", "deleted every test cell", nb, Expect(total=total, full=all_ids, repairs={"restored-test"}))
     nb = copy.deepcopy(lab.source)
     for cell in nb["cells"]:
-        if _meta(cell).get("grade"):
+        if nbgrader(cell).get("grade"):
             cell["source"] = "print('all tests passed')"
     add("broken", "edited every test cell", nb, Expect(total=total, full=all_ids, repairs={"edited-test"}))
     nb = copy.deepcopy(lab.source)
@@ -421,7 +420,7 @@ def _colab(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
         cell.pop("id", None)
-        cell["metadata"] = {"id": f"colab{abs(hash(_src(cell))) % 10**8}"}
+        cell["metadata"] = {"id": f"colab{abs(hash(cell_text(cell))) % 10**8}"}
     nb["metadata"] = {"colab": {"provenance": []}, "kernelspec": {"name": "python3", "display_name": "Python 3"}}
     nb["nbformat_minor"] = 0
     return nb
@@ -475,10 +474,10 @@ def catalogue_students(lab: Lab):
 def _with_text_edit(lab: Lab, old: str, new: str) -> dict:
     """The solution notebook with ``old`` replaced by ``new`` in the one answer cell that holds it once."""
     nb = copy.deepcopy(lab.source)
-    cells = [c for c in nb["cells"] if _meta(c).get("solution") and _src(c).count(old) == 1]
+    cells = [c for c in nb["cells"] if nbgrader(c).get("solution") and cell_text(c).count(old) == 1]
     if len(cells) != 1:
         raise ValueError(f"{lab.name}: the edited text must be in exactly one answer cell, once: {old!r}")
-    cells[0]["source"] = _src(cells[0]).replace(old, new)
+    cells[0]["source"] = cell_text(cells[0]).replace(old, new)
     return nb
 
 

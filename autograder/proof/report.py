@@ -199,7 +199,7 @@ def _grader_lines(info: classroom.Lab) -> List[str]:
     from autograder.course.notebook import checks_modules
 
     lines = []
-    visible = "\n".join(classroom._src(c) for c in info.source["cells"] + info.release["cells"])
+    visible = "\n".join(nbread.cell_text(c) for c in info.source["cells"] + info.release["cells"])
     for cell in info.source["cells"]:
         text = nbread.cell_text(cell)
         if nbread.BEGIN not in text:

@@ -41,14 +41,17 @@ from typing import Dict, List, Optional, Tuple
 import nbformat
 
 from autograder.proof import classroom
-from autograder.proof.classroom import Expect, Lab, _meta, _src
+from autograder.course.notebook import cell_text, nbgrader
+from autograder.proof.classroom import Expect, Lab
 
 HOG_SECONDS = 6  # how long a harm attack keeps the machine busy (the bystander's grading overlaps it)
 
 
 # ---- what a lab's TODO is -------------------------------------------------------------------------------
 def _answer_indices(lab: Lab) -> List[int]:
-    return [i for i, c in enumerate(lab.source["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade")]
+    return [
+        i for i, c in enumerate(lab.source["cells"]) if nbgrader(c).get("solution") and not nbgrader(c).get("grade")
+    ]
 
 
 def _setup_index(lab: Lab) -> int:
@@ -58,7 +61,7 @@ def _setup_index(lab: Lab) -> int:
 def _entry_point(lab: Lab, names: List[str]) -> str:
     """The first of the answer cell's TODO functions that no other one calls in the solution (lab 07's
     ``schedule`` calls ``preempt``): the tests reach it first, so a route planted there is the one they meet."""
-    tree = ast.parse(_src(lab.source["cells"][lab.answer_index]))
+    tree = ast.parse(cell_text(lab.source["cells"][lab.answer_index]))
     called = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in names:
@@ -122,14 +125,14 @@ def _inject_into_todo(nb: dict, lab: Lab, code: str) -> dict:
     """``code`` at the top of the targeted TODO's body (``_target``: its solution region, or its stub in the
     release)."""
     nb = copy.deepcopy(nb)
-    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    index = next(i for i, c in enumerate(nb["cells"]) if nbgrader(c).get("solution") and not nbgrader(c).get("grade"))
     cell = nb["cells"][index]
-    lines = _src(cell).splitlines()
+    lines = cell_text(cell).splitlines()
     name = _target(lab)["function"]
     span = next(
         (
             (n.lineno - 1, n.end_lineno)
-            for n in ast.walk(ast.parse(_src(cell)))
+            for n in ast.walk(ast.parse(cell_text(cell)))
             if isinstance(n, ast.FunctionDef) and n.name == name
         ),
         (0, len(lines)),
@@ -144,7 +147,7 @@ def _inject_into_todo(nb: dict, lab: Lab, code: str) -> dict:
 
 def _replace_todo(nb: dict, source: str) -> dict:
     nb = copy.deepcopy(nb)
-    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    index = next(i for i, c in enumerate(nb["cells"]) if nbgrader(c).get("solution") and not nbgrader(c).get("grade"))
     nb["cells"][index]["source"] = source
     return nb
 
@@ -452,8 +455,8 @@ def _fake_triton(base: dict, lab: Lab) -> dict:
         "class _FakeTriton:\n    jit = InterpretedFunction()\n\n\ntriton = _FakeTriton()"
     )
     nb = _with_cells(base, _setup_index(lab) + 1, [fake], "triton")
-    index = next(i for i, c in enumerate(nb["cells"]) if _meta(c).get("solution") and not _meta(c).get("grade"))
-    text = _src(nb["cells"][index]).replace("raise NotImplementedError()", "pass")
+    index = next(i for i, c in enumerate(nb["cells"]) if nbgrader(c).get("solution") and not nbgrader(c).get("grade"))
+    text = cell_text(nb["cells"][index]).replace("raise NotImplementedError()", "pass")
     nb["cells"][index]["source"] = text
     return nb
 
@@ -478,8 +481,8 @@ def _launchers_replaced(base: dict, lab: Lab) -> dict:
     """Lab 06 with its launchers (in the grading kernel) answering in torch and kernels that do nothing."""
     nb = _with_cells(base, _setup_index(lab) + 1, [_FAKE_LAUNCHERS], "launchers")
     for cell in nb["cells"]:
-        if _meta(cell).get("solution") and not _meta(cell).get("grade"):
-            cell["source"] = _src(cell).replace("raise NotImplementedError()", "pass")
+        if nbgrader(cell).get("solution") and not nbgrader(cell).get("grade"):
+            cell["source"] = cell_text(cell).replace("raise NotImplementedError()", "pass")
     return nb
 
 
@@ -610,7 +613,7 @@ def docstring_def_kernel(stub: str, name: str) -> str:
 def _solution_body(lab: Lab, name: str) -> str:
     """The solution's body of kernel ``name`` (between its solution markers), indented as in the kernel."""
     for cell in lab.source["cells"]:
-        text = _src(cell)
+        text = cell_text(cell)
         if f"def {name}(" in text and "### BEGIN SOLUTION" in text:
             tail = text.split(f"def {name}(", 1)[1]
             return tail.split("### BEGIN SOLUTION\n", 1)[1].split("### END SOLUTION", 1)[0].rstrip(" ")
@@ -622,9 +625,9 @@ def _each_kernel_todo(base: dict, rewrite) -> dict:
     ``rewrite(name, stub)``, ``stub`` being the TODO's text from ``@triton.jit`` to its ``raise NotImplementedError()``."""
     nb = copy.deepcopy(base)
     for cell in nb["cells"]:
-        if not (_meta(cell).get("solution") and not _meta(cell).get("grade")):
+        if not (nbgrader(cell).get("solution") and not nbgrader(cell).get("grade")):
             continue
-        text = _src(cell)
+        text = cell_text(cell)
         for name in INTERPRETER_ONLY_BODIES:
             if f"@triton.jit\ndef {name}(" in text and "raise NotImplementedError()" in text:
                 head, rest = text.split(f"@triton.jit\ndef {name}(", 1)
@@ -679,8 +682,8 @@ def _constexpr_varies(base: dict) -> dict:
     """Step 1's kernel replaced by ``CONSTEXPR_KERNEL`` (its grid function kept)."""
     nb = copy.deepcopy(base)
     for cell in nb["cells"]:
-        text = _src(cell)
-        if _meta(cell).get("solution") and not _meta(cell).get("grade") and "def gather_keys_kernel(" in text:
+        text = cell_text(cell)
+        if nbgrader(cell).get("solution") and not nbgrader(cell).get("grade") and "def gather_keys_kernel(" in text:
             start = text.index("@triton.jit")
             end = text.index("def gather_keys_grid(")
             cell["source"] = text[:start] + CONSTEXPR_KERNEL + "\n\n" + text[end:]
@@ -835,9 +838,9 @@ def _cross_part_attack(lab: Lab) -> List[Tuple[str, dict]]:
         return []
     nb = copy.deepcopy(lab.source)
     cells = nb["cells"]
-    todo = next(c for c in cells if _meta(c).get("grade_id") == "lab05-todo-register")
+    todo = next(c for c in cells if nbgrader(c).get("grade_id") == "lab05-todo-register")
     todo["source"] = CROSS_PART_REGISTER
-    first = next(i for i, c in enumerate(cells) if _meta(c).get("solution") and not _meta(c).get("grade"))
+    first = next(i for i, c in enumerate(cells) if nbgrader(c).get("solution") and not nbgrader(c).get("grade"))
     cells.insert(first, _code_cell(CROSS_PART_SERVE, "attack-cross-part"))
     return [("its register part delegated to the release part's own box (socket, /tmp, /dev/shm)", nb)]
 
@@ -876,7 +879,7 @@ def _feedback_attacks(lab: Lab) -> List[Tuple[str, dict]]:
     a line provenance refuses and quotes (a backtick, then a tag). Below every test, none of it costs a
     point (its code earns the solution's); above the lab's closing demos, which are then still skipped."""
     nb = copy.deepcopy(lab.source)
-    at = max(i for i, c in enumerate(nb["cells"]) if _meta(c).get("grade")) + 1
+    at = max(i for i, c in enumerate(nb["cells"]) if nbgrader(c).get("grade")) + 1
     raw = dict(nbformat.v4.new_raw_cell("<script>alert('raw cell')</script>"), id="attack-xss-raw")
     raw["metadata"] = {"raw_mimetype": "text/html", "format": "text/html"}
     nb["cells"][at:at] = [

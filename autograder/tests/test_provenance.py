@@ -15,6 +15,7 @@ import pytest
 
 from autograder.proof import classroom, report
 from autograder.tests import attacks
+from autograder.course.notebook import nbgrader
 from autograder.box import hardened
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
@@ -120,7 +121,7 @@ def test_rules_on_an_added_cell(code, rule):
 def test_an_exploration_cell_may_read_the_visible_tests_objects():
     """Reading a test cell's variable at the top level (to look at it) is fine; storing it for a TODO is not."""
     info = classroom.load_lab("02-atomic-prefill", REPO / "solutions", REPO / "course")
-    visible = next(i for i, c in enumerate(info.source["cells"]) if classroom._meta(c).get("grade"))
+    visible = next(i for i, c in enumerate(info.source["cells"]) if nbgrader(c).get("grade"))
     look = dict(nbformat.v4.new_code_cell("print(manager.free_blocks, len(req.block_table))"))
     look["id"] = "added-look"
     assert _findings("02-atomic-prefill", classroom._insert(info.source, visible + 1, look)) == []

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
-from autograder.course.notebook import cell_text, normalized  # noqa: F401 (normalized: read from here too)
+from autograder.course.notebook import cell_text, normalized
 
 GIVEN, ANSWER, ADDED, GRADED, TEXT = "given", "answer", "added", "graded", "text"
 
@@ -44,9 +44,6 @@ def parse(source: str) -> Optional[ast.Module]:
         return ast.parse(python_of(source))
     except SyntaxError:
         return None
-
-
-_text = cell_text
 
 
 # ---- what code binds and reads -----------------------------------------------------------------------
@@ -208,7 +205,7 @@ class LabSource:
         lab = cls(Path(path), data["cells"])
         for cell in data["cells"]:
             meta = nbgrader_meta(cell)
-            text = _text(cell.get("source"))
+            text = cell_text(cell.get("source"))
             if cell.get("cell_type") != "code":
                 continue
             if meta.get("grade"):
@@ -225,7 +222,7 @@ def classify(nb, lab: LabSource) -> List[Cell]:
     out: List[Cell] = []
     for index, cell in enumerate(nb.cells):
         meta = nbgrader_meta(cell)
-        source = _text(cell.get("source"))
+        source = cell_text(cell.get("source"))
         if cell.get("cell_type") != "code":
             out.append(Cell(index, TEXT, source, cell.get("id", "")))
             continue

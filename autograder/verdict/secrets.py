@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Tuple
 
-from autograder.course.notebook import BEGIN, END, cell_text, checks_modules, hidden_regions, without_hidden  # noqa: F401
+from autograder.course.notebook import cell_text, checks_modules, hidden_regions, without_hidden
 
 REMOVED = "[a line of the grader's hidden tests was removed here]"
 MIN_HIDDEN = 16  # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret
@@ -28,16 +28,13 @@ MIN_GRADER = 24  # characters of a grader's code line
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-_text, _hidden_regions, _visible = cell_text, hidden_regions, without_hidden
-
-
 @functools.lru_cache(maxsize=64)
 def _secret_lines(path: str, _mtime: float) -> Tuple[str, ...]:
     cells = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
-    texts = [_text(c.get("source")) for c in cells]
-    visible = "\n".join(_visible(t) for t in texts)
+    texts = [cell_text(c.get("source")) for c in cells]
+    visible = "\n".join(without_hidden(t) for t in texts)
     lines, modules = set(), set()
-    for region in (r for t in texts for r in _hidden_regions(t)):
+    for region in (r for t in texts for r in hidden_regions(t)):
         for line in region.splitlines():
             code = line.strip()
             if len(code) >= MIN_HIDDEN and not code.startswith("#") and code not in visible:

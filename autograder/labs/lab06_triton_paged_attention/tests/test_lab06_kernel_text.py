@@ -25,6 +25,7 @@ import attacks  # noqa: E402
 from autograder.labs.lab06_triton_paged_attention.tests import bugs as catalogue  # noqa: E402
 from autograder.proof import classroom  # noqa: E402
 from autograder.course.layout import LABS, SOURCE_DIR  # noqa: E402
+from autograder.course.notebook import cell_text, nbgrader  # noqa: E402
 from autograder.verdict import kernels, triton_text  # noqa: E402
 from autograder.verdict.notebook import Cell  # noqa: E402
 from paged_kv.lab.feedback import CheckFailed  # noqa: E402
@@ -39,7 +40,7 @@ def cells_of(nb: dict):
     for index, cell in enumerate(nb["cells"]):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if cell["cell_type"] == "code" and meta.get("solution") and not meta.get("grade"):
-            text = classroom._src(cell)
+            text = cell_text(cell)
             out.append(Cell(index, "answer", text, tree=ast.parse(text)))
     return out
 
@@ -346,9 +347,9 @@ def _interpreted(nb: dict) -> dict:
         c
         for c in nb["cells"]
         if c["cell_type"] != "code"
-        or classroom._meta(c).get("solution")
-        or classroom._meta(c).get("grade")
-        or "import triton" in classroom._src(c)
+        or nbgrader(c).get("solution")
+        or nbgrader(c).get("grade")
+        or "import triton" in cell_text(c)
     ]
     nb["cells"] = keep
     path.write_text(json.dumps(nb))
