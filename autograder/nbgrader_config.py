@@ -52,9 +52,11 @@ c.HardenedExecute.cell_timeout = int(os.environ.get("PAGED_KV_CELL_TIMEOUT", 30)
 c.HardenedExecute.notebook_timeout = int(os.environ.get("PAGED_KV_NOTEBOOK_TIMEOUT", 120))
 # Two memory limits (autograder/box/limits.py): memory_mb is the address space of each process of the kernel
 # (RLIMIT_AS, at every box level), ram_mb the memory the kernel and its children use together (a cgroup, where
-# there is one). Both can be set per lab in lab_limits below.
-c.HardenedExecute.memory_mb = int(os.environ.get("PAGED_KV_MEMORY_MB", 4096))
-c.HardenedExecute.ram_mb = int(os.environ.get("PAGED_KV_RAM_MB", 4096))
+# there is one). Their one default is in limits.py (MEMORY_MB, RAM_MB); PAGED_KV_MEMORY_MB and PAGED_KV_RAM_MB
+# override it for a run, and both can be set per lab in lab_limits below.
+for _name, _variable in (("memory_mb", "PAGED_KV_MEMORY_MB"), ("ram_mb", "PAGED_KV_RAM_MB")):
+    if os.environ.get(_variable):
+        setattr(c.HardenedExecute, _name, int(os.environ[_variable]))
 c.HardenedExecute.isolation = os.environ.get("PAGED_KV_ISOLATION", "auto")
 # PAGED_KV_FINDINGS_COST=0: provenance findings are reported but cost no points (the red team's proof that
 # delegation earns nothing by construction, whatever the findings say).
