@@ -1,4 +1,4 @@
-"""Each lab 01-09 ends with "Where this lives in real engines" (issue 38): a table of the functions the student
+"""Each lab from 01 on ends with "Where this lives in real engines" (issue 38): a table of the functions the student
 wrote, nano-vllm's and vLLM's counterparts (file and function) and what the real one adds. Every file and name
 it gives must exist at the pinned commit / release, as recorded in tests/fixtures/engine_sources.json by
 tools/record_engine_sources.py (no network and no engine sources at test time)."""

@@ -1,6 +1,6 @@
 """Record the engine sources that the labs' "Where this lives in real engines" tables name (issue 38).
 
-Each lab 01-09 ends with a markdown cell (grade_id ``labNN-md-engines``) holding a table: the function the
+Each lab from 01 on ends with a markdown cell (grade_id ``labNN-md-engines``) holding a table: the function the
 student wrote, nano-vllm's counterpart, vLLM's, and what the real one adds. In the two engine columns every
 code span is either a file (``path/to/file.py``) or a name defined in the last file named before it in the
 same table cell (``function``, ``Class``, ``Class.method``); any other code span there is an error.
@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "engine_sources.json"
 SOLUTIONS = ROOT / "solutions"
-LABS = tuple(f"{n:02d}" for n in range(1, 10))  # the labs whose tables issue 38 asks for
+# Every lab but the orientation (00) ends with its table (issue 38): a new lab under solutions/ is held to it.
+LABS = tuple(sorted(p.name[:2] for p in SOLUTIONS.glob("[0-9][0-9]-*") if p.is_dir() and p.name[:2] != "00"))
 
 ENGINES = ("nano-vllm", "vllm")
 REPOS = {"nano-vllm": "GeeeekExplorer/nano-vllm", "vllm": "vllm-project/vllm"}
