@@ -3,7 +3,8 @@
 - ``handout/``, ``collect/``, ``grade/``, ``feedback/``, ``exchange/``: the instructor's verbs (``make handout``,
   ``make collect``, ``make grade`` and ``make gradebook``, the feedback and insight pages, the hub's exchange);
 - ``platforms/``: the same grading on Gradescope and PrairieLearn; ``proof/``: the simulated class (never shipped);
-- ``box/``: where a student's notebook runs (the sandbox, hardened execution, per-kernel limits, the undertaker);
+- ``box/``: isolation only: where a student's notebook runs (the sandbox, seccomp, per-kernel limits, the trust
+  check, the undertaker);
 - ``verdict/``: how a score is decided outside the student's kernel (cells, channel, provenance, kernel builds);
 - ``agent/``: the only grading code inside the box (answers the verdict's requests with plain data);
 - ``labs/``: one folder per graded lab (its declaration, its checks, its catalogue and tests; see its

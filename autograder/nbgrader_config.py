@@ -35,11 +35,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-# Hardened grading (autograder/box/hardened.py, autograder/box/sandbox.py): per-cell and per-notebook time
+# Hardened grading (autograder/grade/hardened.py, autograder/box/sandbox.py): per-cell and per-notebook time
 # budgets, a kernel with no network, a memory limit and a read-only view of the system, recovery
 # from dead kernels. Override per lab with c.HardenedExecute.lab_limits = {"06-...": {...}}.
 c.Autograde.autograde_preprocessors = [
-    "autograder.box.hardened.HardenedExecute",
+    "autograder.grade.hardened.HardenedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

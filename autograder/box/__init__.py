@@ -1,1 +1,2 @@
-"""Where a student's notebook runs when it is graded: the sandbox, hardened execution and per-kernel limits."""
+"""Isolation only: where a student's notebook runs when it is graded (the sandbox, seccomp, per-kernel limits, the
+check that the box trusts nothing it should not, the undertaker of what a kernel leaves behind)."""

@@ -296,7 +296,7 @@ def _available_levels():
 LEVEL_RUN = """
 import json, sys
 import nbformat
-from autograder.box.hardened import HardenedExecute
+from autograder.grade.hardened import HardenedExecute
 
 level, folder, allow = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 nb = nbformat.v4.new_notebook(cells=[

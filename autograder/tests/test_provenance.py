@@ -16,7 +16,7 @@ import pytest
 from autograder.proof import classroom, report
 from autograder.tests import attacks
 from autograder.course.notebook import nbgrader
-from autograder.box import hardened
+from autograder.grade import hardened
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 

@@ -54,7 +54,7 @@ class Verdict:
 
 
 class Context:
-    """What the graders may ask about the notebook being graded (``autograder.box.hardened`` sets it):
+    """What the graders may ask about the notebook being graded (``autograder.grade.hardened`` sets it):
     its cells as submitted, and the compile box that builds its kernels from their text."""
 
     def __init__(self) -> None:

@@ -231,7 +231,7 @@ class KernelBuilder:
         self._start = start
         self._process: Optional[subprocess.Popen] = None
         self._results: Dict[str, Any] = {}
-        # For the instructor's log (``autograder.box.hardened``): {(kind, kernel name): detail}, once each.
+        # For the instructor's log (``autograder.grade.hardened``): {(kind, kernel name): detail}, once each.
         # not-triton: a kernel refused for a line that is not Triton; launch-not-built: a graded launch whose own
         # specialisation does not compile for sm_90 while another of the same kernel does.
         self.events: Dict[Tuple[str, str], str] = {}
