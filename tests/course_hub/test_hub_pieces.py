@@ -1,5 +1,6 @@
 """The hub's pieces that need no root and no running hub: names, settings, role configs, the exchange checks."""
 
+import html
 import json
 import os
 import pwd
@@ -531,3 +532,45 @@ def test_make_hub_closes_the_checkouts_answers_to_students_and_clean_keeps_them_
     assert checkout.close(group, tmp_path) == [], "closing twice changes nothing"
     checkout.keep_closed(tmp_path)
     checkout.require_closed(tmp_path)
+
+
+def test_a_student_who_submitted_several_times_is_told_which_submission_was_graded(tmp_path):
+    """Issue 37 item 6b: the latest folder is graded; its time is in the student's Grading notes (their feedback
+    page) and the instructor's log (``graded-submission``), with a ``superseded`` line for each earlier one."""
+    from autograder.exchange import inbound
+
+    lab, notebook = "02-atomic-prefill", "atomic_prefill.ipynb"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    folder = tmp_path / COURSE_ID / "inbound"
+    times = ("2026-01-01 10:00:00.000000 UTC", "2026-01-02 11:30:00.000000 UTC", "2026-01-03 09:15:00.000000 UTC")
+    for when in times:
+        entry = folder / f"{me}+{lab}+{when}+{when[-10:-4]}"
+        entry.mkdir(parents=True)
+        (entry / notebook).write_bytes((ROOT / "course" / lab / notebook).read_bytes())
+        (entry / "timestamp.txt").write_text(when)
+    found = inbound.collect_inbound(tmp_path, COURSE_ID, lab, tmp_path / "inbox")
+    submission = found[me]
+    assert submission.submitted_at == "2026-01-03 09:15:00 UTC"
+    assert submission.superseded == ["2026-01-02 11:30:00 UTC", "2026-01-01 10:00:00 UTC"]
+    records = collect.write_submissions(lab, found, tmp_path, ROOT / "course", notebook, keep=exchange.EXCHANGE_FILES)
+    repairs = records[0]["repairs"]
+    assert ("graded-submission", "2026-01-03 09:15:00 UTC (latest of 3)") in repairs
+    assert [d for k, d in repairs if k == "superseded"] == [
+        "submission of 2026-01-02 11:30:00 UTC superseded by 2026-01-03 09:15:00 UTC",
+        "submission of 2026-01-01 10:00:00 UTC superseded by 2026-01-03 09:15:00 UTC",
+    ]
+    import nbformat
+
+    graded = nbformat.read(tmp_path / "autograder" / "work" / "submitted" / me / lab / notebook, as_version=4)
+    notes = next(c.source for c in graded.cells if c.get("id") == "grading-notes")
+    submitted = " ".join(html.unescape(notes).split())  # the notes are written escaped (inert)
+    assert "your latest submission, of 2026-01-03 09:15:00 UTC, was graded" in submitted
+    assert "(2026-01-02 11:30:00 UTC, 2026-01-01 10:00:00 UTC) were superseded by it" in submitted
+    one = collect.write_submissions(
+        lab,
+        {me: collect.Submission(me, me, submission.files, submitted_at="2026-01-03 09:15:00 UTC")},
+        tmp_path,
+        ROOT / "course",
+        notebook,
+    )
+    assert not [k for k, _ in one[0]["repairs"] if k in ("graded-submission", "superseded")]
