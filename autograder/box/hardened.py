@@ -50,7 +50,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
-from autograder.course.notebook import nbgrader as nbgrader_meta
+from autograder.course.notebook import cell_text, nbgrader as nbgrader_meta
 from autograder.course.notebook import BEGIN
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
@@ -554,7 +554,7 @@ class HardenedExecute(Execute):
         todo_names: set = set()
         for cell in lab.cells:
             if nbgrader_meta(cell).get("solution") and cell.get("cell_type") == "code":
-                tree = nbview.parse(nbview._text(cell.get("source")))
+                tree = nbview.parse(cell_text(cell))
                 if tree is not None:
                     todo_names |= {
                         n.name
