@@ -4,6 +4,8 @@ import html
 import json
 import os
 import pwd
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -574,3 +576,73 @@ def test_a_student_who_submitted_several_times_is_told_which_submission_was_grad
         notebook,
     )
     assert not [k for k, _ in one[0]["repairs"] if k in ("graded-submission", "superseded")]
+
+
+def test_students_get_the_extension_that_makes_view_feedback_open_the_page(tmp_path):
+    """Issue 37 item 6b: nbgrader 0.9's "(view feedback)" runs filebrowser:go-to-path on the feedback folder,
+    which only shows it; the student's JupyterLab loads hub/feedback_link (found as JupyterLab finds any
+    prebuilt extension), which opens the page(s) in that folder; the instructor's does not."""
+    from jupyterlab_server.config import get_page_config
+
+    folders = roles.write_role_configs(Layout(tmp_path / "hub"), tmp_path / "course")
+    server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
+    paths = server["LabApp"]["extra_labextensions_path"]
+    assert paths == [str(folders["student"] / "labextensions")]
+    found = get_page_config(paths)["federated_extensions"]  # what JupyterLab's page loads
+    assert [(e["name"], e["load"], e["extension"]) for e in found] == [
+        (roles.FEEDBACK_LINK_NAME, "static/remoteEntry.js", "./extension")
+    ]
+    assert (Path(paths[0]) / roles.FEEDBACK_LINK_NAME / "static" / "remoteEntry.js").is_file()
+    instructor = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
+    assert "extra_labextensions_path" not in instructor["LabApp"]
+
+
+_FEEDBACK_LINK_IN_NODE = r"""
+const entry = require(process.argv[1]);
+const opened = [];
+let listener = null;
+const listings = {
+  "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC": {type: "directory", content: [
+    {type: "file", name: "atomic_prefill.html", path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/atomic_prefill.html"},
+    {type: "file", name: "notes.txt", path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/notes.txt"},
+  ]},
+  "02-atomic-prefill": {type: "directory", content: [{type: "file", name: "x.html", path: "02-atomic-prefill/x.html"}]},
+};
+const app = {
+  commands: {
+    commandExecuted: {connect: (f) => { listener = f; }},
+    execute: (id, args) => { opened.push([id, args.path]); return Promise.resolve(); },
+  },
+  serviceManager: {contents: {get: (path) => Promise.resolve(listings[path])}},
+};
+(async () => {
+  const factory = await globalThis._JUPYTERLAB["pkv-feedback-link"].get("./extension");
+  const plugins = factory().default;
+  plugins[0].activate(app);
+  const steps = [
+    {id: "filebrowser:go-to-path", args: {path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC"}},
+    {id: "filebrowser:go-to-path", args: {path: "02-atomic-prefill"}},
+    {id: "docmanager:open", args: {path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC"}},
+  ];
+  for (const step of steps) { await listener(null, step); }
+  console.log(JSON.stringify({plugins: plugins.map((p) => [p.id, p.autoStart]), opened}));
+})();
+"""
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs node to run the extension's JavaScript")
+def test_view_feedback_opens_the_page_in_the_feedback_folder_and_nothing_else():
+    """The extension as JupyterLab loads it (the federated container's get('./extension')), driven with a fake
+    app: go-to-path on a feedback folder opens its .html page; any other path or command opens nothing."""
+    done = subprocess.run(
+        ["node", "-e", _FEEDBACK_LINK_IN_NODE, str(roles.FEEDBACK_LINK / "static" / "remoteEntry.js")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["plugins"] == [["pkv-feedback-link:open-feedback", True]]
+    assert result["opened"] == [
+        ["docmanager:open", "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/atomic_prefill.html"]
+    ]
