@@ -20,11 +20,15 @@ Each role gets a folder (``Layout.role_config``) put first on its server's ``JUP
   with a restrictive Content-Security-Policy), ``pkv_first_screen`` (students: a new student's JupyterLab
   opens on the Assignments tab) and ``pkv_formgrader_steps`` (instructor: Formgrader's release, collect,
   autograde and feedback buttons answer with ``make hub-release`` / ``make hub-grade``).
+- ``labextensions/pkv-feedback-link/`` (student only, named by ``LabApp.extra_labextensions_path``): a copy of
+  ``hub/feedback_link/``, a JupyterLab extension written by hand (no build step) that makes the Assignments tab's
+  "(view feedback)" link open the feedback page itself, where nbgrader 0.9 only shows its folder.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Dict
 
@@ -34,6 +38,8 @@ STUDENT_LAB_PAGE_CONFIG = REPO / "student-lab" / "labconfig" / "page_config.json
 # On a hub students open the Assignments tab from the Nbgrader menu (the menu lists only the commands of
 # the plugins left on: Assignment List).
 STUDENT_HUB_TOOLS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
+FEEDBACK_LINK = Path(__file__).parent / "feedback_link"  # copied to labextensions/pkv-feedback-link (students)
+FEEDBACK_LINK_NAME = "pkv-feedback-link"
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 NBGRADER_VALIDATE = "nbgrader.server_extensions.validate_assignment"
 VALIDATE_MESSAGE_FIRST = "paged_kv.lab.validate_message"
@@ -86,6 +92,12 @@ def write_role_configs(layout: Layout, course_root: Path, course_config: Path = 
             server["ServerApp"] = {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}}
             # Validate's dialog with the message first (paged_kv.lab.validate_message, in the student's edition)
             server["ServerApp"]["jpserver_extensions"].update({NBGRADER_VALIDATE: False, VALIDATE_MESSAGE_FIRST: True})
+            # "(view feedback)" opens the feedback page (hub/feedback_link/static/remoteEntry.js)
+            extensions = folder / "labextensions"
+            if (extensions / FEEDBACK_LINK_NAME).exists():
+                shutil.rmtree(extensions / FEEDBACK_LINK_NAME)
+            shutil.copytree(FEEDBACK_LINK, extensions / FEEDBACK_LINK_NAME)
+            server["LabApp"]["extra_labextensions_path"] = [str(extensions)]
         else:
             nbgrader = (
                 "import os\n\nc = get_config()  # noqa: F821\n"

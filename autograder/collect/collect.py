@@ -74,7 +74,9 @@ class Submission:
     listed, how many more in ``unlisted``. ``collided``: the top-level entries that all gave this student's
     id (``entry_names.collisions``); when there are any, none of them is graded. ``lms``, ``lms_id``,
     ``full_name`` and ``late``: what the LMS's download says of the student (``entry_names.Reading``; empty
-    or None where it says nothing, and for a collided id, whose they are not being known)."""
+    or None where it says nothing, and for a collided id, whose they are not being known). ``submitted_at``: when
+    the graded submission was made, where the route knows it (nbgrader's exchange); ``superseded``: the times of
+    the student's earlier submissions, which it replaced (newest first; none of them is graded)."""
 
     student: str
     name: str = ""
@@ -86,6 +88,8 @@ class Submission:
     lms_id: str = ""
     full_name: str = ""
     late: Optional[bool] = None
+    submitted_at: str = ""
+    superseded: List[str] = field(default_factory=list)
 
     def refuse(self, entry: str, reason: str) -> None:
         """Note that ``entry`` was not collected, and why."""
@@ -345,6 +349,23 @@ def collect(lab: str, source: Path, course_root: Path, release_dir: Path, notebo
         return write_submissions(lab, gather(source, Path(scratch)), course_root, release_dir, notebook)
 
 
+def _note_superseded(repaired, submission: Submission) -> None:
+    """Say which of several submissions was graded (the student's Grading notes, the instructor's log), and keep
+    a ``superseded`` line for each earlier one."""
+    graded = submission.submitted_at or "the latest"
+    earlier = submission.superseded
+    add_note(
+        repaired,
+        "graded-submission",
+        f"{graded} (latest of {len(earlier) + 1})",
+        f"You submitted {len(earlier) + 1} times: your latest submission, of {graded}, was graded. "
+        f"{'Your earlier one' if len(earlier) == 1 else 'Your earlier ones'} ({', '.join(earlier)}) "
+        f"{'was' if len(earlier) == 1 else 'were'} superseded by it and not graded.",
+    )
+    for when in earlier:
+        repaired.log.append(("superseded", f"submission of {when} superseded by {graded}"))
+
+
 def write_submissions(
     lab: str,
     submissions: Dict[str, Submission],
@@ -424,6 +445,8 @@ def write_submissions(
                 f"links to files elsewhere, pipes or devices), each of at most {MAX_ENTRY >> 20} MB: submit "
                 "the notebook file itself.",
             )
+        if submission.superseded and not collided:
+            _note_superseded(repaired, submission)
         if submission.unlisted and not collided:
             add_note(
                 repaired,

@@ -45,11 +45,13 @@ _READ_BACK = 2 * MAX_STUDENT  # base64 and JSON around a full budget
 
 def latest_submissions(
     inbound_fd: int, lab: str, names: Owners
-) -> Tuple[Dict[str, Tuple[str, str, int]], Dict[str, List[Tuple[str, str]]]]:
+) -> Tuple[Dict[str, Tuple[str, str, int]], Dict[str, List[Tuple[str, str]]], Dict[str, List[str]]]:
     """``{student: (entry name, timestamp, owner uid)}``: each student's latest folder of ``lab`` in the open
-    ``inbound/`` folder that the student owns (``names`` says whose each uid is); and
-    ``{student: [(entry, reason)]}`` for that student's newer entries refused (not a folder). Entries owned
-    by someone else are left alone (``exchange.set_aside_forged`` moves them out)."""
+    ``inbound/`` folder that the student owns (``names`` says whose each uid is);
+    ``{student: [(entry, reason)]}`` for that student's newer entries refused (not a folder); and
+    ``{student: [time, ...]}``: the times (``shown_time``) of that student's older folders, newest first,
+    which the latest supersedes (not graded). Entries owned by someone else are left alone
+    (``exchange.set_aside_forged`` moves them out)."""
     from nbgrader.utils import parse_utc
 
     pattern = re.compile(rf"^(?P<student>[^+]+)\+{re.escape(lab)}\+(?P<time>[^+]+)(\+[^+]*)?$")
@@ -65,14 +67,23 @@ def latest_submissions(
             continue
         if names.name_of(info.st_uid) == found["student"]:
             mine.setdefault(found["student"], []).append((when, name, found["time"], info))
-    latest, refused = {}, {}
+    latest, refused, superseded = {}, {}, {}
     for student, entries in mine.items():
-        for _, name, written, info in sorted(entries, key=lambda e: e[0], reverse=True):
-            if stat.S_ISDIR(info.st_mode):
+        for when, name, written, info in sorted(entries, key=lambda e: e[0], reverse=True):
+            if not stat.S_ISDIR(info.st_mode):
+                if student not in latest:
+                    refused.setdefault(student, []).append((name, f"it is {kind_of(info.st_mode)}, not a folder"))
+            elif student not in latest:
                 latest[student] = (name, written, info.st_uid)
-                break
-            refused.setdefault(student, []).append((name, f"it is {kind_of(info.st_mode)}, not a folder"))
-    return latest, refused
+            else:
+                superseded.setdefault(student, []).append(shown_time(when))
+    return latest, refused, superseded
+
+
+def shown_time(when) -> str:
+    """A submission's time as students and instructors read it (``2026-12-05 12:34:56 UTC``): made from the
+    parsed time, never from the folder name's own text."""
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def read_as(
@@ -184,7 +195,7 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
     try:
         inbox = Path(inbox)
         inbox.mkdir(parents=True)
-        latest, refused = latest_submissions(inbound, lab, names)
+        latest, refused, superseded = latest_submissions(inbound, lab, names)
         found: Dict[str, Submission] = {}
         for student in sorted(set(latest) | set(refused)):
             submission = found[student] = Submission(student=student, name=student)
@@ -193,6 +204,8 @@ def collect_inbound(exchange: Path, course_id: str, lab: str, inbox: Path) -> Di
             if student not in latest:
                 continue
             name, when, uid = latest[student]
+            submission.submitted_at = shown_time(parse_utc(when))
+            submission.superseded = list(superseded.get(student, []))
             target = inbox / student / lab
             target.mkdir(parents=True)
             try:

@@ -45,6 +45,8 @@ from autograder.feedback.insight_page import page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
 UNREADABLE_KINDS = ("invalid-json", "not-a-notebook", "no-notebook", "several-notebooks")
+#: What collection says of a student who submitted several times (``collect._note_superseded``): not repairs.
+RESUBMISSION_KINDS = ("graded-submission", "superseded")
 FLAG_KINDS = ("integrity", "similar-to-reference", "reached-stub", "not-triton", "launch-not-built")
 LIMIT_KINDS = ("timeout", "memory", "output", "kernel-died", "notebook-timeout")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
@@ -172,9 +174,16 @@ def build(lab: str, work: Path, source: Path) -> dict:
         "limits": defaultdict(list),
         "repairs": defaultdict(list),
     }
+    resubmitted: Dict[str, Dict[str, object]] = {}
     for row in rows:
         kind, student = row.get("kind", ""), row.get("student_id", "")
-        if row.get("stage") == "repair":
+        if row.get("stage") == "repair" and kind in RESUBMISSION_KINDS:
+            entry = resubmitted.setdefault(student, {"graded": "", "superseded": []})
+            if kind == "graded-submission":
+                entry["graded"] = row.get("detail", "")
+            else:
+                entry["superseded"].append(row.get("detail", ""))
+        elif row.get("stage") == "repair":
             if kind != "added-cells":
                 flagged["repairs"][kind].append(student)
         elif kind in FLAG_KINDS:
@@ -191,6 +200,7 @@ def build(lab: str, work: Path, source: Path) -> dict:
         "max_score": maximum,
         "table": {s: {c["grade_id"]: scores.get(s, {}).get(c["grade_id"]) for c in cells} for s in students},
         "unreadable": unreadable,
+        "resubmitted": {s: resubmitted[s] for s in sorted(resubmitted)},
         "scores": {
             "totals": totals,
             "median": statistics.median(values) if values else None,

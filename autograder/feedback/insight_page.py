@@ -136,6 +136,12 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
             f"<p><b>File could not be read: ask them to resubmit</b> ({len(data['unreadable'])}): "
             f"{_ids(data['unreadable'])}. Graded as the untouched lab, they are left out of the rows above.</p>"
         )
+    if data.get("resubmitted"):
+        parts.append(f"<p><b>Submitted several times</b> ({len(data['resubmitted'])}): the latest was graded.</p><ul>")
+        for student, seen in data["resubmitted"].items():
+            earlier = "; ".join(str(d) for d in seen["superseded"])
+            parts.append(f"<li>{_ids([student])}: graded {e(str(seen['graded']))}; {e(earlier)}</li>")
+        parts.append("</ul>")
     parts += _student_table(data)
     parts.append("<h2>Whom to look at</h2>")
     titles = {"findings": "provenance findings and similarity", "limits": "limits hit", "repairs": "repairs"}

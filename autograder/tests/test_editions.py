@@ -177,6 +177,77 @@ def test_an_earlier_lab_leaves_out_everything_a_later_lab_does():
         assert set(manifest.stubs_for(lab, part)) <= set(manifest.stubs_for(lab))
 
 
+_SERVE_WITH_OWN_CODE = """
+import json, sys
+from paged_kv.cache.todo import TodoNotWritten
+from paged_kv.lab.baselines import serve_paged
+from paged_kv.lab.feedback import show_when_ready
+from paged_kv.lab.starters import KVCacheManagerWithoutDecode
+
+
+class KVCacheManager(KVCacheManagerWithoutDecode):  # the student's lab 03 answer
+    def allocate_for_decode(self, req):
+        self._check_decode(req)
+        if req.seq_len % self.block_size == 0:
+            if not self.free_blocks:
+                raise self._oom(req, 1, "a new block")
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len += 1
+
+
+namespace = {}
+exec(sys.argv[1], namespace)  # the stretch's answer, as the notebook has it
+workload = [(8, 40)] * 6  # the prompts fit at once; their outputs do not
+try:
+    usage = serve_paged(workload, KVCacheManager, 128, block_size=8)
+    alone = f"served: {usage.preemptions} preemptions"
+except TodoNotWritten as error:
+    alone = f"TodoNotWritten: {error}"
+note = show_when_ready(lambda: serve_paged(workload, KVCacheManager, 128, block_size=8), "allocate_for_decode")
+own = serve_paged(workload, KVCacheManager, 128, block_size=8, decode_step=namespace["decode_step_with_preemption"])
+print(json.dumps([alone, note is None, own.preemptions, own.finished]))
+"""
+
+
+def test_lab_03s_edition_holds_no_preemption_loop_and_serves_paged_with_the_students_own():
+    """Lab 03's stretch asks for preemption by recompute: an edition up to lab 03 holds no loop of the package
+    that does it (``paged_kv.lab.baselines.serve_paged`` then needs the student's, and says so), and the lab's
+    comparison runs with the student's stretch passed as ``decode_step``."""
+    lab = "03-decode-growth"
+    stretch = next(
+        "".join(c["source"])
+        for c in _cells(lab)
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "lab03-stretch"
+    )
+    for earlier in LABS[: LABS.index(lab) + 1]:
+        assert "paged_kv.lab.baselines.decode_step_with_preemption" in {s.dotted for s in manifest.stubs_for(earlier)}
+    folder = build_edition(lab)
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVE_WITH_OWN_CODE, stretch],
+        cwd=folder.parent,
+        env=dict(os.environ, PYTHONPATH=str(folder), MPLBACKEND="Agg"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = done.stdout.strip().splitlines()
+    alone, noted, preemptions, finished = json.loads(printed[-1])
+    assert alone.startswith("TodoNotWritten") and "stretch" in alone, alone
+    assert noted and any("paper_comparison(decode_step_with_preemption)" in line for line in printed), printed
+    assert preemptions > 0 and finished == 6
+    # The loop is not merely renamed: no loop of the edition's sources is the stretch's answer.
+    answer = next(n for n in ast.walk(ast.parse(stretch)) if isinstance(n, ast.While))
+    reference = normalized_tokens(ast.Module(body=[answer], type_ignores=[]))
+    for path, data in edition_sources(lab).items():
+        if path.endswith(".py"):
+            for node in ast.walk(ast.parse(data.decode())):
+                if isinstance(node, ast.While):
+                    tokens = normalized_tokens(ast.Module(body=[node], type_ignores=[]))
+                    share = difflib.SequenceMatcher(None, tokens, reference, autojunk=False).ratio()
+                    assert share < 0.8, f"{path}, line {node.lineno}: {share:.0%} like the stretch's loop"
+
+
 def test_a_stub_target_that_does_not_exist_is_refused():
     with pytest.raises(EditionError, match="is not defined"):
         stub_module("def f():\n    return 1\n", [("g", "gone")])

@@ -142,3 +142,32 @@ def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path
     assert "stuck 309.8 s (most in part boxes replaying: 300.1 s)" in insight.page(
         insight.build(LAB, tmp_path, SOURCE), {}
     )
+
+
+def test_a_student_who_submitted_several_times_is_named_with_the_graded_and_superseded_times(tmp_path):
+    """Issue 37 item 6b: the hub's exchange keeps every submission; which was graded and which were superseded
+    reaches the report (from log.csv's graded-submission and superseded lines), apart from the repairs."""
+    _write(
+        tmp_path,
+        {"ann": {"lab05-visible-hash": _verdict("[x] no\n  hint:     use xxh64")}},
+        [
+            {"student_id": "ann", "stage": "repair", "kind": "graded-submission", "detail": "2026-01-03 09:15:00 UTC"},
+            {
+                "student_id": "ann",
+                "stage": "repair",
+                "kind": "superseded",
+                "detail": "submission of 2026-01-01 10:00:00 UTC superseded by 2026-01-03 09:15:00 UTC",
+            },
+        ],
+    )
+    data = insight.build(LAB, tmp_path, SOURCE)
+    assert data["resubmitted"] == {
+        "ann": {
+            "graded": "2026-01-03 09:15:00 UTC",
+            "superseded": ["submission of 2026-01-01 10:00:00 UTC superseded by 2026-01-03 09:15:00 UTC"],
+        }
+    }
+    assert "superseded" not in data["flagged"]["repairs"] and "graded-submission" not in data["flagged"]["repairs"]
+    page = insight.page(data, {})
+    assert "Submitted several times" in page and "superseded by 2026-01-03 09:15:00 UTC" in page
+    assert live_markup(page) == []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from paged_kv.cache.checks import check_positive_int
+from paged_kv.cache.todo import TodoNotWritten, is_stub
 
 Workload = Sequence[Tuple[int, int]]
 ReservationPolicy = Callable[[int, int, int], int]
@@ -244,6 +245,38 @@ def serve_contiguous(
     return meter.result()
 
 
+def decode_step_with_preemption(manager, running: List, waiting: List) -> List[int]:
+    """One decode step for every request in ``running`` (a list, oldest first), preempting by recompute.
+
+    When ``manager.allocate_for_decode`` raises an OOM (a ``RuntimeError`` whose message contains ``OOM``),
+    the most recently admitted request (the last in ``running``) is preempted, as nano-vllm and vLLM do: it
+    leaves ``running``, its blocks are released, and it goes to the front of ``waiting`` keeping its
+    ``seq_len`` (it will be prefilled again with everything it had); then the request that needed the block
+    tries again, unless it was the one preempted. Any other exception (an unwritten TODO included)
+    propagates. Returns the ids of the preempted requests, in order.
+
+    Lab 03's stretch asks students to write this step: a graded edition up to lab 03 leaves it out
+    (``autograder/labs/lab03_decode_growth``), and ``serve_paged`` then takes the student's own.
+    """
+    preempted: List[int] = []
+    position = 0
+    while position < len(running):
+        try:
+            manager.allocate_for_decode(running[position])
+        except NotImplementedError:  # an unwritten TODO: not an OOM (it subclasses RuntimeError)
+            raise
+        except RuntimeError as error:
+            if "OOM" not in str(error):
+                raise
+            victim = running.pop()
+            manager.release_request(victim)
+            waiting.insert(0, victim)
+            preempted.append(victim.request_id)
+            continue
+        position += 1
+    return preempted
+
+
 def serve_paged(
     lengths: Workload,
     manager_cls,
@@ -252,18 +285,33 @@ def serve_paged(
     block_size: int = 16,
     max_len: int = 2048,
     system: str = "paged",
+    decode_step: Optional[Callable[[object, List, List], List[int]]] = None,
 ) -> KVUsage:
     """Serve ``lengths`` with a paged manager (``manager_cls(num_blocks, block_size, head_dim)``).
 
     Uses the manager's ``allocate_for_prefill``, ``allocate_for_decode`` and ``release_request``
     (a lab's ``KVCacheManager``). Admission is first come first served and takes the prompt's blocks
-    only. When a decode step finds no free block (a ``RuntimeError`` whose message contains ``OOM``),
-    the most recently admitted request is preempted by recompute, as nano-vllm and vLLM do: its blocks
-    are released and it goes back to the head of the queue, to be prefilled again with its prompt and
-    the tokens it had generated. Any other exception (an unwritten TODO included) propagates.
+    only. Each iteration runs ``decode_step(manager, running, waiting)`` (``decode_step_with_preemption``
+    unless given: lab 03's stretch has the same signature): when a decode finds no free block, the most
+    recently admitted request is preempted by recompute, as nano-vllm and vLLM do, and goes back to the
+    head of the queue, to be prefilled again with its prompt and the tokens it had generated. Any other
+    exception (an unwritten TODO included) propagates.
     """
     from paged_kv.cache.manager import Request
 
+    if decode_step is None and is_stub(decode_step_with_preemption):
+        error = TodoNotWritten(
+            "decode_step_with_preemption is lab 03's stretch (preemption by recompute): this graded edition of the "
+            "course package leaves it out, so paging needs your own: pass it as decode_step"
+        )
+        error.note = (  # what show_when_ready prints instead of its usual "Finish ..." line
+            "This graded handout leaves out the course's preemption step (the stretch's answer), which the "
+            "comparison needs. Once allocate_for_decode passes its tests, write decode_step_with_preemption "
+            "(the stretch, section 7), run its cell, then run paper_comparison(decode_step_with_preemption) "
+            "in a new cell."
+        )
+        raise error
+    step = decode_step_with_preemption if decode_step is None else decode_step
     pairs = _check_workload(lengths, max_len)
     block_size = check_positive_int("block_size", block_size)
     num_blocks = check_positive_int("capacity_tokens // block_size", capacity_tokens // block_size)
@@ -275,13 +323,12 @@ def serve_paged(
         )
     manager = manager_cls(num_blocks, block_size, 1)
     meter = _UsageMeter(system, capacity_tokens)
-    waiting = deque((i, 0) for i in range(len(pairs)))  # (index, tokens generated before a preemption)
-    running: List[Tuple[int, Request]] = []
+    waiting: List[Request] = [Request(i, prompt) for i, (prompt, _) in enumerate(pairs)]
+    running: List[Request] = []
     preemptions = 0
     while waiting or running:
         while waiting:
-            index, done = waiting[0]
-            req = Request(index, pairs[index][0] + done)
+            req = Request(waiting[0].request_id, waiting[0].seq_len)  # a preempted request is prefilled anew
             try:
                 manager.allocate_for_prefill(req)
             except NotImplementedError:  # an unwritten TODO: not an OOM (it subclasses RuntimeError)
@@ -291,60 +338,58 @@ def serve_paged(
                     raise
                 if not running:
                     raise RuntimeError(
-                        f"the prefill of request {index} failed on an empty pool of {num_blocks} "
+                        f"the prefill of request {req.request_id} failed on an empty pool of {num_blocks} "
                         "blocks: check allocate_for_prefill and release_request"
                     )
                 break
-            waiting.popleft()
-            running.append((index, req))
+            waiting.pop(0)
+            running.append(req)
         meter.record(
-            [(req.seq_len, sum(pairs[i]), len(req.block_table) * block_size) for i, req in running], bool(waiting)
+            [(req.seq_len, sum(pairs[req.request_id]), len(req.block_table) * block_size) for req in running],
+            bool(waiting),
         )
-        position, decoded = 0, 0
-        while position < len(running):  # one decode step each, preempting from the back when blocks run out
-            index, req = running[position]
-            before = req.seq_len
-            try:
-                manager.allocate_for_decode(req)
-            except NotImplementedError:
-                raise
-            except RuntimeError as error:
-                if "OOM" not in str(error):
-                    raise
-                victim_index, victim = running.pop()
-                manager.release_request(victim)
-                waiting.appendleft((victim_index, victim.seq_len - pairs[victim_index][0]))
-                preemptions += 1
-                continue  # retry this request (unless it was the victim itself)
-            if req.seq_len != before + 1:
+        before = {req.request_id: req.seq_len for req in running}
+        preemptions += len(step(manager, running, waiting))
+        for req in running:  # those the step kept: each grew by one token
+            if req.seq_len != before.get(req.request_id, -1) + 1:
                 raise RuntimeError(
-                    f"allocate_for_decode took request {index} from seq_len {before} to "
-                    f"{req.seq_len}; one decode step adds exactly one token"
+                    f"allocate_for_decode took request {req.request_id} from seq_len {before.get(req.request_id)} "
+                    f"to {req.seq_len}; one decode step adds exactly one token"
                 )
-            decoded += 1
-            if req.seq_len == sum(pairs[index]):
-                manager.release_request(req)
-                running.pop(position)
-                meter.finished += 1
-            else:
-                position += 1
-        if not decoded:  # the oldest request always gets a block once the others are preempted
+        if not running:  # the oldest request always gets a block once the others are preempted
             raise RuntimeError(
                 f"no request could decode at iteration {meter.iterations}, even alone in the pool: "
                 "check that allocate_for_decode takes a block only when a token starts one"
             )
+        for req in [req for req in running if req.seq_len == sum(pairs[req.request_id])]:
+            manager.release_request(req)
+            running.remove(req)
+            meter.finished += 1
     return meter.result(preemptions)
 
 
 def compare_systems(
-    lengths: Workload, manager_cls, capacity_tokens: int, *, block_size: int = 16, max_len: int = 2048
+    lengths: Workload,
+    manager_cls,
+    capacity_tokens: int,
+    *,
+    block_size: int = 16,
+    max_len: int = 2048,
+    decode_step: Optional[Callable[[object, List, List], List[int]]] = None,
 ) -> Dict[str, KVUsage]:
-    """The same workload through the three Orca policies and through paging (labelled "vLLM")."""
+    """The same workload through the three Orca policies and through paging (labelled "vLLM"); ``decode_step``
+    as ``serve_paged``'s."""
     results = {
         name: serve_contiguous(lengths, policy, capacity_tokens, max_len=max_len, system=name)
         for name, policy in POLICIES.items()
     }
     results["vLLM"] = serve_paged(
-        lengths, manager_cls, capacity_tokens, block_size=block_size, max_len=max_len, system="vLLM"
+        lengths,
+        manager_cls,
+        capacity_tokens,
+        block_size=block_size,
+        max_len=max_len,
+        system="vLLM",
+        decode_step=decode_step,
     )
     return results

@@ -304,15 +304,15 @@ def practice(check: Callable, *args: Any, todo: str = "") -> None:
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     """Run ``make()`` (a picture, a table, a widget) once the student's code exists.
 
-    While the TODO still raises ``NotImplementedError`` this prints a short note instead of a
-    traceback, so the rest of the notebook keeps running. Any other error is raised as it is (same
-    type): it points at a real bug. In IPython it shows as one block naming the error, the function
+    While the TODO still raises ``NotImplementedError`` this prints a short note (the error's own ``note``
+    when it has one) instead of a traceback, so the rest of the notebook keeps running. Any other error is
+    raised as it is (same type): it points at a real bug. In IPython it shows as one block naming the error, the function
     and line where it was raised, and what to do, instead of a traceback through the package.
     """
     try:
         return make()
-    except NotImplementedError:
-        print(_finish_note(todo, "see what you built"))
+    except NotImplementedError as error:
+        print(getattr(error, "note", None) or _finish_note(todo, "see what you built"))
         return None
     except CheckFailed:
         raise

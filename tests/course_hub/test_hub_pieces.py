@@ -1,8 +1,11 @@
 """The hub's pieces that need no root and no running hub: names, settings, role configs, the exchange checks."""
 
+import html
 import json
 import os
 import pwd
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -531,3 +534,115 @@ def test_make_hub_closes_the_checkouts_answers_to_students_and_clean_keeps_them_
     assert checkout.close(group, tmp_path) == [], "closing twice changes nothing"
     checkout.keep_closed(tmp_path)
     checkout.require_closed(tmp_path)
+
+
+def test_a_student_who_submitted_several_times_is_told_which_submission_was_graded(tmp_path):
+    """Issue 37 item 6b: the latest folder is graded; its time is in the student's Grading notes (their feedback
+    page) and the instructor's log (``graded-submission``), with a ``superseded`` line for each earlier one."""
+    from autograder.exchange import inbound
+
+    lab, notebook = "02-atomic-prefill", "atomic_prefill.ipynb"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    folder = tmp_path / COURSE_ID / "inbound"
+    times = ("2026-01-01 10:00:00.000000 UTC", "2026-01-02 11:30:00.000000 UTC", "2026-01-03 09:15:00.000000 UTC")
+    for when in times:
+        entry = folder / f"{me}+{lab}+{when}+{when[-10:-4]}"
+        entry.mkdir(parents=True)
+        (entry / notebook).write_bytes((ROOT / "course" / lab / notebook).read_bytes())
+        (entry / "timestamp.txt").write_text(when)
+    found = inbound.collect_inbound(tmp_path, COURSE_ID, lab, tmp_path / "inbox")
+    submission = found[me]
+    assert submission.submitted_at == "2026-01-03 09:15:00 UTC"
+    assert submission.superseded == ["2026-01-02 11:30:00 UTC", "2026-01-01 10:00:00 UTC"]
+    records = collect.write_submissions(lab, found, tmp_path, ROOT / "course", notebook, keep=exchange.EXCHANGE_FILES)
+    repairs = records[0]["repairs"]
+    assert ("graded-submission", "2026-01-03 09:15:00 UTC (latest of 3)") in repairs
+    assert [d for k, d in repairs if k == "superseded"] == [
+        "submission of 2026-01-02 11:30:00 UTC superseded by 2026-01-03 09:15:00 UTC",
+        "submission of 2026-01-01 10:00:00 UTC superseded by 2026-01-03 09:15:00 UTC",
+    ]
+    import nbformat
+
+    graded = nbformat.read(tmp_path / "autograder" / "work" / "submitted" / me / lab / notebook, as_version=4)
+    notes = next(c.source for c in graded.cells if c.get("id") == "grading-notes")
+    submitted = " ".join(html.unescape(notes).split())  # the notes are written escaped (inert)
+    assert "your latest submission, of 2026-01-03 09:15:00 UTC, was graded" in submitted
+    assert "(2026-01-02 11:30:00 UTC, 2026-01-01 10:00:00 UTC) were superseded by it" in submitted
+    one = collect.write_submissions(
+        lab,
+        {me: collect.Submission(me, me, submission.files, submitted_at="2026-01-03 09:15:00 UTC")},
+        tmp_path,
+        ROOT / "course",
+        notebook,
+    )
+    assert not [k for k, _ in one[0]["repairs"] if k in ("graded-submission", "superseded")]
+
+
+def test_students_get_the_extension_that_makes_view_feedback_open_the_page(tmp_path):
+    """Issue 37 item 6b: nbgrader 0.9's "(view feedback)" runs filebrowser:go-to-path on the feedback folder,
+    which only shows it; the student's JupyterLab loads hub/feedback_link (found as JupyterLab finds any
+    prebuilt extension), which opens the page(s) in that folder; the instructor's does not."""
+    from jupyterlab_server.config import get_page_config
+
+    folders = roles.write_role_configs(Layout(tmp_path / "hub"), tmp_path / "course")
+    server = json.loads((folders["student"] / "jupyter_server_config.json").read_text())
+    paths = server["LabApp"]["extra_labextensions_path"]
+    assert paths == [str(folders["student"] / "labextensions")]
+    found = get_page_config(paths)["federated_extensions"]  # what JupyterLab's page loads
+    assert [(e["name"], e["load"], e["extension"]) for e in found] == [
+        (roles.FEEDBACK_LINK_NAME, "static/remoteEntry.js", "./extension")
+    ]
+    assert (Path(paths[0]) / roles.FEEDBACK_LINK_NAME / "static" / "remoteEntry.js").is_file()
+    instructor = json.loads((folders["instructor"] / "jupyter_server_config.json").read_text())
+    assert "extra_labextensions_path" not in instructor["LabApp"]
+
+
+_FEEDBACK_LINK_IN_NODE = r"""
+const entry = require(process.argv[1]);
+const opened = [];
+let listener = null;
+const listings = {
+  "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC": {type: "directory", content: [
+    {type: "file", name: "atomic_prefill.html", path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/atomic_prefill.html"},
+    {type: "file", name: "notes.txt", path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/notes.txt"},
+  ]},
+  "02-atomic-prefill": {type: "directory", content: [{type: "file", name: "x.html", path: "02-atomic-prefill/x.html"}]},
+};
+const app = {
+  commands: {
+    commandExecuted: {connect: (f) => { listener = f; }},
+    execute: (id, args) => { opened.push([id, args.path]); return Promise.resolve(); },
+  },
+  serviceManager: {contents: {get: (path) => Promise.resolve(listings[path])}},
+};
+(async () => {
+  const factory = await globalThis._JUPYTERLAB["pkv-feedback-link"].get("./extension");
+  const plugins = factory().default;
+  plugins[0].activate(app);
+  const steps = [
+    {id: "filebrowser:go-to-path", args: {path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC"}},
+    {id: "filebrowser:go-to-path", args: {path: "02-atomic-prefill"}},
+    {id: "docmanager:open", args: {path: "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC"}},
+  ];
+  for (const step of steps) { await listener(null, step); }
+  console.log(JSON.stringify({plugins: plugins.map((p) => [p.id, p.autoStart]), opened}));
+})();
+"""
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs node to run the extension's JavaScript")
+def test_view_feedback_opens_the_page_in_the_feedback_folder_and_nothing_else():
+    """The extension as JupyterLab loads it (the federated container's get('./extension')), driven with a fake
+    app: go-to-path on a feedback folder opens its .html page; any other path or command opens nothing."""
+    done = subprocess.run(
+        ["node", "-e", _FEEDBACK_LINK_IN_NODE, str(roles.FEEDBACK_LINK / "static" / "remoteEntry.js")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["plugins"] == [["pkv-feedback-link:open-feedback", True]]
+    assert result["opened"] == [
+        ["docmanager:open", "02-atomic-prefill/feedback/2026-01-03 09:15:00.000000 UTC/atomic_prefill.html"]
+    ]

@@ -138,3 +138,17 @@ def test_a_decode_that_never_gets_a_block_stops_the_run():
 
     with pytest.raises(RuntimeError, match="no request could decode"):
         serve_paged([(4, 4)] * 3, AlwaysOOM, 256, block_size=4)
+
+
+def test_paged_serving_takes_a_decode_step_of_the_same_signature_as_lab_03s_stretch():
+    from paged_kv.lab.baselines import decode_step_with_preemption
+
+    calls = []
+
+    def step(manager, running, waiting):
+        calls.append(len(running))
+        return decode_step_with_preemption(manager, running, waiting)
+
+    lengths = [(8, 40)] * 6
+    usage = serve_paged(lengths, KVCacheManager, 128, block_size=8, decode_step=step)
+    assert calls and usage.preemptions == serve_paged(lengths, KVCacheManager, 128, block_size=8).preemptions

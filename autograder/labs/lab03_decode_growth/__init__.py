@@ -21,6 +21,9 @@ LAB = Lab(
                 Stub(PREFIX, "BlockManagerBase.may_append", "the block manager's decode growth"),
                 Stub(PREFIX, "BlockManagerBase.can_append", "the block manager's decode growth"),
                 Stub(PREFIX, "BlockManagerBase._num_new_blocks_for_decode", "the block manager's decode growth"),
+                # The stretch (lab03-stretch, not graded) asks for this loop; serve_paged takes the student's own
+                # when an edition leaves it out (lab 03's comparison says so).
+                Stub("lab/baselines.py", "decode_step_with_preemption", "the stretch's preemption by recompute"),
             ),
         ),
     ),
