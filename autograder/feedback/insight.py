@@ -12,7 +12,8 @@ gives the cells' order, points and the section that teaches each.
 - **misconceptions**: one row per failure pattern: the hints failed checks gave, grouped across cells with
   numbers, case and spacing ignored (one mistake met on different cases counts once) but shown as the
   students read them, and hints that the very same students got merged into one row; with those students,
-  most common first, and the section of the lab; also ``misconceptions.csv``. Students whose file could not be
+  most common first, and the section of the lab that teaches each hint (``taught in``: what the lab's checks
+  say, ``TEACHES`` and ``@grades(..., teaches="§ 1")``, else the task's section); also ``misconceptions.csv``. Students whose file could not be
   read are listed apart ("ask them to resubmit");
 - **every student**: a table of each graded cell's points, each student linked to their feedback page;
 - **whom to look at**: provenance findings, similarity to the reference, time, memory and output limits,
@@ -28,6 +29,7 @@ at its end.
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import io
 import json
@@ -73,6 +75,77 @@ def lab_cells(source: Path) -> List[Dict[str, Any]]:
                 }
             )
     return cells
+
+
+def lab_headings(source: Path) -> List[str]:
+    """Every markdown heading of the lab's notebook, in order (``1. When does a token need a new block?``)."""
+    notebook = json.loads(source.read_text())
+    return [
+        line.lstrip("#").strip()
+        for cell in notebook["cells"]
+        if cell.get("cell_type") == "markdown"
+        for line in nbread.cell_text(cell).splitlines()
+        if line.startswith("#")
+    ]
+
+
+def section_named(reference: str, headings: List[str]) -> Optional[str]:
+    """The heading a ``teaches`` reference (``"§ 2"``, ``"§ 9.1"``) names, or None when no heading has its number."""
+    number = reference.replace("§", "").strip()
+    pattern = re.compile(rf"{re.escape(number)}\.?(\s|$)")
+    return next((h for h in headings if number and pattern.match(h)), None)
+
+
+def teaching(lab: str, source: Path) -> Dict[str, Any]:
+    """Where the lab teaches what its hints are about, as its checks say it: ``hints`` (the checks module's
+    ``TEACHES``: a fragment of a hint, lower case, and its section's heading) and ``cells`` (a hidden cell's
+    heading when every check it calls is marked ``@grades(..., teaches=...)`` with the same section). Empty for a
+    lab whose checks say nothing (its rows name the task's section)."""
+    import importlib
+
+    from autograder.labs import checks_module
+
+    out: Dict[str, Any] = {"hints": {}, "cells": {}}
+    try:
+        module = importlib.import_module(checks_module(lab))
+    except Exception:  # noqa: BLE001 - a lab without checks (or one that cannot load here) names the task's section
+        return out
+    headings = lab_headings(source)
+
+    def heading(reference: str) -> str:
+        return section_named(reference, headings) or reference
+
+    out["hints"] = {fragment.lower(): heading(ref) for fragment, ref in getattr(module, "TEACHES", {}).items()}
+    notebook = json.loads(source.read_text())
+    for cell in notebook["cells"]:
+        if not (nbread.is_graded(cell) and nbread.grade_id(cell)):
+            continue
+        try:
+            tree = ast.parse(nbread.cell_text(cell))
+        except SyntaxError:
+            continue
+        called = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        called |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        marks = {
+            getattr(getattr(module, name), "__teaches__", "")
+            for name in called
+            if hasattr(getattr(module, name, None), "__grades__")
+        }
+        if len(marks) == 1 and "" not in marks:
+            out["cells"][nbread.grade_id(cell)] = heading(marks.pop())
+    return out
+
+
+def taught_in(grade_id: str, hint: str, kind: str, task_section: str, teaches: Dict[str, Any]) -> str:
+    """The section that teaches what a failed check's hint is about: the first ``TEACHES`` fragment the hint holds,
+    else the cell's checks' ``teaches``, else the task's section (a TODO not written, a timeout: the task's)."""
+    if kind not in ("check", "error"):
+        return task_section
+    low = hint.lower()
+    for fragment, section in teaches.get("hints", {}).items():
+        if fragment in low:
+            return section
+    return teaches.get("cells", {}).get(grade_id, task_section)
 
 
 def _scores(work: Path, lab: str, notebook: str) -> Dict[str, Dict[str, float]]:
@@ -166,7 +239,9 @@ def build(lab: str, work: Path, source: Path) -> dict:
         {r.get("student_id", "") for r in rows if r.get("stage") == "repair" and r.get("kind") in UNREADABLE_KINDS}
         - {""}
     )
-    misconceptions = _misconceptions(cells, {s: r for s, r in events.items() if s not in unreadable})
+    misconceptions = _misconceptions(
+        cells, {s: r for s, r in events.items() if s not in unreadable}, teaching(lab, source)
+    )
     flagged: Dict[str, Dict[str, List[str]]] = {
         "findings": defaultdict(list),
         "limits": defaultdict(list),
@@ -237,10 +312,14 @@ def _where_time_went(events: Dict[str, dict]) -> Dict[str, Any]:
     }
 
 
-def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> List[Dict[str, Any]]:
+def _misconceptions(
+    cells: List[Dict[str, Any]], events: Dict[str, dict], teaches: Optional[Dict[str, Any]] = None
+) -> List[Dict[str, Any]]:
     """One row per distinct failure pattern, most students first: each failed check's hint grouped by
     ``hint_key`` across cells (the hint shown as most students read it), then hints that the very same students
-    got merged into one row (one bug that fails several checks is one row, with each of its hints)."""
+    got merged into one row (one bug that fails several checks is one row, with each of its hints). Its
+    ``taught_in``: the sections that teach its hints (``taught_in``), most failures first; ``section`` joins them."""
+    teaches = teaches or {}
     order = {c["grade_id"]: n for n, c in enumerate(cells)}
     section_of = {c["grade_id"]: c["section"] for c in cells}
     by_key: Dict[str, Dict[str, Any]] = {}
@@ -249,20 +328,26 @@ def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> Lis
             if verdict.get("passed") or grade_id not in order:
                 continue
             read = hint_as_read(str(verdict.get("message", "")), str(verdict.get("kind", "")))
-            group = by_key.setdefault(hint_key(read), {"read": Counter(), "students": set(), "cells": set()})
+            group = by_key.setdefault(
+                hint_key(read), {"read": Counter(), "students": set(), "cells": set(), "taught": Counter()}
+            )
             group["read"][read] += 1
+            kind = str(verdict.get("kind", ""))
+            group["taught"][taught_in(grade_id, read, kind, section_of[grade_id], teaches)] += 1
             group["students"].add(student)
             group["cells"].add(grade_id)
     patterns: Dict[tuple, Dict[str, Any]] = {}
     for key, group in by_key.items():
         who = tuple(sorted(group["students"]))
-        pattern = patterns.setdefault(who, {"hints": [], "keys": [], "cells": set()})
+        pattern = patterns.setdefault(who, {"hints": [], "keys": [], "cells": set(), "taught": Counter()})
+        pattern["taught"].update(group["taught"])
         pattern["hints"].append(group["read"].most_common(1)[0][0])
         pattern["keys"].append(key)
         pattern["cells"] |= group["cells"]
     rows = []
     for who, pattern in patterns.items():
         ordered = sorted(pattern["cells"], key=order.get)
+        taught = [name for name, _ in sorted(pattern["taught"].items(), key=lambda kv: (-kv[1], kv[0]))]
         rows.append(
             {
                 "hints": sorted(pattern["hints"]),
@@ -270,7 +355,8 @@ def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> Lis
                 "pattern": " | ".join(sorted(pattern["keys"])),
                 "cells": ordered,
                 "grade_id": ordered[0],
-                "section": section_of[ordered[0]],
+                "section": "; ".join(taught),
+                "taught_in": taught,
                 "count": len(who),
                 "students": list(who),
             }
@@ -280,11 +366,12 @@ def _misconceptions(cells: List[Dict[str, Any]], events: Dict[str, dict]) -> Lis
 
 def misconceptions_csv(data: dict) -> str:
     """The misconceptions as CSV, one row per failure pattern: ``pattern`` (its grouping keys: numbers as ``n``,
-    lower case), ``hint_as_read`` (the hints verbatim), ``cells``, ``students`` (how many) and ``student_ids``;
+    lower case), ``hint_as_read`` (the hints verbatim), ``cells``, ``students`` (how many), ``student_ids`` and
+    ``taught_in`` (the sections that teach its hints);
     several values in one field are joined by `` | `` (hints, keys) or a space (cells, ids)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["pattern", "hint_as_read", "cells", "students", "student_ids"])
+    writer.writerow(["pattern", "hint_as_read", "cells", "students", "student_ids", "taught_in"])
     for row in data["misconceptions"]:
         writer.writerow(
             [
@@ -293,6 +380,7 @@ def misconceptions_csv(data: dict) -> str:
                 " ".join(row["cells"]),
                 row["count"],
                 " ".join(row["students"]),
+                " | ".join(row.get("taught_in", [])),
             ]
         )
     return buffer.getvalue()

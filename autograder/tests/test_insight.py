@@ -22,22 +22,22 @@ def _verdict(message: str, kind: str = "check") -> dict:
     return {"passed": False, "kind": kind, "message": message}
 
 
-def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
-    events = work / "events" / LAB
+def _write(work, verdicts_by_student: dict, log_rows: list, lab: str = LAB) -> None:
+    events = work / "events" / lab
     events.mkdir(parents=True)
     for student, verdicts in verdicts_by_student.items():
         write_record(
             events / f"{student}.json",
             {
                 "student": student,
-                "assignment": LAB,
+                "assignment": lab,
                 "isolation": None,
                 "seconds": 3.0,
                 "events": [],
                 "verdicts": verdicts,
             },
         )
-    reports = work / "reports" / LAB
+    reports = work / "reports" / lab
     reports.mkdir(parents=True)
     with open(reports / "log.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, ["student_id", "stage", "kind", "detail"])
@@ -96,8 +96,12 @@ def test_write_puts_the_csv_beside_the_page(tmp_path):
     page = insight.write(LAB, tmp_path, SOURCE)
     folder = page.parent
     lines = (folder / "misconceptions.csv").read_text().splitlines()
-    assert lines[0] == "pattern,hint_as_read,cells,students,student_ids"
-    assert lines[1] == "use xxh64,use xxh64,lab05-visible-hash,1,eve"  # digits inside a name are not a number
+    assert lines[0] == "pattern,hint_as_read,cells,students,student_ids,taught_in"
+    # digits inside a name are not a number; a hint no TEACHES fragment holds is taught where its task is
+    assert (
+        lines[1]
+        == 'use xxh64,use xxh64,lab05-visible-hash,1,eve,"2. Your task, part 1: `compute_hash(token_ids, prefix=-1)`"'
+    )
 
 
 def test_a_student_id_with_markup_is_escaped_and_its_link_stays_relative(tmp_path):
@@ -142,3 +146,84 @@ def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path
     assert "stuck 309.8 s (most in part boxes replaying: 300.1 s)" in insight.page(
         insight.build(LAB, tmp_path, SOURCE), {}
     )
+
+
+def test_taught_in_names_the_section_that_teaches_the_hint_not_the_tasks(tmp_path):
+    """Lab 05: the token check is taught in § 7 (a TEACHES fragment of the hint), the chain in § 1; a hint the
+    lab's checks say nothing about, and a TODO not written, name the task's section."""
+    _write(
+        tmp_path,
+        {
+            "ann": {
+                "lab05-hidden-hits": _verdict(
+                    "[c] 1 != 0\n  hint:     on a hash hit compare the block's token_ids with the sequence's"
+                )
+            },
+            "bob": {"lab05-visible-hash": _verdict("[c] x\n  hint:     feed the prefix into the digest")},
+            "cat": {"lab05-hidden-admit-traces": _verdict("[c] x\n  hint:     walk full blocks from the start")},
+            "dan": {"lab05-hidden-hits": _verdict("", "todo")},
+        },
+        [],
+    )
+    rows = {r["students"][0]: r for r in insight.build(LAB, tmp_path, SOURCE)["misconceptions"]}
+    assert rows["ann"]["taught_in"] == ["7. Why the token check, and what it does not cover"]
+    assert rows["bob"]["taught_in"] == ["1. What a block's keys and values depend on"]
+    assert (
+        rows["cat"]["taught_in"]
+        == rows["dan"]["taught_in"]
+        == ["5. Your task, part 4: admit a request (`can_allocate`, `allocate`)"]
+    )
+    page = insight.page(insight.build(LAB, tmp_path, SOURCE), {})
+    assert "<td>7. Why the token check, and what it does not cover</td>" in page
+
+
+def test_a_hidden_check_names_its_section_with_grades_teaches(tmp_path):
+    """Lab 03's hidden checks are marked ``@grades(..., teaches="§ 2")``: a hint no fragment holds is taught in the
+    section its cell's check names; the random workload's check names none, so its task's section (§ 3)."""
+    lab = "03-decode-growth"
+    _write(
+        tmp_path,
+        {
+            "ann": {
+                "lab03-hidden-rollback": _verdict("[c] x\n  hint:     With block_size 1 every token needs a block.")
+            },
+            "bob": {"lab03-hidden-random": _verdict("[c] x\n  hint:     the reference manager completes this decode")},
+            "cat": {"lab03-visible": _verdict("[c] 2 != 3\n  hint:     8 % 4 == 0: a new block")},
+        },
+        [],
+        lab,
+    )
+    rows = {r["students"][0]: r for r in insight.build(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])["misconceptions"]}
+    assert rows["ann"]["taught_in"] == ["2. Roll back on OOM"]
+    assert rows["bob"]["taught_in"] == ["3. Your task: `allocate_for_decode`"]
+    assert rows["cat"]["taught_in"] == ["1. When does a token need a new block?"]  # a visible test's hint, by fragment
+
+
+def test_every_teaches_reference_names_a_section_of_its_lab():
+    """A ``teaches`` that names no heading of its lab's notebook (a renumbered section) fails here, not silently."""
+    import importlib
+
+    from autograder.labs import checks_module
+    from autograder.labs.checking import grades
+
+    marked = 0
+    for lab, name in LABS.items():
+        try:
+            module = importlib.import_module(checks_module(lab))
+        except ImportError:
+            continue
+        headings = insight.lab_headings(SOURCE_DIR / lab / name)
+        refs = list(getattr(module, "TEACHES", {}).values())
+        refs += [getattr(v, "__teaches__", "") for v in vars(module).values() if hasattr(v, "__grades__")]
+        for ref in filter(None, refs):
+            marked += 1
+            assert insight.section_named(ref, headings), (lab, ref)
+    assert marked >= 10
+    assert insight.section_named("§ 12", ["1. One", "12. Twelve"]) == "12. Twelve"
+    assert insight.section_named("§ 1", ["12. Twelve", "1.2 Sub"]) is None
+    try:
+        grades(print, teaches="3.2")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("grades(teaches='3.2') must say how to name a section")
