@@ -147,6 +147,30 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
             parts.append(f"<h3>{e(title)}</h3><ul>")
             parts += [f"<li><b>{e(kind)}</b> ({len(who)}): {_ids(who)}</li>" for kind, who in sorted(kinds.items())]
             parts.append("</ul>")
+    similar = data.get("similar") or {}
+    if similar.get("pairs"):
+        anything = True
+        parts.append(
+            f"<h3>students whose code is near-identical to each other ({len(similar['pairs'])} pair{'s' * (len(similar['pairs']) > 1)})</h3>"
+            f"<p>Their own code in the TODO cells (the starter's text left out; comments, spacing and names "
+            f"ignored) at least {100 * similar['threshold']:.0f}% alike, and more alike to each other than to the "
+            "solution. A reason to look at both notebooks, not a verdict. For the instructor only: no student's "
+            "page says it.</p><ul>"
+        )
+        parts += [
+            f"<li>{e(p['students'][0])} and {e(p['students'][1])}: {100 * p['similarity']:.0f}%</li>"
+            for p in similar["pairs"][:100]
+        ]
+        parts.append(
+            "</ul>"
+            + (f"<p>and {len(similar['pairs']) - 100} more pairs (insight.json)</p>" * (len(similar["pairs"]) > 100))
+        )
+    if similar.get("stopped_early"):
+        parts.append("<p>Similarity: the comparisons stopped at their cap; pairs after it are not listed.</p>")
+    if similar.get("not_compared"):
+        parts.append(
+            f"<p>Not compared for similarity (over {similar['compared']} students): {_ids(similar['not_compared'])}</p>"
+        )
     if not anything:
         parts.append("<p>No finding, limit or repair.</p>")
     h = data["health"]

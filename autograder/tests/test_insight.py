@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from pathlib import Path
 
 from autograder.feedback import insight
 from autograder.feedback.inert import live_markup
@@ -227,3 +228,116 @@ def test_every_teaches_reference_names_a_section_of_its_lab():
         pass
     else:
         raise AssertionError("grades(teaches='3.2') must say how to name a section")
+
+
+STARTER_03 = '''class KVCacheManager(KVCacheManagerWithoutDecode):
+    def allocate_for_decode(self, req: Request) -> None:
+        """Add one token to req; take one free block only if that token starts a new block.
+        On OOM raise RuntimeError('OOM ...') and change nothing."""
+        self._check_decode(req)  # given: a prefilled Request whose table matches its length
+'''
+ODD_03 = (
+    STARTER_03
+    + '''        pos = req.seq_len
+        if pos % self.block_size == 0:
+            if len(self.free_blocks) == 0:
+                raise RuntimeError("OOM")
+            blk = self.free_blocks[0]
+            del self.free_blocks[0]
+            req.block_table += [blk]
+        req.seq_len = pos + 1
+'''
+)
+COPY_03 = (
+    STARTER_03
+    + '''        p = req.seq_len   # the position of the new token
+        if p % self.block_size == 0:
+
+            if len(self.free_blocks) == 0:
+                raise RuntimeError('OOM: no free block')
+            b = self.free_blocks[0]
+            del self.free_blocks[0]
+            req.block_table += [b]
+        req.seq_len = p + 1
+'''
+)
+OTHER_03 = (
+    STARTER_03
+    + '''        needs = len(req.block_table) * self.block_size <= req.seq_len
+        if needs and not self.free_blocks:
+            raise RuntimeError("OOM")
+        if needs:
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len += 1
+'''
+)
+
+
+def _submit(work, lab: str, answers: dict) -> None:
+    """Each student's submitted notebook: the lab's source with the TODO cell's text replaced by theirs."""
+    import json
+
+    source = json.loads((SOURCE_DIR / lab / LABS[lab]).read_text())
+    for student, text in answers.items():
+        notebook = json.loads(json.dumps(source))
+        for cell in notebook["cells"]:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "lab03-decode":
+                cell["source"] = text
+        folder = work / "submitted" / student / lab
+        folder.mkdir(parents=True)
+        (folder / LABS[lab]).write_text(json.dumps(notebook))
+
+
+def test_two_students_with_the_same_code_are_a_pair_for_the_instructor_only(tmp_path):
+    """A copy with other names, comments and spacing is found; the solution, the untouched starter and a different
+    answer are not paired; the pair shows under 'Whom to look at' and in no file outside the lab's report."""
+    import json
+
+    lab = "03-decode-growth"
+    solution = json.loads((SOURCE_DIR / lab / LABS[lab]).read_text())
+    solved = next(
+        insight.nbread.cell_text(c) for c in solution["cells"] if insight.nbread.grade_id(c) == "lab03-decode"
+    )
+    answers = {
+        "ann": ODD_03,
+        "bob": COPY_03,
+        "cat": solved,  # the solution, twice: natural, not a pair
+        "cid": solved.replace("new_seq_len", "n"),
+        "dan": STARTER_03 + "        raise NotImplementedError()\n",  # the starter, twice
+        "dee": STARTER_03 + "        # YOUR CODE HERE\n        raise NotImplementedError()\n",
+        "eve": OTHER_03,
+    }
+    _submit(tmp_path, lab, answers)
+    _write(tmp_path, {s: {"lab03-visible": _verdict("[c] x\n  hint:     y")} for s in answers}, [], lab)
+    data = insight.build(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])
+    pairs = data["similar"]["pairs"]
+    assert [p["students"] for p in pairs] == [["ann", "bob"]], pairs
+    assert pairs[0]["similarity"] >= insight.SIMILAR_THRESHOLD
+    assert insight.own_tokens(insight.answer_tokens(COPY_03), insight.answer_tokens(STARTER_03))[:3] == ["x", "=", "x"]
+    page = insight.page(data, {})
+    whom = page[page.index("<h2>Whom to look at</h2>") :]
+    assert (
+        "<li>ann and bob: 100%</li>" in whom and "eve:" not in whom and "and eve" not in whom and "cat and" not in whom
+    )
+
+    insight.write(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])
+    mentions = [
+        p.relative_to(tmp_path).as_posix()
+        for p in tmp_path.rglob("*")
+        if p.is_file() and "submitted" not in p.parts and "ann and bob" in p.read_text(errors="replace")
+    ]
+    assert mentions == [f"reports/{lab}/insight.html"], mentions  # nothing a student is shown holds it
+
+
+def test_no_student_facing_module_reads_the_similarity_of_students():
+    """The pairs live in the insight report only: no feedback page, platform or LMS module reads them."""
+    import autograder
+
+    root = Path(autograder.__file__).parent
+    readers = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if "tests" not in p.parts
+        and ("similar_students" in p.read_text() or '["similar"]' in p.read_text() or '"similar"' in p.read_text())
+    )
+    assert readers == ["feedback/insight.py", "feedback/insight_page.py"], readers
