@@ -41,12 +41,12 @@ import sys
 import tokenize
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # The plots and the page are drawn in insight_page (analysis here, rendering there); insight.page stays.
 from autograder.course import notebook as nbread
 from autograder.verdict.events import read_record
-from autograder.feedback.insight_page import page, plots  # noqa: F401
+from autograder.feedback.insight_page import across_page, page, plots  # noqa: F401
 
 # Collection could not read the student's notebook (graded as the release): asked to resubmit, not a mistake.
 UNREADABLE_KINDS = ("invalid-json", "not-a-notebook", "no-notebook", "several-notebooks")
@@ -363,8 +363,8 @@ def similar_students(
 # ----------------------------------------------------------------------------- the report's data
 
 
-def build(lab: str, work: Path, source: Path) -> dict:
-    """The report's data (what ``insight.json`` holds)."""
+def build(lab: str, work: Path, source: Path, similarity: bool = True) -> dict:
+    """The report's data (what ``insight.json`` holds); ``similarity=False`` leaves out the students' pairs."""
     cells = lab_cells(source)
     notebook = source.stem
     maximum = sum(c["points"] for c in cells)
@@ -404,7 +404,15 @@ def build(lab: str, work: Path, source: Path) -> dict:
         elif kind in LIMIT_KINDS or kind.endswith("limit"):
             flagged["limits"][kind].append(student)
     flagged = {group: {kind: sorted(set(who)) for kind, who in kinds.items()} for group, kinds in flagged.items()}
-    similar = similar_students(lab, work, source, [s for s in students if s not in unreadable])
+    readable = [s for s in students if s not in unreadable]
+    similar = similar_students(lab, work, source, readable) if similarity else {}
+    points = {c["grade_id"]: c["points"] for c in cells}
+    lost = {
+        s: round(maximum - totals[s], 3)
+        if s in scores
+        else sum(p for g, p in points.items() if not (events[s].get("verdicts") or {}).get(g, {}).get("passed"))
+        for s in students
+    }
     seconds = [float(r.get("seconds", 0)) for r in events.values() if r.get("seconds") is not None]
     failed = sorted(p.stem[len("error-") :] for p in reports.glob("error-*.log")) if reports.is_dir() else []
     return {
@@ -413,6 +421,7 @@ def build(lab: str, work: Path, source: Path) -> dict:
         "students": len(students),
         "max_score": maximum,
         "table": {s: {c["grade_id"]: scores.get(s, {}).get(c["grade_id"]) for c in cells} for s in students},
+        "lost": lost,
         "unreadable": unreadable,
         "scores": {
             "totals": totals,
@@ -492,6 +501,7 @@ def _misconceptions(
         pattern["taught"].update(group["taught"])
         pattern["hints"].append(group["read"].most_common(1)[0][0])
         pattern["keys"].append(key)
+        pattern.setdefault("by_key", {})[key] = pattern["hints"][-1]
         pattern["cells"] |= group["cells"]
     rows = []
     for who, pattern in patterns.items():
@@ -502,6 +512,7 @@ def _misconceptions(
                 "hints": sorted(pattern["hints"]),
                 "hint": " / ".join(sorted(pattern["hints"])),
                 "pattern": " | ".join(sorted(pattern["keys"])),
+                "by_key": pattern["by_key"],
                 "cells": ordered,
                 "grade_id": ordered[0],
                 "section": "; ".join(taught),
@@ -550,12 +561,127 @@ def write(lab: str, work: Path, source: Path) -> Path:
     return target
 
 
+# ----------------------------------------------------------------------------- across labs
+
+FAILING_BELOW = 0.6  # a student is failing a lab below this share of its points
+
+
+def _names(work: Path) -> Dict[str, str]:
+    """``{student id: "first last"}`` from the gradebook (empty where it has no names)."""
+    from nbgrader.api import Gradebook
+
+    database = work / "gradebook.db"
+    if not database.exists():
+        return {}
+    with Gradebook(f"sqlite:///{database}") as gradebook:
+        return {
+            st.id: " ".join(n for n in (st.first_name, st.last_name) if n and n != "None") for st in gradebook.students
+        }
+
+
+def across(work: Path, labs: Optional[Dict[str, Path]] = None) -> dict:
+    """The class across labs, from the data each lab's report is built from (``build``, without similarity):
+    ``students``, those failing (under ``FAILING_BELOW`` of the points) in two labs or more, with the points they
+    lost in every lab graded; ``misconceptions``, each hint key's count of students per lab; ``labs`` the labs
+    with grading data, ``skipped`` those without (no events file and no gradebook entry)."""
+    if labs is None:
+        from autograder.course.layout import LABS, SOURCE_DIR, graded_labs
+
+        labs = {lab: SOURCE_DIR / lab / LABS[lab] for lab in graded_labs()}
+    included, skipped, per_lab = [], [], {}
+    for lab, source in labs.items():
+        data = build(lab, work, source, similarity=False)
+        if not data["students"]:
+            skipped.append(lab)
+            continue
+        included.append(lab)
+        per_lab[lab] = data
+    names = _names(work)
+    students = []
+    for student in sorted({s for data in per_lab.values() for s in data["lost"]}):
+        lost = {lab: data["lost"][student] for lab, data in per_lab.items() if student in data["lost"]}
+        failing = [
+            lab
+            for lab in lost
+            if per_lab[lab]["max_score"] and lost[lab] > (1 - FAILING_BELOW) * per_lab[lab]["max_score"] + 1e-9
+        ]
+        if len(failing) >= 2:
+            unreadable = [lab for lab in lost if student in per_lab[lab]["unreadable"]]
+            students.append(
+                {
+                    "student": student,
+                    "name": names.get(student, ""),
+                    "failing": failing,
+                    "lost": lost,
+                    "unreadable": unreadable,
+                }
+            )
+    students.sort(key=lambda r: (-len(r["failing"]), -sum(r["lost"].values()), r["student"]))
+    trend: Dict[str, Dict[str, Any]] = {}
+    for lab, data in per_lab.items():
+        for row in data["misconceptions"]:
+            for key, hint in row.get("by_key", {}).items():
+                entry = trend.setdefault(key, {"key": key, "hint": hint, "counts": {}})
+                entry["counts"][lab] = entry["counts"].get(lab, 0) + row["count"]
+    misconceptions = sorted(trend.values(), key=lambda r: (-len(r["counts"]), -sum(r["counts"].values()), r["key"]))
+    return {
+        "labs": included,
+        "skipped": skipped,
+        "max_score": {lab: per_lab[lab]["max_score"] for lab in included},
+        "failing_below": FAILING_BELOW,
+        "students": students,
+        "misconceptions": misconceptions,
+    }
+
+
+def across_csv(data: dict) -> str:
+    """The cross-lab view as one CSV: ``row`` is ``student`` (one per student failing in several labs; a lab's
+    column holds the points lost there, empty where not graded) or ``misconception`` (a hint key; a lab's column
+    holds how many students got it there)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["row", "id", "name", "hint_as_read", *data["labs"]])
+    for r in data["students"]:
+        writer.writerow(
+            [
+                "student",
+                r["student"],
+                r["name"],
+                "",
+                *(format(r["lost"][lab], "g") if lab in r["lost"] else "" for lab in data["labs"]),
+            ]
+        )
+    for m in data["misconceptions"]:
+        writer.writerow(["misconception", m["key"], "", m["hint"], *(m["counts"].get(lab, 0) for lab in data["labs"])])
+    return buffer.getvalue()
+
+
+def write_across(work: Path, labs: Optional[Dict[str, Path]] = None) -> Tuple[Path, dict]:
+    """Write ``reports/across.html`` and ``reports/across.csv``; the page's path and the data."""
+    data = across(work, labs)
+    folder = work / "reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "across.csv").write_text(across_csv(data))
+    target = folder / "across.html"
+    target.write_text(across_page(data))
+    return target, data
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     from autograder.course.layout import LABS, ROOT, SOURCE_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("lab", choices=sorted(LABS))
+    parser.add_argument("lab", nargs="?", choices=sorted(LABS))
+    parser.add_argument("--across", action="store_true", help="every graded lab: reports/across.{html,csv}")
     args = parser.parse_args(argv)
+    if args.across or args.lab is None:
+        path, data = write_across(ROOT / "autograder" / "work")
+        print(
+            f"insight across labs: {path.resolve()} ({len(data['labs'])} labs, "
+            f"{len(data['students'])} students failing in several)"
+            + (f"; no grading data, skipped: {', '.join(data['skipped'])}" if data["skipped"] else "")
+        )
+        return 0
     path = write(args.lab, ROOT / "autograder" / "work", SOURCE_DIR / args.lab / LABS[args.lab])
     data = json.loads((path.parent / "insight.json").read_text())
     print(f"insight: {path.resolve()} ({data['students']} students, {len(data['misconceptions'])} distinct hints)")

@@ -208,3 +208,55 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
         f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"
         f"<style>{style}</style></head><body>{body}</body></html>"
     )
+
+
+def across_page(data: dict) -> str:
+    """The cross-lab view as an inert page: students failing in several labs (points lost in each lab), then each
+    misconception's count of students per lab; the labs without grading data named."""
+    from autograder.feedback.inert_html import inert_page
+
+    e = html.escape
+    labs = data["labs"]
+    heads = "".join(f"<th>{e(lab)}<br>(of {data['max_score'][lab]:g})</th>" for lab in labs)
+    parts = [
+        "<h1>The class across labs</h1>",
+        f"<p>Labs with grading data: {e(', '.join(labs)) or 'none'}.</p>",
+    ]
+    if data["skipped"]:
+        parts.append(f"<p>No grading data, skipped: {e(', '.join(data['skipped']))}.</p>")
+    share = f"{100 * data['failing_below']:.0f}%"
+    parts.append(f"<h2>Students failing in several labs (under {share} of a lab's points)</h2>")
+    if not data["students"]:
+        parts.append("<p>None.</p>")
+    else:
+        parts.append(f"<table><tr><th>student</th><th>name</th><th>failing in</th>{heads}</tr>")
+        for r in data["students"]:
+            cells = "".join(
+                "<td>-</td>"
+                if lab not in r["lost"]
+                else f"<td>-{r['lost'][lab]:g}" + (" (file unreadable)" if lab in r["unreadable"] else "") + "</td>"
+                for lab in labs
+            )
+            parts.append(
+                f"<tr><td>{e(r['student'])}</td><td>{e(r['name'])}</td><td>{len(r['failing'])}</td>{cells}</tr>"
+            )
+        parts.append("</table><p>Each lab's column: the points lost there.</p>")
+    parts.append("<h2>Misconceptions across labs: students per lab</h2>")
+    if not data["misconceptions"]:
+        parts.append("<p>No check failed.</p>")
+    else:
+        parts.append(f"<table><tr><th>hint, as read</th>{heads}</tr>")
+        for m in data["misconceptions"]:
+            counts = "".join(f"<td>{m['counts'].get(lab, '')}</td>" for lab in labs)
+            parts.append(f"<tr><td>{e(m['hint'])}</td>{counts}</tr>")
+        parts.append("</table>")
+    parts.append("<p>Also in <code>across.csv</code>.</p>")
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+        "vertical-align:top}"
+    )
+    return inert_page(
+        f"<!DOCTYPE html><html><head><title>Insight across labs</title><style>{style}</style></head>"
+        f"<body>{chr(10).join(parts)}</body></html>"
+    )

@@ -341,3 +341,50 @@ def test_no_student_facing_module_reads_the_similarity_of_students():
         and ("similar_students" in p.read_text() or '["similar"]' in p.read_text() or '"similar"' in p.read_text())
     )
     assert readers == ["feedback/insight.py", "feedback/insight_page.py"], readers
+
+
+def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_count_per_lab(tmp_path, monkeypatch):
+    """Two labs with grading data and one without (skipped, and said so): a student failing both is listed with the
+    points lost in each and their name from the gradebook; one failing a single lab is not; a hint key met in both
+    labs has its count in each; the CSV holds the same and the page is inert."""
+    import os
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    # nbgrader's Gradebook runs alembic, beside this interpreter (on PATH under make, not always under pytest)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    lab03 = "03-decode-growth"
+    sources = {lab: SOURCE_DIR / lab / LABS[lab] for lab in (lab03, LAB, "01-capacity-ledger")}
+    cells = {lab: insight.lab_cells(sources[lab]) for lab in (lab03, LAB)}
+    fail_all = {lab: {c["grade_id"]: _verdict("", "todo") for c in cells[lab]} for lab in cells}
+    pass_all = {lab: {c["grade_id"]: {"passed": True, "kind": "pass"} for c in cells[lab]} for lab in cells}
+    one_miss = dict(pass_all[LAB], **{"lab05-hidden-hits": _verdict("[c] x\n  hint:     walk full blocks")})
+    _write(tmp_path, {"ann": fail_all[lab03], "bob": fail_all[lab03], "cat": fail_all[lab03]}, [], lab03)
+    _write(
+        tmp_path,
+        {"ann": fail_all[LAB], "bob": one_miss, "cat": fail_all[LAB]},
+        [{"student_id": "cat", "stage": "repair", "kind": "invalid-json", "detail": "x"}],
+    )
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        gradebook.add_student("ann", first_name="Ann", last_name="Lee")
+    data = insight.across(tmp_path, sources)
+    assert data["labs"] == [lab03, LAB] and data["skipped"] == ["01-capacity-ledger"]
+    maxima = {lab: sum(c["points"] for c in cells[lab]) for lab in cells}
+    assert [(r["student"], r["name"], r["failing"]) for r in data["students"]] == [
+        ("ann", "Ann Lee", [lab03, LAB]),
+        ("cat", "", [lab03, LAB]),
+    ]
+    assert data["students"][0]["lost"] == maxima and data["students"][1]["unreadable"] == [LAB]
+    todo = next(m for m in data["misconceptions"] if m["key"] == "todo not written yet")
+    assert todo["counts"] == {lab03: 3, LAB: 1}  # cat's unreadable file is not a TODO left unwritten
+    assert next(m for m in data["misconceptions"] if m["key"] == "walk full blocks")["counts"] == {LAB: 1}
+
+    path, _ = insight.write_across(tmp_path, sources)
+    table = list(csv.reader(io.StringIO((tmp_path / "reports" / "across.csv").read_text())))
+    assert table[0] == ["row", "id", "name", "hint_as_read", lab03, LAB]
+    assert table[1] == ["student", "ann", "Ann Lee", "", f"{maxima[lab03]:g}", f"{maxima[LAB]:g}"]
+    assert ["misconception", "todo not written yet", "", "TODO not written yet", "3", "1"] in table
+    page = path.read_text()
+    assert "No grading data, skipped: 01-capacity-ledger" in page and "(file unreadable)" in page
+    assert live_markup(page) == [] and "bob" not in page
