@@ -17,13 +17,15 @@ gives the cells' order, points and the section that teaches each.
   read are listed apart ("ask them to resubmit");
 - **every student**: a table of each graded cell's points, each student linked to their feedback page;
 - **whom to look at**: provenance findings, similarity to the reference, time, memory and output limits,
-  kernels that died, repairs, each with its student ids;
+  kernels that died, repairs, each with its student ids; and pairs of students whose own TODO code is
+  near-identical (``similar_students``: instructor-only, nowhere a student reads);
 - **grading health**: seconds per student (median, max), kernels restarted, box level, failed gradings.
 
 The analysis is here; the plots and the page are drawn in ``insight_page``.
 
 ``python -m autograder.feedback.insight LAB`` (``make insight LAB=...``) rebuilds it; ``make grade`` writes it
-at its end.
+at its end. Without a lab (``--across``, ``make insight``) it writes the class across labs (``across``):
+``reports/across.html`` and ``across.csv``.
 """
 
 from __future__ import annotations
