@@ -554,7 +554,7 @@ class HardenedExecute(Execute):
         todo_names: set = set()
         for cell in lab.cells:
             if nbgrader_meta(cell).get("solution") and cell.get("cell_type") == "code":
-                tree = nbview.parse(nbview._text(cell.get("source")))
+                tree = nbview.parse(nbview.cell_text(cell.get("source")))
                 if tree is not None:
                     todo_names |= {
                         n.name
