@@ -50,7 +50,8 @@ help:
 	@echo "               gradebook CSV (LMS=moodle: Moodle's grading worksheet) in autograder/work/reports/LAB/"
 	@echo "make gradescope [LAB=02-atomic-prefill] - dist/gradescope/<LAB>-autograder.zip for Gradescope (every graded lab without LAB)"
 	@echo "make prairielearn [LAB=02-atomic-prefill] - dist/prairielearn/<LAB>/, an externally graded PrairieLearn question"
-	@echo "make insight LAB=02-atomic-prefill - what the class got wrong (reports/LAB/insight.html; make grade writes it too)"
+	@echo "make insight [LAB=02-atomic-prefill] - what the class got wrong (reports/LAB/insight.html; make grade writes it too;"
+	@echo "               without LAB: the class across every graded lab, reports/across.html and across.csv)"
 	@echo "make grader-report - grade a simulated class per lab: bugs caught, hostile cases handled, s/student"
 	@echo "make grader-bench [N=30] - a class of N per lab with one endless loop: seconds per student"
 	@echo "make bench-platforms [LAB=..] - Gradescope's run_autograder per upload vs make grade, one core"
@@ -184,8 +185,7 @@ prairielearn: env
 	$(PY) -m autograder.platforms.prairielearn build $(LAB)
 
 insight: env
-	@test -n "$(LAB)" || { echo "usage: make insight LAB=<NN-lab>"; exit 2; }
-	$(PY) -m autograder.feedback.insight $(LAB)
+	$(PY) -m autograder.feedback.insight $(if $(LAB),$(LAB),--across)
 
 grader-report: env
 	$(PY) -m autograder.proof.report

@@ -153,6 +153,30 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
             parts.append(f"<h3>{e(title)}</h3><ul>")
             parts += [f"<li><b>{e(kind)}</b> ({len(who)}): {_ids(who)}</li>" for kind, who in sorted(kinds.items())]
             parts.append("</ul>")
+    similar = data.get("similar") or {}
+    if similar.get("pairs"):
+        anything = True
+        parts.append(
+            f"<h3>students whose code is near-identical to each other ({len(similar['pairs'])} pair{'s' * (len(similar['pairs']) > 1)})</h3>"
+            f"<p>Their own code in the TODO cells (the starter's text left out; comments, spacing and names "
+            f"ignored) at least {100 * similar['threshold']:.0f}% alike, and more alike to each other than to the "
+            "solution. A reason to look at both notebooks, not a verdict. For the instructor only: no student's "
+            "page says it.</p><ul>"
+        )
+        parts += [
+            f"<li>{e(p['students'][0])} and {e(p['students'][1])}: {100 * p['similarity']:.0f}%</li>"
+            for p in similar["pairs"][:100]
+        ]
+        parts.append(
+            "</ul>"
+            + (f"<p>and {len(similar['pairs']) - 100} more pairs (insight.json)</p>" * (len(similar["pairs"]) > 100))
+        )
+    if similar.get("stopped_early"):
+        parts.append("<p>Similarity: the comparisons stopped at their cap; pairs after it are not listed.</p>")
+    if similar.get("not_compared"):
+        parts.append(
+            f"<p>Not compared for similarity (over {similar['compared']} students): {_ids(similar['not_compared'])}</p>"
+        )
     if not anything:
         parts.append("<p>No finding, limit or repair.</p>")
     h = data["health"]
@@ -189,4 +213,56 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
     return inert_page(
         f"<!DOCTYPE html><html><head><title>Insight: {e(data['lab'])}</title>"
         f"<style>{style}</style></head><body>{body}</body></html>"
+    )
+
+
+def across_page(data: dict) -> str:
+    """The cross-lab view as an inert page: students failing in several labs (points lost in each lab), then each
+    misconception's count of students per lab; the labs without grading data named."""
+    from autograder.feedback.inert_html import inert_page
+
+    e = html.escape
+    labs = data["labs"]
+    heads = "".join(f"<th>{e(lab)}<br>(of {data['max_score'][lab]:g})</th>" for lab in labs)
+    parts = [
+        "<h1>The class across labs</h1>",
+        f"<p>Labs with grading data: {e(', '.join(labs)) or 'none'}.</p>",
+    ]
+    if data["skipped"]:
+        parts.append(f"<p>No grading data, skipped: {e(', '.join(data['skipped']))}.</p>")
+    share = f"{100 * data['failing_below']:.0f}%"
+    parts.append(f"<h2>Students failing in several labs (under {share} of a lab's points)</h2>")
+    if not data["students"]:
+        parts.append("<p>None.</p>")
+    else:
+        parts.append(f"<table><tr><th>student</th><th>name</th><th>failing in</th>{heads}</tr>")
+        for r in data["students"]:
+            cells = "".join(
+                "<td>-</td>"
+                if lab not in r["lost"]
+                else f"<td>-{r['lost'][lab]:g}" + (" (file unreadable)" if lab in r["unreadable"] else "") + "</td>"
+                for lab in labs
+            )
+            parts.append(
+                f"<tr><td>{e(r['student'])}</td><td>{e(r['name'])}</td><td>{len(r['failing'])}</td>{cells}</tr>"
+            )
+        parts.append("</table><p>Each lab's column: the points lost there.</p>")
+    parts.append("<h2>Misconceptions across labs: students per lab</h2>")
+    if not data["misconceptions"]:
+        parts.append("<p>No check failed.</p>")
+    else:
+        parts.append(f"<table><tr><th>hint, as read</th>{heads}</tr>")
+        for m in data["misconceptions"]:
+            counts = "".join(f"<td>{m['counts'].get(lab, '')}</td>" for lab in labs)
+            parts.append(f"<tr><td>{e(m['hint'])}</td>{counts}</tr>")
+        parts.append("</table>")
+    parts.append("<p>Also in <code>across.csv</code>.</p>")
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+        "vertical-align:top}"
+    )
+    return inert_page(
+        f"<!DOCTYPE html><html><head><title>Insight across labs</title><style>{style}</style></head>"
+        f"<body>{chr(10).join(parts)}</body></html>"
     )

@@ -50,7 +50,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
-from autograder.course.notebook import cell_text, nbgrader as nbgrader_meta
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.course.notebook import BEGIN
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,

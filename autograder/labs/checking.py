@@ -11,21 +11,28 @@ student's side (``student_side``), values are read as plain data (``materialize`
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, List, Tuple
 
 from paged_kv.lab.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, materialize  # noqa: F401
 
 
-def grades(*references: Any) -> Callable:
-    """Mark a check as grading the TODO whose reference implementations are ``references``.
+def grades(*references: Any, teaches: str = "") -> Callable:
+    """Mark a check as grading the TODO whose reference implementations are ``references``; ``teaches``
+    (optional, e.g. ``"§ 1"``) names the lab's section that teaches what the check's hints are about, where it
+    is not the section holding the task.
 
     Nothing happens when the check runs: the provenance checks and the instructor's report read the
-    marks (``check.__grades__``), to know which code a TODO must not reach or resemble."""
+    marks (``check.__grades__``, ``check.__teaches__``), to know which code a TODO must not reach or resemble
+    and which section to name as "taught in"."""
     if not references:
         raise ValueError("grades() needs the reference implementation(s) of the graded TODO")
+    if teaches and not re.fullmatch(r"§ \d+(\.\d+)*", teaches):
+        raise ValueError(f"teaches={teaches!r}: name a section of the lab's notebook as '§ 3' or '§ 9.2'")
 
     def decorate(check: Callable) -> Callable:
         check.__grades__ = references
+        check.__teaches__ = teaches
         return check
 
     return decorate

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from pathlib import Path
 
 from autograder.feedback import insight
 from autograder.feedback.inert import live_markup
@@ -22,22 +23,22 @@ def _verdict(message: str, kind: str = "check") -> dict:
     return {"passed": False, "kind": kind, "message": message}
 
 
-def _write(work, verdicts_by_student: dict, log_rows: list) -> None:
-    events = work / "events" / LAB
+def _write(work, verdicts_by_student: dict, log_rows: list, lab: str = LAB) -> None:
+    events = work / "events" / lab
     events.mkdir(parents=True)
     for student, verdicts in verdicts_by_student.items():
         write_record(
             events / f"{student}.json",
             {
                 "student": student,
-                "assignment": LAB,
+                "assignment": lab,
                 "isolation": None,
                 "seconds": 3.0,
                 "events": [],
                 "verdicts": verdicts,
             },
         )
-    reports = work / "reports" / LAB
+    reports = work / "reports" / lab
     reports.mkdir(parents=True)
     with open(reports / "log.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, ["student_id", "stage", "kind", "detail"])
@@ -96,8 +97,12 @@ def test_write_puts_the_csv_beside_the_page(tmp_path):
     page = insight.write(LAB, tmp_path, SOURCE)
     folder = page.parent
     lines = (folder / "misconceptions.csv").read_text().splitlines()
-    assert lines[0] == "pattern,hint_as_read,cells,students,student_ids"
-    assert lines[1] == "use xxh64,use xxh64,lab05-visible-hash,1,eve"  # digits inside a name are not a number
+    assert lines[0] == "pattern,hint_as_read,cells,students,student_ids,taught_in"
+    # digits inside a name are not a number; a hint no TEACHES fragment holds is taught where its task is
+    assert (
+        lines[1]
+        == 'use xxh64,use xxh64,lab05-visible-hash,1,eve,"2. Your task, part 1: `compute_hash(token_ids, prefix=-1)`"'
+    )
 
 
 def test_a_student_id_with_markup_is_escaped_and_its_link_stays_relative(tmp_path):
@@ -171,3 +176,244 @@ def test_a_student_who_submitted_several_times_is_named_with_the_graded_and_supe
     page = insight.page(data, {})
     assert "Submitted several times" in page and "superseded by 2026-01-03 09:15:00 UTC" in page
     assert live_markup(page) == []
+
+
+def test_taught_in_names_the_section_that_teaches_the_hint_not_the_tasks(tmp_path):
+    """Lab 05: the token check is taught in § 7 (a TEACHES fragment of the hint), the chain in § 1; a hint the
+    lab's checks say nothing about, and a TODO not written, name the task's section."""
+    _write(
+        tmp_path,
+        {
+            "ann": {
+                "lab05-hidden-hits": _verdict(
+                    "[c] 1 != 0\n  hint:     on a hash hit compare the block's token_ids with the sequence's"
+                )
+            },
+            "bob": {"lab05-visible-hash": _verdict("[c] x\n  hint:     feed the prefix into the digest")},
+            "cat": {"lab05-hidden-admit-traces": _verdict("[c] x\n  hint:     walk full blocks from the start")},
+            "dan": {"lab05-hidden-hits": _verdict("", "todo")},
+        },
+        [],
+    )
+    rows = {r["students"][0]: r for r in insight.build(LAB, tmp_path, SOURCE)["misconceptions"]}
+    assert rows["ann"]["taught_in"] == ["7. Why the token check, and what it does not cover"]
+    assert rows["bob"]["taught_in"] == ["1. What a block's keys and values depend on"]
+    assert (
+        rows["cat"]["taught_in"]
+        == rows["dan"]["taught_in"]
+        == ["5. Your task, part 4: admit a request (`can_allocate`, `allocate`)"]
+    )
+    page = insight.page(insight.build(LAB, tmp_path, SOURCE), {})
+    assert "<td>7. Why the token check, and what it does not cover</td>" in page
+
+
+def test_a_hidden_check_names_its_section_with_grades_teaches(tmp_path):
+    """Lab 03's hidden checks are marked ``@grades(..., teaches="§ 2")``: a hint no fragment holds is taught in the
+    section its cell's check names; the random workload's check names none, so its task's section (§ 3)."""
+    lab = "03-decode-growth"
+    _write(
+        tmp_path,
+        {
+            "ann": {
+                "lab03-hidden-rollback": _verdict("[c] x\n  hint:     With block_size 1 every token needs a block.")
+            },
+            "bob": {"lab03-hidden-random": _verdict("[c] x\n  hint:     the reference manager completes this decode")},
+            "cat": {"lab03-visible": _verdict("[c] 2 != 3\n  hint:     8 % 4 == 0: a new block")},
+        },
+        [],
+        lab,
+    )
+    rows = {r["students"][0]: r for r in insight.build(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])["misconceptions"]}
+    assert rows["ann"]["taught_in"] == ["2. Roll back on OOM"]
+    assert rows["bob"]["taught_in"] == ["3. Your task: `allocate_for_decode`"]
+    assert rows["cat"]["taught_in"] == ["1. When does a token need a new block?"]  # a visible test's hint, by fragment
+
+
+def test_every_teaches_reference_names_a_section_of_its_lab():
+    """A ``teaches`` that names no heading of its lab's notebook (a renumbered section) fails here, not silently."""
+    import importlib
+
+    from autograder.labs import checks_module
+    from autograder.labs.checking import grades
+
+    marked = 0
+    for lab, name in LABS.items():
+        try:
+            module = importlib.import_module(checks_module(lab))
+        except ImportError:
+            continue
+        headings = insight.lab_headings(SOURCE_DIR / lab / name)
+        refs = list(getattr(module, "TEACHES", {}).values())
+        refs += [getattr(v, "__teaches__", "") for v in vars(module).values() if hasattr(v, "__grades__")]
+        for ref in filter(None, refs):
+            marked += 1
+            assert insight.section_named(ref, headings), (lab, ref)
+    assert marked >= 10
+    assert insight.section_named("§ 12", ["1. One", "12. Twelve"]) == "12. Twelve"
+    assert insight.section_named("§ 1", ["12. Twelve", "1.2 Sub"]) is None
+    try:
+        grades(print, teaches="3.2")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("grades(teaches='3.2') must say how to name a section")
+
+
+STARTER_03 = '''class KVCacheManager(KVCacheManagerWithoutDecode):
+    def allocate_for_decode(self, req: Request) -> None:
+        """Add one token to req; take one free block only if that token starts a new block.
+        On OOM raise RuntimeError('OOM ...') and change nothing."""
+        self._check_decode(req)  # given: a prefilled Request whose table matches its length
+'''
+ODD_03 = (
+    STARTER_03
+    + '''        pos = req.seq_len
+        if pos % self.block_size == 0:
+            if len(self.free_blocks) == 0:
+                raise RuntimeError("OOM")
+            blk = self.free_blocks[0]
+            del self.free_blocks[0]
+            req.block_table += [blk]
+        req.seq_len = pos + 1
+'''
+)
+COPY_03 = (
+    STARTER_03
+    + '''        p = req.seq_len   # the position of the new token
+        if p % self.block_size == 0:
+
+            if len(self.free_blocks) == 0:
+                raise RuntimeError('OOM: no free block')
+            b = self.free_blocks[0]
+            del self.free_blocks[0]
+            req.block_table += [b]
+        req.seq_len = p + 1
+'''
+)
+OTHER_03 = (
+    STARTER_03
+    + '''        needs = len(req.block_table) * self.block_size <= req.seq_len
+        if needs and not self.free_blocks:
+            raise RuntimeError("OOM")
+        if needs:
+            req.block_table.append(self.free_blocks.pop(0))
+        req.seq_len += 1
+'''
+)
+
+
+def _submit(work, lab: str, answers: dict) -> None:
+    """Each student's submitted notebook: the lab's source with the TODO cell's text replaced by theirs."""
+    import json
+
+    source = json.loads((SOURCE_DIR / lab / LABS[lab]).read_text())
+    for student, text in answers.items():
+        notebook = json.loads(json.dumps(source))
+        for cell in notebook["cells"]:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "lab03-decode":
+                cell["source"] = text
+        folder = work / "submitted" / student / lab
+        folder.mkdir(parents=True)
+        (folder / LABS[lab]).write_text(json.dumps(notebook))
+
+
+def test_two_students_with_the_same_code_are_a_pair_for_the_instructor_only(tmp_path):
+    """A copy with other names, comments and spacing is found; the solution, the untouched starter and a different
+    answer are not paired; the pair shows under 'Whom to look at' and in no file outside the lab's report."""
+    import json
+
+    lab = "03-decode-growth"
+    solution = json.loads((SOURCE_DIR / lab / LABS[lab]).read_text())
+    solved = next(
+        insight.nbread.cell_text(c) for c in solution["cells"] if insight.nbread.grade_id(c) == "lab03-decode"
+    )
+    answers = {
+        "ann": ODD_03,
+        "bob": COPY_03,
+        "cat": solved,  # the solution, twice: natural, not a pair
+        "cid": solved.replace("new_seq_len", "n"),
+        "dan": STARTER_03 + "        raise NotImplementedError()\n",  # the starter, twice
+        "dee": STARTER_03 + "        # YOUR CODE HERE\n        raise NotImplementedError()\n",
+        "eve": OTHER_03,
+    }
+    _submit(tmp_path, lab, answers)
+    _write(tmp_path, {s: {"lab03-visible": _verdict("[c] x\n  hint:     y")} for s in answers}, [], lab)
+    data = insight.build(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])
+    pairs = data["similar"]["pairs"]
+    assert [p["students"] for p in pairs] == [["ann", "bob"]], pairs
+    assert pairs[0]["similarity"] >= insight.SIMILAR_THRESHOLD
+    assert insight.own_tokens(insight.answer_tokens(COPY_03), insight.answer_tokens(STARTER_03))[:3] == ["x", "=", "x"]
+    page = insight.page(data, {})
+    whom = page[page.index("<h2>Whom to look at</h2>") :]
+    assert (
+        "<li>ann and bob: 100%</li>" in whom and "eve:" not in whom and "and eve" not in whom and "cat and" not in whom
+    )
+
+    insight.write(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])
+    mentions = [
+        p.relative_to(tmp_path).as_posix()
+        for p in tmp_path.rglob("*")
+        if p.is_file() and "submitted" not in p.parts and "ann and bob" in p.read_text(errors="replace")
+    ]
+    assert mentions == [f"reports/{lab}/insight.html"], mentions  # nothing a student is shown holds it
+
+
+def test_no_student_facing_module_reads_the_similarity_of_students():
+    """The pairs live in the insight report only: no feedback page, platform or LMS module reads them."""
+    import autograder
+
+    root = Path(autograder.__file__).parent
+    readers = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if "tests" not in p.parts
+        and ("similar_students" in p.read_text() or '["similar"]' in p.read_text() or '"similar"' in p.read_text())
+    )
+    assert readers == ["feedback/insight.py", "feedback/insight_page.py"], readers
+
+
+def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_count_per_lab(tmp_path, monkeypatch):
+    """Two labs with grading data and one without (skipped, and said so): a student failing both is listed with the
+    points lost in each and their name from the gradebook; one failing a single lab is not; a hint key met in both
+    labs has its count in each; the CSV holds the same and the page is inert."""
+    import os
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    # nbgrader's Gradebook runs alembic, beside this interpreter (on PATH under make, not always under pytest)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    lab03 = "03-decode-growth"
+    sources = {lab: SOURCE_DIR / lab / LABS[lab] for lab in (lab03, LAB, "01-capacity-ledger")}
+    cells = {lab: insight.lab_cells(sources[lab]) for lab in (lab03, LAB)}
+    fail_all = {lab: {c["grade_id"]: _verdict("", "todo") for c in cells[lab]} for lab in cells}
+    pass_all = {lab: {c["grade_id"]: {"passed": True, "kind": "pass"} for c in cells[lab]} for lab in cells}
+    one_miss = dict(pass_all[LAB], **{"lab05-hidden-hits": _verdict("[c] x\n  hint:     walk full blocks")})
+    _write(tmp_path, {"ann": fail_all[lab03], "bob": fail_all[lab03], "cat": fail_all[lab03]}, [], lab03)
+    _write(
+        tmp_path,
+        {"ann": fail_all[LAB], "bob": one_miss, "cat": fail_all[LAB]},
+        [{"student_id": "cat", "stage": "repair", "kind": "invalid-json", "detail": "x"}],
+    )
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        gradebook.add_student("ann", first_name="Ann", last_name="Lee")
+    data = insight.across(tmp_path, sources)
+    assert data["labs"] == [lab03, LAB] and data["skipped"] == ["01-capacity-ledger"]
+    maxima = {lab: sum(c["points"] for c in cells[lab]) for lab in cells}
+    assert [(r["student"], r["name"], r["failing"]) for r in data["students"]] == [
+        ("ann", "Ann Lee", [lab03, LAB]),
+        ("cat", "", [lab03, LAB]),
+    ]
+    assert data["students"][0]["lost"] == maxima and data["students"][1]["unreadable"] == [LAB]
+    todo = next(m for m in data["misconceptions"] if m["key"] == "todo not written yet")
+    assert todo["counts"] == {lab03: 3, LAB: 1}  # cat's unreadable file is not a TODO left unwritten
+    assert next(m for m in data["misconceptions"] if m["key"] == "walk full blocks")["counts"] == {LAB: 1}
+
+    path, _ = insight.write_across(tmp_path, sources)
+    table = list(csv.reader(io.StringIO((tmp_path / "reports" / "across.csv").read_text())))
+    assert table[0] == ["row", "id", "name", "hint_as_read", lab03, LAB]
+    assert table[1] == ["student", "ann", "Ann Lee", "", f"{maxima[lab03]:g}", f"{maxima[LAB]:g}"]
+    assert ["misconception", "todo not written yet", "", "TODO not written yet", "3", "1"] in table
+    page = path.read_text()
+    assert "No grading data, skipped: 01-capacity-ledger" in page and "(file unreadable)" in page
+    assert live_markup(page) == [] and "bob" not in page

@@ -25,6 +25,22 @@ from autograder.labs.checking import (
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 3): a
+# fragment of the hint, as the visible tests and these checks give it, and its section. The first match wins.
+TEACHES = {
+    "a full pool must not stop": "§ 2",
+    "check for a free block only when": "§ 2",
+    "raise oom only when the token starts": "§ 2",
+    "update seq_len only after the block is secured": "§ 2",
+    "raise runtimeerror('oom": "§ 2",
+    "a failed decode takes nothing": "§ 2",
+    "p % block_size == 0": "§ 1",
+    "is your condition true for": "§ 1",
+    "every token starts a block": "§ 1",
+    "slot 2 of block 1 is free": "§ 1",
+    "% 4 == 0: a new block": "§ 1",
+}
+
 
 def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
     Request = student_side(cls, "paged_kv.Request")
@@ -50,21 +66,21 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
         audit_kv_manager(case, manager, [req])
 
 
-@grades(Reference.allocate_for_decode)
+@grades(Reference.allocate_for_decode, teaches="§ 1")
 def check_boundaries(cls) -> None:
     """Growth at exact multiples of the block size, for several block sizes."""
     for block_size, prompt_len in [(4, 4), (4, 1), (4, 6), (2, 2), (3, 5), (16, 16), (17, 1)]:
         _walk(cls, block_size, prompt_len, 3 * block_size + 2)
 
 
-@grades(Reference.allocate_for_decode)
+@grades(Reference.allocate_for_decode, teaches="§ 1")
 def check_block_size_one(cls) -> None:
     """``block_size == 1``: every decoded token takes a block (the tutorial's formula never does)."""
     _walk(cls, 1, 1, 6)
     _walk(cls, 1, 3, 6)
 
 
-@grades(Reference.allocate_for_decode)
+@grades(Reference.allocate_for_decode, teaches="§ 2")
 def check_oom_rolls_back(cls) -> None:
     """OOM exactly at a boundary leaves seq_len and tables as they were; no OOM when no block is needed."""
     Request = student_side(cls, "paged_kv.Request")

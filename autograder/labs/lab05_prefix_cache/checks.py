@@ -53,6 +53,16 @@ ADMIT = ("can_allocate", "allocate")
 #: part name -> its TODO methods, in the notebook's order
 PARTS = {"hash": HASH, "release": RELEASE, "register": REGISTER, "admit": ADMIT}
 
+# Where the lab teaches what a hint is about, where it is not the part's own section (the insight report's
+# "taught in"): a fragment of the hint, as the visible tests and these checks give it, and its section. The
+# chain is § 1's idea, the token check § 7's; every other hint is taught where its part's task is.
+TEACHES = {
+    "the previous block's hash goes in first": "§ 1",
+    "feed the prefix into the digest": "§ 1",
+    "feed each block's hash into the next": "§ 1",
+    "compare the block's token_ids with": "§ 7",
+}
+
 
 # -- state of a manager, as plain values ----------------------------------------------------------------
 def state(case: str, manager, seqs, raw_out: list = None) -> dict:
