@@ -23,7 +23,7 @@ from paged_kv.cache.checks import check_int, check_positive_int
 from paged_kv.cache.prefix_cache import Sequence
 from paged_kv.engine.chunked import ChunkedBlockManager
 from paged_kv.lab.feedback import CheckFailed, attempt, materialize
-from paged_kv.lab.scheduler_trace import TraceRequest, made_up_token
+from paged_kv.lab.scheduler_trace import StepCallGuard, TraceRequest, TraceRun, made_up_token
 
 
 @dataclass(frozen=True)
@@ -67,23 +67,11 @@ class ChunkSnapshot:
     free_blocks: int
 
 
-class GuardedChunkedBlockManager(ChunkedBlockManager):
-    """Stops a ``schedule()`` stuck in a loop: at most ``max_calls`` manager calls per step."""
+class GuardedChunkedBlockManager(StepCallGuard, ChunkedBlockManager):
+    """A ``ChunkedBlockManager`` whose ``get_computed_blocks``/``allocate_slots`` calls are counted per step."""
 
-    def __init__(self, num_blocks: int, block_size: int, max_calls: int = 10_000):
-        super().__init__(num_blocks, block_size)
-        self.max_calls, self.calls = max_calls, 0
-
-    def start_step(self) -> None:
-        self.calls = 0
-
-    def _count(self, what: str) -> None:
-        self.calls += 1
-        if self.calls > self.max_calls:
-            raise AssertionError(
-                f"schedule() called {what} more than {self.max_calls} times in one step: a loop that "
-                "never ends? When allocate_slots fails, preempt the newest running sequence (or stop)"
-            )
+    verb = "called"
+    loop_advice = "When allocate_slots fails, preempt the newest running sequence (or stop)"
 
     def get_computed_blocks(self, seq: Sequence) -> int:
         self._count("get_computed_blocks")
@@ -94,64 +82,28 @@ class GuardedChunkedBlockManager(ChunkedBlockManager):
         return super().allocate_slots(seq, num_new_tokens, num_cached_blocks)
 
 
-class ChunkedTraceRun:
-    """Drive ``scheduler_cls(block_manager, max_num_seqs=..., max_num_batched_tokens=...)`` through a trace."""
+class ChunkedTraceRun(TraceRun):
+    """Drive ``scheduler_cls(block_manager, max_num_seqs=..., max_num_batched_tokens=...)`` through a trace (lab
+    07's ``TraceRun``, with a chunked block manager, chunk snapshots, and no token sampled for a chunk short of
+    the end)."""
+
+    manager_class = GuardedChunkedBlockManager
 
     def __init__(self, scheduler_cls, spec: ChunkTraceSpec, max_steps: int = 3000):
-        self.spec = spec
-        self.manager = GuardedChunkedBlockManager(spec.num_blocks, spec.block_size)
-        self.scheduler = scheduler_cls(
-            self.manager, max_num_seqs=spec.max_num_seqs, max_num_batched_tokens=spec.max_num_batched_tokens
-        )
-        self.seqs = [Sequence(list(r.prompt), spec.block_size) for r in spec.requests]
-        self.names = {id(s): f"r{i}" for i, s in enumerate(self.seqs)}
-        self.index = {id(s): i for i, s in enumerate(self.seqs)}
-        self.generated = [0] * len(self.seqs)
-        self.arrived = [False] * len(self.seqs)
-        self.step_index = 0
-        self.max_steps = check_positive_int("max_steps", max_steps)
-        self._batch: list = []
-
-    @property
-    def done(self) -> bool:
-        return all(g == r.max_tokens for g, r in zip(self.generated, self.spec.requests))
-
-    def readable(self, text: str) -> str:
-        import re
-
-        names = {str(s.seq_id): self.names[id(s)] for s in self.seqs}
-        return re.sub(r"\bsequence (\d+)\b", lambda m: f"sequence {names.get(m.group(1), m.group(1))}", text)
-
-    def _name(self, seq) -> str:
-        name = self.names.get(id(seq))
-        if name is None:
-            raise AssertionError(f"schedule() returned or queued {seq!r}, which is not one of the trace's sequences")
-        return name
+        super().__init__(scheduler_cls, spec, max_steps)
 
     def decide(self) -> ChunkSnapshot:
         if self.done:
             raise RuntimeError("the trace has finished")
         if self.step_index >= self.max_steps:
             raise AssertionError(f"the trace is still running after {self.max_steps} steps: is a request stuck?")
-        for i, request in enumerate(self.spec.requests):
-            if not self.arrived[i] and request.arrival_step <= self.step_index:
-                self.scheduler.add(self.seqs[i])
-                self.arrived[i] = True
+        self._arrivals()
         self._batch = []
         waiting_before = tuple(self._name(s) for s in self.scheduler.waiting)
         running_before = tuple(self._name(s) for s in self.scheduler.running)
         if self.scheduler.is_finished():
             return self._snapshot(True, waiting_before, running_before, [], False)
-        self.manager.start_step()
-        result = self.scheduler.schedule()
-        if not isinstance(result, tuple) or len(result) != 2:
-            raise AssertionError(f"schedule() must return a tuple (scheduled, is_prefill), got {result!r}")
-        batch, is_prefill = result
-        if not isinstance(batch, list) or not isinstance(is_prefill, bool):
-            raise AssertionError(
-                f"schedule() must return (list of sequences, bool), got ({type(batch).__name__}, "
-                f"{type(is_prefill).__name__})"
-            )
+        batch, is_prefill = self._schedule()
         self._batch = batch
         return self._snapshot(False, waiting_before, running_before, batch, is_prefill)
 
@@ -176,8 +128,8 @@ class ChunkedTraceRun:
             free_blocks=m.num_free_blocks,
         )
 
-    def complete(self) -> None:
-        for seq in self._batch:
+    def _after_model(self, batch) -> None:
+        for seq in batch:
             self.manager.hash_blocks(seq)
             seq.num_computed_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
@@ -188,8 +140,6 @@ class ChunkedTraceRun:
             self.generated[i] += 1
             if self.generated[i] == self.spec.requests[i].max_tokens:
                 self.scheduler.finish(seq)
-        self._batch = []
-        self.step_index += 1
 
     def audit(self) -> None:
         """Only running sequences hold blocks; ref counts match the tables; nothing leaked."""

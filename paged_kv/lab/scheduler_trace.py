@@ -72,9 +72,12 @@ class Snapshot:
     free_blocks: int
 
 
-class GuardedBlockManager(BlockManager):
-    """A ``BlockManager`` that stops a ``schedule()`` stuck in a loop: at most ``max_calls`` calls of
-    ``can_allocate``/``can_append`` per step (``start_step`` resets the count)."""
+class StepCallGuard:
+    """A block manager mixin that stops a ``schedule()`` stuck in a loop: at most ``max_calls`` counted calls per
+    step (``start_step`` resets the count); ``loop_advice`` says what the scheduler should do instead."""
+
+    verb = "asked"
+    loop_advice = "When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting"
 
     def __init__(self, num_blocks: int, block_size: int, max_calls: int = 10_000):
         super().__init__(num_blocks, block_size)
@@ -88,9 +91,13 @@ class GuardedBlockManager(BlockManager):
         self.calls += 1
         if self.calls > self.max_calls:
             raise AssertionError(
-                f"schedule() asked {what} more than {self.max_calls} times in one step: a loop that never ends? "
-                "When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting"
+                f"schedule() {self.verb} {what} more than {self.max_calls} times in one step: a loop that never "
+                f"ends? {self.loop_advice}"
             )
+
+
+class GuardedBlockManager(StepCallGuard, BlockManager):
+    """A ``BlockManager`` whose ``can_allocate``/``can_append`` calls are counted per step (``StepCallGuard``)."""
 
     def can_allocate(self, seq: Sequence) -> int:
         self._count("can_allocate")
@@ -109,9 +116,11 @@ def made_up_token(request_index: int, length: int) -> int:
 class TraceRun:
     """Drive ``scheduler_cls(block_manager, max_num_seqs=..., max_num_batched_tokens=...)`` through a trace."""
 
+    manager_class = GuardedBlockManager
+
     def __init__(self, scheduler_cls, spec: TraceSpec, max_steps: int = 2000):
         self.spec = spec
-        self.manager = GuardedBlockManager(spec.num_blocks, spec.block_size)
+        self.manager = self.manager_class(spec.num_blocks, spec.block_size)
         self.scheduler = scheduler_cls(
             self.manager, max_num_seqs=spec.max_num_seqs, max_num_batched_tokens=spec.max_num_batched_tokens
         )
@@ -164,6 +173,14 @@ class TraceRun:
             snapshot = Snapshot(self.step_index, "idle", (), (), (), (), (), self.manager.num_free_blocks)
             self.snapshots.append(snapshot)
             return snapshot
+        batch, is_prefill = self._schedule()
+        snapshot = self._snapshot(batch, is_prefill)
+        self.snapshots.append(snapshot)
+        self._batch = batch
+        return snapshot
+
+    def _schedule(self) -> Tuple[list, bool]:
+        """One ``schedule()`` call, its manager calls counted, its result's shape checked."""
         self.manager.start_step()
         result = self.scheduler.schedule()
         if not isinstance(result, tuple) or len(result) != 2:
@@ -174,10 +191,7 @@ class TraceRun:
                 f"schedule() must return (list of sequences, bool), got ({type(batch).__name__}, "
                 f"{type(is_prefill).__name__})"
             )
-        snapshot = self._snapshot(batch, is_prefill)
-        self.snapshots.append(snapshot)
-        self._batch = batch
-        return snapshot
+        return batch, is_prefill
 
     def complete(self) -> None:
         """The engine's part after the model ran on the decided batch; moves to the next step."""
