@@ -42,3 +42,21 @@ def answer_source(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
     return cell.source
+
+
+def answer_class(source: str, given: type, class_name: str, name: str = "", filename: str = "<answer>") -> type:
+    """Run an answer cell's ``source`` the way the notebook does (``given``, the starter it subclasses, in scope);
+    return its class ``class_name``, renamed ``name`` when given (a catalogue entry's name)."""
+    namespace = {given.__name__: given, "__name__": "__notebook__"}
+    exec(compile(source, filename, "exec"), namespace)
+    cls = namespace[class_name]
+    cls.__name__ = cls.__qualname__ = name or class_name
+    return cls
+
+
+def edited_answer(source: str, old: str, new: str, bug: str) -> tuple:
+    """``source`` with ``old`` (there exactly once) replaced by ``new``, and the class name a catalogue gives the
+    bug ``bug`` (its first four words, title-cased)."""
+    if source.count(old) != 1:
+        raise ValueError(f"bug {bug!r}: the solution text to edit is not there exactly once")
+    return source.replace(old, new), "".join(w.title() for w in bug.split()[:4] if w.isalpha())

@@ -5,7 +5,7 @@ the lab's starter like a student's notebook. Most bugs are one-line edits of the
 from __future__ import annotations
 
 from autograder.course.layout import LABS, SOURCE_DIR
-from notebook_code import answer_source
+from notebook_code import answer_class, answer_source, edited_answer
 from paged_kv.lab.starters import ChunkedSchedulerWithoutSchedule
 
 BUDGET, BLOCKS, CACHE, RANDOM = (
@@ -137,19 +137,12 @@ def solution_source() -> str:
 
 def student_class(source: str, name: str = "ChunkedScheduler") -> type:
     """Run an answer cell's source the way the notebook does; return its ``ChunkedScheduler`` class."""
-    namespace = {"ChunkedSchedulerWithoutSchedule": ChunkedSchedulerWithoutSchedule, "__name__": "__notebook__"}
-    exec(compile(source, "<chunked_prefill.ipynb>", "exec"), namespace)
-    cls = namespace["ChunkedScheduler"]
-    cls.__name__ = cls.__qualname__ = name
-    return cls
+    return answer_class(source, ChunkedSchedulerWithoutSchedule, "ChunkedScheduler", name, "<chunked_prefill.ipynb>")
 
 
 def edited_solution(bug: str) -> type:
     old, new, _ = EDITS[bug]
-    source = solution_source()
-    if source.count(old) != 1:
-        raise ValueError(f"bug {bug!r}: the solution text to edit is not there exactly once")
-    return student_class(source.replace(old, new), "".join(w.title() for w in bug.split()[:4] if w.isalpha()))
+    return student_class(*edited_answer(solution_source(), old, new, bug))
 
 
 def must_fail(bug: str) -> set:
