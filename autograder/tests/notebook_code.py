@@ -60,3 +60,18 @@ def edited_answer(source: str, old: str, new: str, bug: str) -> tuple:
     if source.count(old) != 1:
         raise ValueError(f"bug {bug!r}: the solution text to edit is not there exactly once")
     return source.replace(old, new), "".join(w.title() for w in bug.split()[:4] if w.isalpha())
+
+
+def run_visible_cell(lab: str, grade_id: str, imports: str, student: Dict[str, Any]) -> None:
+    """Run lab ``lab``'s trace cell (``VISIBLE_TRACE = ...``) and its test cell ``grade_id`` in a fresh namespace
+    holding ``imports`` (the setup cell's lines they need) and ``student`` (the names the answer cell defines)."""
+    from autograder.course.layout import LABS, SOURCE_DIR
+
+    cells = nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
+    trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
+    visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    namespace: Dict[str, Any] = {"__name__": "__notebook__"}
+    exec(imports, namespace)
+    exec(trace, namespace)
+    namespace.update(student)
+    exec(visible, namespace)

@@ -102,24 +102,14 @@ VISIBLE_MUST_CATCH = {
 
 def run_visible_cell(cls):
     """The notebook's visible test cell, run with ``cls`` as the student's Scheduler."""
-    import nbformat
+    from notebook_code import run_visible_cell as run_cell
 
-    from autograder.course.layout import LABS, SOURCE_DIR
-
-    lab = "07-serve-it"
-    cells = nbformat.read(SOURCE_DIR / lab / LABS[lab], as_version=4).cells
-    trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
-    visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab07-visible")
-    namespace = {"__name__": "__notebook__"}
-    exec(
+    imports = (
         "import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
         "from paged_kv.lab.scheduler_trace import (TraceRequest, TraceSpec, compare_with_reference, format_snapshot,\n"
-        "                                          reference_snapshots)",
-        namespace,
+        "                                          reference_snapshots)"
     )
-    exec(trace, namespace)
-    namespace["Scheduler"] = cls
-    exec(visible, namespace)
+    run_cell("07-serve-it", "lab07-visible", imports, {"Scheduler": cls})
 
 
 def test_the_visible_cell_passes_the_solution(capsys):

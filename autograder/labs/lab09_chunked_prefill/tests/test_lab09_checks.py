@@ -91,22 +91,13 @@ VISIBLE_MUST_CATCH = {
 
 def run_visible_cell(cls):
     """The notebook's visible test cell, run with ``cls`` as the student's ChunkedScheduler."""
-    import nbformat
+    from notebook_code import run_visible_cell as run_cell
 
-    from autograder.course.layout import LABS, SOURCE_DIR
-
-    cells = nbformat.read(SOURCE_DIR / bugs.LAB / LABS[bugs.LAB], as_version=4).cells
-    trace = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("VISIBLE_TRACE ="))
-    visible = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "lab09-visible")
-    namespace = {"__name__": "__notebook__"}
-    exec(
+    imports = (
         "from paged_kv.lab.chunked_trace import ChunkTraceSpec, check_rules, describe\n"
-        "from paged_kv.lab.scheduler_trace import TraceRequest",
-        namespace,
+        "from paged_kv.lab.scheduler_trace import TraceRequest"
     )
-    exec(trace, namespace)
-    namespace["ChunkedScheduler"] = cls
-    exec(visible, namespace)
+    run_cell(bugs.LAB, "lab09-visible", imports, {"ChunkedScheduler": cls})
 
 
 def test_the_visible_cell_passes_the_solution(capsys):
