@@ -36,30 +36,7 @@ MAX_TEXT = 4000  # characters of a message, repr or str sent back
 MAX_ITER = 1_000_000  # items one ``iter`` may return
 COURSE_PREFIX = "paged_kv."
 
-_BINARY = {
-    name: getattr(operator, name)
-    for name in (
-        "add",
-        "sub",
-        "mul",
-        "truediv",
-        "floordiv",
-        "mod",
-        "pow",
-        "matmul",
-        "and_",
-        "or_",
-        "xor",
-        "lshift",
-        "rshift",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-    )
-}
+_BINARY = {name: getattr(operator, name) for name in wire.ARITHMETIC_OPERATORS + wire.COMPARISON_OPERATORS}
 _UNARY = {
     "neg": operator.neg,
     "pos": operator.pos,

@@ -33,6 +33,25 @@ MAX_ITEMS = 2_000_000
 
 TAGS = ("$l", "$t", "$d", "$s", "$f", "$b", "$T", "$dt", "$sl", "$e", "$h", "$bm", "$r", "$dc", "$np")
 
+# The operators a ``binop`` request may name (``operator``'s function names): arithmetic and bitwise ones, which
+# have reflected forms (``__radd__``), and comparisons, which do not.
+ARITHMETIC_OPERATORS = (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and_",
+    "or_",
+    "xor",
+    "lshift",
+    "rshift",
+)
+COMPARISON_OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge")
+
 
 class WireError(Exception):
     """A frame or a value that breaks the format or its limits (the other end misbehaved or died)."""

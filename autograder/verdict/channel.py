@@ -243,24 +243,10 @@ def _binary(name: str, swap: bool = False) -> Callable:
     return method
 
 
-for _name in (
-    "add",
-    "sub",
-    "mul",
-    "truediv",
-    "floordiv",
-    "mod",
-    "pow",
-    "matmul",
-    "and_",
-    "or_",
-    "xor",
-    "lshift",
-    "rshift",
-):
+for _name in wire.ARITHMETIC_OPERATORS:
     setattr(Remote, f"__{_name.rstrip('_')}__", _binary(_name))
     setattr(Remote, f"__r{_name.rstrip('_')}__", _binary(_name, swap=True))
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+for _name in wire.COMPARISON_OPERATORS:
     setattr(Remote, f"__{_name}__", _binary(_name))
 for _name in ("neg", "pos", "abs", "invert"):
     setattr(Remote, f"__{_name}__", (lambda op: lambda self: self._pkv_session.request("unop", op, self))(_name))
