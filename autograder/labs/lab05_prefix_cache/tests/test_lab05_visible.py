@@ -112,14 +112,36 @@ MISTAKES: Dict[Tuple[str, str], Tuple[List[Tuple[str, str]], str]] = {
 }
 
 
-def run_part(todo: str, edits: List[Tuple[str, str]]) -> None:
+# On the edition, a later part's visible test runs the student's earlier parts: a crash in one of them must show
+# there as one block naming that part (issue 37, item 4). (answer cell with the crash, edits, the later answer cell)
+CRASHES_SHOWN_LATER: Dict[str, Tuple[str, List[Tuple[str, str]], str]] = {
+    "part 3's hash_blocks crashes (KeyError) in part 4's test": (
+        "lab05-todo-register",
+        [
+            (
+                "            block.update(h, token_ids)\n",
+                "            del self.hash_to_block_id[block.hash]\n            block.update(h, token_ids)\n",
+            )
+        ],
+        "lab05-todo-admit",
+    ),
+    "part 2's deallocate crashes (IndexError) in part 4's test": (
+        "lab05-todo-release",
+        [("for block_id in reversed(seq.block_table):", "for block_id in reversed(seq.block_table + [99]):")],
+        "lab05-todo-admit",
+    ),
+}
+
+
+def run_part(todo: str, edits: List[Tuple[str, str]], until: str = "") -> None:
     """The notebook's code cells in order (solutions as written, hidden tests skipped), with ``edits`` in
-    the TODO ``todo``, up to and including that TODO's visible test cell."""
+    the TODO ``todo``, up to and including the visible test cell of ``until`` (default: that TODO's)."""
+    shown = VISIBLE[until or todo]
     transform = TransformerManager().transform_cell
     namespace = {"__name__": "__notebook__"}
     for cell in nbformat.read(SOURCE_DIR / LAB / LABS[LAB], as_version=4).cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or (meta.get("grade") and meta.get("grade_id") != VISIBLE[todo]):
+        if cell.cell_type != "code" or (meta.get("grade") and meta.get("grade_id") != shown):
             continue
         source = cell.source
         if meta.get("grade_id") == todo:
@@ -127,7 +149,7 @@ def run_part(todo: str, edits: List[Tuple[str, str]]) -> None:
                 assert source.count(old) == 1, f"{todo}: {old!r} is not once in the solution"
                 source = source.replace(old, new)
         exec(compile(transform(source), f"<{meta.get('grade_id', 'cell')}>", "exec"), namespace)
-        if meta.get("grade_id") == VISIBLE[todo]:
+        if meta.get("grade_id") == shown:
             return
 
 
@@ -180,6 +202,10 @@ def outcomes_here() -> Dict[str, object]:
             for (todo, mistake), (edits, shown) in MISTAKES.items()
         },
         "pitfalls": pitfalls,
+        "crashes": {
+            name: outcome(lambda todo=todo, edits=edits, later=later: run_part(todo, edits, later), "your part")
+            for name, (todo, edits, later) in CRASHES_SHOWN_LATER.items()
+        },
     }
 
 
@@ -203,6 +229,7 @@ def test_on_the_labs_own_edition_each_visible_cell_needs_only_the_parts_before_i
     assert outcomes["edition"] == LAB
     assert outcomes["solution"] == {todo: "passed" for todo in VISIBLE}
     assert outcomes["mistakes"] == {f"{todo}: {mistake}": "caught" for todo, mistake in MISTAKES}
+    assert outcomes["crashes"] == {name: "caught" for name in CRASHES_SHOWN_LATER}, outcomes["crashes"]
     assert outcomes["pitfalls"] == {
         f"{title} #{n}": "caught"
         for title, alternatives in PITFALLS[LAB].items()
