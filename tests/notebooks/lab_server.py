@@ -75,11 +75,13 @@ def running_jupyterlab(
     settings: Optional[Dict[str, dict]] = None,
     env: Optional[Dict[str, str]] = None,
     startup_s: float = 90,
+    package: Optional[Path] = None,
 ) -> Iterator[LabServer]:
     """JupyterLab serving ``root_dir`` (as `make lab` serves course/), stopped on exit.
 
     ``token=None`` makes a random token; ``""`` runs without one. ``env`` adds environment variables
-    (``JUPYTER_CONFIG_PATH``, say). Raises RuntimeError with the server's log when it does not answer
+    (``JUPYTER_CONFIG_PATH``, say). ``package``: a folder holding the ``paged_kv`` the kernels import (a handout's
+    edition) instead of the repository's. Raises RuntimeError with the server's log when it does not answer
     within ``startup_s`` seconds.
     """
     token = secrets.token_hex(16) if token is None else token
@@ -111,7 +113,7 @@ def running_jupyterlab(
         **(env or {}),
     )
     # Kernels see the repository (as `make lab` gives them through PYTHONPATH).
-    paths = [str(ROOT)] + environment.get("PYTHONPATH", "").split(os.pathsep)
+    paths = ([str(package)] if package else []) + [str(ROOT)] + environment.get("PYTHONPATH", "").split(os.pathsep)
     environment["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
     log = open(scratch / "jupyterlab.log", "wb")
     process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)

@@ -428,3 +428,112 @@ def test_a_lab_from_the_unzipped_handout_is_the_repositorys_student_experience(b
     shown = texts.get(str(failing[0]), "")
     assert "NotImplementedError" in shown and "Traceback" not in shown, shown
     assert not run.js_errors and not run.external_requests, run.js_errors + run.external_requests
+
+
+# Lab 05's parts each subclass the part before (issue 37, items 3 and 4), as a student meets them.
+LAB05 = "05-prefix-cache"
+LAB05_PARTS = ("lab05-todo-hash", "lab05-todo-release", "lab05-todo-register", "lab05-todo-admit")
+LAB05_VISIBLE = ("lab05-visible-hash", "lab05-visible-release", "lab05-visible-hash-blocks", "lab05-visible-allocate")
+BIG_ENDIAN = ('h.update(prefix.to_bytes(8, "little"))', 'h.update(prefix.to_bytes(8, "big"))')
+PART3_CRASH = (
+    "            block.update(h, token_ids)\n",
+    "            del self.hash_to_block_id[block.hash]\n            block.update(h, token_ids)\n",
+)
+
+
+def _cell_index(notebook, grade_id: str) -> int:
+    return next(i for i, c in enumerate(notebook.cells) if nbgrader_meta(c).get("grade_id") == grade_id)
+
+
+def _lab05_session(browser, server, root: Path, name: str, edits: Dict[str, tuple]):
+    """Open a copy of lab 05's notebook under ``root`` as ``name``, type every part's answer (with ``edits``:
+    ``{answer grade_id: (old, new)}``) and Restart & Run All; the page, the notebook and its cells' indices."""
+    release = nbformat.read(root / LAB05 / LABS[LAB05], as_version=4)
+    shutil.copy(root / LAB05 / LABS[LAB05], root / LAB05 / name)
+    run = LabRun(LAB05, release)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    _watch(page, run, server.url)
+    nb = NotebookPage(page, server.url, server.token, root, f"{LAB05}/{name}", workspace=name.removesuffix(".ipynb"))
+    typed = answers(LAB05)
+    for grade_id in LAB05_PARTS:
+        text = typed[grade_id].rstrip("\n")
+        if grade_id in edits:
+            old, new = edits[grade_id]
+            assert text.count(old) == 1, (grade_id, old)
+            text = text.replace(old, new)
+        nb.type_into(_cell_index(release, grade_id), text)
+    nb.restart_and_run_all(RUN_ALL_TIMEOUT_S)
+    index = {g: _cell_index(release, g) for g in LAB05_PARTS + LAB05_VISIBLE}
+    return context, nb, index, typed
+
+
+def _shown(nb: NotebookPage, index: int) -> str:
+    return nb.output_texts().get(str(index), "")
+
+
+def _readable_block(shown: str) -> bool:
+    lines = [line for line in shown.splitlines() if line.strip()]
+    return 1 <= len(lines) <= LONGEST_READABLE_FAILURE and "Traceback" not in shown
+
+
+def test_fixing_part_1_of_lab_05_reaches_parts_2_to_4_when_run_again_as_the_lab_says(server, browser, lab_root):
+    """A student wrote all four parts on a part 1 with a mistake, then fixes part 1 and runs its cell: part 4's
+    visible test says, in one short block, which cells to run again; after running them in order, every part's
+    visible test passes."""
+    context, nb, at, typed = _lab05_session(
+        browser, server, lab_root, "fix_part_1.ipynb", {"lab05-todo-hash": BIG_ENDIAN}
+    )
+    try:
+        assert "Visible tests passed" not in _shown(nb, at["lab05-visible-hash"])  # Run All stopped there
+        for part in LAB05_PARTS[1:]:  # the student ran the later parts' cells anyway: built on the wrong part 1
+            _run_cell(nb, at[part])
+        nb.type_into(at["lab05-todo-hash"], typed["lab05-todo-hash"].rstrip("\n"))
+        _run_cell(nb, at["lab05-todo-hash"])
+        _run_cell(nb, at["lab05-visible-hash"])
+        assert "Visible tests passed." in _shown(nb, at["lab05-visible-hash"])
+        _run_cell(nb, at["lab05-visible-allocate"])
+        stale = _shown(nb, at["lab05-visible-allocate"])
+        assert _readable_block(stale) and "again" in stale and "BlockManager" in stale, stale
+        for part in LAB05_PARTS[1:]:  # what the block says: the later parts' cells again, in order
+            _run_cell(nb, at[part])
+        for visible in LAB05_VISIBLE[1:]:
+            _run_cell(nb, at[visible])
+            assert "Visible tests passed." in _shown(nb, at[visible]), (visible, _shown(nb, at[visible]))
+    finally:
+        _shut_down_kernels(server)
+        context.close()
+
+
+def test_a_part_3_crash_shows_in_part_4_of_a_class_handout_as_one_short_block(browser, tmp_path_factory):
+    """On a class's handout for lab 05 (its edition: no reference for any part, so part 4's test runs the
+    student's part 3), a hash_blocks that raises KeyError shows in part 4's visible test as one short block
+    naming part 3, not as a traceback."""
+    import zipfile
+
+    from autograder.handout import handout
+
+    scratch = tmp_path_factory.mktemp("handout-05")
+    with zipfile.ZipFile(handout.build(scratch / "handout.zip", lab=LAB05)) as archive:
+        archive.extractall(scratch)
+    unzipped = scratch / "paged-kv-course"
+    with running_jupyterlab(
+        unzipped / "course",
+        tmp_path_factory.mktemp("handout-05-lab"),
+        settings=TEST_SETTINGS,
+        env={"JUPYTER_CONFIG_PATH": str(unzipped / "student-lab")},
+        package=unzipped,
+    ) as server:
+        context, nb, at, _ = _lab05_session(
+            browser, server, unzipped / "course", "crash_in_part_3.ipynb", {"lab05-todo-register": PART3_CRASH}
+        )
+        try:
+            assert "Visible tests passed" not in _shown(nb, at["lab05-visible-hash-blocks"])  # Run All stopped there
+            _run_cell(nb, at["lab05-todo-admit"])
+            _run_cell(nb, at["lab05-visible-allocate"])
+            shown = _shown(nb, at["lab05-visible-allocate"])
+            nb.screenshot_cell(at["lab05-visible-allocate"], ARTIFACTS / "handout-05-part-3-crash.png")
+        finally:
+            _shut_down_kernels(server)
+            context.close()
+    assert _readable_block(shown) and "part 3" in shown and "KeyError" in shown, shown
