@@ -11,7 +11,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 from autograder.feedback import insight
 from autograder.feedback.inert import live_markup
@@ -282,10 +282,28 @@ def _string_constants(source: str, leave_out: str = "") -> List[str]:
     ]
 
 
+def _hint_modules(module) -> List[Any]:
+    """The checks module and the course modules it imports from (``autograder.labs.checking``'s helpers,
+    ``paged_kv.lab``'s trace replays): where the hints its checks give are written."""
+    import importlib
+    import inspect
+
+    found = {module.__name__: module}
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("paged_kv.lab", "autograder.labs")):
+            parent = importlib.import_module(node.module)
+            for alias in node.names:
+                child = getattr(parent, alias.name, None)
+                target = child if inspect.ismodule(child) else parent
+                found[target.__name__] = target
+    return list(found.values())
+
+
 def test_every_teaches_fragment_occurs_in_a_hint_of_its_lab():
     """A ``TEACHES`` fragment that no hint of its lab holds any more (a reworded hint) fails here, not silently:
     each must occur, lower-cased, in a string of the lab's notebook's code cells (the visible tests' hints) or
-    of its checks module (the hidden checks' hints), ``TEACHES`` itself left out."""
+    of its checks module and the course modules it imports from (the hidden checks' hints, and those of the
+    trace replays that labs 07 and 09 share with their visible tests), ``TEACHES`` itself left out."""
     import importlib
     import inspect
 
@@ -301,9 +319,8 @@ def test_every_teaches_fragment_occurs_in_a_hint_of_its_lab():
         teaches = getattr(module, "TEACHES", {})
         if not teaches:
             continue
-        cells = json.loads((SOURCE_DIR / lab / name).read_text())["cells"]
-        strings = _string_constants(inspect.getsource(module), leave_out="TEACHES")
-        for cell in cells:
+        strings = [s for m in _hint_modules(module) for s in _string_constants(inspect.getsource(m), "TEACHES")]
+        for cell in json.loads((SOURCE_DIR / lab / name).read_text())["cells"]:
             if cell.get("cell_type") == "code":
                 strings += _string_constants(nbread.cell_text(cell))
         hints = "\n".join(strings).lower()
