@@ -5,10 +5,13 @@ the report on real grading."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
+import json
 import re
 from pathlib import Path
+from typing import Any, List
 
 from autograder.feedback import insight
 from autograder.feedback.inert import live_markup
@@ -257,6 +260,75 @@ def test_every_teaches_reference_names_a_section_of_its_lab():
         pass
     else:
         raise AssertionError("grades(teaches='3.2') must say how to name a section")
+
+
+def _string_constants(source: str, leave_out: str = "") -> List[str]:
+    """Every string a piece of code holds (adjacent literals joined, an f-string's literal parts), but those of
+    the assignment to ``leave_out``; code that is not Python (a cell's ``%pip``) as it is."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return [source]
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == leave_out for t in node.targets)
+        for n in ast.walk(node)
+    }
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skipped
+    ]
+
+
+def _hint_modules(module) -> List[Any]:
+    """The checks module and the course modules it imports from (``autograder.labs.checking``'s helpers,
+    ``paged_kv.lab``'s trace replays): where the hints its checks give are written."""
+    import importlib
+    import inspect
+
+    found = {module.__name__: module}
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("paged_kv.lab", "autograder.labs")):
+            parent = importlib.import_module(node.module)
+            for alias in node.names:
+                child = getattr(parent, alias.name, None)
+                target = child if inspect.ismodule(child) else parent
+                found[target.__name__] = target
+    return list(found.values())
+
+
+def test_every_teaches_fragment_occurs_in_a_hint_of_its_lab():
+    """A ``TEACHES`` fragment that no hint of its lab holds any more (a reworded hint) fails here, not silently:
+    each must occur, lower-cased, in a string of the lab's notebook's code cells (the visible tests' hints) or
+    of its checks module and the course modules it imports from (the hidden checks' hints, and those of the
+    trace replays that labs 07 and 09 share with their visible tests), ``TEACHES`` itself left out."""
+    import importlib
+    import inspect
+
+    from autograder.course import notebook as nbread
+    from autograder.labs import checks_module
+
+    fragments = 0
+    for lab, name in LABS.items():
+        try:
+            module = importlib.import_module(checks_module(lab))
+        except ImportError:
+            continue
+        teaches = getattr(module, "TEACHES", {})
+        if not teaches:
+            continue
+        strings = [s for m in _hint_modules(module) for s in _string_constants(inspect.getsource(m), "TEACHES")]
+        for cell in json.loads((SOURCE_DIR / lab / name).read_text())["cells"]:
+            if cell.get("cell_type") == "code":
+                strings += _string_constants(nbread.cell_text(cell))
+        hints = "\n".join(strings).lower()
+        for fragment in teaches:
+            fragments += 1
+            assert fragment == fragment.lower(), (lab, fragment)
+            assert fragment in hints, f"{lab}: TEACHES fragment {fragment!r} is in no hint of the lab"
+    assert fragments >= 15
 
 
 STARTER_03 = '''class KVCacheManager(KVCacheManagerWithoutDecode):

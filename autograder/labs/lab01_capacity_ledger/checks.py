@@ -17,6 +17,18 @@ HINTS = {
     "total_cache_bytes": "the pool holds num_blocks blocks",
 }
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 3): a
+# fragment of the hint, as the visible tests and these checks give it, and its section. The first match wins.
+# A token's bytes are § 1's idea, blocks and the pool § 2's; the dict, the given layout and integer arithmetic
+# are the task's own.
+TEACHES = {
+    "2 * num_layers * num_kv_heads * head_dim * dtype_bytes": "§ 1",
+    "one k byte and one v byte": "§ 1",
+    "128 kib per token": "§ 1",
+    "a block holds block_size tokens": "§ 2",
+    "the pool holds num_blocks blocks": "§ 2",
+}
+
 
 def _edge_cases() -> List[Dict[str, int]]:
     cases = [

@@ -25,6 +25,21 @@ from autograder.labs.checking import (
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 3): a
+# fragment of the hint, as the visible tests and these checks give it, and its section. The first match wins.
+# Ceiling division is § 1's idea, check first then commit § 2's; taking ids out of the free list, and the
+# exact fit (the task's "if fewer are free"), are the task's own.
+TEACHES = {
+    "not 6 // 4": "§ 1",
+    "a partly filled last block still needs a whole": "§ 1",
+    "an exact multiple needs no extra": "§ 1",
+    "check the free count before taking anything": "§ 2",
+    "check first, then take all blocks at once": "§ 2",
+    "a failed prefill takes nothing": "§ 2",
+    "check the size before taking any block": "§ 2",
+    "raise runtimeerror('oom": "§ 2",
+}
+
 
 def _prefill_that_fits(case: str, manager, req) -> None:
     """The student's prefill of ``req``, which fits in the free blocks: an OOM here gets the exact-fit hint."""

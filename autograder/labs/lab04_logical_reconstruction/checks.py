@@ -21,6 +21,19 @@ from autograder.labs.checking import (
 
 BOX_NAMES = ("Request",)  # the visible tests' requests are made where the student's manager lives
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 2): a
+# fragment of the hint, as the visible tests and these checks give it, and its section. The first match wins.
+# Table order and the stale tail of the last block are § 1's ideas; a new tensor, not a view, and the dtype
+# are the task's own.
+TEACHES = {
+    "read blocks in table order": "§ 1",
+    "read blocks in block_table order": "§ 1",
+    "the second table entry is block 1": "§ 1",
+    "block 2 first": "§ 1",
+    "drop the stale tail of the last block": "§ 1",
+    "cut the unused tail of the last block": "§ 1",
+}
+
 
 def _filled(cls, num_blocks: int, block_size: int, head_dim: int, seed: int):
     manager = cls(num_blocks, block_size, head_dim)

@@ -134,6 +134,20 @@ INT64_HINT = (
 )
 _built: Dict[Tuple[int, str], str] = {}
 
+# Where the lab teaches what a hint is about, where it is not the step's own section (the insight report's
+# "taught in"): a fragment of the hint, as the visible tests and these checks give it, and its section. The
+# first match wins. Int64 block ids, and the tail and padding a kernel must never use, are step 1's ideas (§ 2);
+# float32 products step 2's (§ 3); the running max started at -inf step 3's (§ 4), and later steps meet them all
+# again. Every other hint is taught where its step is.
+TEACHES = {
+    "needs int64": "§ 2",
+    "block_id * stride overflows past 2**31": "§ 2",
+    "never follow a table entry past the sequence's last block": "§ 2",
+    "q . k summed in fp16 loses digits": "§ 3",
+    "fp16 at head dim 128": "§ 3",
+    "start the running max at -inf": "§ 4",
+}
+
 
 def _hint(case: PagedCase, hint: str) -> str:
     return INT64_HINT if case.label.startswith("pool past") else hint

@@ -15,6 +15,21 @@ from autograder.labs.checking import grades, student_side
 
 BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block manager of the student's side
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 4): a
+# fragment of the hint, as the trace replay (``paged_kv.lab.scheduler_trace``) gives it to the visible test and
+# these checks, and its section. The first match wins. The rules (first come first served, the token budget of
+# uncached tokens, a prefill step runs no decode, the newest gives way and goes back to the head of waiting) are
+# § 3's; the calls that carry them out (num_scheduled_tokens, deallocate, the order running is put back in) are
+# the task's own.
+TEACHES = {
+    "first come, first served": "§ 3",
+    "a step that admits anything is a prefill step": "§ 3",
+    "admit only while can_allocate(head) != -1": "§ 3",
+    "the budget counts only uncached tokens": "§ 3",
+    "preempt the newest running sequence (the tail)": "§ 3",
+    "a preempted sequence goes back to the head of waiting": "§ 3",
+}
+
 
 def compare_with_reference(cls, spec: TraceSpec, case: str, reference_cls=None) -> int:
     """``paged_kv.lab.scheduler_trace.compare_with_reference``, the student's side replayed where it lives and

@@ -17,6 +17,23 @@ from paged_kv.lab.scheduler_trace import TraceRequest
 
 from autograder.labs.checking import grades, student_side
 
+# Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 4, which
+# asks for "schedule() by the rules of section 3"): a fragment of the hint, as the rule check
+# (``paged_kv.lab.chunked_trace``) gives it to the visible test and these checks, and its section. The first
+# match wins. Registering a block only once it is computed, and the keys a wrong hit reads, are § 2's; every
+# other rule is § 3's; a schedule() that makes the manager's calls fail is the task's own.
+TEACHES = {
+    "a block enters the prefix cache only once all its tokens are computed": "§ 2",
+    "a sequence read keys its prefix never wrote": "§ 2",
+    "a chunk that overruns the budget": "§ 3",
+    "blocks for this step's tokens only": "§ 3",
+    "running sequences come first": "§ 3",
+    "admit from the head of waiting, in order": "§ 3",
+    "when allocate_slots fails, preempt the newest running sequence": "§ 3",
+    "budget was left unused although more could run": "§ 3",
+    "schedule() returns (list of the scheduled sequences": "§ 3",
+}
+
 
 def replay_rules(cls, spec: ChunkTraceSpec, case: str) -> int:
     """``paged_kv.lab.chunked_trace.check_rules`` with the student's side replayed where it lives; the rules are
