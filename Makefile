@@ -110,7 +110,7 @@ test: env
 
 # The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
 # rules, the docs' links, the engine tables (tests/test_engine_maps.py), and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
-CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/test_layers.py tests/test_autograder_layers.py tests/test_makefile.py tests/test_docs.py \
+CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/bench tests/test_layers.py tests/test_autograder_layers.py tests/test_makefile.py tests/test_docs.py \
 	tests/test_engine_maps.py autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
 check: env
 	$(PY) -m ruff check

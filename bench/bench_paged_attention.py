@@ -36,7 +36,7 @@ MODE = configure()  # before torch/triton kernels: picks native GPU or the inter
 
 import torch  # noqa: E402
 
-from paged_kv.lab import decode_bench as db  # noqa: E402
+import paged_decode_bench as db  # noqa: E402 - bench/ is this script's folder, first on sys.path
 
 TARGET = (
     "Llama-3.1-8B layer, block size 16, batch >= 32, context >= 4096: the package kernel at >= 85% of the "

@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 from paged_kv.kernels.launch_table import TABLE_PATH, TunedLaunch, write_table  # noqa: E402
 from paged_kv.kernels.triton_attention import observed_resources  # noqa: E402
-from paged_kv.lab import decode_bench as db  # noqa: E402
+import paged_decode_bench as db  # noqa: E402 - bench/ is this script's folder, first on sys.path
 
 FULL = dict(tiles=(16, 32, 64, 128), warps=(2, 4, 8), stages=(1, 2, 3, 4))
 QUICK = dict(tiles=(32, 64, 128), warps=(4, 8), stages=(2, 3))

@@ -43,7 +43,9 @@ REVIEWED: Dict[str, str] = {
     "engine/cache_ops.py:store_kv": "writes new keys at slots; a copy between blocks is plain indexing either way",
     "kernels/attention.py:paged_decode_attention_ref": "lab 06's torch oracle: lab 06 grades Triton kernels built and launched from their text, which cannot "
     "call Python; it reads the pool through gather_kv (left out of lab 04's edition and earlier)",
-    "lab/decode_bench.py": "benchmark competitors in torch (SDPA, FlexAttention): not Triton, not graded code",
+    "lab/gpu_section.py": "lab 06's optional GPU cell: times the student's kernels beside the package's Triton kernel "
+    "(launched as it is, never rewritten) and lab 04's copy path (gather_kv, then SDPA in torch): not Triton, not "
+    "graded code",
 }
 
 

@@ -1,26 +1,21 @@
-"""`make bench-gpu`'s plumbing works without a GPU: its dry run in the interpreter (every competitor listed, the
-skipped ones with their reason; the attainable copy; small shapes marked launch-bound), the timing choice, the
-summary's targets, the byte accounting, the peak table, and the FlexAttention competitor's block mask (eager, CPU)."""
+"""`make bench-gpu`'s harness (bench/paged_decode_bench.py) works without a GPU: its dry run in the interpreter
+(every competitor listed, the skipped ones with their reason; the attainable copy; small shapes marked
+launch-bound), the timing choice, the summary's targets, the byte accounting, the peak table, and the
+FlexAttention competitor's block mask (eager, CPU)."""
 
 import json
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
-from paged_kv.lab import decode_bench as db
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+import paged_decode_bench as db  # bench/, on pytest's pythonpath (pyproject.toml)
 
 
 def _bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_paged_attention as bench
-    finally:
-        sys.path.remove(str(BENCH))
+    import bench_paged_attention as bench
+
     return bench
 
 

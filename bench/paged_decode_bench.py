@@ -1,6 +1,11 @@
-"""Timing paged decode attention on a GPU: workloads, competitors, effective bandwidth, plots.
+"""``make bench-gpu``'s harness: paged decode attention on a GPU against every other way to do it.
 
-Used by ``bench/bench_paged_attention.py`` (``make bench-gpu``) and by lab 06's GPU section.
+Used by ``bench/bench_paged_attention.py`` (``make bench-gpu``), ``bench/tune_paged_attention.py``
+(``make tune-gpu``) and, through them, ``bench/gpu_check.sh``. The workloads, the package's kernel, lab 04's
+copy path and the check against the reference are the package's (``paged_kv.lab.gpu_section``, lab 06's GPU
+cell); here are the libraries (FlexAttention, FlashAttention 2 and 3, FlashInfer), CUDA-graph timing over
+rotated block tables, the attainable copy bandwidth, the rows, table and plots.
+
 Effective bandwidth = bytes a decode step must read or write (K and V of every live token, q, the
 output, the block-table entries and lengths it reads) / median time. Block tables are random
 permutations of a pool larger than the L2 cache (no block read twice), ``triton.testing.do_bench``
@@ -15,133 +20,31 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 
-from paged_kv.kernels.attention import gather_kv, paged_decode_attention_ref
-
-# Peak HBM/GDDR bandwidth in GB/s (1e9 bytes/s), from NVIDIA's datasheets: T4 320 GB/s, L4 300 GB/s,
-# A100 40GB 1,555 GB/s and 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H100 PCIe "greater than 2,000 GB/s"
-# (product brief PB-11133-001), H200 4.8 TB/s. Matched on torch.cuda.get_device_name(), first match wins;
-# None: a variant whose figure was not checked (H100 NVL), reported as unknown rather than guessed. GH200
-# comes before H200 (its name contains "H200"): it ships with 96 GB HBM3 (4 TB/s) or HBM3e, and the
-# device name does not say which, so it is reported as unknown.
-HBM_PEAK_GBPS: List[Tuple[str, Optional[float]]] = [
-    ("GH200", None),
-    ("H200", 4800.0),
-    ("H100 NVL", None),
-    ("H100 PCIe", 2000.0),
-    ("H100", 3350.0),
-    ("A100-SXM4-80GB", 2039.0),
-    ("A100-SXM4-40GB", 1555.0),
-    ("A100-PCIE-40GB", 1555.0),
-    ("L4", 300.0),
-    ("T4", 320.0),
-]
-LLAMA_3_1_8B = (32, 8, 128)  # query heads, KV heads, head dim of one layer (HF config.json)
+from paged_kv.lab.gpu_section import (  # noqa: F401 - re-exported: the bench scripts and tests use them as db.*
+    COPY,
+    LLAMA_3_1_8B,
+    OURS,
+    Skip,
+    Workload,
+    check_output,
+    do_bench_ms,
+    gather_then_sdpa,
+    make_workload,
+    package_kernel,
+    peak_bandwidth,
+)
 
 
-def peak_bandwidth(device_name: str) -> Tuple[Optional[float], str]:
-    """``(GB/s, source)`` for a GPU name, or ``(None, reason)`` when the table does not know it."""
-    for pattern, gbps in HBM_PEAK_GBPS:
-        if pattern.lower() in device_name.lower():
-            return gbps, (f"datasheet peak for {pattern}" if gbps else f"no checked datasheet peak for {pattern}")
-    return None, f"no datasheet peak known for {device_name!r}"
-
-
-@dataclass
-class Workload:
-    """One decode step's inputs: ``q [S, Hq, D]``, caches ``[num_blocks, block_size, Hkv, D]``, int32 tables."""
-
-    q: torch.Tensor
-    k_cache: torch.Tensor
-    v_cache: torch.Tensor
-    block_tables: torch.Tensor
-    seq_lens: torch.Tensor
-    label: str
-    max_seq_len: int = 0
-    extra: Dict[str, object] = field(default_factory=dict)
-
-    @property
-    def scale(self) -> float:
-        return self.q.shape[-1] ** -0.5
-
-    def sliced(self, count: int) -> "Workload":
-        """The first ``count`` sequences (same pool), for checking against the reference cheaply."""
-        lens = self.seq_lens[:count]
-        return Workload(
-            self.q[:count], self.k_cache, self.v_cache, self.block_tables[:count], lens, self.label, int(lens.max())
-        )
-
-    def bytes_moved(self) -> int:
-        """Bytes one decode step reads or writes: live K/V, q, out, table entries read, lengths."""
-        _, block_size, num_kv_heads, head_dim = self.k_cache.shape
-        element = self.q.element_size()
-        tokens = int(self.seq_lens.sum())
-        blocks = int(((self.seq_lens + block_size - 1) // block_size).sum())
-        return (
-            2 * tokens * num_kv_heads * head_dim * element
-            + 2 * self.q.numel() * element
-            + blocks * self.block_tables.element_size()
-            + self.seq_lens.numel() * self.seq_lens.element_size()
-        )
-
-    def flops(self) -> int:
-        """Multiply-adds of QK^T and PV, counted as 2 FLOPs each."""
-        return 4 * int(self.seq_lens.sum()) * self.q.shape[1] * self.q.shape[2]
-
-
-def make_workload(
-    num_seqs: int,
-    context: int,
-    *,
-    heads: Tuple[int, int, int] = LLAMA_3_1_8B,
-    block_size: int = 16,
-    dtype: torch.dtype = torch.float16,
-    device: str = "cuda",
-    ragged: bool = False,
-    min_pool_bytes: int = 0,
-    seed: int = 0,
-) -> Workload:
-    """Random q/K/V and random-permutation block tables; the pool holds at least ``min_pool_bytes`` of K+V.
-
-    ``ragged``: lengths spread uniformly between 1 and ``context`` (seeded), else all equal ``context``.
-    """
-    num_q_heads, num_kv_heads, head_dim = heads
-    gen = torch.Generator().manual_seed(seed)
-    if ragged:
-        lens = torch.randint(1, context + 1, (num_seqs,), generator=gen)
-        lens[0] = context
-    else:
-        lens = torch.full((num_seqs,), context)
-    per_seq = (lens + block_size - 1) // block_size
-    block_bytes = 2 * block_size * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
-    num_blocks = max(int(per_seq.sum()), math.ceil(min_pool_bytes / block_bytes))
-    perm = torch.randperm(num_blocks, generator=gen).to(torch.int32)
-    tables = torch.zeros(num_seqs, int(per_seq.max()), dtype=torch.int32)
-    start = 0
-    for s, count in enumerate(per_seq.tolist()):
-        tables[s, :count] = perm[start : start + count]
-        start += count
-    shape = (num_blocks, block_size, num_kv_heads, head_dim)
-    k = torch.empty(shape, dtype=dtype, device=device).normal_()
-    v = torch.empty(shape, dtype=dtype, device=device).normal_()
-    q = torch.randn(num_seqs, num_q_heads, head_dim, generator=gen).to(dtype=dtype, device=device)
-    label = (
-        f"B={num_seqs} ctx={'ragged<=' if ragged else ''}{context} {num_q_heads}/{num_kv_heads}/{head_dim} "
-        f"bs={block_size} {str(dtype).replace('torch.', '')}"
-    )
-    return Workload(q, k, v, tables.to(device), lens.to(torch.int32).to(device), label, int(lens.max()))
+def flops(w: Workload) -> int:
+    """Multiply-adds of QK^T and PV, counted as 2 FLOPs each."""
+    return 4 * int(w.seq_lens.sum()) * w.q.shape[1] * w.q.shape[2]
 
 
 # ----------------------------------------------------------------------------- competitors
-
-
-class Skip(Exception):
-    """Raised by a competitor's factory when it cannot run on this workload; the message is the reason
-    ("flash_attn not installed"), which the table and the JSON print in place of a time."""
 
 
 def _require(condition: bool, reason: str) -> None:
@@ -170,112 +73,6 @@ def _require_half(w: Workload, who: str) -> None:
 
 def _version(module) -> str:
     return str(getattr(module, "__version__", "?"))
-
-
-def package_kernel(
-    w: Workload,
-    *,
-    tile: Optional[int] = None,
-    num_stages: Optional[int] = None,
-    num_warps: Optional[int] = None,
-    num_splits: Optional[int] = None,
-) -> Callable[[], torch.Tensor]:
-    """The package's Triton kernel with its launch plan fixed up front (no host sync per call).
-
-    On a GPU one launch comes first, so that the plan knows the compiled kernel's registers and shared
-    memory (the one-wave split rule); the plan is in the callable's ``details``.
-    """
-    from paged_kv.kernels.triton_attention import device_context, launch, plan_launch
-    from paged_kv.kernels.triton_mode import configure
-
-    native = configure().native
-    context = device_context(w.q, w.k_cache, native)
-    knobs = dict(num_splits=num_splits, tile=tile, stages=num_stages, num_warps=num_warps)
-    out = torch.empty_like(w.q)
-
-    def plan():
-        return plan_launch(w.q.shape[0], w.k_cache.shape[2], w.max_seq_len, native=native, **knobs, **context)
-
-    if native:  # learn this variant's resources (its first launch records them), then plan again
-        launch(w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, out, w.scale, plan())
-    chosen = plan()
-
-    def run():
-        return launch(w.q, w.k_cache, w.v_cache, w.block_tables, w.seq_lens, out, w.scale, chosen)
-
-    run.details = {
-        "tile": chosen.tile,
-        "num_warps": chosen.num_warps,
-        "num_stages": chosen.num_stages,
-        "num_splits": chosen.num_splits,
-        "plan": chosen.source,
-    }
-    return run
-
-
-def _as_case(w: Workload):
-    class _Case:  # the fields the lab's argument lists read
-        q, k_cache, v_cache, block_tables, seq_lens, scale = (
-            w.q,
-            w.k_cache,
-            w.v_cache,
-            w.block_tables,
-            w.seq_lens,
-            w.scale,
-        )
-        group = w.q.shape[1] // w.k_cache.shape[2]
-        block_size, head_dim = w.k_cache.shape[1], w.q.shape[2]
-
-    return _Case
-
-
-def student_kernel(w: Workload, kernel, grid_fn: Callable) -> Callable[[], torch.Tensor]:
-    """Lab 06's step-4 kernel launched with the lab's argument order and the student's grid."""
-    from paged_kv.lab.kernel_lab import decode_args
-
-    out = torch.empty_like(w.q)
-    grid = tuple(grid_fn(w.q.shape[0], w.k_cache.shape[2]))
-    args = decode_args(_as_case(w), out)
-
-    def run():
-        kernel[grid](*args)
-        return out
-
-    return run
-
-
-def student_fast_kernel(w: Workload, kernel, tile: int = 64) -> Callable[[], torch.Tensor]:
-    """Lab 06's step-5 kernel (``TILE`` tokens per iteration), grid ``(num_seqs, num_kv_heads)``."""
-    from paged_kv.lab.kernel_lab import fast_decode_args
-
-    out = torch.empty_like(w.q)
-    grid = (w.q.shape[0], w.k_cache.shape[2])
-    args = fast_decode_args(_as_case(w), out, tile)
-
-    def run():
-        kernel[grid](*args)
-        return out
-
-    return run
-
-
-def gather_then_sdpa(w: Workload) -> Callable[[], torch.Tensor]:
-    """Lab 04's way: copy each sequence's K and V into contiguous tensors, then PyTorch attention."""
-    _require(copy_fits(w), "the copies do not fit in memory")
-    num_seqs, num_q_heads, head_dim = w.q.shape
-    group = num_q_heads // w.k_cache.shape[2]
-    positions = torch.arange(w.max_seq_len, device=w.q.device)
-    mask = (positions[None, :] < w.seq_lens[:, None])[:, None, None, :]  # [S, 1, 1, L]
-
-    def run():
-        k = gather_kv(w.k_cache, w.block_tables, w.seq_lens).transpose(1, 2)  # [S, Hkv, L, D]
-        v = gather_kv(w.v_cache, w.block_tables, w.seq_lens).transpose(1, 2)
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        out = F.scaled_dot_product_attention(w.q[:, :, None, :], k, v, attn_mask=mask, scale=w.scale)
-        return out[:, :, 0, :]
-
-    return run
 
 
 _FLEX = {}
@@ -451,36 +248,17 @@ def flashinfer_paged(w: Workload) -> Callable[[], torch.Tensor]:
 
 
 COMPETITORS: Dict[str, Callable[[Workload], Callable[[], torch.Tensor]]] = {
-    "triton (paged_kv)": package_kernel,
-    "gather + SDPA (lab 04 copy)": gather_then_sdpa,
+    OURS: package_kernel,
+    COPY: gather_then_sdpa,
     "FlexAttention paged": flex_paged,
     "flash_attn_with_kvcache (FA2)": flash_attn_paged,
     "flash_attn_interface (FA3)": flash_attn3_paged,
     "FlashInfer BatchDecode": flashinfer_paged,
 }
-OURS = "triton (paged_kv)"
 PEERS = tuple(name for name in COMPETITORS if name != OURS)  # every other way, lab 04's copy included
 
 
 # ----------------------------------------------------------------------------- measuring
-
-
-def check_output(w: Workload, fn: Callable[[], torch.Tensor], sample: int = 4) -> Optional[str]:
-    """Run ``fn`` once (its warm-up: FlexAttention compiles here) and compare its first ``sample`` sequences
-    with the reference; ``None`` if they match, else why not."""
-    try:
-        got = fn()
-    except Exception as error:  # noqa: BLE001 - a competitor that cannot run is reported, not fatal
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
-    small = w.sliced(min(sample, w.q.shape[0]))
-    expected = paged_decode_attention_ref(
-        small.q, small.k_cache, small.v_cache, small.block_tables, small.seq_lens, small.scale
-    )
-    tol = 2e-2 if w.q.dtype in (torch.float16, torch.bfloat16) else 1e-4
-    if tuple(got.shape) != tuple(w.q.shape):
-        return f"wrong shape {tuple(got.shape)}, expected {tuple(w.q.shape)}"
-    error = (got[: small.q.shape[0]].float() - expected.float()).abs().max().item()
-    return None if error <= tol else f"wrong result (max error {error:.3g})"
 
 
 def check_against_reference(
@@ -600,9 +378,7 @@ def median_ms(fns: Sequence[Callable[[], object]], timing: Timing, *, rep_ms: in
 
         return float(do_bench_cudagraph(cycle, rep=rep_ms, return_mode="median")) / len(fns)
     if timing.mode == DO_BENCH:
-        from triton.testing import do_bench
-
-        return float(do_bench(fns[0], warmup=25, rep=rep_ms, return_mode="median"))
+        return do_bench_ms(fns[0], rep_ms)
     times = []
     for _ in range(3):
         start = time.perf_counter()
@@ -636,15 +412,6 @@ class Row:
 def skipped(w: Workload, name: str, reason: str) -> Row:
     """The row of a competitor that did not run: no time, the reason in ``note`` (``skipped: ...``)."""
     return Row(w.label, name, None, None, None, None, f"skipped: {reason}")
-
-
-def copy_fits(w: Workload) -> bool:
-    """Whether lab 04's copy path (K and V gathered, then repeated per query head) fits in free GPU memory."""
-    if not w.q.is_cuda:
-        return True
-    group = w.q.shape[1] // w.k_cache.shape[2]
-    kv_bytes = 2 * w.q.shape[0] * w.max_seq_len * w.k_cache.shape[2] * w.k_cache.shape[3] * w.q.element_size()
-    return (1 + group) * kv_bytes < 0.5 * torch.cuda.mem_get_info()[0]
 
 
 def measure(
@@ -707,7 +474,7 @@ def timed_row(
         ms,
         gbps,
         gbps / peak_gbps if peak_gbps else None,
-        w.flops() / (ms * 1e-3) / 1e12,
+        flops(w) / (ms * 1e-3) / 1e12,
         note,
         timing.label,
         details=dict(getattr(fns[0], "details", {}) or {}),
@@ -872,7 +639,7 @@ def plot_roofline(
     methods = list(dict.fromkeys(r.method for r in rows if r.tflops is not None))
     for m, method in enumerate(methods):
         pts = [
-            (workloads[r.workload].flops() / workloads[r.workload].bytes_moved(), r.tflops)
+            (flops(workloads[r.workload]) / workloads[r.workload].bytes_moved(), r.tflops)
             for r in rows
             if r.method == method and r.tflops is not None and r.workload in workloads
         ]
@@ -892,87 +659,3 @@ def plot_roofline(
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-# ----------------------------------------------------------------------------- the notebook's GPU section
-
-
-@dataclass
-class NotebookSection:
-    table: object
-    figures: tuple
-    rows: List[Row]
-
-
-def notebook_section(
-    kernel,
-    grid_fn: Callable,
-    *,
-    fast_kernel=None,
-    num_seqs: int = 32,
-    context: int = 4096,
-    dtype: torch.dtype = torch.float16,
-) -> NotebookSection:
-    """Lab 06 on a GPU: the student's kernels (step 4 and, when given, step 5), the package's, lab 04's copy
-    and the libraries on a Llama-3.1-8B layer; block size 16 and 256; the attainable copy bandwidth of each
-    workload beside the datasheet peak; the fast kernel's time against the package kernel's."""
-    from IPython.display import HTML
-
-    name = torch.cuda.get_device_name()
-    peak, source = peak_bandwidth(name)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    mine = {"your kernel": lambda w: student_kernel(w, kernel, grid_fn)}
-    if fast_kernel is not None:
-        mine["your fast kernel"] = lambda w: student_fast_kernel(w, fast_kernel)
-    methods = {**mine, **COMPETITORS}
-    rows, workloads = [], {}
-    for block_size in (16, 256):
-        w = make_workload(num_seqs, context, block_size=block_size, dtype=dtype, min_pool_bytes=8 * l2)
-        workloads[w.label] = w
-        timing = timing_for(w, native=True, l2_bytes=l2)
-        chosen = (
-            methods
-            if block_size == 16
-            else {k: v for k, v in methods.items() if k not in ("gather + SDPA (lab 04 copy)", "FlexAttention paged")}
-        )
-        new = measure(w, chosen, native=True, peak_gbps=peak, timing=timing)
-        copy = measure_attainable(w, timing, peak, device="cuda")
-        attach_attainable(new, copy)
-        rows += [*new, copy]
-    header = (
-        f"<p>{name}: datasheet peak {peak or '?'} GB/s ({source}); attainable = a device copy of each step's bytes.</p>"
-    )
-    table = HTML(header + "<pre>" + format_table(rows) + "</pre>" + "".join(_section_notes(rows)))
-    figures = (
-        plot_bandwidth(rows, peak, f"Paged decode on {name}: effective bandwidth"),
-        plot_roofline(rows, workloads, peak, None, f"Roofline on {name}: decode sits on the bandwidth slope"),
-    )
-    return NotebookSection(table, figures, rows)
-
-
-FAST_TARGET = 1.5  # the fast step's solution should be within 1.5x of the package kernel's time (issue #17)
-
-
-def _section_notes(rows: Sequence[Row]) -> List[str]:
-    """The notebook section's sentences: the copy path against the kernel, the fast kernel against the package's."""
-
-    def first(method, block):
-        return next((r for r in rows if r.method == method and r.ms and f"bs={block} " in r.workload), None)
-
-    notes = []
-    copy, kern = first("gather + SDPA (lab 04 copy)", 16), first(OURS, 16)
-    if copy and kern:
-        notes.append(
-            f"<p>Lab 04's copy path takes {copy.ms / kern.ms:.1f}x the time of the paged kernel on the "
-            f"same step: it reads the cache, writes a copy, and reads the copy again.</p>"
-        )
-    for block in (16, 256):
-        fast, kern = first("your fast kernel", block), first(OURS, block)
-        if fast and kern:
-            ratio = fast.ms / kern.ms
-            verdict = "within" if ratio <= FAST_TARGET else "not within"
-            notes.append(
-                f"<p>Block size {block}: your fast kernel takes {ratio:.2f}x the package kernel's time "
-                f"({verdict} the {FAST_TARGET}x target).</p>"
-            )
-    return notes
