@@ -75,6 +75,7 @@ class ClassRun:
     validate_text: Dict[str, str] = field(default_factory=dict)
     feedback_html: Dict[str, str] = field(default_factory=dict)
     feedback_policy: Dict[str, str] = field(default_factory=dict)
+    feedback_tabs: Dict[str, List[str]] = field(default_factory=dict)  # per user: tabs opened by "(view feedback)"
     menu_items: List[str] = field(default_factory=list)
     first_screen: Dict[str, dict] = field(default_factory=dict)
     news: Dict[str, List[str]] = field(default_factory=dict)  # per user: toasts and text that ask about news
@@ -176,6 +177,17 @@ def _student_reads_feedback(browser, hub: Hub, user: str, other: str, run: Class
     ).first.click()
     page.locator("#submitted_assignments_list a", has_text="view feedback").first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / f"{user}-feedback-fetched.png"))
+    # One click on "(view feedback)" opens the page itself (hub/feedback_link), not only its folder.
+    page.locator("#submitted_assignments_list a", has_text="view feedback").first.click()
+    opened = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel", has_text=".html")
+    try:
+        opened.first.wait_for(timeout=30_000)
+    except Exception:  # noqa: BLE001 - recorded; the test below names what was open instead
+        pass
+    run.feedback_tabs[user] = [
+        t.strip() for t in page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel").all_inner_texts()
+    ]
+    page.screenshot(path=str(ARTIFACTS / f"{user}-view-feedback-clicked.png"))
     found = sorted((hub.home(user) / LAB / "feedback").glob(f"*/{NOTEBOOK[: -len('.ipynb')]}.html"))
     assert found, f"{user}: no feedback file after Fetch Feedback"
     relative = found[-1].relative_to(hub.home(user))
@@ -386,6 +398,14 @@ def test_each_student_fetches_feedback_with_their_own_score_and_no_hidden_test(c
         shown = [code for code in HIDDEN_CODE if code in html]
         assert shown == [], f"{user}'s feedback shows hidden test code: {shown}"
         assert class_run.feedback_policy[user] == FEEDBACK_POLICY, (user, class_run.feedback_policy[user])
+
+
+def test_one_click_on_view_feedback_opens_the_feedback_page(class_run):
+    """Issue 37 item 6b: nbgrader's "(view feedback)" link, clicked in the Assignments tab, opens the fetched
+    feedback page in a tab of its own (nbgrader alone only shows the folder that holds it)."""
+    page = f"{NOTEBOOK[: -len('.ipynb')]}.html"
+    for user in class_run.hub.students:
+        assert page in class_run.feedback_tabs[user], (user, class_run.feedback_tabs[user])
 
 
 def test_no_student_reaches_another_students_or_the_instructors_server(class_run):
