@@ -28,8 +28,6 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 from __future__ import annotations
 
 import ast
-import atexit
-import functools
 import json
 import os
 import re
@@ -41,7 +39,6 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
 
-from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbformat.notebooknode import from_dict
@@ -70,6 +67,9 @@ from autograder.verdict.events import (
     write_record,
 )
 from autograder.box import kernel_lib, limits, sandbox, trust
+from autograder.grade import boxed_kernels
+from autograder.grade.boxed_kernels import BoxedKernelManager
+from autograder.grade.timing import timed
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
 from autograder.verdict import cells as verdicts
@@ -107,137 +107,7 @@ MEMORY_SIGNS = (
 )
 
 
-_SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
-
-
-def _timed(phase: str):
-    """Add the method's own seconds (less those of timed methods it calls) to its executor's ``phases[phase]``
-    (``_finish`` writes them to the events file: where a student's grading time went, for the insight report)."""
-
-    def wrap(method):
-        @functools.wraps(method)
-        def timed(self, *args, **kwargs):
-            executor = getattr(self, "executor", self)
-            stack = executor.__dict__.setdefault("_timing", [])
-            stack.append(0.0)  # seconds of the timed calls made inside this one
-            started = monotonic()
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                elapsed = monotonic() - started
-                inner = stack.pop()
-                phases = executor.__dict__.setdefault("phases", {})
-                phases[phase] = phases.get(phase, 0.0) + elapsed - inner
-                if stack:
-                    stack[-1] += elapsed
-
-        return timed
-
-    return wrap
-
-
-def _discard(km) -> None:
-    try:
-        run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        km.cleanup_resources()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-@atexit.register
-def _discard_spares() -> None:
-    while _SPARES:
-        _discard(_SPARES.popitem()[1])
-
-
 _TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
-
-
-def kernel_uid(uid: Optional[int], level: str, readable: List[str], log=None) -> Optional[int]:
-    """The uid a boxed process runs as (``trust.kernel_uid_for``): never root, which raises
-    ``trust.UnisolatedKernel`` (the isolation probe refuses such a grader before any kernel starts)."""
-    return trust.kernel_uid_for(uid, level, readable)
-
-
-class BoxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel runs in ``autograder.box.sandbox``'s box, over Unix sockets, with its own
-    scratch folder, uid and cgroup (``autograder.box.limits``)."""
-
-    box_level = Unicode("bwrap")
-    memory_mb = Integer(limits.MEMORY_MB)
-    file_mb = Integer(512)
-    ram_mb = Integer(limits.RAM_MB)
-    pids = Integer(256)
-    cpus = Float(1.0)
-    scratch_mb = Integer(1024)
-    readable = ListTrait(Unicode())
-    hidden = ListTrait(Unicode())
-    pythonpath = ListTrait(Unicode())
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.allocation = limits.Allocation(limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb))
-        self.private_dir = self.allocation.folder
-        self.workdir = os.path.join(self.private_dir, "work")
-        os.mkdir(self.workdir)
-        self.transport = "ipc"
-        self.connection_file = os.path.join(self.private_dir, "kernel.json")
-        self.ip = os.path.join(self.private_dir, "ipc")
-        # The kernel's whole library (its edition and the agent), copied in: nothing of the grader's is on its path.
-        self.lib = str(kernel_lib.populate(self.pythonpath[0], self.private_dir)) if self.pythonpath else ""
-
-    async def _forced_shutdown(self, now: bool = False, restart: bool = False) -> None:
-        """jupyter_client's shutdown, except that a forced one (``now``) kills without interrupting first: a
-        kernel still starting (a spare discarded while it boots) would die of that SIGINT with a
-        KeyboardInterrupt traceback on the grader's stderr, for nothing."""
-        if not (now and self.owns_kernel):
-            return await AsyncKernelManager.shutdown_kernel(self, now=now, restart=restart)
-        self.shutting_down = True
-        self.stop_restarter()
-        if self.has_kernel:
-            await self._async_kill_kernel(restart=restart)
-        await self._async_cleanup_resources(restart=restart)
-
-    shutdown_kernel = _forced_shutdown
-
-    def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
-        command = super().format_kernel_cmd(extra_arguments)
-        spec = sandbox.BoxSpec(
-            level=self.box_level,
-            memory_mb=self.memory_mb,
-            file_mb=self.file_mb,
-            cwd=self.workdir,
-            private_dir=self.private_dir,
-            readable=list(self.readable),
-            hidden=list(self.hidden),
-            uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
-            cgroup=self.allocation.cgroup_paths,
-            pids=self.pids,
-            pythonpath=[self.lib] if self.lib else [],
-        )
-        return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
-
-    def exit_status(self) -> Optional[int]:
-        process = getattr(self.provisioner, "process", None)
-        return None if process is None else process.poll()
-
-    def out_of_memory(self) -> bool:
-        """Did the kernel's cgroup kill a process for going over its memory?"""
-        return self.oom_kills() > 0
-
-    def oom_kills(self) -> int:
-        cgroup = self.allocation.cgroup
-        return 0 if cgroup is None else cgroup.oom_kills()
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
-        if not restart:
-            self.allocation.release()
-
-    cleanup_resources = run_sync(_async_cleanup_resources)
 
 
 class HardenedExecute(Execute):
@@ -357,7 +227,7 @@ class HardenedExecute(Execute):
 
         return list(dict.fromkeys(list(self.trusted_paths) + [str(editions_dir())] + [e for e in extra if e]))
 
-    @_timed("isolation probe")
+    @timed("isolation probe")
     def isolation_report(self) -> trust.Report:
         """The isolation probe's report for this lab's box (run once per grading process and setting)."""
         readable, trusted = self._readable(), self._trusted()
@@ -376,15 +246,10 @@ class HardenedExecute(Execute):
         """A boxed kernel manager for the main box (``part`` None) or a part's box: the spare this worker
         booted after its last notebook with the same settings (it has run nothing yet), else a new one."""
         settings = self._kernel_settings(part)
-        spare = _SPARES.pop(repr(sorted(settings.items())), None)
+        spare = boxed_kernels.take_spare(settings)
         if spare is not None:
-            try:
-                if run_sync(spare.is_alive)():
-                    self._spares_used = getattr(self, "_spares_used", 0) + 1
-                    return spare
-            except Exception:  # noqa: BLE001 - a spare that died: start a new kernel
-                pass
-            _discard(spare)
+            self._spares_used = getattr(self, "_spares_used", 0) + 1
+            return spare
         return BoxedKernelManager(config=self.config, **settings)
 
     def create_kernel_manager(self):
@@ -395,18 +260,10 @@ class HardenedExecute(Execute):
         """Boot the next notebook's kernels now (one per box this notebook used, nothing run in them)."""
         if not self.spare_kernel:
             return
-        for part in [None] + sorted(getattr(self, "_parts_used", ())):
-            settings = self._kernel_settings(part)
-            key = repr(sorted(settings.items()))
-            if key in _SPARES:
-                continue
-            km = BoxedKernelManager(config=self.config, **settings)
-            try:
-                run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
-            except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
-                _discard(km)
-                continue
-            _SPARES[key] = km
+        parts = [None] + sorted(getattr(self, "_parts_used", ()))
+        boxed_kernels.start_spares(
+            (self._kernel_settings(part) for part in parts), self.config, self.extra_arguments or []
+        )
 
     def _timeout_for(self, cell) -> int:
         return max(1, int(self._cell_deadline - monotonic() + 0.999))
@@ -423,7 +280,7 @@ class HardenedExecute(Execute):
         self.iopub_timeout = 5
         self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
         self.events: List[Dict[str, Any]] = []
-        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``_timed``)
+        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``timing.timed``)
         self.verdicts: Dict[str, verdicts.Verdict] = {}
         self._compile_dirs: List[str] = []
         self._spares_used = 0
@@ -530,7 +387,7 @@ class HardenedExecute(Execute):
         path = Path(self.source_dir) / assignment / f"{notebook}.ipynb"
         return path if path.exists() else None
 
-    @_timed("reading the submission")
+    @timed("reading the submission")
     def _read_submission(self) -> None:
         """Classify the cells against the lab's source, read the student's text, find the lab's rules."""
         self._view: Optional[List[nbview.Cell]] = None
@@ -589,7 +446,7 @@ class HardenedExecute(Execute):
             readable=readable,
             hidden=list(self.hidden_paths),
             quiet=False,
-            uid=kernel_uid(allocation.uid, self._level, readable, self.log),
+            uid=boxed_kernels.kernel_uid(allocation.uid, self._level, readable, self.log),
             cgroup=allocation.cgroup_paths,
             pids=self._limit("pids"),
             pythonpath=[str(lib)],
@@ -639,7 +496,7 @@ class HardenedExecute(Execute):
         self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
-    @_timed("notebook cells")
+    @timed("notebook cells")
     def _execute_in_kernel(self, cell, index: int) -> str:
         if self._budget_spent(cell, index):
             return "skipped"
@@ -861,7 +718,7 @@ class HardenedExecute(Execute):
             if box is not but:
                 box.close()
 
-    @_timed("deciding graded cells")
+    @timed("deciding graded cells")
     def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
         """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
         kernel, or ``kernel``)."""
@@ -1145,7 +1002,7 @@ class PartBox:
             self.broken = "the kernel that grades this part stopped while it was tested"
         return verdict
 
-    @_timed("part boxes starting")
+    @timed("part boxes starting")
     def _start(self) -> None:
         executor = self.executor
         km = executor._kernel_manager(self.part)
@@ -1159,7 +1016,7 @@ class PartBox:
         executor._copy_assignment_files(km.workdir)
         executor._run_silently(PREAMBLE, executor._limit("cell_timeout"), self.kernel)
 
-    @_timed("part boxes replaying")
+    @timed("part boxes replaying")
     def _catch_up(self, index: int) -> None:
         executor = self.executor
         if self.kernel is None:
@@ -1220,6 +1077,6 @@ class PartBox:
             self.kernel.kc.stop_channels()
         except Exception:  # noqa: BLE001
             pass
-        _discard(self.kernel.km)
+        boxed_kernels.discard(self.kernel.km)
         self.kernel = None
         self.done, self.broken = -1, ""  # a box started again for this part replays from the top
