@@ -34,13 +34,11 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
@@ -67,8 +65,10 @@ from autograder.verdict.events import (
     write_record,
 )
 from autograder.box import kernel_lib, limits, sandbox, trust
-from autograder.grade import boxed_kernels
+from autograder.grade import boxed_kernels, silent_runs
 from autograder.grade.boxed_kernels import BoxedKernelManager
+from autograder.grade.part_boxes import PartBox
+from autograder.grade.silent_runs import PREAMBLE, Kernel
 from autograder.grade.timing import timed
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import LEFT_OUT, build_edition
@@ -80,19 +80,10 @@ from autograder.verdict import provenance
 from autograder.verdict import secrets as secret_text
 
 
-# Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
 NOT_RUN_DEMO = (
     "Not run by the autograder: this cell comes after the last test and only shows what "
     "you built. Run it in your own notebook to see it.\n"
 )
-
-PREAMBLE = """
-def _pkv_no_exit(*args, **kwargs):
-    raise SystemExit("exit() and quit() do not stop a graded notebook")
-get_ipython().user_ns.update(exit=_pkv_no_exit, quit=_pkv_no_exit)
-get_ipython().ask_exit = _pkv_no_exit
-del _pkv_no_exit
-"""
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
@@ -311,7 +302,7 @@ class HardenedExecute(Execute):
                 self._kills_seen = 0
                 try:
                     self._copy_assignment_files()
-                    self._silent(PREAMBLE)
+                    silent_runs.silent(self.kc, self.km, PREAMBLE)
                     if restarts:
                         self._replay(replayable)
                     while index < len(cells):
@@ -725,7 +716,7 @@ class HardenedExecute(Execute):
         kernel = kernel or Kernel(self.km, self.kc, self._channel)
         limit = max(1.0, min(self._limit("cell_timeout"), self._notebook_deadline - monotonic()))
         deadline = monotonic() + limit
-        interrupt = lambda: self._interrupt(kernel)  # noqa: E731
+        interrupt = lambda: silent_runs.interrupt(kernel.km)  # noqa: E731
         try:
             msg_id = kernel.kc.execute(
                 AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False, allow_stdin=False
@@ -742,14 +733,14 @@ class HardenedExecute(Execute):
             finally:
                 session.end()
         try:
-            self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
+            silent_runs.wait_reply(kernel.kc, kernel.km, msg_id, grading_channel.GRACE_S)
             return verdict, False
         except DeadKernelError:
             return verdict, True
         except TimeoutError:
             interrupt()
             try:
-                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
+                silent_runs.wait_reply(kernel.kc, kernel.km, msg_id, grading_channel.GRACE_S)
                 return verdict, False
             except (DeadKernelError, TimeoutError):
                 if verdict.passed:
@@ -757,12 +748,6 @@ class HardenedExecute(Execute):
                         model.grade_id, grading_channel.KernelGone("the kernel did not finish after its tests")
                     )
                 return verdict, True
-
-    def _interrupt(self, kernel: Optional["Kernel"] = None) -> None:
-        try:
-            run_sync((kernel.km if kernel else self.km).interrupt_kernel)()
-        except Exception:  # noqa: BLE001 - a dead kernel cannot be interrupted
-            pass
 
     def _apply_findings(self) -> None:
         """No points for a TODO whose text reaches the reference or the machinery (see provenance)."""
@@ -815,50 +800,12 @@ class HardenedExecute(Execute):
                 event(todo, EventKind.SIMILAR, f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it")
             )
 
-    def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
-        """Run code without recording it; False when the kernel died or it failed."""
-        try:
-            msg_id = self.kc.execute(code, silent=True, store_history=False)
-            reply = self._wait_reply(msg_id, timeout)
-        except (DeadKernelError, CellTimeoutError, TimeoutError):
-            return False
-        return reply is not None and reply["content"].get("status") == "ok"
-
-    def _wait_reply(self, msg_id: str, timeout: Optional[float], kernel: Optional["Kernel"] = None):
-        kc, km = (kernel.kc, kernel.km) if kernel else (self.kc, self.km)
-        deadline = monotonic() + (timeout if timeout is not None else 30)
-        while monotonic() < deadline:
-            try:
-                msg = run_sync(kc.shell_channel.get_msg)(timeout=1)
-            except Exception:  # noqa: BLE001  (queue.Empty: check the kernel and keep waiting)
-                if km is not None and not run_sync(km.is_alive)():
-                    raise DeadKernelError("Kernel died")
-                continue
-            if msg["parent_header"].get("msg_id") == msg_id:
-                return msg
-        raise TimeoutError("no reply in time")
-
-    def _run_silently(self, code: str, timeout: float, kernel: "Kernel") -> str:
-        """Run ``code`` in ``kernel`` without recording it: ``ok``, ``error``, ``timeout`` (interrupted, it
-        stopped) or ``dead`` (it died, or did not stop when interrupted)."""
-        try:
-            msg_id = kernel.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-            reply = self._wait_reply(msg_id, timeout, kernel)
-        except DeadKernelError:
-            return "dead"
-        except TimeoutError:
-            self._interrupt(kernel)
-            try:
-                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
-                return "timeout"
-            except (DeadKernelError, TimeoutError):
-                return "dead"
-        return "ok" if reply["content"].get("status") == "ok" else "error"
-
     def _replay(self, indices: List[int]) -> None:
         for index in indices:
             remaining = self._notebook_deadline - monotonic()
-            if remaining <= 0 or not self._silent(self.nb.cells[index].source, timeout=remaining):
+            if remaining <= 0 or not silent_runs.silent(
+                self.kc, self.km, self.nb.cells[index].source, timeout=remaining
+            ):
                 self.log.warning("Replay stopped at cell %d", index)
                 return
 
@@ -964,119 +911,3 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _plain_message(lines) -> str:
     """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
     return _ANSI.sub("", "\n".join(lines))[:1500]
-
-
-@dataclass
-class Kernel:
-    """One boxed kernel the grader talks to: its manager, its client and its grading channel."""
-
-    km: Any
-    kc: Any
-    channel: Any
-
-
-class PartBox:
-    """The box that grades one part of a multi-part lab (``own_box`` in ``autograder.editions.manifest``).
-
-    Its edition of the package leaves out that part's TODOs only (and every later lab's), so
-    ``with_reference_todos`` gives the student's code of this part the reference's other parts, and nothing
-    in the process implements this part. Before a graded cell of the part it runs, silently and in order,
-    every cell above that the notebook's main kernel ran without error (the student's code and the given
-    cells); the cell is then decided against it as the main kernel's cells are. The main kernel (whose
-    edition leaves out every part) still runs the notebook for what the feedback shows.
-    """
-
-    def __init__(self, executor: "HardenedExecute", part: str):
-        self.executor, self.part = executor, part
-        self.kernel: Optional[Kernel] = None
-        self.done = -1  # the last cell index it has run
-        self.broken = ""  # why it cannot grade any more (shown in the verdict)
-
-    def verdict(self, model, index: int) -> "verdicts.Verdict":
-        if not self.broken:
-            self._catch_up(index)
-        if self.broken:
-            return verdicts.failed(model.grade_id, grading_channel.KernelGone(self.broken))
-        verdict, dead = self.executor._verdict(model, self.kernel)
-        if dead:
-            self.broken = "the kernel that grades this part stopped while it was tested"
-        return verdict
-
-    @timed("part boxes starting")
-    def _start(self) -> None:
-        executor = self.executor
-        km = executor._kernel_manager(self.part)
-        if not km.has_kernel:
-            run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
-        kc = km.client()
-        kc.start_channels()
-        run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
-        kc.allow_stdin = False
-        self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
-        executor._copy_assignment_files(km.workdir)
-        executor._run_silently(PREAMBLE, executor._limit("cell_timeout"), self.kernel)
-
-    @timed("part boxes replaying")
-    def _catch_up(self, index: int) -> None:
-        executor = self.executor
-        if self.kernel is None:
-            try:
-                self._start()
-            except Exception as error:  # noqa: BLE001 - the part scores 0, with the reason
-                self.broken = f"the kernel that grades this part could not start ({type(error).__name__})"
-                return
-        for cell_index, code in self._replay_plan(index):
-            remaining = executor._notebook_deadline - monotonic()
-            if remaining <= 0:
-                self.broken = "the notebook's grading time was spent before this part's own kernel ran your cells"
-                return
-            outcome = executor._run_silently(code, min(executor._limit("cell_timeout"), remaining), self.kernel)
-            if outcome in ("dead", "timeout"):
-                self.broken = (
-                    f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
-                    f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
-                    "kernel of that part's own)"
-                )
-                return
-        self.done = max([self.done] + [i for i in self.executor._replayable if i < index])
-
-    def _replay_plan(self, index: int) -> List[tuple]:
-        """``(cell index, code)`` to run before the graded cell at ``index``, in order: every cell the student
-        wrote that ran without error in the main kernel, whole, and of the given cells only the statements
-        that bind what the student's cells read (their imports and helpers, and what those need): a part's
-        box does not redraw pictures or rerun demos. Without the lab's source, every cell that ran."""
-        executor = self.executor
-        ran = [i for i in executor._replayable if self.done < i < index]
-        view = executor._view
-        if view is None:
-            return [(i, executor.nb.cells[i].source) for i in ran]
-        student = [c for c in view if c.student and c.index < index and c.tree is not None]
-        needed = set().union(*(nbview.free_names(c.tree) for c in student)) if student else set()
-        statements = [
-            s for s in nbview.given_statements([c for c in view if c.index < index]) if s.cell in executor._replayable
-        ]
-        chosen = {id(statements[i]) for i in verdicts.plan_slice(needed, statements, set())}
-        plan = []
-        for i in ran:
-            if view[i].student:
-                plan.append((i, executor.nb.cells[i].source))
-            else:
-                code = "\n".join(ast.unparse(s.node) for s in statements if s.cell == i and id(s) in chosen)
-                if code:
-                    plan.append((i, code))
-        return plan
-
-    def close(self) -> None:
-        if self.kernel is None:
-            return
-        try:
-            self.kernel.channel.close()
-        except OSError:
-            pass
-        try:
-            self.kernel.kc.stop_channels()
-        except Exception:  # noqa: BLE001
-            pass
-        boxed_kernels.discard(self.kernel.km)
-        self.kernel = None
-        self.done, self.broken = -1, ""  # a box started again for this part replays from the top
