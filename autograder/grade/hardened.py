@@ -27,7 +27,6 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -65,7 +64,7 @@ from autograder.verdict.events import (
     write_record,
 )
 from autograder.box import kernel_lib, limits, sandbox, trust
-from autograder.grade import boxed_kernels, silent_runs
+from autograder.grade import boxed_kernels, silent_runs, submission
 from autograder.grade.boxed_kernels import BoxedKernelManager
 from autograder.grade.part_boxes import PartBox
 from autograder.grade.silent_runs import PREAMBLE, Kernel
@@ -371,16 +370,12 @@ class HardenedExecute(Execute):
 
     # ---- what was submitted ----------------------------------------------------------------------------
     def _source_notebook(self) -> Optional[Path]:
-        nbgrader = (self.resources or {}).get("nbgrader", {})
-        assignment, notebook = nbgrader.get("assignment"), nbgrader.get("notebook")
-        if not (self.source_dir and assignment and notebook):
-            return None
-        path = Path(self.source_dir) / assignment / f"{notebook}.ipynb"
-        return path if path.exists() else None
+        return submission.source_notebook(self.source_dir, self.resources)
 
     @timed("reading the submission")
     def _read_submission(self) -> None:
-        """Classify the cells against the lab's source, read the student's text, find the lab's rules."""
+        """Classify the cells against the lab's source, read the student's text, find the lab's rules
+        (``autograder.grade.submission``)."""
         self._view: Optional[List[nbview.Cell]] = None
         self.findings: List[provenance.Finding] = []
         self.similar: List[tuple] = []
@@ -391,27 +386,9 @@ class HardenedExecute(Execute):
                 self.source_dir,
             )
             return
-        lab = nbview.LabSource.read(source)
-        self._view = nbview.classify(self.nb, lab)
-        self._last_that_counts = max(
-            (c.index for c in self._view if c.kind == nbview.GRADED or c.student), default=len(self._view)
-        )
-        graded = [c for c in self._view if c.kind == nbview.GRADED]
-        self._rules = verdicts.rules_for(graded)
-        references = _references(graded, self._view)
-        todo_names: set = set()
-        for cell in lab.cells:
-            if nbgrader_meta(cell).get("solution") and cell.get("cell_type") == "code":
-                tree = nbview.parse(nbview.cell_text(cell.get("source")))
-                if tree is not None:
-                    todo_names |= {
-                        n.name
-                        for n in tree.body
-                        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-                    }
-        names = provenance.lab_names(self._view, references, todo_names)
-        self.findings = provenance.check_submission(self._view, names)
-        self.similar = provenance.similar_to_reference(self._view, references)
+        read = submission.read(self.nb, source)
+        self._view, self._last_that_counts, self._rules = read.view, read.last_that_counts, read.rules
+        self.findings, self.similar = read.findings, read.similar
         view = self._view
         verdicts.CONTEXT.reset(view, lambda: kernel_builds.KernelBuilder(view, self._start_compile_box))
 
@@ -874,35 +851,6 @@ class HardenedExecute(Execute):
                 kinds = sorted({describe(e, detail=False) for e in others})
                 lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
             add_notes(self.nb, ["While grading:"] + lines)
-
-
-def _references(graded, view) -> List[Any]:
-    """The lab's reference implementations: what its graders' checks name (``@grades``) and the TODOs of
-    the starter classes its given cells import."""
-    import importlib
-
-    from autograder.course.notebook import checks_modules
-    from paged_kv.lab import starters
-
-    refs: List[Any] = []
-    modules = set()
-    for cell in graded:
-        modules |= checks_modules(cell.tree)
-    for name in sorted(modules):
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            refs += list(getattr(value, "__grades__", ()))
-    for cell in view:
-        if cell.kind != nbview.GIVEN or cell.tree is None:
-            continue
-        for node in ast.walk(cell.tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paged_kv"):
-                for alias in node.names:
-                    obj = getattr(importlib.import_module(node.module), alias.name, None)
-                    reference = getattr(obj, "__starter_of__", None)
-                    for todo in getattr(obj, "__todo__", ()) if reference is not None else ():
-                        refs.append(starters._function_of(starters._defined(reference, todo)))
-    return refs
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
