@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
@@ -63,8 +62,8 @@ from autograder.verdict.events import (
     events_path,
     write_record,
 )
-from autograder.box import kernel_lib, limits, sandbox, trust
-from autograder.grade import boxed_kernels, silent_runs, submission
+from autograder.box import limits, sandbox, trust
+from autograder.grade import boxed_kernels, compile_box, silent_runs, submission
 from autograder.grade.boxed_kernels import BoxedKernelManager
 from autograder.grade.part_boxes import PartBox
 from autograder.grade.silent_runs import PREAMBLE, Kernel
@@ -393,42 +392,21 @@ class HardenedExecute(Execute):
         verdicts.CONTEXT.reset(view, lambda: kernel_builds.KernelBuilder(view, self._start_compile_box))
 
     def _start_compile_box(self) -> subprocess.Popen:
-        """A fresh boxed process that builds the student's kernels from their text (``autograder.agent.compile_box``)."""
-        allocation = limits.Allocation(
-            limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus, self._limit("scratch_mb")),
-            prefix="pkv-compile-",
-        )
-        folder = allocation.folder
-        work = os.path.join(folder, "work")
-        os.mkdir(work)
-        self._compile_dirs.append(allocation)
-        edition = self._edition()
-        readable = self._readable()
-        lib = kernel_lib.populate(edition, folder)
-        spec = sandbox.BoxSpec(
+        """A fresh boxed process that builds the student's kernels from their text (``compile_box``)."""
+        return compile_box.start(
             level=self._level,
-            memory_mb=max(limits.MEMORY_MB, self._limit("memory_mb")),
-            file_mb=self._limit("file_mb"),
-            cwd=work,
-            private_dir=folder,
-            readable=readable,
+            edition=self._edition(),
+            readable=self._readable(),
             hidden=list(self.hidden_paths),
-            quiet=False,
-            uid=boxed_kernels.kernel_uid(allocation.uid, self._level, readable, self.log),
-            cgroup=allocation.cgroup_paths,
+            memory_mb=self._limit("memory_mb"),
+            file_mb=self._limit("file_mb"),
+            ram_mb=self._limit("ram_mb"),
             pids=self._limit("pids"),
-            pythonpath=[str(lib)],
+            cpus=self.cpus,
+            scratch_mb=self._limit("scratch_mb"),
+            allocations=self._compile_dirs,
+            log=self.log,
         )
-        command = [
-            sys.executable,
-            sandbox.__file__,
-            spec.to_json(),
-            "--",
-            sys.executable,
-            "-m",
-            "autograder.agent.compile_box",
-        ]
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     # ---- one cell --------------------------------------------------------------------------------------
     def _run_cell(self, cell, index: int) -> str:
