@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,15 +54,13 @@ from autograder.verdict.scoring import (
     soften_errors,
 )
 from autograder.verdict.events import (
-    NOT_LISTED_FOR_STUDENTS,
     EventKind,
-    describe,
     event,  # noqa: F401
     events_path,
     write_record,
 )
 from autograder.box import limits, sandbox, trust
-from autograder.grade import boxed_kernels, compile_box, silent_runs, submission
+from autograder.grade import boxed_kernels, compile_box, findings, grading_record, silent_runs, submission
 from autograder.grade.boxed_kernels import BoxedKernelManager
 from autograder.grade.part_boxes import PartBox
 from autograder.grade.silent_runs import PREAMBLE, Kernel
@@ -75,7 +72,6 @@ from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
-from autograder.verdict import secrets as secret_text
 
 
 NOT_RUN_DEMO = (
@@ -333,23 +329,11 @@ class HardenedExecute(Execute):
         return self.nb, self.resources
 
     def _remove_secrets(self) -> None:
-        """No line of the hidden tests or graders leaves grading (``autograder.verdict.secrets``): not in a cell's
-        outputs (the feedback, a platform's results), a verdict's message or an event (the instructor's log)."""
+        """No line of the hidden tests or graders leaves grading (``grading_record.remove_secrets``)."""
         source = self._source_notebook()
         if source is None:
             return
-        secrets = secret_text.secret_lines(source)
-        removed = secret_text.scrub_outputs(self.nb.cells, secrets)
-        for verdict in self.verdicts.values():
-            verdict.lines = [secret_text.scrub(line, secrets) for line in verdict.lines]
-        for logged in self.events:
-            logged["detail"] = secret_text.scrub(str(logged.get("detail", "")), secrets)
-        if removed:
-            self.events.append(
-                event(
-                    "notebook", EventKind.SECRET_REMOVED, f"{removed} line(s) of the hidden tests or graders in outputs"
-                )
-            )
+        grading_record.remove_secrets(source, self.nb.cells, self.verdicts, self.events)
 
     def _refuse(self, report: trust.Report) -> None:
         """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
@@ -640,7 +624,7 @@ class HardenedExecute(Execute):
                 cell,
                 index,
                 EventKind.REACHED_STUB,
-                _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
+                grading_record.ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
             )
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB while the grader tested it")
@@ -705,55 +689,16 @@ class HardenedExecute(Execute):
                 return verdict, True
 
     def _apply_findings(self) -> None:
-        """No points for a TODO whose text reaches the reference or the machinery (see provenance)."""
-        if self._view is None:
-            for cell in self.nb.cells:
-                if cell.cell_type == "code" and is_grade(cell):
-                    cell.outputs = [
-                        error_output(
-                            "GradingError",
-                            "The grader could not find this lab's source notebook, so no test could be decided.",
-                        )
-                    ]
-            return
-        graded = [c for c in self._view if c.kind == nbview.GRADED]
-        for finding in self.findings:
-            bound: set = set()
-            cell = self._view[finding.cell_index]
-            if cell.tree is not None:
-                bound = nbview.names_bound(cell.tree)
-            for test in graded if self.findings_cost_points else ():
-                reads = nbview.free_names(test.tree) if test.tree is not None else set()
-                hit = (test.index > finding.cell_index) if finding.scope == provenance.BELOW else bool(reads & bound)
-                if hit:
-                    notebook_cell = self.nb.cells[test.index]
-                    notebook_cell.outputs = [
-                        o
-                        for o in notebook_cell.get("outputs", [])
-                        if o.get("output_type") != "error"
-                        and not (o.get("output_type") == "stream" and "tests passed" in o.get("text", ""))
-                    ]
-                    notebook_cell.outputs.append(
-                        error_output(
-                            "IntegrityError",
-                            f"No points: {finding.describe()}. Graded code must be your own: fix that "
-                            "line and resubmit.",
-                        )
-                    )
-                    self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
-            self.events.append(
-                dict(
-                    event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),
-                    line=finding.line,
-                    code=finding.code,
-                    rule=finding.rule,
-                    cost_points=bool(self.findings_cost_points),
-                )
-            )
-        for todo, reference, ratio in self.similar:
-            self.events.append(
-                event(todo, EventKind.SIMILAR, f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it")
-            )
+        """No points for a TODO whose text reaches the reference or the machinery (``findings``)."""
+        findings.apply_findings(
+            self.nb,
+            self._view,
+            self.findings,
+            self.similar,
+            bool(self.findings_cost_points),
+            self.verdicts,
+            self.events,
+        )
 
     def _replay(self, indices: List[int]) -> None:
         for index in indices:
@@ -791,49 +736,17 @@ class HardenedExecute(Execute):
         self.events.append(event(grade_id or f"cell {index}", kind, detail, graded=bool(is_grade(cell))))
 
     def _finish(self, seconds: float) -> None:
-        nbgrader = (self.resources or {}).get("nbgrader", {})
-        record = {
-            "student": nbgrader.get("student"),
-            "assignment": nbgrader.get("assignment"),
-            "isolation": self._level,
-            "seconds": round(seconds, 2),
-            "events": self.events,
-            "spare_kernels": getattr(self, "_spares_used", 0),
-            "phases": {name: round(value, 2) for name, value in sorted(getattr(self, "phases", {}).items())},
-            "verdicts": {
-                g: {
-                    "passed": v.passed,
-                    "kind": v.kind,
-                    "seconds": round(v.seconds, 2),
-                    "requests": v.requests,
-                    "message": _plain_message(v.lines),
-                }
-                for g, v in self.verdicts.items()
-            },
-        }
+        """The events record (in ``resources`` and ``events_dir``) and the student's notes (``grading_record``)."""
+        record = grading_record.record(
+            self.resources,
+            self._level,
+            seconds,
+            self.events,
+            getattr(self, "_spares_used", 0),
+            getattr(self, "phases", {}),
+            self.verdicts,
+        )
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
             write_record(events_path(self.events_dir, record["assignment"], record["student"]), record)
-        integrity = [e for e in self.events if e["kind"] == EventKind.INTEGRITY]
-        if integrity:
-            add_notes(
-                self.nb,
-                ["No points for code that is not your own (the tests it affects score 0):"]
-                + [f"- {e['detail']}" for e in integrity],
-            )
-        shown = [e for e in self.events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
-        if shown:
-            lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
-            others = [e for e in shown if not e["graded"]]
-            if others:
-                kinds = sorted({describe(e, detail=False) for e in others})
-                lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
-            add_notes(self.nb, ["While grading:"] + lines)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _plain_message(lines) -> str:
-    """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
-    return _ANSI.sub("", "\n".join(lines))[:1500]
+        grading_record.add_grading_notes(self.nb, self.events)
