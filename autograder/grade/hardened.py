@@ -43,15 +43,12 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
-from autograder.course.notebook import BEGIN
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     add_notes,
     cap,
     error_output,
     note_output,
-    show_verdict,
-    soften_errors,
 )
 from autograder.verdict.events import (
     EventKind,
@@ -60,13 +57,13 @@ from autograder.verdict.events import (
     write_record,
 )
 from autograder.box import limits, sandbox, trust
-from autograder.grade import boxed_kernels, compile_box, findings, grading_record, silent_runs, submission
+from autograder.grade import boxed_kernels, compile_box, findings, graded_cells, grading_record, silent_runs, submission
+from autograder.grade.cell_limits import MEMORY_SIGNS
 from autograder.grade.boxed_kernels import BoxedKernelManager
-from autograder.grade.part_boxes import PartBox
-from autograder.grade.silent_runs import PREAMBLE, Kernel
+from autograder.grade.silent_runs import PREAMBLE
 from autograder.grade.timing import timed
 from autograder.editions import manifest as lab_todos
-from autograder.editions.build import LEFT_OUT, build_edition
+from autograder.editions.build import build_edition
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
@@ -79,17 +76,7 @@ NOT_RUN_DEMO = (
     "you built. Run it in your own notebook to see it.\n"
 )
 
-# Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
-AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
 MAX_TRACEBACK = 20_000  # characters of an error's traceback kept
-
-MEMORY_SIGNS = (
-    "MemoryError",
-    "can't allocate memory",
-    "DefaultCPUAllocator",
-    "std::bad_alloc",
-    "Cannot allocate memory",
-)
 
 
 _TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
@@ -245,7 +232,7 @@ class HardenedExecute(Execute):
         """Boot the next notebook's kernels now (one per box this notebook used, nothing run in them)."""
         if not self.spare_kernel:
             return
-        parts = [None] + sorted(getattr(self, "_parts_used", ()))
+        parts = [None] + sorted(self._graded.parts_used)
         boxed_kernels.start_spares(
             (self._kernel_settings(part) for part in parts), self.config, self.extra_arguments or []
         )
@@ -279,14 +266,11 @@ class HardenedExecute(Execute):
             return self.nb, self.resources
         replayable: List[int] = []
         self._replayable = replayable  # cells a part's box runs too (``PartBox``)
-        self._part_boxes: Dict[str, PartBox] = {}
-        self._parts_used: set = set()
         index, restarts = 0, 0
         # Without bubblewrap's namespaces nothing keeps a part's box from the notebook's kernel (a Unix or
         # loopback socket): there a part's hidden tests are decided once the notebook's kernel has run every cell
-        # and is shut down, one part's box alive at a time (``_decide_deferred``).
-        self._parts_deferred = self._level != "bwrap"
-        self._deferred: List[tuple] = []
+        # and is shut down, one part's box alive at a time (``GradedCells.decide_deferred``).
+        self._graded = graded_cells.GradedCells(self, deferred=self._level != "bwrap")
         cells = self.nb.cells
         while index < len(cells):
             booting = monotonic()
@@ -314,11 +298,10 @@ class HardenedExecute(Execute):
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
-        self._decide_deferred()  # the notebook's kernel is down
+        self._graded.decide_deferred()  # the notebook's kernel is down
         self.events += verdicts.CONTEXT.kernel_events()
         verdicts.CONTEXT.reset()
-        for box in self._part_boxes.values():
-            box.close()
+        self._graded.close()
         for allocation in self._compile_dirs:
             allocation.release()
         self._start_spare()
@@ -397,7 +380,7 @@ class HardenedExecute(Execute):
         if cell.cell_type != "code" or not cell.source.strip():
             return "ok"
         if is_grade(cell):
-            return self._run_graded(cell, index)
+            return self._graded.run(cell, index)
         if self._only_shows(index):
             cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": NOT_RUN_DEMO})]
             return "skipped"
@@ -430,7 +413,7 @@ class HardenedExecute(Execute):
     def _execute_in_kernel(self, cell, index: int) -> str:
         if self._budget_spent(cell, index):
             return "skipped"
-        self._close_part_boxes()  # a part's box lives only while its part is decided, never beside a running cell
+        self._graded.close_part_boxes()  # a part's box lives only while its part is decided: never beside a cell
         remaining = self._notebook_deadline - monotonic()
         limit = int(min(self._limit("cell_timeout"), remaining) + 0.5) or 1
         self._cell_deadline = monotonic() + limit
@@ -550,143 +533,6 @@ class HardenedExecute(Execute):
                 shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
             elif item.is_file():
                 shutil.copy(item, target)
-
-    # ---- graded cells: decided here ----------------------------------------------------------------------
-    def _run_graded(self, cell, index: int) -> str:
-        """Show a visible test's run in the kernel; decide every graded cell here (see the module doc)."""
-        model = self._view[index] if self._view is not None and index < len(self._view) else None
-        grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
-        if model is None or model.kind != nbview.GRADED:
-            cell.outputs = [
-                error_output(
-                    "GradingError", "The grader could not find this test cell in the lab's source, so it scores 0."
-                )
-            ]
-            self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
-            return "error"
-        visible = BEGIN not in model.source
-        kernel_error = False
-        if visible:
-            outcome = self._execute_in_kernel(cell, index)
-            if outcome in ("dead", "skipped"):
-                self.verdicts[grade_id] = verdicts.Verdict(
-                    grade_id, False, "kernel" if outcome == "dead" else "timeout"
-                )
-                return outcome
-            kernel_error = outcome == "error"
-        else:
-            cell.outputs = []
-            if self._budget_spent(cell, index):
-                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
-                return "skipped"
-        box = self._box_for(grade_id, index)
-        if box is not None and self._parts_deferred:
-            self._deferred.append((cell, index, model, grade_id, visible, kernel_error))
-            return "deferred"  # decided once the notebook's kernel is down (``_decide_deferred``)
-        return self._decide(cell, index, model, grade_id, visible, kernel_error, box)
-
-    def _decide_deferred(self) -> None:
-        """With the notebook's kernel shut down, decide each deferred graded cell in its part's own box, in the
-        notebook's order; ``_decide`` keeps one box alive at a time, so no box's code can reach another's."""
-        deferred, self._deferred = self._deferred, []
-        try:
-            for cell, index, model, grade_id, visible, kernel_error in deferred:
-                self._decide(cell, index, model, grade_id, visible, kernel_error, self._box_for(grade_id, index))
-        finally:
-            self._close_part_boxes()
-
-    def _decide(
-        self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool, box: Optional["PartBox"]
-    ) -> str:
-        """Decide a graded cell (in the notebook's kernel, or ``box``, its part's own) and show the verdict."""
-        self._close_part_boxes(but=box)  # one box of this notebook decides at a time: no other is alive to reach
-        if box is None:
-            verdict, dead = self._verdict(model)
-        else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
-            verdict, dead = box.verdict(model, index), False
-            if kernel_error and verdict.passed:
-                soften_errors(cell, box.part)
-            kernel_error = False
-        self.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible)
-        if verdict.kind in ("timeout", "kernel", "exit"):
-            self._event(
-                cell,
-                index,
-                {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED, "exit": EventKind.EXIT_CALLED}[
-                    verdict.kind
-                ],
-                f"while the grader tested it ({verdict.seconds:.1f} s)",
-            )
-        if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
-            line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
-            self._event(
-                cell,
-                index,
-                EventKind.REACHED_STUB,
-                grading_record.ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
-            )
-        if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
-            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB while the grader tested it")
-        return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
-
-    def _box_for(self, grade_id: str, index: int) -> Optional["PartBox"]:
-        """The part's own box for a graded cell of a part that needs the reference's other parts, else None."""
-        todos = self._todos()
-        part = todos.part_of_cell(grade_id) if todos is not None else None
-        if part is None or not part.own_box:
-            return None
-        if part.name not in self._part_boxes:
-            self._part_boxes[part.name] = PartBox(self, part.name)
-            self._parts_used.add(part.name)
-        return self._part_boxes[part.name]
-
-    def _close_part_boxes(self, but: Optional["PartBox"] = None) -> None:
-        """Shut down every part's box except ``but``: a part's box holds the reference of the other parts, so none
-        may be alive while another box's code is graded (it would be a route to that reference)."""
-        for box in self._part_boxes.values():
-            if box is not but:
-                box.close()
-
-    @timed("deciding graded cells")
-    def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
-        """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
-        kernel, or ``kernel``)."""
-        kernel = kernel or Kernel(self.km, self.kc, self._channel)
-        limit = max(1.0, min(self._limit("cell_timeout"), self._notebook_deadline - monotonic()))
-        deadline = monotonic() + limit
-        interrupt = lambda: silent_runs.interrupt(kernel.km)  # noqa: E731
-        try:
-            msg_id = kernel.kc.execute(
-                AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False, allow_stdin=False
-            )
-        except Exception:  # noqa: BLE001 - a kernel that cannot take a request
-            return verdicts.failed(model.grade_id, grading_channel.KernelGone("the grading kernel stopped")), True
-        try:
-            session = kernel.channel.accept(deadline, on_timeout=interrupt)
-        except grading_channel.KernelGone as error:
-            verdict = verdicts.failed(model.grade_id, error)
-        else:
-            try:
-                verdict = verdicts.run_graded(model, self._view, session, self._rules)
-            finally:
-                session.end()
-        try:
-            silent_runs.wait_reply(kernel.kc, kernel.km, msg_id, grading_channel.GRACE_S)
-            return verdict, False
-        except DeadKernelError:
-            return verdict, True
-        except TimeoutError:
-            interrupt()
-            try:
-                silent_runs.wait_reply(kernel.kc, kernel.km, msg_id, grading_channel.GRACE_S)
-                return verdict, False
-            except (DeadKernelError, TimeoutError):
-                if verdict.passed:
-                    verdict = verdicts.failed(
-                        model.grade_id, grading_channel.KernelGone("the kernel did not finish after its tests")
-                    )
-                return verdict, True
 
     def _apply_findings(self) -> None:
         """No points for a TODO whose text reaches the reference or the machinery (``findings``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from time import monotonic
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 from nbclient.util import run_sync
 
@@ -27,8 +27,9 @@ class PartBox:
     edition leaves out every part) still runs the notebook for what the feedback shows.
     """
 
-    def __init__(self, executor, part: str):
+    def __init__(self, executor, part: str, decide_in: Callable[[Any, Kernel], tuple]):
         self.executor, self.part = executor, part
+        self.decide_in = decide_in  # (graded cell, kernel) -> (verdict, kernel dead?): ``GradedCells.verdict``
         self.kernel: Optional[Kernel] = None
         self.done = -1  # the last cell index it has run
         self.broken = ""  # why it cannot grade any more (shown in the verdict)
@@ -38,7 +39,7 @@ class PartBox:
             self._catch_up(index)
         if self.broken:
             return verdicts.failed(model.grade_id, grading_channel.KernelGone(self.broken))
-        verdict, dead = self.executor._verdict(model, self.kernel)
+        verdict, dead = self.decide_in(model, self.kernel)
         if dead:
             self.broken = "the kernel that grades this part stopped while it was tested"
         return verdict
