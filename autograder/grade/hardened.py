@@ -57,13 +57,13 @@ from autograder.verdict.events import (
     write_record,
 )
 from autograder.box import limits, sandbox, trust
-from autograder.grade import boxed_kernels, compile_box, findings, graded_cells, grading_record, silent_runs, submission
+from autograder.grade import boxed_kernels, compile_box, findings, graded_cells, grading_record, lab_boxes
+from autograder.grade import silent_runs, submission
 from autograder.grade.cell_limits import MEMORY_SIGNS
 from autograder.grade.boxed_kernels import BoxedKernelManager
 from autograder.grade.silent_runs import PREAMBLE
 from autograder.grade.timing import timed
 from autograder.editions import manifest as lab_todos
-from autograder.editions.build import build_edition
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
@@ -77,9 +77,6 @@ NOT_RUN_DEMO = (
 )
 
 MAX_TRACEBACK = 20_000  # characters of an error's traceback kept
-
-
-_TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
 
 
 class HardenedExecute(Execute):
@@ -150,24 +147,8 @@ class HardenedExecute(Execute):
         return lab_todos.BY_LAB.get(self._assignment())
 
     def _edition(self, part: Optional[str] = None) -> str:
-        """The folder of the package edition a box of this lab imports (``autograder.editions``): the lab's
-        TODOs (only ``part``'s, for a part's own box) and every later lab's are stubs. A lab the manifest does
-        not know gets the strictest edition (every graded lab's TODOs left out), with an error in the log (none for
-        ``NO_TODOS``, lab 00)."""
-        cache = self.__dict__.setdefault("_edition_dirs", {})
-        key = (self._assignment(), part)
-        if key not in cache:
-            lab = self._assignment()
-            if self._todos() is None and lab not in lab_todos.NO_TODOS:
-                self.log.error(
-                    "Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
-                    "leaves out every graded lab's TODOs. List the lab's TODOs there.",
-                    lab,
-                )
-            if self._todos() is None:
-                lab, part = lab_todos.LABS[0].lab, None
-            cache[key] = str(build_edition(lab, part))
-        return cache[key]
+        """The folder of the package edition a box of this lab imports (``lab_boxes.edition``), built once."""
+        return lab_boxes.edition(self._assignment(), part, self.__dict__.setdefault("_edition_dirs", {}), self.log)
 
     def _kernel_settings(self, part: Optional[str] = None) -> Dict[str, Any]:
         edition = self._edition(part)
@@ -186,33 +167,19 @@ class HardenedExecute(Execute):
         )
 
     def _readable(self) -> List[str]:
-        """What a box shows of the grader's file system (bubblewrap binds it; elsewhere permissions decide): the
-        Python environment and ``readable_paths``. The box's own library is a copy in its private folder."""
-        return sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
+        """What a box shows of the grader's file system (``lab_boxes.readable``)."""
+        return lab_boxes.readable(self.private_roots, self.readable_paths)
 
     def _trusted(self) -> List[str]:
-        """What no box may read: ``trusted_paths``, the editions cache, the lab's source notebook and a canary."""
-        extra = [str(self._source_notebook() or "")]
-        if self.events_dir:
-            extra.append(str(trust.plant_canary(Path(self.events_dir))))
-        from autograder.editions.build import editions_dir
-
-        return list(dict.fromkeys(list(self.trusted_paths) + [str(editions_dir())] + [e for e in extra if e]))
+        """What no box may read (``lab_boxes.trusted``)."""
+        return lab_boxes.trusted(self.trusted_paths, self._source_notebook(), self.events_dir)
 
     @timed("isolation probe")
     def isolation_report(self) -> trust.Report:
         """The isolation probe's report for this lab's box (run once per grading process and setting)."""
-        readable, trusted = self._readable(), self._trusted()
-        key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(trusted), self.allow_unisolated)
-        if key not in _TRUST:
-            _TRUST[key] = trust.check(
-                self._level, readable, list(self.hidden_paths), trusted, allow=self.allow_unisolated
-            )
-            report = _TRUST[key]
-            if report.problem:  # said on stdout: make grade's terminal, run_autograder's log (the instructor's)
-                verb = "graded anyway (" + trust.ALLOW_ENV + "=1)" if report.allowed else "nothing is graded"
-                print(f"WARNING: grading kernels cannot be trusted here, {verb}: {report.problem}", flush=True)
-        return _TRUST[key]
+        return lab_boxes.isolation_report(
+            self._level, self._readable(), list(self.hidden_paths), self._trusted(), self.allow_unisolated
+        )
 
     def _kernel_manager(self, part: Optional[str] = None):
         """A boxed kernel manager for the main box (``part`` None) or a part's box: the spare this worker
