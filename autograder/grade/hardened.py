@@ -46,7 +46,6 @@ from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     add_notes,
-    cap,
     error_output,
     note_output,
 )
@@ -58,7 +57,7 @@ from autograder.verdict.events import (
 )
 from autograder.box import limits, sandbox, trust
 from autograder.grade import boxed_kernels, compile_box, findings, graded_cells, grading_record, lab_boxes
-from autograder.grade import silent_runs, submission
+from autograder.grade import cell_limits, silent_runs, submission
 from autograder.grade.cell_limits import MEMORY_SIGNS
 from autograder.grade.boxed_kernels import BoxedKernelManager
 from autograder.grade.silent_runs import PREAMBLE
@@ -69,14 +68,6 @@ from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
-
-
-NOT_RUN_DEMO = (
-    "Not run by the autograder: this cell comes after the last test and only shows what "
-    "you built. Run it in your own notebook to see it.\n"
-)
-
-MAX_TRACEBACK = 20_000  # characters of an error's traceback kept
 
 
 class HardenedExecute(Execute):
@@ -349,7 +340,7 @@ class HardenedExecute(Execute):
         if is_grade(cell):
             return self._graded.run(cell, index)
         if self._only_shows(index):
-            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": NOT_RUN_DEMO})]
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": cell_limits.NOT_RUN_DEMO})]
             return "skipped"
         return self._execute_in_kernel(cell, index)
 
@@ -364,15 +355,7 @@ class HardenedExecute(Execute):
     def _budget_spent(self, cell, index: int) -> bool:
         if self._notebook_deadline - monotonic() > 0:
             return False
-        budget = self._limit("notebook_timeout")
-        cell.outputs = [
-            error_output(
-                "TimeBudgetExceeded",
-                f"Not run: this notebook used up its grading time ({budget} s in all), "
-                "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
-                "message.",
-            )
-        ]
+        cell.outputs = [cell_limits.budget_spent(self._limit("notebook_timeout"))]
         self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
@@ -387,18 +370,14 @@ class HardenedExecute(Execute):
         self._timed_out = False
         self._cut = False
         self._cell_bytes = 0
-        self.error_on_timeout = {
-            "ename": "TimeLimitExceeded",
-            "evalue": f"Time limit: this cell ran for more than {limit} s and was stopped, so it scores 0. Look for "
-            "a loop that never ends (a condition that never changes, a list that never shrinks).",
-            "traceback": [],
-        }
-        self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
+        self.error_on_timeout = cell_limits.time_limit_error(limit)
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
-            cell.outputs.append(error_output("KernelDied", self._death_message(status)))
+            out_of_memory = self.km is not None and getattr(self.km, "out_of_memory", lambda: False)()
+            message = cell_limits.death_message(status, out_of_memory, self._limit("ram_mb"))
+            cell.outputs.append(error_output("KernelDied", message))
             self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
                 self._event(
@@ -406,14 +385,7 @@ class HardenedExecute(Execute):
                 )
             return "dead"
         except CellTimeoutError:
-            cell.outputs.append(
-                error_output(
-                    "TimeLimitExceeded",
-                    f"Time limit: this cell ran for more than {limit} s and did not stop when "
-                    "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
-                    "kernel.",
-                )
-            )
+            cell.outputs.append(cell_limits.did_not_stop(limit))
             self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
             return "dead"
         if self._timed_out:
@@ -425,17 +397,10 @@ class HardenedExecute(Execute):
             self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
-            cell.outputs.append(
-                note_output(
-                    f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
-                    "asked for more."
-                )
-            )
+            cell.outputs.append(cell_limits.over_memory(self._limit("memory_mb")))
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
-            cell.outputs.append(
-                note_output("This cell called sys.exit() (or exit()/quit()): graded code must return normally.")
-            )
+            cell.outputs.append(cell_limits.exit_called())
             self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
@@ -450,12 +415,7 @@ class HardenedExecute(Execute):
         """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
-            cell.outputs.append(
-                note_output(
-                    f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
-                    f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."
-                )
-            )
+            cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb")))
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -465,22 +425,12 @@ class HardenedExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         if msg.get("msg_type") == "error":  # capped like every other output (an error can be megabytes)
-            content["evalue"] = cap(str(content.get("evalue", "")), MAX_ERROR_TEXT)
-            content["ename"] = cap(str(content.get("ename", "")), 200)
-            kept, total = [], 0
-            for line in content.get("traceback", []) or []:
-                line = cap(str(line), MAX_ERROR_TEXT)
-                total += len(line)
-                if total > MAX_TRACEBACK:
-                    kept.append("... (traceback cut)")
-                    break
-                kept.append(line)
-            content["traceback"] = kept
+            cell_limits.cap_error(content)
         size = len(json.dumps(content, default=str))
         self._cell_bytes = getattr(self, "_cell_bytes", 0) + size
         if self._cell_bytes > self.max_output_bytes and (
             msg.get("msg_type") != "error"
-            or self._cell_bytes > self.max_output_bytes + MAX_TRACEBACK + 2 * MAX_ERROR_TEXT
+            or self._cell_bytes > self.max_output_bytes + cell_limits.MAX_TRACEBACK + 2 * MAX_ERROR_TEXT
         ):
             self._cut = True
             return None
@@ -527,22 +477,6 @@ class HardenedExecute(Execute):
             cell = self.nb.cells[index]
             if cell.cell_type == "code" and cell.source.strip():
                 cell.outputs = [error_output("NotRun", message)]
-
-    def _death_message(self, status: Optional[int]) -> str:
-        how = ""
-        if self.km is not None and getattr(self.km, "out_of_memory", lambda: False)():
-            return (
-                f"The kernel was stopped while running this cell: with the processes it started it used more "
-                f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
-                "fresh kernel, after the cells above them that are not tests were run again."
-            )
-        if status is not None and status > 128:
-            how = f", killed by signal {status - 128}" + (" (perhaps out of memory)" if status == 137 else "")
-        return (
-            f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
-            "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
-            "kernel, after the cells above them that are not tests were run again."
-        )
 
     def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
         grade_id = nbgrader_meta(cell).get("grade_id")
