@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 from jupyter_client.manager import AsyncKernelManager
@@ -71,6 +73,22 @@ def start_spares(settings_each: Iterable[Dict[str, Any]], config, extra_argument
             discard(km)
             continue
         _SPARES[key] = km
+
+
+def copy_assignment_files(resources: Optional[dict], workdir: str) -> None:
+    """The kernel works in a private copy (in ``workdir``) of the assignment's data files, never in the grading
+    folder."""
+    source = (resources or {}).get("metadata", {}).get("path")
+    if not source or not os.path.isdir(source):
+        return
+    for item in Path(source).iterdir():
+        if item.suffix == ".ipynb" or item.is_symlink():
+            continue
+        target = Path(workdir) / item.name
+        if item.is_dir():
+            shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
+        elif item.is_file():
+            shutil.copy(item, target)
 
 
 def kernel_uid(uid: Optional[int], level: str, readable: List[str], log=None) -> Optional[int]:

@@ -23,13 +23,17 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 - keeps at most ``max_output_bytes`` of output per cell;
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
   and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
+
+It wires the pieces of ``autograder.grade`` that do each job: ``submission`` (the notebook read against its
+source), ``lab_boxes`` (a box's edition, what it may read, the isolation probe), ``boxed_kernels`` (the kernels'
+manager and spares), ``silent_runs`` (code run in a kernel unrecorded), ``graded_cells`` (where and how each graded
+cell is decided) with ``part_boxes`` (a part's own box) and ``compile_box`` (lab 06's), ``cell_limits`` (what a
+limit shows), ``findings`` (what a finding costs), ``grading_record`` (what leaves grading) and ``timing``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from time import monotonic
@@ -45,7 +49,6 @@ from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
-    add_notes,
     error_output,
     note_output,
 )
@@ -219,7 +222,7 @@ class HardenedExecute(Execute):
         self._read_submission()
         report = self.isolation_report()
         if report.refused:
-            self._refuse(report)
+            lab_boxes.refuse(self.nb, self.verdicts, self.events, report)
             self._finish(monotonic() - started)
             return self.nb, self.resources
         replayable: List[int] = []
@@ -237,7 +240,7 @@ class HardenedExecute(Execute):
                 self._channel = grading_channel.Channel(self.km.private_dir)
                 self._kills_seen = 0
                 try:
-                    self._copy_assignment_files()
+                    boxed_kernels.copy_assignment_files(self.resources, self.km.workdir)
                     silent_runs.silent(self.kc, self.km, PREAMBLE)
                     if restarts:
                         self._replay(replayable)
@@ -275,22 +278,6 @@ class HardenedExecute(Execute):
         if source is None:
             return
         grading_record.remove_secrets(source, self.nb.cells, self.verdicts, self.events)
-
-    def _refuse(self, report: trust.Report) -> None:
-        """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
-        for index, cell in enumerate(self.nb.cells):
-            if cell.cell_type != "code":
-                continue
-            if is_grade(cell):
-                cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
-                grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
-                self.verdicts[grade_id] = verdicts.Verdict(
-                    grade_id, False, "error", "GradingRefused", [trust.REFUSED_MESSAGE]
-                )
-            else:
-                cell.outputs = []
-        self.events.append(event("notebook", EventKind.ISOLATION, report.problem))
-        add_notes(self.nb, [trust.REFUSED_MESSAGE])
 
     # ---- what was submitted ----------------------------------------------------------------------------
     def _source_notebook(self) -> Optional[Path]:
@@ -435,21 +422,6 @@ class HardenedExecute(Execute):
             self._cut = True
             return None
         return super().output(outs, msg, display_id, cell_index)
-
-    # ---- helpers -----------------------------------------------------------------------------------
-    def _copy_assignment_files(self, workdir: Optional[str] = None) -> None:
-        """The kernel works in a private copy of the assignment's data files, never in the grading folder."""
-        source = (self.resources or {}).get("metadata", {}).get("path")
-        if not source or not os.path.isdir(source):
-            return
-        for item in Path(source).iterdir():
-            if item.suffix == ".ipynb" or item.is_symlink():
-                continue
-            target = Path(workdir or self.km.workdir) / item.name
-            if item.is_dir():
-                shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
-            elif item.is_file():
-                shutil.copy(item, target)
 
     def _apply_findings(self) -> None:
         """No points for a TODO whose text reaches the reference or the machinery (``findings``)."""

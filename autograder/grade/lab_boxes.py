@@ -1,14 +1,21 @@
 """What a lab's boxes are given and kept from: the edition of the package a box imports, what of the grader's file
-system it may read, what no box may read, and the isolation probe's verdict on that (once per grading process)."""
+system it may read, what no box may read, and the isolation probe's verdict on that (once per grading process;
+``refuse`` grades nothing where it refuses)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from nbgrader.utils import is_grade
+
 from autograder.box import sandbox, trust
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.editions import manifest as lab_todos
 from autograder.editions.build import build_edition
+from autograder.verdict import cells as verdicts
+from autograder.verdict.events import EventKind, event
+from autograder.verdict.scoring import add_notes, error_output
 
 _TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
 
@@ -62,3 +69,19 @@ def isolation_report(level: str, readable: List[str], hidden: List[str], trusted
             verb = "graded anyway (" + trust.ALLOW_ENV + "=1)" if report.allowed else "nothing is graded"
             print(f"WARNING: grading kernels cannot be trusted here, {verb}: {report.problem}", flush=True)
     return _TRUST[key]
+
+
+def refuse(nb, verdict_of: Dict[str, "verdicts.Verdict"], events: List[dict], report: trust.Report) -> None:
+    """Grade nothing (the probe refused this grader): no kernel starts; every graded cell scores 0 and says to tell
+    the instructor."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if is_grade(cell):
+            cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
+            grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
+            verdict_of[grade_id] = verdicts.Verdict(grade_id, False, "error", "GradingRefused", [trust.REFUSED_MESSAGE])
+        else:
+            cell.outputs = []
+    events.append(event("notebook", EventKind.ISOLATION, report.problem))
+    add_notes(nb, [trust.REFUSED_MESSAGE])
