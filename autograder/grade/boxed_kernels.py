@@ -75,8 +75,8 @@ def start_spares(settings_each: Iterable[Dict[str, Any]], config, extra_argument
         _SPARES[key] = km
 
 
-def copy_assignment_files(resources: Optional[dict], workdir: str) -> None:
-    """The kernel works in a private copy (in ``workdir``) of the assignment's data files, never in the grading
+def copy_assignment_files(resources: Optional[dict], km: "BoxedKernelManager") -> None:
+    """The kernel works in a private copy (in ``km.workdir``) of the assignment's data files, never in the grading
     folder."""
     source = (resources or {}).get("metadata", {}).get("path")
     if not source or not os.path.isdir(source):
@@ -84,7 +84,7 @@ def copy_assignment_files(resources: Optional[dict], workdir: str) -> None:
     for item in Path(source).iterdir():
         if item.suffix == ".ipynb" or item.is_symlink():
             continue
-        target = Path(workdir) / item.name
+        target = Path(km.workdir) / item.name
         if item.is_dir():
             shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
         elif item.is_file():

@@ -240,7 +240,7 @@ class HardenedExecute(Execute):
                 self._channel = grading_channel.Channel(self.km.private_dir)
                 self._kills_seen = 0
                 try:
-                    boxed_kernels.copy_assignment_files(self.resources, self.km.workdir)
+                    boxed_kernels.copy_assignment_files(self.resources, self.km)
                     silent_runs.silent(self.kc, self.km, PREAMBLE)
                     if restarts:
                         self._replay(replayable)

@@ -55,7 +55,7 @@ class PartBox:
         run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
         kc.allow_stdin = False
         self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
-        boxed_kernels.copy_assignment_files(executor.resources, km.workdir)
+        boxed_kernels.copy_assignment_files(executor.resources, km)
         silent_runs.run_silently(self.kernel, PREAMBLE, executor._limit("cell_timeout"))
 
     @timed("part boxes replaying")
