@@ -23,27 +23,23 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
 - keeps at most ``max_output_bytes`` of output per cell;
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
   and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
+
+It wires the pieces of ``autograder.grade`` that do each job: ``submission`` (the notebook read against its
+source), ``lab_boxes`` (a box's edition, what it may read, the isolation probe), ``boxed_kernels`` (the kernels'
+manager and spares), ``silent_runs`` (code run in a kernel unrecorded), ``graded_cells`` (where and how each graded
+cell is decided) with ``part_boxes`` (a part's own box) and ``compile_box`` (lab 06's), ``cell_limits`` (what a
+limit shows), ``findings`` (what a finding costs), ``grading_record`` (what leaves grading) and ``timing``.
 """
 
 from __future__ import annotations
 
-import ast
-import atexit
-import functools
 import json
-import os
-import re
-import shutil
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
 
-from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import is_grade
@@ -51,193 +47,30 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
-from autograder.course.notebook import BEGIN
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
-    add_notes,
-    cap,
     error_output,
     note_output,
-    show_verdict,
-    soften_errors,
 )
 from autograder.verdict.events import (
-    NOT_LISTED_FOR_STUDENTS,
     EventKind,
-    describe,
     event,  # noqa: F401
     events_path,
     write_record,
 )
-from autograder.box import kernel_lib, limits, sandbox, trust
+from autograder.box import limits, sandbox, trust
+from autograder.grade import boxed_kernels, compile_box, findings, graded_cells, grading_record, lab_boxes
+from autograder.grade import cell_limits, silent_runs, submission
+from autograder.grade.cell_limits import MEMORY_SIGNS
+from autograder.grade.boxed_kernels import BoxedKernelManager
+from autograder.grade.silent_runs import PREAMBLE
+from autograder.grade.timing import timed
 from autograder.editions import manifest as lab_todos
-from autograder.editions.build import LEFT_OUT, build_edition
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
-from autograder.verdict import secrets as secret_text
-
-
-# Run silently in every fresh grading kernel, before the notebook: exit()/quit() become sys.exit().
-NOT_RUN_DEMO = (
-    "Not run by the autograder: this cell comes after the last test and only shows what "
-    "you built. Run it in your own notebook to see it.\n"
-)
-
-PREAMBLE = """
-def _pkv_no_exit(*args, **kwargs):
-    raise SystemExit("exit() and quit() do not stop a graded notebook")
-get_ipython().user_ns.update(exit=_pkv_no_exit, quit=_pkv_no_exit)
-get_ipython().ask_exit = _pkv_no_exit
-del _pkv_no_exit
-"""
-
-# Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
-AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
-MAX_TRACEBACK = 20_000  # characters of an error's traceback kept
-
-MEMORY_SIGNS = (
-    "MemoryError",
-    "can't allocate memory",
-    "DefaultCPUAllocator",
-    "std::bad_alloc",
-    "Cannot allocate memory",
-)
-
-
-_SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
-
-
-def _timed(phase: str):
-    """Add the method's own seconds (less those of timed methods it calls) to its executor's ``phases[phase]``
-    (``_finish`` writes them to the events file: where a student's grading time went, for the insight report)."""
-
-    def wrap(method):
-        @functools.wraps(method)
-        def timed(self, *args, **kwargs):
-            executor = getattr(self, "executor", self)
-            stack = executor.__dict__.setdefault("_timing", [])
-            stack.append(0.0)  # seconds of the timed calls made inside this one
-            started = monotonic()
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                elapsed = monotonic() - started
-                inner = stack.pop()
-                phases = executor.__dict__.setdefault("phases", {})
-                phases[phase] = phases.get(phase, 0.0) + elapsed - inner
-                if stack:
-                    stack[-1] += elapsed
-
-        return timed
-
-    return wrap
-
-
-def _discard(km) -> None:
-    try:
-        run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        km.cleanup_resources()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-@atexit.register
-def _discard_spares() -> None:
-    while _SPARES:
-        _discard(_SPARES.popitem()[1])
-
-
-_TRUST: Dict[tuple, trust.Report] = {}  # per grading process: the isolation probe's report per box setting
-
-
-def kernel_uid(uid: Optional[int], level: str, readable: List[str], log=None) -> Optional[int]:
-    """The uid a boxed process runs as (``trust.kernel_uid_for``): never root, which raises
-    ``trust.UnisolatedKernel`` (the isolation probe refuses such a grader before any kernel starts)."""
-    return trust.kernel_uid_for(uid, level, readable)
-
-
-class BoxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel runs in ``autograder.box.sandbox``'s box, over Unix sockets, with its own
-    scratch folder, uid and cgroup (``autograder.box.limits``)."""
-
-    box_level = Unicode("bwrap")
-    memory_mb = Integer(limits.MEMORY_MB)
-    file_mb = Integer(512)
-    ram_mb = Integer(limits.RAM_MB)
-    pids = Integer(256)
-    cpus = Float(1.0)
-    scratch_mb = Integer(1024)
-    readable = ListTrait(Unicode())
-    hidden = ListTrait(Unicode())
-    pythonpath = ListTrait(Unicode())
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.allocation = limits.Allocation(limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb))
-        self.private_dir = self.allocation.folder
-        self.workdir = os.path.join(self.private_dir, "work")
-        os.mkdir(self.workdir)
-        self.transport = "ipc"
-        self.connection_file = os.path.join(self.private_dir, "kernel.json")
-        self.ip = os.path.join(self.private_dir, "ipc")
-        # The kernel's whole library (its edition and the agent), copied in: nothing of the grader's is on its path.
-        self.lib = str(kernel_lib.populate(self.pythonpath[0], self.private_dir)) if self.pythonpath else ""
-
-    async def _forced_shutdown(self, now: bool = False, restart: bool = False) -> None:
-        """jupyter_client's shutdown, except that a forced one (``now``) kills without interrupting first: a
-        kernel still starting (a spare discarded while it boots) would die of that SIGINT with a
-        KeyboardInterrupt traceback on the grader's stderr, for nothing."""
-        if not (now and self.owns_kernel):
-            return await AsyncKernelManager.shutdown_kernel(self, now=now, restart=restart)
-        self.shutting_down = True
-        self.stop_restarter()
-        if self.has_kernel:
-            await self._async_kill_kernel(restart=restart)
-        await self._async_cleanup_resources(restart=restart)
-
-    shutdown_kernel = _forced_shutdown
-
-    def format_kernel_cmd(self, extra_arguments: Optional[List[str]] = None) -> List[str]:
-        command = super().format_kernel_cmd(extra_arguments)
-        spec = sandbox.BoxSpec(
-            level=self.box_level,
-            memory_mb=self.memory_mb,
-            file_mb=self.file_mb,
-            cwd=self.workdir,
-            private_dir=self.private_dir,
-            readable=list(self.readable),
-            hidden=list(self.hidden),
-            uid=kernel_uid(self.allocation.uid, self.box_level, list(self.readable), self.log),
-            cgroup=self.allocation.cgroup_paths,
-            pids=self.pids,
-            pythonpath=[self.lib] if self.lib else [],
-        )
-        return [sys.executable, sandbox.__file__, spec.to_json(), "--", *command]
-
-    def exit_status(self) -> Optional[int]:
-        process = getattr(self.provisioner, "process", None)
-        return None if process is None else process.poll()
-
-    def out_of_memory(self) -> bool:
-        """Did the kernel's cgroup kill a process for going over its memory?"""
-        return self.oom_kills() > 0
-
-    def oom_kills(self) -> int:
-        cgroup = self.allocation.cgroup
-        return 0 if cgroup is None else cgroup.oom_kills()
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
-        if not restart:
-            self.allocation.release()
-
-    cleanup_resources = run_sync(_async_cleanup_resources)
 
 
 class HardenedExecute(Execute):
@@ -308,24 +141,8 @@ class HardenedExecute(Execute):
         return lab_todos.BY_LAB.get(self._assignment())
 
     def _edition(self, part: Optional[str] = None) -> str:
-        """The folder of the package edition a box of this lab imports (``autograder.editions``): the lab's
-        TODOs (only ``part``'s, for a part's own box) and every later lab's are stubs. A lab the manifest does
-        not know gets the strictest edition (every graded lab's TODOs left out), with an error in the log (none for
-        ``NO_TODOS``, lab 00)."""
-        cache = self.__dict__.setdefault("_edition_dirs", {})
-        key = (self._assignment(), part)
-        if key not in cache:
-            lab = self._assignment()
-            if self._todos() is None and lab not in lab_todos.NO_TODOS:
-                self.log.error(
-                    "Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
-                    "leaves out every graded lab's TODOs. List the lab's TODOs there.",
-                    lab,
-                )
-            if self._todos() is None:
-                lab, part = lab_todos.LABS[0].lab, None
-            cache[key] = str(build_edition(lab, part))
-        return cache[key]
+        """The folder of the package edition a box of this lab imports (``lab_boxes.edition``), built once."""
+        return lab_boxes.edition(self._assignment(), part, self.__dict__.setdefault("_edition_dirs", {}), self.log)
 
     def _kernel_settings(self, part: Optional[str] = None) -> Dict[str, Any]:
         edition = self._edition(part)
@@ -344,47 +161,28 @@ class HardenedExecute(Execute):
         )
 
     def _readable(self) -> List[str]:
-        """What a box shows of the grader's file system (bubblewrap binds it; elsewhere permissions decide): the
-        Python environment and ``readable_paths``. The box's own library is a copy in its private folder."""
-        return sandbox.python_paths(private=list(self.private_roots)) + list(self.readable_paths)
+        """What a box shows of the grader's file system (``lab_boxes.readable``)."""
+        return lab_boxes.readable(self.private_roots, self.readable_paths)
 
     def _trusted(self) -> List[str]:
-        """What no box may read: ``trusted_paths``, the editions cache, the lab's source notebook and a canary."""
-        extra = [str(self._source_notebook() or "")]
-        if self.events_dir:
-            extra.append(str(trust.plant_canary(Path(self.events_dir))))
-        from autograder.editions.build import editions_dir
+        """What no box may read (``lab_boxes.trusted``)."""
+        return lab_boxes.trusted(self.trusted_paths, self._source_notebook(), self.events_dir)
 
-        return list(dict.fromkeys(list(self.trusted_paths) + [str(editions_dir())] + [e for e in extra if e]))
-
-    @_timed("isolation probe")
+    @timed("isolation probe")
     def isolation_report(self) -> trust.Report:
         """The isolation probe's report for this lab's box (run once per grading process and setting)."""
-        readable, trusted = self._readable(), self._trusted()
-        key = (self._level, tuple(readable), tuple(self.hidden_paths), tuple(trusted), self.allow_unisolated)
-        if key not in _TRUST:
-            _TRUST[key] = trust.check(
-                self._level, readable, list(self.hidden_paths), trusted, allow=self.allow_unisolated
-            )
-            report = _TRUST[key]
-            if report.problem:  # said on stdout: make grade's terminal, run_autograder's log (the instructor's)
-                verb = "graded anyway (" + trust.ALLOW_ENV + "=1)" if report.allowed else "nothing is graded"
-                print(f"WARNING: grading kernels cannot be trusted here, {verb}: {report.problem}", flush=True)
-        return _TRUST[key]
+        return lab_boxes.isolation_report(
+            self._level, self._readable(), list(self.hidden_paths), self._trusted(), self.allow_unisolated
+        )
 
     def _kernel_manager(self, part: Optional[str] = None):
         """A boxed kernel manager for the main box (``part`` None) or a part's box: the spare this worker
         booted after its last notebook with the same settings (it has run nothing yet), else a new one."""
         settings = self._kernel_settings(part)
-        spare = _SPARES.pop(repr(sorted(settings.items())), None)
+        spare = boxed_kernels.take_spare(settings)
         if spare is not None:
-            try:
-                if run_sync(spare.is_alive)():
-                    self._spares_used = getattr(self, "_spares_used", 0) + 1
-                    return spare
-            except Exception:  # noqa: BLE001 - a spare that died: start a new kernel
-                pass
-            _discard(spare)
+            self._spares_used = getattr(self, "_spares_used", 0) + 1
+            return spare
         return BoxedKernelManager(config=self.config, **settings)
 
     def create_kernel_manager(self):
@@ -395,18 +193,10 @@ class HardenedExecute(Execute):
         """Boot the next notebook's kernels now (one per box this notebook used, nothing run in them)."""
         if not self.spare_kernel:
             return
-        for part in [None] + sorted(getattr(self, "_parts_used", ())):
-            settings = self._kernel_settings(part)
-            key = repr(sorted(settings.items()))
-            if key in _SPARES:
-                continue
-            km = BoxedKernelManager(config=self.config, **settings)
-            try:
-                run_sync(km.start_kernel)(extra_arguments=list(self.extra_arguments or []))
-            except Exception:  # noqa: BLE001 - no spare: the next notebook starts its own kernel
-                _discard(km)
-                continue
-            _SPARES[key] = km
+        parts = [None] + sorted(self._graded.parts_used)
+        boxed_kernels.start_spares(
+            (self._kernel_settings(part) for part in parts), self.config, self.extra_arguments or []
+        )
 
     def _timeout_for(self, cell) -> int:
         return max(1, int(self._cell_deadline - monotonic() + 0.999))
@@ -423,7 +213,7 @@ class HardenedExecute(Execute):
         self.iopub_timeout = 5
         self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
         self.events: List[Dict[str, Any]] = []
-        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``_timed``)
+        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``timing.timed``)
         self.verdicts: Dict[str, verdicts.Verdict] = {}
         self._compile_dirs: List[str] = []
         self._spares_used = 0
@@ -432,19 +222,16 @@ class HardenedExecute(Execute):
         self._read_submission()
         report = self.isolation_report()
         if report.refused:
-            self._refuse(report)
+            lab_boxes.refuse(self.nb, self.verdicts, self.events, report)
             self._finish(monotonic() - started)
             return self.nb, self.resources
         replayable: List[int] = []
         self._replayable = replayable  # cells a part's box runs too (``PartBox``)
-        self._part_boxes: Dict[str, PartBox] = {}
-        self._parts_used: set = set()
         index, restarts = 0, 0
         # Without bubblewrap's namespaces nothing keeps a part's box from the notebook's kernel (a Unix or
         # loopback socket): there a part's hidden tests are decided once the notebook's kernel has run every cell
-        # and is shut down, one part's box alive at a time (``_decide_deferred``).
-        self._parts_deferred = self._level != "bwrap"
-        self._deferred: List[tuple] = []
+        # and is shut down, one part's box alive at a time (``GradedCells.decide_deferred``).
+        self._graded = graded_cells.GradedCells(self, deferred=self._level != "bwrap")
         cells = self.nb.cells
         while index < len(cells):
             booting = monotonic()
@@ -453,8 +240,8 @@ class HardenedExecute(Execute):
                 self._channel = grading_channel.Channel(self.km.private_dir)
                 self._kills_seen = 0
                 try:
-                    self._copy_assignment_files()
-                    self._silent(PREAMBLE)
+                    boxed_kernels.copy_assignment_files(self.resources, self.km)
+                    silent_runs.silent(self.kc, self.km, PREAMBLE)
                     if restarts:
                         self._replay(replayable)
                     while index < len(cells):
@@ -472,11 +259,10 @@ class HardenedExecute(Execute):
             if restarts > self.max_restarts and index < len(cells):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
-        self._decide_deferred()  # the notebook's kernel is down
+        self._graded.decide_deferred()  # the notebook's kernel is down
         self.events += verdicts.CONTEXT.kernel_events()
         verdicts.CONTEXT.reset()
-        for box in self._part_boxes.values():
-            box.close()
+        self._graded.close()
         for allocation in self._compile_dirs:
             allocation.release()
         self._start_spare()
@@ -487,52 +273,20 @@ class HardenedExecute(Execute):
         return self.nb, self.resources
 
     def _remove_secrets(self) -> None:
-        """No line of the hidden tests or graders leaves grading (``autograder.verdict.secrets``): not in a cell's
-        outputs (the feedback, a platform's results), a verdict's message or an event (the instructor's log)."""
+        """No line of the hidden tests or graders leaves grading (``grading_record.remove_secrets``)."""
         source = self._source_notebook()
         if source is None:
             return
-        secrets = secret_text.secret_lines(source)
-        removed = secret_text.scrub_outputs(self.nb.cells, secrets)
-        for verdict in self.verdicts.values():
-            verdict.lines = [secret_text.scrub(line, secrets) for line in verdict.lines]
-        for logged in self.events:
-            logged["detail"] = secret_text.scrub(str(logged.get("detail", "")), secrets)
-        if removed:
-            self.events.append(
-                event(
-                    "notebook", EventKind.SECRET_REMOVED, f"{removed} line(s) of the hidden tests or graders in outputs"
-                )
-            )
-
-    def _refuse(self, report: trust.Report) -> None:
-        """Grade nothing: no kernel starts; every graded cell scores 0 and says to tell the instructor."""
-        for index, cell in enumerate(self.nb.cells):
-            if cell.cell_type != "code":
-                continue
-            if is_grade(cell):
-                cell.outputs = [error_output("GradingRefused", trust.REFUSED_MESSAGE)]
-                grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
-                self.verdicts[grade_id] = verdicts.Verdict(
-                    grade_id, False, "error", "GradingRefused", [trust.REFUSED_MESSAGE]
-                )
-            else:
-                cell.outputs = []
-        self.events.append(event("notebook", EventKind.ISOLATION, report.problem))
-        add_notes(self.nb, [trust.REFUSED_MESSAGE])
+        grading_record.remove_secrets(source, self.nb.cells, self.verdicts, self.events)
 
     # ---- what was submitted ----------------------------------------------------------------------------
     def _source_notebook(self) -> Optional[Path]:
-        nbgrader = (self.resources or {}).get("nbgrader", {})
-        assignment, notebook = nbgrader.get("assignment"), nbgrader.get("notebook")
-        if not (self.source_dir and assignment and notebook):
-            return None
-        path = Path(self.source_dir) / assignment / f"{notebook}.ipynb"
-        return path if path.exists() else None
+        return submission.source_notebook(self.source_dir, self.resources)
 
-    @_timed("reading the submission")
+    @timed("reading the submission")
     def _read_submission(self) -> None:
-        """Classify the cells against the lab's source, read the student's text, find the lab's rules."""
+        """Classify the cells against the lab's source, read the student's text, find the lab's rules
+        (``autograder.grade.submission``)."""
         self._view: Optional[List[nbview.Cell]] = None
         self.findings: List[provenance.Finding] = []
         self.similar: List[tuple] = []
@@ -543,76 +297,37 @@ class HardenedExecute(Execute):
                 self.source_dir,
             )
             return
-        lab = nbview.LabSource.read(source)
-        self._view = nbview.classify(self.nb, lab)
-        self._last_that_counts = max(
-            (c.index for c in self._view if c.kind == nbview.GRADED or c.student), default=len(self._view)
-        )
-        graded = [c for c in self._view if c.kind == nbview.GRADED]
-        self._rules = verdicts.rules_for(graded)
-        references = _references(graded, self._view)
-        todo_names: set = set()
-        for cell in lab.cells:
-            if nbgrader_meta(cell).get("solution") and cell.get("cell_type") == "code":
-                tree = nbview.parse(nbview.cell_text(cell.get("source")))
-                if tree is not None:
-                    todo_names |= {
-                        n.name
-                        for n in tree.body
-                        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-                    }
-        names = provenance.lab_names(self._view, references, todo_names)
-        self.findings = provenance.check_submission(self._view, names)
-        self.similar = provenance.similar_to_reference(self._view, references)
+        read = submission.read(self.nb, source)
+        self._view, self._last_that_counts, self._rules = read.view, read.last_that_counts, read.rules
+        self.findings, self.similar = read.findings, read.similar
         view = self._view
         verdicts.CONTEXT.reset(view, lambda: kernel_builds.KernelBuilder(view, self._start_compile_box))
 
     def _start_compile_box(self) -> subprocess.Popen:
-        """A fresh boxed process that builds the student's kernels from their text (``autograder.agent.compile_box``)."""
-        allocation = limits.Allocation(
-            limits.Budget(self._limit("ram_mb"), self._limit("pids"), self.cpus, self._limit("scratch_mb")),
-            prefix="pkv-compile-",
-        )
-        folder = allocation.folder
-        work = os.path.join(folder, "work")
-        os.mkdir(work)
-        self._compile_dirs.append(allocation)
-        edition = self._edition()
-        readable = self._readable()
-        lib = kernel_lib.populate(edition, folder)
-        spec = sandbox.BoxSpec(
+        """A fresh boxed process that builds the student's kernels from their text (``compile_box``)."""
+        return compile_box.start(
             level=self._level,
-            memory_mb=max(limits.MEMORY_MB, self._limit("memory_mb")),
-            file_mb=self._limit("file_mb"),
-            cwd=work,
-            private_dir=folder,
-            readable=readable,
+            edition=self._edition(),
+            readable=self._readable(),
             hidden=list(self.hidden_paths),
-            quiet=False,
-            uid=kernel_uid(allocation.uid, self._level, readable, self.log),
-            cgroup=allocation.cgroup_paths,
+            memory_mb=self._limit("memory_mb"),
+            file_mb=self._limit("file_mb"),
+            ram_mb=self._limit("ram_mb"),
             pids=self._limit("pids"),
-            pythonpath=[str(lib)],
+            cpus=self.cpus,
+            scratch_mb=self._limit("scratch_mb"),
+            allocations=self._compile_dirs,
+            log=self.log,
         )
-        command = [
-            sys.executable,
-            sandbox.__file__,
-            spec.to_json(),
-            "--",
-            sys.executable,
-            "-m",
-            "autograder.agent.compile_box",
-        ]
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     # ---- one cell --------------------------------------------------------------------------------------
     def _run_cell(self, cell, index: int) -> str:
         if cell.cell_type != "code" or not cell.source.strip():
             return "ok"
         if is_grade(cell):
-            return self._run_graded(cell, index)
+            return self._graded.run(cell, index)
         if self._only_shows(index):
-            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": NOT_RUN_DEMO})]
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": cell_limits.NOT_RUN_DEMO})]
             return "skipped"
         return self._execute_in_kernel(cell, index)
 
@@ -627,41 +342,29 @@ class HardenedExecute(Execute):
     def _budget_spent(self, cell, index: int) -> bool:
         if self._notebook_deadline - monotonic() > 0:
             return False
-        budget = self._limit("notebook_timeout")
-        cell.outputs = [
-            error_output(
-                "TimeBudgetExceeded",
-                f"Not run: this notebook used up its grading time ({budget} s in all), "
-                "so this cell scores 0. A cell above ran too long: see its 'Time limit' "
-                "message.",
-            )
-        ]
+        cell.outputs = [cell_limits.budget_spent(self._limit("notebook_timeout"))]
         self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
-    @_timed("notebook cells")
+    @timed("notebook cells")
     def _execute_in_kernel(self, cell, index: int) -> str:
         if self._budget_spent(cell, index):
             return "skipped"
-        self._close_part_boxes()  # a part's box lives only while its part is decided, never beside a running cell
+        self._graded.close_part_boxes()  # a part's box lives only while its part is decided: never beside a cell
         remaining = self._notebook_deadline - monotonic()
         limit = int(min(self._limit("cell_timeout"), remaining) + 0.5) or 1
         self._cell_deadline = monotonic() + limit
         self._timed_out = False
         self._cut = False
         self._cell_bytes = 0
-        self.error_on_timeout = {
-            "ename": "TimeLimitExceeded",
-            "evalue": f"Time limit: this cell ran for more than {limit} s and was stopped, so it scores 0. Look for "
-            "a loop that never ends (a condition that never changes, a list that never shrinks).",
-            "traceback": [],
-        }
-        self.error_on_timeout["traceback"] = [f"\x1b[0;31mTimeLimitExceeded\x1b[0m: {self.error_on_timeout['evalue']}"]
+        self.error_on_timeout = cell_limits.time_limit_error(limit)
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
-            cell.outputs.append(error_output("KernelDied", self._death_message(status)))
+            out_of_memory = self.km is not None and getattr(self.km, "out_of_memory", lambda: False)()
+            message = cell_limits.death_message(status, out_of_memory, self._limit("ram_mb"))
+            cell.outputs.append(error_output("KernelDied", message))
             self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
                 self._event(
@@ -669,14 +372,7 @@ class HardenedExecute(Execute):
                 )
             return "dead"
         except CellTimeoutError:
-            cell.outputs.append(
-                error_output(
-                    "TimeLimitExceeded",
-                    f"Time limit: this cell ran for more than {limit} s and did not stop when "
-                    "interrupted, so its kernel was stopped and this cell scores 0. The cells below ran in a fresh "
-                    "kernel.",
-                )
-            )
+            cell.outputs.append(cell_limits.did_not_stop(limit))
             self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
             return "dead"
         if self._timed_out:
@@ -688,17 +384,10 @@ class HardenedExecute(Execute):
             self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
-            cell.outputs.append(
-                note_output(
-                    f"Memory limit: the grading kernel may use at most {self._limit('memory_mb')} MiB, and this cell "
-                    "asked for more."
-                )
-            )
+            cell.outputs.append(cell_limits.over_memory(self._limit("memory_mb")))
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
-            cell.outputs.append(
-                note_output("This cell called sys.exit() (or exit()/quit()): graded code must return normally.")
-            )
+            cell.outputs.append(cell_limits.exit_called())
             self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
@@ -713,12 +402,7 @@ class HardenedExecute(Execute):
         """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
-            cell.outputs.append(
-                note_output(
-                    f"Memory limit: a process of this notebook was stopped while this cell ran, because the kernel and "
-                    f"the processes it starts may use at most {self._limit('ram_mb')} MiB together."
-                )
-            )
+            cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb")))
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -728,280 +412,35 @@ class HardenedExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         if msg.get("msg_type") == "error":  # capped like every other output (an error can be megabytes)
-            content["evalue"] = cap(str(content.get("evalue", "")), MAX_ERROR_TEXT)
-            content["ename"] = cap(str(content.get("ename", "")), 200)
-            kept, total = [], 0
-            for line in content.get("traceback", []) or []:
-                line = cap(str(line), MAX_ERROR_TEXT)
-                total += len(line)
-                if total > MAX_TRACEBACK:
-                    kept.append("... (traceback cut)")
-                    break
-                kept.append(line)
-            content["traceback"] = kept
+            cell_limits.cap_error(content)
         size = len(json.dumps(content, default=str))
         self._cell_bytes = getattr(self, "_cell_bytes", 0) + size
         if self._cell_bytes > self.max_output_bytes and (
             msg.get("msg_type") != "error"
-            or self._cell_bytes > self.max_output_bytes + MAX_TRACEBACK + 2 * MAX_ERROR_TEXT
+            or self._cell_bytes > self.max_output_bytes + cell_limits.MAX_TRACEBACK + 2 * MAX_ERROR_TEXT
         ):
             self._cut = True
             return None
         return super().output(outs, msg, display_id, cell_index)
 
-    # ---- helpers -----------------------------------------------------------------------------------
-    def _copy_assignment_files(self, workdir: Optional[str] = None) -> None:
-        """The kernel works in a private copy of the assignment's data files, never in the grading folder."""
-        source = (self.resources or {}).get("metadata", {}).get("path")
-        if not source or not os.path.isdir(source):
-            return
-        for item in Path(source).iterdir():
-            if item.suffix == ".ipynb" or item.is_symlink():
-                continue
-            target = Path(workdir or self.km.workdir) / item.name
-            if item.is_dir():
-                shutil.copytree(item, target, symlinks=False, dirs_exist_ok=True)
-            elif item.is_file():
-                shutil.copy(item, target)
-
-    # ---- graded cells: decided here ----------------------------------------------------------------------
-    def _run_graded(self, cell, index: int) -> str:
-        """Show a visible test's run in the kernel; decide every graded cell here (see the module doc)."""
-        model = self._view[index] if self._view is not None and index < len(self._view) else None
-        grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
-        if model is None or model.kind != nbview.GRADED:
-            cell.outputs = [
-                error_output(
-                    "GradingError", "The grader could not find this test cell in the lab's source, so it scores 0."
-                )
-            ]
-            self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
-            return "error"
-        visible = BEGIN not in model.source
-        kernel_error = False
-        if visible:
-            outcome = self._execute_in_kernel(cell, index)
-            if outcome in ("dead", "skipped"):
-                self.verdicts[grade_id] = verdicts.Verdict(
-                    grade_id, False, "kernel" if outcome == "dead" else "timeout"
-                )
-                return outcome
-            kernel_error = outcome == "error"
-        else:
-            cell.outputs = []
-            if self._budget_spent(cell, index):
-                self.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
-                return "skipped"
-        box = self._box_for(grade_id, index)
-        if box is not None and self._parts_deferred:
-            self._deferred.append((cell, index, model, grade_id, visible, kernel_error))
-            return "deferred"  # decided once the notebook's kernel is down (``_decide_deferred``)
-        return self._decide(cell, index, model, grade_id, visible, kernel_error, box)
-
-    def _decide_deferred(self) -> None:
-        """With the notebook's kernel shut down, decide each deferred graded cell in its part's own box, in the
-        notebook's order; ``_decide`` keeps one box alive at a time, so no box's code can reach another's."""
-        deferred, self._deferred = self._deferred, []
-        try:
-            for cell, index, model, grade_id, visible, kernel_error in deferred:
-                self._decide(cell, index, model, grade_id, visible, kernel_error, self._box_for(grade_id, index))
-        finally:
-            self._close_part_boxes()
-
-    def _decide(
-        self, cell, index: int, model, grade_id: str, visible: bool, kernel_error: bool, box: Optional["PartBox"]
-    ) -> str:
-        """Decide a graded cell (in the notebook's kernel, or ``box``, its part's own) and show the verdict."""
-        self._close_part_boxes(but=box)  # one box of this notebook decides at a time: no other is alive to reach
-        if box is None:
-            verdict, dead = self._verdict(model)
-        else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
-            verdict, dead = box.verdict(model, index), False
-            if kernel_error and verdict.passed:
-                soften_errors(cell, box.part)
-            kernel_error = False
-        self.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible)
-        if verdict.kind in ("timeout", "kernel", "exit"):
-            self._event(
-                cell,
-                index,
-                {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED, "exit": EventKind.EXIT_CALLED}[
-                    verdict.kind
-                ],
-                f"while the grader tested it ({verdict.seconds:.1f} s)",
-            )
-        if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
-            line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
-            self._event(
-                cell,
-                index,
-                EventKind.REACHED_STUB,
-                _ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
-            )
-        if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
-            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB while the grader tested it")
-        return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
-
-    def _box_for(self, grade_id: str, index: int) -> Optional["PartBox"]:
-        """The part's own box for a graded cell of a part that needs the reference's other parts, else None."""
-        todos = self._todos()
-        part = todos.part_of_cell(grade_id) if todos is not None else None
-        if part is None or not part.own_box:
-            return None
-        if part.name not in self._part_boxes:
-            self._part_boxes[part.name] = PartBox(self, part.name)
-            self._parts_used.add(part.name)
-        return self._part_boxes[part.name]
-
-    def _close_part_boxes(self, but: Optional["PartBox"] = None) -> None:
-        """Shut down every part's box except ``but``: a part's box holds the reference of the other parts, so none
-        may be alive while another box's code is graded (it would be a route to that reference)."""
-        for box in self._part_boxes.values():
-            if box is not but:
-                box.close()
-
-    @_timed("deciding graded cells")
-    def _verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
-        """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
-        kernel, or ``kernel``)."""
-        kernel = kernel or Kernel(self.km, self.kc, self._channel)
-        limit = max(1.0, min(self._limit("cell_timeout"), self._notebook_deadline - monotonic()))
-        deadline = monotonic() + limit
-        interrupt = lambda: self._interrupt(kernel)  # noqa: E731
-        try:
-            msg_id = kernel.kc.execute(
-                AGENT_CALL.format(path=kernel.channel.path), silent=True, store_history=False, allow_stdin=False
-            )
-        except Exception:  # noqa: BLE001 - a kernel that cannot take a request
-            return verdicts.failed(model.grade_id, grading_channel.KernelGone("the grading kernel stopped")), True
-        try:
-            session = kernel.channel.accept(deadline, on_timeout=interrupt)
-        except grading_channel.KernelGone as error:
-            verdict = verdicts.failed(model.grade_id, error)
-        else:
-            try:
-                verdict = verdicts.run_graded(model, self._view, session, self._rules)
-            finally:
-                session.end()
-        try:
-            self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
-            return verdict, False
-        except DeadKernelError:
-            return verdict, True
-        except TimeoutError:
-            interrupt()
-            try:
-                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
-                return verdict, False
-            except (DeadKernelError, TimeoutError):
-                if verdict.passed:
-                    verdict = verdicts.failed(
-                        model.grade_id, grading_channel.KernelGone("the kernel did not finish after its tests")
-                    )
-                return verdict, True
-
-    def _interrupt(self, kernel: Optional["Kernel"] = None) -> None:
-        try:
-            run_sync((kernel.km if kernel else self.km).interrupt_kernel)()
-        except Exception:  # noqa: BLE001 - a dead kernel cannot be interrupted
-            pass
-
     def _apply_findings(self) -> None:
-        """No points for a TODO whose text reaches the reference or the machinery (see provenance)."""
-        if self._view is None:
-            for cell in self.nb.cells:
-                if cell.cell_type == "code" and is_grade(cell):
-                    cell.outputs = [
-                        error_output(
-                            "GradingError",
-                            "The grader could not find this lab's source notebook, so no test could be decided.",
-                        )
-                    ]
-            return
-        graded = [c for c in self._view if c.kind == nbview.GRADED]
-        for finding in self.findings:
-            bound: set = set()
-            cell = self._view[finding.cell_index]
-            if cell.tree is not None:
-                bound = nbview.names_bound(cell.tree)
-            for test in graded if self.findings_cost_points else ():
-                reads = nbview.free_names(test.tree) if test.tree is not None else set()
-                hit = (test.index > finding.cell_index) if finding.scope == provenance.BELOW else bool(reads & bound)
-                if hit:
-                    notebook_cell = self.nb.cells[test.index]
-                    notebook_cell.outputs = [
-                        o
-                        for o in notebook_cell.get("outputs", [])
-                        if o.get("output_type") != "error"
-                        and not (o.get("output_type") == "stream" and "tests passed" in o.get("text", ""))
-                    ]
-                    notebook_cell.outputs.append(
-                        error_output(
-                            "IntegrityError",
-                            f"No points: {finding.describe()}. Graded code must be your own: fix that "
-                            "line and resubmit.",
-                        )
-                    )
-                    self.verdicts[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
-            self.events.append(
-                dict(
-                    event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),
-                    line=finding.line,
-                    code=finding.code,
-                    rule=finding.rule,
-                    cost_points=bool(self.findings_cost_points),
-                )
-            )
-        for todo, reference, ratio in self.similar:
-            self.events.append(
-                event(todo, EventKind.SIMILAR, f"{todo} is {ratio:.0%} like {reference} (normalised syntax): review it")
-            )
-
-    def _silent(self, code: str, timeout: Optional[float] = None) -> bool:
-        """Run code without recording it; False when the kernel died or it failed."""
-        try:
-            msg_id = self.kc.execute(code, silent=True, store_history=False)
-            reply = self._wait_reply(msg_id, timeout)
-        except (DeadKernelError, CellTimeoutError, TimeoutError):
-            return False
-        return reply is not None and reply["content"].get("status") == "ok"
-
-    def _wait_reply(self, msg_id: str, timeout: Optional[float], kernel: Optional["Kernel"] = None):
-        kc, km = (kernel.kc, kernel.km) if kernel else (self.kc, self.km)
-        deadline = monotonic() + (timeout if timeout is not None else 30)
-        while monotonic() < deadline:
-            try:
-                msg = run_sync(kc.shell_channel.get_msg)(timeout=1)
-            except Exception:  # noqa: BLE001  (queue.Empty: check the kernel and keep waiting)
-                if km is not None and not run_sync(km.is_alive)():
-                    raise DeadKernelError("Kernel died")
-                continue
-            if msg["parent_header"].get("msg_id") == msg_id:
-                return msg
-        raise TimeoutError("no reply in time")
-
-    def _run_silently(self, code: str, timeout: float, kernel: "Kernel") -> str:
-        """Run ``code`` in ``kernel`` without recording it: ``ok``, ``error``, ``timeout`` (interrupted, it
-        stopped) or ``dead`` (it died, or did not stop when interrupted)."""
-        try:
-            msg_id = kernel.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-            reply = self._wait_reply(msg_id, timeout, kernel)
-        except DeadKernelError:
-            return "dead"
-        except TimeoutError:
-            self._interrupt(kernel)
-            try:
-                self._wait_reply(msg_id, grading_channel.GRACE_S, kernel)
-                return "timeout"
-            except (DeadKernelError, TimeoutError):
-                return "dead"
-        return "ok" if reply["content"].get("status") == "ok" else "error"
+        """No points for a TODO whose text reaches the reference or the machinery (``findings``)."""
+        findings.apply_findings(
+            self.nb,
+            self._view,
+            self.findings,
+            self.similar,
+            bool(self.findings_cost_points),
+            self.verdicts,
+            self.events,
+        )
 
     def _replay(self, indices: List[int]) -> None:
         for index in indices:
             remaining = self._notebook_deadline - monotonic()
-            if remaining <= 0 or not self._silent(self.nb.cells[index].source, timeout=remaining):
+            if remaining <= 0 or not silent_runs.silent(
+                self.kc, self.km, self.nb.cells[index].source, timeout=remaining
+            ):
                 self.log.warning("Replay stopped at cell %d", index)
                 return
 
@@ -1011,215 +450,22 @@ class HardenedExecute(Execute):
             if cell.cell_type == "code" and cell.source.strip():
                 cell.outputs = [error_output("NotRun", message)]
 
-    def _death_message(self, status: Optional[int]) -> str:
-        how = ""
-        if self.km is not None and getattr(self.km, "out_of_memory", lambda: False)():
-            return (
-                f"The kernel was stopped while running this cell: with the processes it started it used more "
-                f"than {self._limit('ram_mb')} MiB of memory, so this cell scores 0. The cells below ran in a "
-                "fresh kernel, after the cells above them that are not tests were run again."
-            )
-        if status is not None and status > 128:
-            how = f", killed by signal {status - 128}" + (" (perhaps out of memory)" if status == 137 else "")
-        return (
-            f"The kernel stopped while running this cell (exit status {status}{how}), so this cell scores 0. "
-            "Graded code must not call os._exit() or kill its own process. The cells below ran in a fresh "
-            "kernel, after the cells above them that are not tests were run again."
-        )
-
     def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
         grade_id = nbgrader_meta(cell).get("grade_id")
         self.events.append(event(grade_id or f"cell {index}", kind, detail, graded=bool(is_grade(cell))))
 
     def _finish(self, seconds: float) -> None:
-        nbgrader = (self.resources or {}).get("nbgrader", {})
-        record = {
-            "student": nbgrader.get("student"),
-            "assignment": nbgrader.get("assignment"),
-            "isolation": self._level,
-            "seconds": round(seconds, 2),
-            "events": self.events,
-            "spare_kernels": getattr(self, "_spares_used", 0),
-            "phases": {name: round(value, 2) for name, value in sorted(getattr(self, "phases", {}).items())},
-            "verdicts": {
-                g: {
-                    "passed": v.passed,
-                    "kind": v.kind,
-                    "seconds": round(v.seconds, 2),
-                    "requests": v.requests,
-                    "message": _plain_message(v.lines),
-                }
-                for g, v in self.verdicts.items()
-            },
-        }
+        """The events record (in ``resources`` and ``events_dir``) and the student's notes (``grading_record``)."""
+        record = grading_record.record(
+            self.resources,
+            self._level,
+            seconds,
+            self.events,
+            getattr(self, "_spares_used", 0),
+            getattr(self, "phases", {}),
+            self.verdicts,
+        )
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
             write_record(events_path(self.events_dir, record["assignment"], record["student"]), record)
-        integrity = [e for e in self.events if e["kind"] == EventKind.INTEGRITY]
-        if integrity:
-            add_notes(
-                self.nb,
-                ["No points for code that is not your own (the tests it affects score 0):"]
-                + [f"- {e['detail']}" for e in integrity],
-            )
-        shown = [e for e in self.events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
-        if shown:
-            lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
-            others = [e for e in shown if not e["graded"]]
-            if others:
-                kinds = sorted({describe(e, detail=False) for e in others})
-                lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
-            add_notes(self.nb, ["While grading:"] + lines)
-
-
-def _references(graded, view) -> List[Any]:
-    """The lab's reference implementations: what its graders' checks name (``@grades``) and the TODOs of
-    the starter classes its given cells import."""
-    import importlib
-
-    from autograder.course.notebook import checks_modules
-    from paged_kv.lab import starters
-
-    refs: List[Any] = []
-    modules = set()
-    for cell in graded:
-        modules |= checks_modules(cell.tree)
-    for name in sorted(modules):
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            refs += list(getattr(value, "__grades__", ()))
-    for cell in view:
-        if cell.kind != nbview.GIVEN or cell.tree is None:
-            continue
-        for node in ast.walk(cell.tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paged_kv"):
-                for alias in node.names:
-                    obj = getattr(importlib.import_module(node.module), alias.name, None)
-                    reference = getattr(obj, "__starter_of__", None)
-                    for todo in getattr(obj, "__todo__", ()) if reference is not None else ():
-                        refs.append(starters._function_of(starters._defined(reference, todo)))
-    return refs
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _plain_message(lines) -> str:
-    """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
-    return _ANSI.sub("", "\n".join(lines))[:1500]
-
-
-@dataclass
-class Kernel:
-    """One boxed kernel the grader talks to: its manager, its client and its grading channel."""
-
-    km: Any
-    kc: Any
-    channel: Any
-
-
-class PartBox:
-    """The box that grades one part of a multi-part lab (``own_box`` in ``autograder.editions.manifest``).
-
-    Its edition of the package leaves out that part's TODOs only (and every later lab's), so
-    ``with_reference_todos`` gives the student's code of this part the reference's other parts, and nothing
-    in the process implements this part. Before a graded cell of the part it runs, silently and in order,
-    every cell above that the notebook's main kernel ran without error (the student's code and the given
-    cells); the cell is then decided against it as the main kernel's cells are. The main kernel (whose
-    edition leaves out every part) still runs the notebook for what the feedback shows.
-    """
-
-    def __init__(self, executor: "HardenedExecute", part: str):
-        self.executor, self.part = executor, part
-        self.kernel: Optional[Kernel] = None
-        self.done = -1  # the last cell index it has run
-        self.broken = ""  # why it cannot grade any more (shown in the verdict)
-
-    def verdict(self, model, index: int) -> "verdicts.Verdict":
-        if not self.broken:
-            self._catch_up(index)
-        if self.broken:
-            return verdicts.failed(model.grade_id, grading_channel.KernelGone(self.broken))
-        verdict, dead = self.executor._verdict(model, self.kernel)
-        if dead:
-            self.broken = "the kernel that grades this part stopped while it was tested"
-        return verdict
-
-    @_timed("part boxes starting")
-    def _start(self) -> None:
-        executor = self.executor
-        km = executor._kernel_manager(self.part)
-        if not km.has_kernel:
-            run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
-        kc = km.client()
-        kc.start_channels()
-        run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
-        kc.allow_stdin = False
-        self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
-        executor._copy_assignment_files(km.workdir)
-        executor._run_silently(PREAMBLE, executor._limit("cell_timeout"), self.kernel)
-
-    @_timed("part boxes replaying")
-    def _catch_up(self, index: int) -> None:
-        executor = self.executor
-        if self.kernel is None:
-            try:
-                self._start()
-            except Exception as error:  # noqa: BLE001 - the part scores 0, with the reason
-                self.broken = f"the kernel that grades this part could not start ({type(error).__name__})"
-                return
-        for cell_index, code in self._replay_plan(index):
-            remaining = executor._notebook_deadline - monotonic()
-            if remaining <= 0:
-                self.broken = "the notebook's grading time was spent before this part's own kernel ran your cells"
-                return
-            outcome = executor._run_silently(code, min(executor._limit("cell_timeout"), remaining), self.kernel)
-            if outcome in ("dead", "timeout"):
-                self.broken = (
-                    f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
-                    f"while it ran cell {cell_index} again (cells above a part's tests run again in a "
-                    "kernel of that part's own)"
-                )
-                return
-        self.done = max([self.done] + [i for i in self.executor._replayable if i < index])
-
-    def _replay_plan(self, index: int) -> List[tuple]:
-        """``(cell index, code)`` to run before the graded cell at ``index``, in order: every cell the student
-        wrote that ran without error in the main kernel, whole, and of the given cells only the statements
-        that bind what the student's cells read (their imports and helpers, and what those need): a part's
-        box does not redraw pictures or rerun demos. Without the lab's source, every cell that ran."""
-        executor = self.executor
-        ran = [i for i in executor._replayable if self.done < i < index]
-        view = executor._view
-        if view is None:
-            return [(i, executor.nb.cells[i].source) for i in ran]
-        student = [c for c in view if c.student and c.index < index and c.tree is not None]
-        needed = set().union(*(nbview.free_names(c.tree) for c in student)) if student else set()
-        statements = [
-            s for s in nbview.given_statements([c for c in view if c.index < index]) if s.cell in executor._replayable
-        ]
-        chosen = {id(statements[i]) for i in verdicts.plan_slice(needed, statements, set())}
-        plan = []
-        for i in ran:
-            if view[i].student:
-                plan.append((i, executor.nb.cells[i].source))
-            else:
-                code = "\n".join(ast.unparse(s.node) for s in statements if s.cell == i and id(s) in chosen)
-                if code:
-                    plan.append((i, code))
-        return plan
-
-    def close(self) -> None:
-        if self.kernel is None:
-            return
-        try:
-            self.kernel.channel.close()
-        except OSError:
-            pass
-        try:
-            self.kernel.kc.stop_channels()
-        except Exception:  # noqa: BLE001
-            pass
-        _discard(self.kernel.km)
-        self.kernel = None
-        self.done, self.broken = -1, ""  # a box started again for this part replays from the top
+        grading_record.add_grading_notes(self.nb, self.events)

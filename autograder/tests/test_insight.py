@@ -120,7 +120,7 @@ def test_a_student_id_with_markup_is_escaped_and_its_link_stays_relative(tmp_pat
 
 
 def test_the_report_says_where_grading_time_went_and_names_the_outliers(tmp_path):
-    """Each student's events file holds seconds by phase (``HardenedExecute._timed``): the report adds them up
+    """Each student's events file holds seconds by phase (``autograder.grade.timing.timed``): the report adds them up
     and names a student who took far longer than the others, with the phase that took their time."""
     events = tmp_path / "events" / LAB
     events.mkdir(parents=True)

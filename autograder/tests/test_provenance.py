@@ -16,7 +16,7 @@ import pytest
 from autograder.proof import classroom, report
 from autograder.tests import attacks
 from autograder.course.notebook import nbgrader
-from autograder.grade import hardened
+from autograder.grade import submission
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 
@@ -29,7 +29,7 @@ def _findings(lab: str, notebook: dict):
     nb = nbformat.reads(json.dumps(notebook), as_version=4)
     view = nbview.classify(nb, nbview.LabSource.read(source))
     graded = [c for c in view if c.kind == nbview.GRADED]
-    refs = hardened._references(graded, view)
+    refs = submission.references(graded, view)
     todo = set()
     for cell in view:
         if cell.kind == nbview.ANSWER and cell.tree is not None:

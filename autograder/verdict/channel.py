@@ -1,7 +1,7 @@
 """The trusted end of the grading channel: handles to the student's objects, plain data back.
 
 ``Channel`` owns a Unix socket in the grading kernel's private folder. At each graded cell the grader
-asks the kernel to run ``autograder.agent.serve.serve`` on it (see ``autograder.grade.hardened``), accepts
+asks the kernel to run ``autograder.agent.serve.serve`` on it (see ``autograder.grade.graded_cells``), accepts
 the connection and opens a ``Session``. Through the session the graded cell's text and the graders
 see the student's objects as ``Remote`` proxies: attribute reads, calls, indexing, iteration,
 arithmetic and comparisons are sent to the kernel and done there; what comes back is a plain value

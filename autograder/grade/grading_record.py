@@ -1,0 +1,82 @@
+"""What grading one notebook leaves behind: no line of the hidden tests or graders (``remove_secrets``), the
+events record for the instructor (``record``, ``autograder.verdict.events``' schema) and the student's notes on
+what happened while grading (``add_grading_notes``, in the notebook's "Grading notes" cell)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Dict, List
+
+from autograder.verdict import secrets as secret_text
+from autograder.verdict.events import NOT_LISTED_FOR_STUDENTS, EventKind, describe, event
+from autograder.verdict.scoring import add_notes
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain_message(lines) -> str:
+    """A verdict's message as the student's feedback shows it, without colours (for ``insight``), kept short."""
+    return ANSI.sub("", "\n".join(lines))[:1500]
+
+
+def remove_secrets(source: Path, cells, verdicts: Dict[str, Any], events: List[dict]) -> None:
+    """No line of the hidden tests or graders leaves grading (``autograder.verdict.secrets``): not in a cell's
+    outputs (the feedback, a platform's results), a verdict's message or an event (the instructor's log)."""
+    secrets = secret_text.secret_lines(source)
+    removed = secret_text.scrub_outputs(cells, secrets)
+    for verdict in verdicts.values():
+        verdict.lines = [secret_text.scrub(line, secrets) for line in verdict.lines]
+    for logged in events:
+        logged["detail"] = secret_text.scrub(str(logged.get("detail", "")), secrets)
+    if removed:
+        events.append(
+            event("notebook", EventKind.SECRET_REMOVED, f"{removed} line(s) of the hidden tests or graders in outputs")
+        )
+
+
+def record(
+    resources, isolation: str, seconds: float, events: List[dict], spare_kernels: int, phases, verdicts
+) -> Dict[str, Any]:
+    """The events record of one graded notebook (who, how isolated, how long and where the time went, the events
+    and each graded cell's verdict)."""
+    nbgrader = (resources or {}).get("nbgrader", {})
+    return {
+        "student": nbgrader.get("student"),
+        "assignment": nbgrader.get("assignment"),
+        "isolation": isolation,
+        "seconds": round(seconds, 2),
+        "events": events,
+        "spare_kernels": spare_kernels,
+        "phases": {name: round(value, 2) for name, value in sorted(phases.items())},
+        "verdicts": {
+            g: {
+                "passed": v.passed,
+                "kind": v.kind,
+                "seconds": round(v.seconds, 2),
+                "requests": v.requests,
+                "message": plain_message(v.lines),
+            }
+            for g, v in verdicts.items()
+        },
+    }
+
+
+def add_grading_notes(nb, events: List[dict]) -> None:
+    """Tell the student, in the notebook's "Grading notes", what cost points for integrity and what the grader did
+    (each graded cell's events, and the other cells' kinds of event in one line)."""
+    integrity = [e for e in events if e["kind"] == EventKind.INTEGRITY]
+    if integrity:
+        add_notes(
+            nb,
+            ["No points for code that is not your own (the tests it affects score 0):"]
+            + [f"- {e['detail']}" for e in integrity],
+        )
+    shown = [e for e in events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
+    if shown:
+        lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
+        others = [e for e in shown if not e["graded"]]
+        if others:
+            kinds = sorted({describe(e, detail=False) for e in others})
+            lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
+        add_notes(nb, ["While grading:"] + lines)
