@@ -26,8 +26,8 @@ EXTRAS = ("course",)
 HEADER = """\
 # The pins of requirements-lock.txt a student's install needs: the course package's dependencies and its
 # `course` extra (JupyterLab, nbgrader, Triton), with what they need (written by tools/student_lock.py,
-# `make lock`). A class handout installs these (its Makefile's `make lab`); torch's pin is a CPU build
-# where one lies on the machine, else PyPI's build for Linux (which includes CUDA).
+# `make lock`). A class handout installs these (its Makefile's `make lab`, which takes torch's CPU build from
+# PyTorch's index on Linux without an NVIDIA driver: PyPI's Linux build includes CUDA).
 """
 
 

@@ -41,6 +41,11 @@ KERNEL := $(VENV)/.kernel-stamp
 # make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0": any JupyterLab option goes in LAB_ARGS.
 PORT ?=
 LAB_ARGS ?=
+# On Linux without an NVIDIA driver (no nvidia-smi), pip takes the CPU build of the lock's torch from PyTorch's own
+# index (torch==X matches X+cpu, which it prefers): PyPI's Linux build brings CUDA's libraries, several GB the labs
+# never use there. TORCH_INDEX= keeps PyPI's build.
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),$(if $(shell command -v nvidia-smi),,https://download.pytorch.org/whl/cpu))
+PIP_INDEX := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 .PHONY: lab env
 lab: env
@@ -54,9 +59,9 @@ $(STAMP): requirements-lock.txt pyproject.toml
 \ttest -x $(PY) || $(PYTHON) -m venv $(VENV)
 \t$(PY) -m pip install --quiet --upgrade pip
 \tif $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \\
-\t  $(PY) -m pip install --quiet -r requirements-lock.txt; \\
+\t  $(PY) -m pip install --quiet $(PIP_INDEX) -r requirements-lock.txt; \\
 \telse \\
-\t  $(PY) -m pip install --quiet -e ".[course]"; \\
+\t  $(PY) -m pip install --quiet $(PIP_INDEX) -e ".[course]"; \\
 \tfi
 \t$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 \ttouch $(STAMP)
@@ -72,9 +77,10 @@ STUDENT_README = """\
 
 How LLM inference engines manage the KV cache with paged attention, one lab at a time.
 
-- On your machine (Python 3.10+): `make lab` installs the course into `.venv/` and opens JupyterLab
-  on `course/`. Work through the labs in order, starting with `00-start-here`. On a remote machine,
-  run `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
+- On your machine (Python 3.10+): `make lab` installs the course into `.venv/` (on Linux without an
+  NVIDIA GPU, PyTorch's CPU build: far smaller than PyPI's) and opens JupyterLab on `course/`. Work
+  through the labs in order, starting with `00-start-here`. On a remote machine, run
+  `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
   here, then open the link it prints (any JupyterLab option goes in `LAB_ARGS`).
 - In Google Colab: upload a notebook from `course/`; its first cell installs the course package (a class's
   handout: see below).

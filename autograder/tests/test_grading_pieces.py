@@ -243,12 +243,15 @@ def test_the_handout_files_keep_normal_modes(tmp_path):
     assert not odd, odd
 
 
-def _dry_run_lab(folder: Path, *args: str) -> str:
-    """``make -n lab ARGS`` in ``folder`` (prints what it would run), also from inside ``make test``."""
+def _dry_run_lab(folder: Path, *args: str, path: str = "") -> str:
+    """``make -n lab ARGS`` in ``folder`` (prints what it would run), also from inside ``make test``; ``path``:
+    a folder put first on PATH."""
     import os
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JUPYTER_CONFIG_PATH")}
+    if path:
+        env["PATH"] = os.pathsep.join([path, env.get("PATH", "")])
     result = subprocess.run(
         ["make", "--no-print-directory", "-n", "lab", *args],
         cwd=folder,
@@ -278,6 +281,34 @@ def test_the_handouts_make_lab_opens_the_course_as_the_repositorys_does(tmp_path
     assert 'JUPYTER_CONFIG_PATH="<root>/student-lab' in handed and handed.endswith("--no-browser --ip=127.0.0.1")
     assert "paged_kv.lab.notebook_kernel install" in _dry_run_lab(unzipped)
     assert (unzipped / "student-lab" / "labconfig" / "page_config.json").is_file()
+
+
+def test_the_handouts_make_lab_takes_torchs_cpu_build_on_linux_without_an_nvidia_driver(tmp_path):
+    """Issue 37 item 5: PyPI's torch for Linux brings CUDA's libraries (several GB); where no nvidia-smi is found,
+    the handout's install adds PyTorch's CPU index (torch==X then resolves to X+cpu); with a driver, or with
+    TORCH_INDEX= given, it installs from PyPI alone."""
+    import platform
+    import shutil
+
+    if platform.system() != "Linux":
+        pytest.skip("the CPU index is chosen on Linux only (PyPI's macOS and Windows builds carry no CUDA)")
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip")) as archive:
+        archive.extractall(tmp_path)
+    unzipped = tmp_path / "paged-kv-course"
+    cpu_index = "--extra-index-url https://download.pytorch.org/whl/cpu"
+
+    def installs(*args: str, path: str = "") -> list:
+        text = _dry_run_lab(unzipped, *args, path=path).replace("\\\n", " ")
+        return [line for line in text.splitlines() if "pip install" in line and "requirements-lock.txt" in line]
+
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (driver / "nvidia-smi").chmod(0o755)
+    if shutil.which("nvidia-smi") is None:
+        assert installs() and all(cpu_index in line for line in installs()), installs()
+    assert installs(path=str(driver)) and not any(cpu_index in line for line in installs(path=str(driver)))
+    assert installs("TORCH_INDEX=") and not any(cpu_index in line for line in installs("TORCH_INDEX="))
 
 
 def test_the_handout_refuses_solution_code(tmp_path):
