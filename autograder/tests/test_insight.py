@@ -232,19 +232,26 @@ def test_a_hidden_check_names_its_section_with_grades_teaches(tmp_path):
     assert rows["cat"]["taught_in"] == ["1. When does a token need a new block?"]  # a visible test's hint, by fragment
 
 
-def test_every_teaches_reference_names_a_section_of_its_lab():
-    """A ``teaches`` that names no heading of its lab's notebook (a renumbered section) fails here, not silently."""
+def _labs_with_checks():
+    """``(lab, notebook name, checks module)`` for every lab whose checks module imports."""
     import importlib
 
     from autograder.labs import checks_module
-    from autograder.labs.checking import grades
 
-    marked = 0
     for lab, name in LABS.items():
         try:
             module = importlib.import_module(checks_module(lab))
         except ImportError:
             continue
+        yield lab, name, module
+
+
+def test_every_teaches_reference_names_a_section_of_its_lab():
+    """A ``teaches`` that names no heading of its lab's notebook (a renumbered section) fails here, not silently."""
+    from autograder.labs.checking import grades
+
+    marked = 0
+    for lab, name, module in _labs_with_checks():
         headings = insight.lab_headings(SOURCE_DIR / lab / name)
         refs = list(getattr(module, "TEACHES", {}).values())
         refs += [getattr(v, "__teaches__", "") for v in vars(module).values() if hasattr(v, "__grades__")]
@@ -304,18 +311,12 @@ def test_every_teaches_fragment_occurs_in_a_hint_of_its_lab():
     each must occur, lower-cased, in a string of the lab's notebook's code cells (the visible tests' hints) or
     of its checks module and the course modules it imports from (the hidden checks' hints, and those of the
     trace replays that labs 07 and 09 share with their visible tests), ``TEACHES`` itself left out."""
-    import importlib
     import inspect
 
     from autograder.course import notebook as nbread
-    from autograder.labs import checks_module
 
     fragments = 0
-    for lab, name in LABS.items():
-        try:
-            module = importlib.import_module(checks_module(lab))
-        except ImportError:
-            continue
+    for lab, name, module in _labs_with_checks():
         teaches = getattr(module, "TEACHES", {})
         if not teaches:
             continue
