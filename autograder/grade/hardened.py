@@ -54,7 +54,7 @@ from autograder.verdict.scoring import (
 )
 from autograder.verdict.events import (
     EventKind,
-    event,  # noqa: F401
+    event,
     events_path,
     write_record,
 )
