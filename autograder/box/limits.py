@@ -11,7 +11,8 @@ it. So each kernel (and each compile box) gets, where the machine allows it:
 - a **scratch folder** that is a tmpfs of ``scratch_mb`` MiB (root only): everything the kernel may
   write -- its working folder, home, ``/tmp`` and its sockets -- lives there, so no notebook can fill
   the grader's disk;
-- a **uid of its own** (root only, ``FIRST_UID`` and up, one per kernel alive): the kernel runs as
+- a **uid of its own** (root only; ``autograder.box.uids``: drawn at random from a wide range, proved free on the
+  whole host and held until the release has killed every task of it and removed its files): the kernel runs as
   that unprivileged user, owns only its scratch folder, and shares no process count with another.
 
 ``probe()`` says which of these this machine gives (``python -m autograder.box.sandbox --probe``); what is
@@ -24,7 +25,6 @@ import functools
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import time
 import uuid
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from autograder.box import shared_places, uids
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "paged-kv"
 V1_CONTROLLERS = ("pids", "memory", "cpu")
-FIRST_UID, UID_COUNT = 61000, 1000
-UID_LOCKS = Path(os.environ.get("PAGED_KV_UID_LOCKS", "/tmp/paged-kv-uids"))
 CPU_PERIOD_US = 100_000
 
 
@@ -295,151 +295,7 @@ def scratch_available() -> bool:
             pass
 
 
-# ---- a uid per kernel -------------------------------------------------------------------------------------
-def take_uid() -> Optional[int]:
-    """A uid no other live kernel uses (root only), or None."""
-    if os.geteuid() != 0:
-        return None
-    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    for uid in range(FIRST_UID, FIRST_UID + UID_COUNT):
-        lock = UID_LOCKS / str(uid)
-        if uid_busy(uid):  # a kernel of a grader that died (or whose cgroup outlived its destroy) still runs
-            continue
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            if _stale(lock):
-                try:
-                    lock.unlink()
-                except OSError:
-                    pass
-            continue
-        with os.fdopen(fd, "w") as handle:
-            handle.write(str(os.getpid()))
-        return uid
-    return None
-
-
-def uid_busy(uid: int) -> bool:
-    """Whether any process on this machine runs as ``uid`` (real, effective or saved uid; read from its status,
-    since a process that made itself non-dumpable shows its ``/proc`` entry as root's)."""
-    return bool(processes_of(uid))
-
-
-def processes_of(uid: int) -> List[int]:
-    """The pids of the live processes whose real, effective or saved uid is ``uid``. A zombie (killed, not yet
-    reaped by its parent) runs nothing and holds nothing but its pid: it is not counted, so that releasing a
-    kernel does not wait for its parent to reap it."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/status") as handle:
-                for line in handle:
-                    if line.startswith("State:") and line.split()[1:2] in (["Z"], ["X"]):
-                        break
-                    if line.startswith("Uid:"):
-                        if str(uid) in line.split()[1:4]:
-                            found.append(int(entry.name))
-                        break
-        except OSError:
-            continue
-    return found
-
-
-def end_processes_of(uid: Optional[int], timeout: float = 5.0) -> bool:
-    """Kill every process running as ``uid`` (root only): where there is no cgroup, this is how a kernel's
-    detached children end with it. As the uid itself, ``kill -KILL -1`` reaches all of them at once (a
-    forking child cannot outrun it one pid at a time); repeated until none is left. True when none is left."""
-    if uid is None or os.geteuid() != 0:
-        return True
-    deadline = time.monotonic() + timeout
-    setpriv = shutil.which("setpriv")
-    while True:
-        left = processes_of(uid)
-        if not left:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        if setpriv:
-            subprocess.run(
-                [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "kill", "-KILL", "-1"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=20,
-            )
-        for pid in left:  # and one by one, for a machine without setpriv
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.02)
-
-
-def _stale(lock: Path) -> bool:
-    try:
-        return not pid_alive(int(lock.read_text() or "0"))
-    except (ValueError, OSError):
-        return True
-
-
-def release_uid(uid: Optional[int]) -> None:
-    if uid is not None:
-        try:
-            (UID_LOCKS / str(uid)).unlink()
-        except OSError:
-            pass
-
-
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")  # where any uid may leave a file
-
-
-def remove_files_of(uid: Optional[int]) -> List[str]:
-    """Remove what ``uid`` left in the folders every account may write (``SHARED_WRITABLE`` and the world-writable
-    folders right inside them), so that nothing a kernel wrote reaches the next box or the next student given
-    that uid (root only; its processes must be gone: ``end_processes_of``). Returns what was removed."""
-    if uid is None or os.geteuid() != 0:
-        return []
-    folders = [f for f in SHARED_WRITABLE if os.path.isdir(f) and not os.path.islink(f)]
-    folders += [
-        entry.path
-        for folder in list(folders)
-        for entry, info in _entries(folder)  # shared ones inside
-        if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and info.st_uid != uid
-    ]  # (/tmp/.X11-unix)
-    removed = []
-    for folder in folders:
-        for entry, info in _entries(folder):
-            if info.st_uid != uid:
-                continue
-            try:
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-                removed.append(entry.path)
-            except OSError:
-                continue
-    return removed
-
-
-def _entries(folder: str) -> List[tuple]:
-    """``(entry, its lstat)`` for each entry of ``folder`` that can be read ([] when the folder cannot)."""
-    found = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            found.append((entry, entry.stat(follow_symlinks=False)))
-        except OSError:
-            continue
-    return found
-
-
+# ---- a uid per kernel: autograder.box.uids (taken, held, released), autograder.box.shared_places (its files) ------
 def give_to(path: str, uid: Optional[int]) -> None:
     """Make ``path`` (and what is in it) belong to ``uid``."""
     if uid is None:
@@ -487,7 +343,8 @@ class Allocation:
         self.budget = budget
         self.folder = tempfile.mkdtemp(prefix=prefix)
         self.scratch = mount_scratch(self.folder, budget.scratch_mb)
-        self.uid = take_uid()
+        self.held = uids.take()
+        self.uid: Optional[int] = self.held.uid if self.held is not None else None
         self.cgroup: Optional[Cgroup] = None
         if cgroup_version():
             try:
@@ -499,17 +356,20 @@ class Allocation:
     def cgroup_paths(self) -> List[str]:
         return [str(p) for p in self.cgroup.paths] if self.cgroup is not None else []
 
-    def release(self) -> None:
-        import shutil
-
+    def release(self) -> bool:
+        """Kill what is left of the box and remove what it wrote; True when nothing of its uid is left. The uid is
+        marked released only then (``uids.Held.release``); otherwise its lock stays for the sweep."""
         if self.cgroup is not None:
             self.cgroup.destroy()
-        # With or without a cgroup, no process of the kernel's uid outlives it (a uid with live processes is
-        # never handed out again: ``take_uid``).
-        end_processes_of(self.uid)
-        remove_files_of(self.uid)  # nor any file it left where another box or the next student could read it
+        # With or without a cgroup, no task of the kernel's uid outlives it: killed as the uid itself, at least
+        # once, then waited for until /proc shows none (``uids.end_tasks_of``).
+        held, self.uid, self.held = self.held, None, None
+        clean = held.end_tasks() if held is not None else True
+        if held is not None and clean:  # nor any file it left where another box or the next student could read it
+            shared_places.remove_files_of(held.uid)
         if self.scratch:
             unmount_scratch(self.folder)
         shutil.rmtree(self.folder, ignore_errors=True)
-        release_uid(self.uid)
-        self.uid = None
+        if held is not None:
+            held.release(clean)
+        return clean

@@ -393,6 +393,21 @@ def _ancestors(path: str) -> List[str]:
     return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+SIGPENDING = 1024  # signals queued at once for a box's uid (RLIMIT_SIGPENDING, counted per uid host-wide)
+
+
+def per_uid_limits(pids: int) -> Dict[int, int]:
+    """The rlimits of a box with a uid of its own that bound what the kernel counts per uid on the whole host (so
+    that what one box holds is bounded whatever else runs as that uid, ``autograder.box.uids``): its tasks
+    (``RLIMIT_NPROC``: ``pids``, the cgroup's count where there is one), its queued signals (``RLIMIT_SIGPENDING``)
+    and POSIX message queue bytes (``RLIMIT_MSGQUEUE``: none; ``mq_open`` is refused too)."""
+    return {
+        resource.RLIMIT_NPROC: int(pids),
+        resource.RLIMIT_SIGPENDING: SIGPENDING,
+        resource.RLIMIT_MSGQUEUE: 0,
+    }
+
+
 def _set_limits(spec: BoxSpec) -> None:
     """Runs in the child between fork and exec: it dies with the launcher, within the limits, in its cgroup,
     unable to reach the kernel's key store (``autograder.box.seccomp``)."""
@@ -402,8 +417,9 @@ def _set_limits(spec: BoxSpec) -> None:
     for folder in spec.cgroup:  # everything this child starts stays in the kernel's cgroup
         with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
             handle.write(str(os.getpid()))
-    if not spec.cgroup and spec.uid is not None:  # no cgroup: at least a process count for this uid
-        resource.setrlimit(resource.RLIMIT_NPROC, (spec.pids, spec.pids))
+    if spec.uid is not None:  # what the kernel counts per uid on the whole host: bounded for this box's own
+        for limit, value in per_uid_limits(spec.pids).items():
+            resource.setrlimit(limit, (value, value))
     memory = spec.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     size = spec.file_mb * 1024 * 1024

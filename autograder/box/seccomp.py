@@ -7,7 +7,8 @@ system calls ``rules`` name. Two rule sets are used:
   ``request_key``). The kernel keyring is shared by every process of a uid and is not namespaced: a key
   left by one notebook would be read by the next kernel given the same uid, or by any uid when made
   readable to all (``/proc/keys``). Refusing the calls closes that channel between boxes. Also System V IPC
-  and POSIX message queues (shared by every uid and outliving their process).
+  and POSIX message queues (shared by every uid and outliving their process), and inotify and fanotify
+  instances (counted per uid on the whole host: a box must not use up another's).
 - ``DOCKER_RULES``, for the tests' emulation of a default Docker container (Gradescope, PrairieLearn):
   what Docker's default profile refuses to a container without CAP_SYS_ADMIN that matters to the box:
   ``unshare``, ``setns``, ``clone`` with a namespace flag, ``clone3`` (``ENOSYS``, so that the C library
@@ -66,6 +67,9 @@ ARCHES = {
             "msgget": 68,
             "semget": 64,
             "mq_open": 240,
+            "inotify_init": 253,
+            "inotify_init1": 294,
+            "fanotify_init": 300,
         },
     ),
     "aarch64": Arch(
@@ -82,6 +86,8 @@ ARCHES = {
             "msgget": 186,
             "semget": 190,
             "mq_open": 180,
+            "inotify_init1": 26,
+            "fanotify_init": 262,
         },
     ),
 }
@@ -97,8 +103,17 @@ class Rule:
 
 
 KEYRING = (Rule("add_key"), Rule("keyctl"), Rule("request_key"))
-# Every box: no key store; no System V IPC or POSIX message queue (they outlive the process, shared by every uid).
-BOX_RULES = KEYRING + (Rule("shmget"), Rule("msgget"), Rule("semget"), Rule("mq_open"))
+# Every box: no key store; no System V IPC or POSIX message queue (they outlive the process, shared by every uid);
+# no inotify or fanotify instance (counted per uid on the whole host: 128 inotify instances by default).
+BOX_RULES = KEYRING + (
+    Rule("shmget"),
+    Rule("msgget"),
+    Rule("semget"),
+    Rule("mq_open"),
+    Rule("inotify_init", errno.ENOSYS),
+    Rule("inotify_init1", errno.ENOSYS),
+    Rule("fanotify_init", errno.ENOSYS),
+)
 
 
 def rules_for(level: str) -> Sequence[Rule]:
@@ -138,7 +153,9 @@ def program(rules: Sequence[Rule], machine: str = "") -> bytes:
         deny_all,
     ]  # x32 numbers: refused
     for rule in rules:
-        number = arch.numbers[rule.call]
+        number = arch.numbers.get(rule.call)
+        if number is None:  # no such call on this machine (inotify_init on aarch64)
+            continue
         refuse = _op(_RET, SECCOMP_RET_ERRNO | rule.error)
         if rule.flags:
             # nr == number? then load the low word of args[0], test the flags, reload nr after.

@@ -14,7 +14,13 @@ The box is refused (``Report.problem``) when
 - the kernel would run as root: never allowed, whatever the settings;
 - at a level without bubblewrap, the kernel would run as the grading account (it could read and write all
   the grader can): allowed only with ``PAGED_KV_ALLOW_UNISOLATED=1``;
-- it can read a trusted path: allowed only with ``PAGED_KV_ALLOW_UNISOLATED=1``.
+- it can read a trusted path: allowed only with ``PAGED_KV_ALLOW_UNISOLATED=1``;
+- below bubblewrap, with a uid of its own, it could write somewhere no release can clean (the probe walks the file
+  system as the kernel's uid: ``autograder.box.shared_places``): allowed only with ``PAGED_KV_ALLOW_UNISOLATED=1``.
+  The folders it may write are cleaned of each box's files at every release from then on.
+
+A probe box that does not start at all (its uid taken elsewhere meanwhile, a start that failed) is not a refusal:
+it is started again with a fresh uid (``STARTS`` times in all) before the grader gives up.
 
 A refused grader grades nothing: every graded cell scores 0 with ``REFUSED_MESSAGE`` (the student's side),
 and the instructor sees ``Report.problem`` and how to fix it (``make grade``'s and ``run_autograder``'s
@@ -31,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from autograder.box import shared_places
+
 ALLOW_ENV = "PAGED_KV_ALLOW_UNISOLATED"
 REFUSED_MESSAGE = (
     "The grader could not be isolated from your code, so nothing was graded and every test scores "
@@ -38,10 +46,12 @@ REFUSED_MESSAGE = (
 )
 CANARY_NAME = ".isolation-canary"
 
-# Runs in the box: who am I, and which of the paths given can I read? A path is read when a byte of it, or of
-# a file in it (two folders deep at most), can be read: an empty file, or a folder holding only empty folders,
-# is what a box shows in place of a hidden one (bubblewrap makes the mount points of what it hides).
-PROBE = r"""
+# Runs in the box: who am I, which of the paths given can I read, and (below bubblewrap) where could I write? A path
+# is read when a byte of it, or of a file in it (two folders deep at most), can be read: an empty file, or a folder
+# holding only empty folders, is what a box shows in place of a hidden one (bubblewrap makes the mount points of
+# what it hides). Its one argument is JSON: {"trusted": [...], "walk": bool, "skip": [...], "budget": seconds}.
+PROBE = (
+    r"""
 import json, os, sys
 
 def readable(path, depth=2):
@@ -55,10 +65,15 @@ def readable(path, depth=2):
             return bool(handle.read(1))
     except OSError:
         return False
-
-seen = [path for path in sys.argv[1:] if readable(path)]
-print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "read": seen}))
 """
+    + shared_places.WALK
+    + r"""
+asked = json.loads(sys.argv[1])
+seen = [path for path in asked["trusted"] if readable(path)]
+places = walk_writable(asked["skip"], asked["budget"]) if asked["walk"] else {}
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "read": seen, "places": places}))
+"""
+)
 
 
 def allowed_by_env() -> bool:
@@ -74,6 +89,8 @@ class Report:
     read: List[str] = field(default_factory=list)
     problem: str = ""
     allowed: bool = False  # refused, but the instructor opted in (ALLOW_ENV): graded with a warning
+    writable: List[str] = field(default_factory=list)  # the folders a box may write (below bubblewrap)
+    uncleanable: List[str] = field(default_factory=list)  # places a box may write that no release can clean
 
     @property
     def refused(self) -> bool:
@@ -103,9 +120,11 @@ def plant_canary(folder: Path) -> Path:
     return canary
 
 
-def judge(level: str, uid: Optional[int], read: Sequence[str], grader_uid: int, allow: bool) -> Report:
+def judge(
+    level: str, uid: Optional[int], read: Sequence[str], grader_uid: int, allow: bool, uncleanable: Sequence[str] = ()
+) -> Report:
     """The verdict on a probe's answer (kept apart from running it, so that each rule is tested alone)."""
-    report = Report(level, uid, list(read))
+    report = Report(level, uid, list(read), uncleanable=list(uncleanable))
     if uid is None:
         report.problem = "the isolation probe did not run in the grading box, so the box cannot be trusted"
     elif uid == 0:
@@ -127,13 +146,23 @@ def judge(level: str, uid: Optional[int], read: Sequence[str], grader_uid: int, 
             f"them to other accounts (chmod -R go-rwx on each; the kernel needs none of them) or "
             f"grade where bubblewrap runs"
         )
+    elif uncleanable and level != "bwrap":
+        shown = "; ".join(uncleanable[:4]) + (f" and {len(uncleanable) - 4} more" if len(uncleanable) > 4 else "")
+        report.problem = (
+            f"a grading kernel (uid {uid}, level {level!r}) could leave a file for the next box where no release "
+            f"can remove it: {shown}. Close it to other accounts (chmod o-w), or grade where bubblewrap runs"
+        )
     report.allowed = bool(report.problem) and allow
     return report
 
 
-def run_probe(launch: List[str], trusted: Sequence[str], timeout: float = 60) -> Dict:
-    """Run ``PROBE`` with ``launch`` (the box's launcher command, up to its ``--``) on ``trusted``."""
-    command = list(launch) + [sys.executable, "-I", "-c", PROBE, *trusted]
+def run_probe(
+    launch: List[str], trusted: Sequence[str], timeout: float = 60, walk: bool = False, skip: Sequence[str] = ()
+) -> Dict:
+    """Run ``PROBE`` with ``launch`` (the box's launcher command, up to its ``--``) on ``trusted``; with ``walk``,
+    it also lists where it may write (``shared_places.WALK``, outside ``skip``)."""
+    asked = {"trusted": list(trusted), "walk": walk, "skip": list(skip), "budget": shared_places.WALK_BUDGET_S}
+    command = list(launch) + [sys.executable, "-I", "-c", PROBE, json.dumps(asked)]
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError) as error:
@@ -146,22 +175,58 @@ def run_probe(launch: List[str], trusted: Sequence[str], timeout: float = 60) ->
     return {"error": (done.stderr or done.stdout)[-500:] or f"exit status {done.returncode}"}
 
 
+STARTS = 3  # a probe box that does not start is started again (a fresh box, another uid) this many times in all
+
+
 def check(
     level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str], allow: Optional[bool] = None
 ) -> Report:
     """Start a box as a kernel's (``level``, ``readable``, ``hidden``, a uid taken as for a kernel) and judge
-    what it can read of ``trusted``."""
+    what it can read of ``trusted`` and, below bubblewrap, whether every place it may write can be cleaned (the
+    folders found are cleaned at every later release in this process: ``shared_places.note``). A box that does not
+    start is nothing the student did: it is started again, up to ``STARTS`` times, before the grader refuses."""
+    allow = allowed_by_env() if allow is None else allow
+    answer: Dict = {}
+    for _ in range(STARTS):
+        answer, uid, cleanable = _probe_once(level, readable, hidden, trusted)
+        if "refused" in answer:
+            return Report(level, 0, [], answer["refused"])
+        if "error" not in answer:
+            break
+    if "error" in answer:
+        report = judge(level, None, [], os.geteuid(), False)
+        report.problem += f" ({answer['error'].strip()[-300:]})"
+        return report
+    places = answer.get("places") or {}
+    problems = shared_places.uncleanable(places, int(answer["uid"]), _box_uid) if places else []
+    if not cleanable:
+        problems.append("the probe's own box left a task of its uid running after its release")
+    report = judge(level, int(answer["uid"]), answer.get("read", []), os.geteuid(), allow, problems)
+    report.writable = list(places.get("dirs", []))
+    return report
+
+
+def _box_uid(uid: int) -> bool:
+    """Whether ``uid`` is one a box is given here (its files go with that box's release)."""
+    from autograder.box import uids
+
+    return uids.in_range(uid)
+
+
+def _probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str]):
+    """One probe box: ``(its answer, its uid, whether its release left nothing running)``."""
     from autograder.box import limits, sandbox
 
-    allow = allowed_by_env() if allow is None else allow
     allocation = limits.Allocation(limits.Budget(ram_mb=1024, pids=64, cpus=1.0, scratch_mb=16), prefix="pkv-trust-")
+    uid = allocation.uid
+    cleanable = True
     try:
         work = os.path.join(allocation.folder, "work")
         os.makedirs(work, exist_ok=True)
         try:
             uid = kernel_uid_for(allocation.uid, level, readable)
         except UnisolatedKernel as error:
-            return Report(level, 0, [], str(error))
+            return {"refused": str(error)}, uid, True
         spec = sandbox.BoxSpec(
             level=level,
             memory_mb=1024,
@@ -174,14 +239,18 @@ def check(
             cgroup=allocation.cgroup_paths,
             pids=64,
         )
-        answer = run_probe([sys.executable, sandbox.__file__, spec.to_json(), "--"], [p for p in trusted if p])
+        walk = uid is not None and level != "bwrap"  # below bubblewrap the box writes where the grader's files are
+        answer = run_probe(
+            [sys.executable, sandbox.__file__, spec.to_json(), "--"],
+            [p for p in trusted if p],
+            walk=walk,
+            skip=[allocation.folder],
+        )
+        if walk and "places" in answer:
+            shared_places.note(answer["places"].get("dirs", []))
     finally:
-        allocation.release()
-    if "error" in answer:
-        report = judge(level, None, [], os.geteuid(), False)
-        report.problem += f" ({answer['error'].strip()[-300:]})"
-        return report
-    return judge(level, int(answer["uid"]), answer.get("read", []), os.geteuid(), allow)
+        cleanable = allocation.release()
+    return answer, uid, cleanable
 
 
 class UnisolatedKernel(RuntimeError):
@@ -202,8 +271,8 @@ def kernel_uid_for(uid: Optional[int], level: str, readable: Sequence[str]) -> O
         return None
     if os.geteuid() == 0:
         raise UnisolatedKernel(
-            "no free uid for a grading kernel (uids 61000-61999 all busy); a student's code "
-            "never runs as root, so nothing is graded"
+            "no free uid for a grading kernel (autograder.box.uids: none found free on this host in the range, or "
+            "setpriv, prlimit or timeout is missing); a student's code never runs as root, so nothing is graded"
         )
     return None
 

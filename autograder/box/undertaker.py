@@ -4,7 +4,7 @@
 worker starts, and ``done`` when it finishes. When the pipe closes without ``done`` (``grade`` was killed,
 by SIGKILL or the OOM killer), this process kills the workers it was told of, then every process in a
 cgroup whose grader is gone (``limits.sweep_stale_cgroups(kill=True)``), and removes those cgroups, for
-at most ``GRACE_S`` seconds. Workers also die by themselves when ``grade`` dies (a parent-death signal,
+at most ``GRACE_S`` seconds; then every task of a uid those workers held, and its files (``uids.sweep``). Workers also die by themselves when ``grade`` dies (a parent-death signal,
 ``grade._init_worker``), and so do their kernels (``--die-with-parent``, ``PR_SET_PDEATHSIG``): this
 process is the cleaner behind them, and what makes a re-run never meet a live leftover.
 
@@ -68,8 +68,9 @@ def _is_worker(pid: int) -> bool:
 
 
 def bury(workers: List[int], grace_s: float = GRACE_S) -> List[str]:
-    """Kill ``workers`` and whatever runs in stale cgroups; remove them. Returns the cgroups still left."""
-    from autograder.box import limits
+    """Kill ``workers`` and whatever runs in stale cgroups, and every task of the uids they held; remove the cgroups,
+    the uids' files and locks. Returns the cgroups (and uids) still busy."""
+    from autograder.box import limits, uids
 
     for pid in workers:
         if _is_worker(pid):
@@ -82,8 +83,11 @@ def bury(workers: List[int], grace_s: float = GRACE_S) -> List[str]:
         left = limits.sweep_stale_cgroups(kill=True, dead=workers)
         took = time.monotonic() - started
         if (not left and not any(_is_worker(pid) for pid in workers) and took > 1.0) or took > grace_s:
-            return left
+            break
         time.sleep(0.1)
+    # Without a cgroup (level rlimits) a box is its uid: every uid a dead worker held loses its tasks and files.
+    busy = uids.sweep(dead=workers)
+    return left + [f"uid {uid}" for uid in busy]
 
 
 def watch(pipe: IO[bytes]) -> int:
@@ -96,7 +100,7 @@ def watch(pipe: IO[bytes]) -> int:
             workers.append(int(line.split()[1]))
     left = bury(workers)
     if left:
-        print(f"undertaker: grading died; cgroups still busy after {GRACE_S:.0f} s: {left}", file=sys.stderr)
+        print(f"undertaker: grading died; cgroups or uids still busy after {GRACE_S:.0f} s: {left}", file=sys.stderr)
     return 1
 
 

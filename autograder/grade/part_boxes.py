@@ -15,6 +15,8 @@ from autograder.verdict import cells as verdicts
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 
+STARTS = 2  # a part's box that does not start is started again (a fresh box, another uid) this many times in all
+
 
 class PartBox:
     """The box that grades one part of a multi-part lab (``own_box`` in ``autograder.editions.manifest``).
@@ -46,13 +48,34 @@ class PartBox:
 
     @timed("part boxes starting")
     def _start(self) -> None:
+        """Start the part's box. A box that fails to start (nothing of the student's has run in it) is discarded,
+        its uid released, and started again once with a fresh one before the part is given up."""
+        for attempt in range(STARTS):
+            try:
+                self._start_once()
+                return
+            except Exception:  # noqa: BLE001 - the last failure is the part's reason
+                if attempt == STARTS - 1:
+                    raise
+
+    def _start_once(self) -> None:
         executor = self.executor
         km = executor._kernel_manager(self.part)
-        if not km.has_kernel:
-            run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
-        kc = km.client()
-        kc.start_channels()
-        run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
+        kc = None
+        try:
+            if not km.has_kernel:
+                run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
+            kc = km.client()
+            kc.start_channels()
+            run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
+        except Exception:
+            if kc is not None:
+                try:
+                    kc.stop_channels()
+                except Exception:  # noqa: BLE001
+                    pass
+            boxed_kernels.discard(km)
+            raise
         kc.allow_stdin = False
         self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
         boxed_kernels.copy_assignment_files(executor.resources, km)

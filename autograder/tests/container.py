@@ -22,6 +22,7 @@ level ``rlimits`` with a uid per kernel, as on the platforms.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -57,6 +58,55 @@ prog = Prog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
 if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(prog), 0, 0):  # NO_NEW_PRIVS, SECCOMP
     sys.exit("could not install the seccomp filter")
 os.execvp("bash", ["bash", "-c", sys.argv[1]])
+"""
+
+
+PRIVATE_TMPFS = ("/var/tmp", "/run/lock", "/dev/shm")  # with /tmp: the world-writable folders of a Debian image
+AFTER_MARK = "PKV-AFTER "
+# Runs in the container right after its script: every task left that is not root's, and every file left in its
+# world-writable folders (and those the isolation probe found) that is not root's.
+AFTER = r"""
+import json, os, stat
+tasks = []
+for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        continue
+    for tid in tids:
+        try:
+            fields = dict(l.split(":", 1) for l in open(f"/proc/{pid}/task/{tid}/status") if ":" in l)
+        except OSError:
+            continue
+        uid = int(fields["Uid"].split()[0])
+        if uid != 0:
+            tasks.append({"pid": int(pid), "tid": int(tid), "uid": uid, "state": fields["State"].split()[0],
+                          "name": fields["Name"].strip()})
+folders = ["/tmp", "/var/tmp", "/run/lock", "/dev/shm"]
+try:
+    folders += json.load(open("/tmp/paged-kv-uids/writable-places.json"))
+except (OSError, ValueError):
+    pass
+files, seen = [], set()
+while folders:
+    folder = folders.pop()
+    if folder in seen:
+        continue
+    seen.add(folder)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        continue
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_uid != 0:
+            files.append({"path": entry.path, "uid": info.st_uid})
+        elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002:
+            folders.append(entry.path)
+print("PKV-AFTER " + json.dumps({"tasks": tasks, "files": files}), flush=True)
 """
 
 
@@ -148,9 +198,27 @@ def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = Fal
         ]
     elif docker:
         lines += [f"mount -t tmpfs -o mode=0755 tmpfs {q(checkout)}"]
+        link = REPO / ".venv"
+        if link.is_symlink():  # a clone whose environment is another checkout's: its link stays, as its path is used
+            lines += [f"ln -s {q(os.readlink(link))} {q(str(link))}"]
     if docker:
         lines += ["mount -t tmpfs -o ro,mode=0755 tmpfs /sys/fs/cgroup"]
+        lines += private_places(scratch)
     return "\n".join(lines)
+
+
+def private_places(scratch: Path) -> List[str]:
+    """The container's own world-writable folders, as a container's image and its own ``/dev/shm`` give it: ``/tmp``
+    on disk (a folder of ``scratch``, bound last: binds from the machine's ``/tmp`` are made before), ``/var/tmp``,
+    ``/run/lock`` and ``/dev/shm`` empty tmpfs, all 1777."""
+    own_tmp = scratch / "tmp"
+    own_tmp.mkdir(parents=True, exist_ok=True)
+    os.chmod(own_tmp, 0o1777)
+    lines = [f"mount --bind {q(str(own_tmp))} /tmp"]
+    for folder in PRIVATE_TMPFS:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            lines.append(f"mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs {q(folder)}")
+    return lines
 
 
 def in_container(
@@ -162,26 +230,37 @@ def in_container(
     timeout: int = 600,
     docker: bool = True,
 ) -> subprocess.CompletedProcess:
-    """``script`` (bash) run as a platform runs its autograder: see the module doc. Without ``docker``, only in a
-    mount namespace where Python is open to every account (the machine's own capabilities, no filter)."""
+    """``script`` (bash) run as a platform runs its autograder: see the module doc. With ``docker``, the container
+    has its own pid namespace (its ``/proc`` shows its own processes; they all end with it) and its own ``/tmp``,
+    ``/var/tmp``, ``/run/lock`` and ``/dev/shm``; right after the script, still inside, ``AFTER`` lists what is left
+    there of any uid but root's (``done.after``: ``{"tasks": [...], "files": [...]}``). Without ``docker``, only a
+    mount namespace where Python is open to every account (the machine's own capabilities, no filter, its /tmp)."""
     environment = dict(env if env is not None else os.environ)
     environment.update(PKV_KEEP_CAPS=f"{DOCKER_CAPS:x}", PKV_FILTER=seccomp.program(seccomp.DOCKER_RULES).hex())
     # The container's own temporary folder (kernels' private folders are made there): what its processes' command
     # lines name, so that a test can tell this container's processes from any other grader's on the machine.
-    tmpdir = tempfile.mkdtemp(prefix="pkv-container-")
-    os.chmod(tmpdir, 0o711)
+    name = "pkv-container-" + os.urandom(6).hex()
+    outside = (scratch / "tmp" / name) if docker else Path(tempfile.gettempdir()) / name
+    outside.mkdir(parents=True)
+    os.chmod(outside, 0o711)
+    tmpdir = f"/tmp/{name}" if docker else str(outside)
     environment["TMPDIR"] = tmpdir
-    enter = f"exec {q(os.path.realpath(sys.executable))} -I -c {q(ENTER)} {q(script)}"
-    if not docker:
+    python = q(os.path.realpath(sys.executable))
+    if docker:
+        inner = f"( {script} ); rc=$?; {python} -I -c {q(AFTER)}; exit $rc"
+        enter = f"mkdir -p -m 0711 {q(tmpdir)}\nexec {python} -I -c {q(ENTER)} {q(inner)}"
+        command = ["unshare", "-m", "-p", "-f", "--mount-proc", "bash", "-c"]
+    else:
         enter = f"exec bash -c {q(script)}"
+        command = ["unshare", "-m", "bash", "-c"]
     wrapped = setup_lines(binds, scratch, closed_python, docker) + "\n" + enter
     try:
-        done = subprocess.run(
-            ["unshare", "-m", "bash", "-c", wrapped], env=environment, capture_output=True, text=True, timeout=timeout
-        )
+        done = subprocess.run(command + [wrapped], env=environment, capture_output=True, text=True, timeout=timeout)
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
     done.tmpdir = tmpdir  # type: ignore[attr-defined]
+    found = [line for line in done.stdout.splitlines() if line.startswith(AFTER_MARK)]
+    done.after = json.loads(found[-1][len(AFTER_MARK) :]) if found else None  # type: ignore[attr-defined]
     return done
 
 

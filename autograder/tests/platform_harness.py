@@ -19,7 +19,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from autograder.platforms import gradescope, prairielearn
 
@@ -67,6 +67,7 @@ class Run:
     stdout: str
     seconds: float
     tmpdir: str = ""  # the container's temporary folder (docker emulation): its processes' command lines name it
+    after: Optional[dict] = None  # docker emulation: what was left in the container right after (``container.AFTER``)
 
     def scores(self) -> Dict[str, float]:
         """``{grade_id: score}`` (Gradescope's tests carry the grade id as their tag)."""
@@ -106,10 +107,18 @@ def gradescope_image(lab: str, folder: Path) -> Path:
     return image
 
 
-def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = False, closed_python: bool = False) -> Run:
+def run_gradescope(
+    image: Path,
+    upload: Path,
+    scratch: Path,
+    docker: bool = False,
+    closed_python: bool = False,
+    env: Optional[Dict[str, str]] = None,
+) -> Run:
     """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with ``docker``, in
     the emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
-    seccomp profile), where the Python is out of the kernels' reach with ``closed_python``."""
+    seccomp profile), where the Python is out of the kernels' reach with ``closed_python``; ``env``: more of the
+    container's environment."""
     root = scratch / upload.name
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
@@ -118,7 +127,7 @@ def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = Fals
         root,
         "/autograder",
         "cd /autograder && /autograder/run_autograder",
-        _env(PAGED_KV_REUSE_PYTHON=sys.executable),
+        _env(PAGED_KV_REUSE_PYTHON=sys.executable, **(env or {})),
         docker,
         closed_python,
         scratch,
@@ -126,15 +135,22 @@ def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = Fals
 
 
 def run_prairielearn(
-    question: Path, upload: Path, scratch: Path, docker: bool = False, hidden_visibility: str = ""
+    question: Path,
+    upload: Path,
+    scratch: Path,
+    docker: bool = False,
+    hidden_visibility: str = "",
+    env: Optional[Dict[str, str]] = None,
 ) -> Run:
     """The question's entrypoint on ``upload``, mounted at /grade as PrairieLearn mounts a job (with ``docker``,
     in the emulation of a default Docker container; with ``hidden_visibility``, the course's
-    ``PAGED_KV_HIDDEN_VISIBILITY``: ``visible`` lists every hidden test on its own)."""
+    ``PAGED_KV_HIDDEN_VISIBILITY``: ``visible`` lists every hidden test on its own; ``env``: more of the
+    container's environment)."""
     root = scratch / upload.name
     shutil.copytree(question / "tests", root / "tests", symlinks=True)
     shutil.copytree(upload, root / "student")
     extra = {"PAGED_KV_HIDDEN_VISIBILITY": hidden_visibility} if hidden_visibility else {}
+    extra.update(env or {})
     return _graded(
         root, "/grade", "/grade/tests/run_grader", _env(PAGED_KV_PYTHON=sys.executable, **extra), docker, False, scratch
     )
@@ -163,7 +179,11 @@ def _graded(
     if done.returncode != 0:
         raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return Run(
-        json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds, getattr(done, "tmpdir", "")
+        json.loads((root / "results" / "results.json").read_text()),
+        done.stdout,
+        seconds,
+        getattr(done, "tmpdir", ""),
+        getattr(done, "after", None),
     )
 
 

@@ -657,22 +657,22 @@ def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference(
 
 
 def test_a_killed_process_not_yet_reaped_is_not_a_live_process_of_its_uid():
-    """Releasing a kernel waits until no process of its uid is left; a zombie (killed, its parent has not reaped
-    it yet) runs nothing, so it does not count: the release does not wait for the reaping."""
+    """Releasing a kernel waits until no task of its uid is alive; a zombie (killed, its parent has not reaped it
+    yet) runs nothing, so it does not count: the release does not wait for the reaping."""
     import signal
     import subprocess
     import time
 
-    from autograder.box import limits
+    from autograder.box import uids
 
     child = subprocess.Popen(["sleep", "60"])
     try:
-        assert child.pid in limits.processes_of(os.getuid())
+        assert child.pid in uids.live_tasks_of(os.getuid())
         os.kill(child.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while "\nState:\tZ" not in open(f"/proc/{child.pid}/status").read() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert child.pid not in limits.processes_of(os.getuid())
+        assert child.pid not in uids.live_tasks_of(os.getuid())
     finally:
         child.kill()
         child.wait()

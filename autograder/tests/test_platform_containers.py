@@ -28,7 +28,7 @@ import attacks
 import container
 import platform_harness
 import test_platforms
-from autograder.box import limits, trust
+from autograder.box import trust, uids
 from autograder.proof import classroom, report
 from autograder.verdict.secrets import REMOVED
 
@@ -124,14 +124,19 @@ def _secret() -> list:
 
 def test_the_emulated_container_refuses_what_docker_refuses(tmp_path):
     """Inside: Docker's capability set, a seccomp filter; unshare, bubblewrap, mount and add_key fail; no cgroup;
-    the checkout this test runs from is not there. The box's own probe falls back to rlimits."""
+    the checkout this test runs from is not there; a pid namespace of its own (its /proc shows its own processes)
+    and world-writable folders of its own (a file left in them is not in the machine's). The box's own probe falls
+    back to rlimits."""
+    mark = f"pkv-own-places-{os.urandom(4).hex()}"
     script = (
         "grep -E '^(CapBnd|Seccomp):' /proc/self/status; "
         "unshare -n true 2>/dev/null && echo 'unshare: ran' || echo 'unshare: refused'; "
         "bwrap --ro-bind / / --unshare-net true 2>/dev/null && echo 'bwrap: ran' || echo 'bwrap: refused'; "
         "mount -t tmpfs tmpfs /mnt 2>/dev/null && echo 'mount: ran' || echo 'mount: refused'; "
         f"ls {REPO}/solutions >/dev/null 2>&1 && echo 'checkout: seen' || echo 'checkout: hidden'; "
-        f"ls /sys/fs/cgroup | wc -l; {os.path.realpath(container.sys.executable)} -I -c "
+        "echo processes: $(ls -d /proc/[0-9]* | wc -l); "
+        f"for f in /tmp /var/tmp /run/lock /dev/shm; do touch $f/{mark}; done; "
+        f"echo cgroups: $(ls /sys/fs/cgroup | wc -l); {os.path.realpath(container.sys.executable)} -I -c "
         "'import ctypes; print(\"add_key:\", ctypes.CDLL(None).syscall(248, b\"user\", b\"k\", b\"v\", 1, -3))'"
     )
     done = container.in_container(script, {}, tmp_path)
@@ -139,7 +144,10 @@ def test_the_emulated_container_refuses_what_docker_refuses(tmp_path):
     assert "CapBnd:\t00000000a80425fb" in out and "Seccomp:\t2" in out, out + done.stderr
     for line in ("unshare: refused", "bwrap: refused", "mount: refused", "checkout: hidden", "add_key: -1"):
         assert line in out, (line, out, done.stderr)
-    assert out.splitlines()[-2].strip() == "0", "the cgroup folder must be empty"
+    assert "cgroups: 0" in out, "the cgroup folder must be empty"
+    assert int(out.split("processes: ")[1].split()[0]) < 10, "the container's /proc shows only its own processes"
+    assert not [f for f in ("/tmp", "/var/tmp", "/run/lock", "/dev/shm") if os.path.exists(f"{f}/{mark}")]
+    assert done.after == {"tasks": [], "files": []}, done.after
 
 
 @pytest.fixture(scope="module")
@@ -177,10 +185,11 @@ def test_gradescope_in_a_docker_container_grades_by_permission(image, tmp_path, 
     found = re.search(r"PROBE (\{.*?\})", json.dumps(probe.results).replace('\\"', '"'))
     assert found, probe.results
     seen = json.loads(found.group(1))
-    assert seen["uid"] != 0 and seen["euid"] != 0 and limits.FIRST_UID <= seen["uid"], seen
+    assert seen["uid"] != 0 and seen["euid"] != 0 and uids.in_range(seen["uid"]), seen
     assert seen["read"] == [] and seen["write"] == [], seen
-    assert container.left_behind(probe.tmpdir, MARKER) == [], "a kernel's process outlived grading"
-    assert not [f for f in ("/tmp", "/dev/shm") if os.path.exists(os.path.join(f, MARKER))], "a file outlived it"
+    assert probe.after["tasks"] == [], "a kernel's process outlived grading in its container"
+    assert probe.after["files"] == [], "a file outlived it in a world-writable folder"
+    assert container.left_behind(probe.tmpdir, MARKER) == []
     assert time.monotonic() - finished < 20
 
 
