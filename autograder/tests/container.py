@@ -221,6 +221,18 @@ def private_places(scratch: Path) -> List[str]:
     return lines
 
 
+CLOSED = "/srv/pkv-closed"  # a folder only root may enter, in the container: the checkout and a class in it
+COURSE = CLOSED + "/course"
+
+
+def checkout_binds(folder: Path) -> Dict[str, Path]:
+    """Binds that put this checkout in the container at ``COURSE``, under ``CLOSED`` (``folder``, made 0700), as an
+    instructor runs ``make grade`` inside Docker (the checkout closed to other accounts, not hidden)."""
+    (folder / "course").mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return {CLOSED: folder, COURSE: REPO}
+
+
 def in_container(
     script: str,
     binds: Dict[str, Path],
