@@ -29,9 +29,8 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from autograder.box import seccomp
 
@@ -166,9 +165,16 @@ def open_python_plans() -> Optional[List[Tuple[str, str]]]:
     return plans
 
 
-def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = False, docker: bool = True) -> str:
+def setup_lines(
+    binds: Dict[str, Path],
+    scratch: Path,
+    closed_python: bool = False,
+    docker: bool = True,
+    seen: Sequence[Path] = (),
+) -> str:
     """The bash lines, run as root in the new mount namespace, that lay the container out (without ``docker``:
-    only the binds and an open Python, the machine's checkout and cgroups left as they are)."""
+    only the binds, an open Python and world-writable folders of its own, the machine's checkout and cgroups left as
+    they are; ``seen``: folders of the machine's /tmp still seen at their path)."""
     lines = ["set -e", "mount --make-rprivate /"]
     keep = scratch / "keep"
     keep.mkdir(parents=True, exist_ok=True)
@@ -203,18 +209,26 @@ def setup_lines(binds: Dict[str, Path], scratch: Path, closed_python: bool = Fal
             lines += [f"ln -s {q(os.readlink(link))} {q(str(link))}"]
     if docker:
         lines += ["mount -t tmpfs -o ro,mode=0755 tmpfs /sys/fs/cgroup"]
-        lines += private_places(scratch)
+    lines += private_places(scratch, seen)
     return "\n".join(lines)
 
 
-def private_places(scratch: Path) -> List[str]:
+def private_places(scratch: Path, seen: Sequence[Path] = ()) -> List[str]:
     """The container's own world-writable folders, as a container's image and its own ``/dev/shm`` give it: ``/tmp``
-    on disk (a folder of ``scratch``, bound last: binds from the machine's ``/tmp`` are made before), ``/var/tmp``,
-    ``/run/lock`` and ``/dev/shm`` empty tmpfs, all 1777."""
+    on disk (a folder of ``scratch``, bound last: binds from the machine's ``/tmp`` are made before; ``seen``, folders
+    of the machine's /tmp, bound into it at their path), ``/var/tmp``, ``/run/lock`` and ``/dev/shm`` empty tmpfs,
+    all 1777."""
     own_tmp = scratch / "tmp"
     own_tmp.mkdir(parents=True, exist_ok=True)
     os.chmod(own_tmp, 0o1777)
-    lines = [f"mount --bind {q(str(own_tmp))} /tmp"]
+    lines = []
+    for folder in seen:
+        inside = os.path.relpath(os.path.realpath(folder), "/tmp")
+        if inside.startswith(".."):
+            raise ValueError(f"seen takes folders of /tmp, not {folder}")
+        (own_tmp / inside).mkdir(parents=True, exist_ok=True)
+        lines.append(f"mount --bind {q(str(folder))} {q(str(own_tmp / inside))}")
+    lines.append(f"mount --rbind {q(str(own_tmp))} /tmp")
     for folder in PRIVATE_TMPFS:
         if os.path.isdir(folder) and not os.path.islink(folder):
             lines.append(f"mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs {q(folder)}")
@@ -241,21 +255,23 @@ def in_container(
     closed_python: bool = False,
     timeout: int = 600,
     docker: bool = True,
+    seen: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess:
     """``script`` (bash) run as a platform runs its autograder: see the module doc. With ``docker``, the container
     has its own pid namespace (its ``/proc`` shows its own processes; they all end with it) and its own ``/tmp``,
     ``/var/tmp``, ``/run/lock`` and ``/dev/shm``; right after the script, still inside, ``AFTER`` lists what is left
     there of any uid but root's (``done.after``: ``{"tasks": [...], "files": [...]}``). Without ``docker``, only a
-    mount namespace where Python is open to every account (the machine's own capabilities, no filter, its /tmp)."""
+    mount namespace where Python is open to every account and world-writable folders of its own (the machine's own
+    capabilities, no filter; ``seen``: folders of the machine's /tmp it still sees)."""
     environment = dict(env if env is not None else os.environ)
     environment.update(PKV_KEEP_CAPS=f"{DOCKER_CAPS:x}", PKV_FILTER=seccomp.program(seccomp.DOCKER_RULES).hex())
     # The container's own temporary folder (kernels' private folders are made there): what its processes' command
     # lines name, so that a test can tell this container's processes from any other grader's on the machine.
     name = "pkv-container-" + os.urandom(6).hex()
-    outside = (scratch / "tmp" / name) if docker else Path(tempfile.gettempdir()) / name
+    outside = scratch / "tmp" / name
     outside.mkdir(parents=True)
     os.chmod(outside, 0o711)
-    tmpdir = f"/tmp/{name}" if docker else str(outside)
+    tmpdir = f"/tmp/{name}"
     environment["TMPDIR"] = tmpdir
     python = q(os.path.realpath(sys.executable))
     if docker:
@@ -265,7 +281,7 @@ def in_container(
     else:
         enter = f"exec bash -c {q(script)}"
         command = ["unshare", "-m", "bash", "-c"]
-    wrapped = setup_lines(binds, scratch, closed_python, docker) + "\n" + enter
+    wrapped = setup_lines(binds, scratch, closed_python, docker, seen) + "\n" + enter
     try:
         done = subprocess.run(command + [wrapped], env=environment, capture_output=True, text=True, timeout=timeout)
     finally:
