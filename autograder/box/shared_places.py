@@ -8,8 +8,9 @@ any box when it is world-readable. So:
 - the isolation probe (``autograder.box.trust``) **walks the file system as the box's uid** (``WALK``: every mount
   but ``/proc`` and ``/sys``, pruning autofs mount points and the box's own folder) and lists the folders it may
   write and the regular files it may write; in each folder it leaves a check file of its own;
-- the grader **notes the folders** (``note``; kept in ``RECORD`` for the undertaker and the sweep) and every box's
-  release removes what its uid owns there (``remove_files_of``), and in the world-writable folders inside them;
+- the grader **remembers the folders** (``remember``; ``autograder.box.place_walk`` walks once per grading run, in
+  the background, and records them for the workers, the undertaker and the sweep) and every box's release removes
+  what its uid owns there (``remove_files_of``), and in the world-writable folders inside them;
 - a place that **cannot be cleaned** makes grading refuse below bubblewrap (``uncleanable``): a folder where a file
   the box makes is not its own (a mount that maps owners), a check file the release could not remove, a regular
   file any uid may write that no box owns (a channel nobody can empty), or a walk that did not finish in time.
@@ -28,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 DEFAULT = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")  # before (or without) a probe
 CHECK_FILE = ".pkv-writable-check-"  # + the probe's uid: left by the probe in each folder it may write
 WALK_BUDGET_S = 20.0
-_FOUND: List[str] = []  # this process's probe found these (``note``)
+_FOUND: List[str] = []  # a walk found these: this process's releases clean them (``remember``)
 
 # Runs in the probe's box as its uid (``trust.PROBE`` calls it): where may I write? ``find`` does the walk where it
 # is installed (a few tenths of a second for a Python environment with torch); a plain walk otherwise.
@@ -106,33 +107,27 @@ def walk_writable(skip, budget):
 
 
 def record_path():
+    """The grading run's walk (``autograder.box.place_walk``): for its workers, and for the undertaker's sweep."""
     from autograder.box import uids
 
     return uids.UID_LOCKS / "writable-places.json"
 
 
-def note(folders: Iterable[str]) -> None:
-    """The probe found ``folders`` writable by a box: every release in this process (and the undertaker's sweep,
-    through ``RECORD``) cleans them from now on."""
-    found = sorted({os.path.realpath(f) for f in folders if f})
-    _FOUND[:] = found
-    try:
-        path = record_path()
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(found, handle)
-    except OSError:
-        pass
+def remember(folders: Iterable[str]) -> None:
+    """A box may write ``folders``: every release in this process cleans them from now on."""
+    for folder in folders:
+        real = os.path.realpath(folder)
+        if folder and real not in _FOUND:
+            _FOUND.append(real)
 
 
 def places() -> List[str]:
-    """The folders a release cleans: ``DEFAULT`` and what a probe found (this process's, else the last recorded)."""
+    """The folders a release cleans: ``DEFAULT`` and what a walk found (this process's, else the last recorded)."""
     found = list(_FOUND)
     if not found:
         try:
-            found = [str(p) for p in json.loads(record_path().read_text())]
-        except (OSError, ValueError, TypeError):
+            found = [str(p) for p in json.loads(record_path().read_text())["result"]["dirs"]]
+        except (OSError, ValueError, TypeError, KeyError):
             found = []
     chosen = []
     for folder in list(DEFAULT) + found:

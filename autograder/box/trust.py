@@ -182,13 +182,16 @@ def check(
     level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str], allow: Optional[bool] = None
 ) -> Report:
     """Start a box as a kernel's (``level``, ``readable``, ``hidden``, a uid taken as for a kernel) and judge
-    what it can read of ``trusted`` and, below bubblewrap, whether every place it may write can be cleaned (the
-    folders found are cleaned at every later release in this process: ``shared_places.note``). A box that does not
-    start is nothing the student did: it is started again, up to ``STARTS`` times, before the grader refuses."""
+    what it can read of ``trusted`` and, below bubblewrap, whether every place it may write can be cleaned
+    (``autograder.box.place_walk``: the folders found are cleaned at every later release in this process). A box
+    that does not start is nothing the student did: it is started again, up to ``STARTS`` times, before the grader
+    refuses."""
+    from autograder.box import place_walk
+
     allow = allowed_by_env() if allow is None else allow
     answer: Dict = {}
     for _ in range(STARTS):
-        answer, uid, cleanable = _probe_once(level, readable, hidden, trusted)
+        answer, uid, cleanable = probe_once(level, readable, hidden, trusted)
         if "refused" in answer:
             return Report(level, 0, [], answer["refused"])
         if "error" not in answer:
@@ -197,24 +200,31 @@ def check(
         report = judge(level, None, [], os.geteuid(), False)
         report.problem += f" ({answer['error'].strip()[-300:]})"
         return report
-    places = answer.get("places") or {}
-    problems = shared_places.uncleanable(places, int(answer["uid"]), _box_uid) if places else []
+    problems, writable = [], []
+    if level != "bwrap" and int(answer["uid"]) != os.geteuid():  # a uid of its own, on the grader's file system
+        walked = place_walk.walk_places(level, readable, hidden)
+        if "error" in walked:
+            problems.append(f"where a box may write could not be found ({walked['error']})")
+        problems += walked.get("uncleanable", [])
+        writable = list(walked.get("dirs", []))
     if not cleanable:
         problems.append("the probe's own box left a task of its uid running after its release")
     report = judge(level, int(answer["uid"]), answer.get("read", []), os.geteuid(), allow, problems)
-    report.writable = list(places.get("dirs", []))
+    report.writable = writable
     return report
 
 
-def _box_uid(uid: int) -> bool:
+def box_uid(uid: int) -> bool:
     """Whether ``uid`` is one a box is given here (its files go with that box's release)."""
     from autograder.box import uids
 
     return uids.in_range(uid)
 
 
-def _probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str]):
-    """One probe box: ``(its answer, its uid, whether its release left nothing running)``."""
+def probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trusted: Sequence[str], walk: bool = False):
+    """One probe box: ``(its answer, its uid, whether its release left nothing running)``; with ``walk`` (below
+    bubblewrap, with a uid of its own), it also lists where it may write, and those folders are cleaned at its
+    release and every later one in this process."""
     from autograder.box import limits, sandbox
 
     allocation = limits.Allocation(limits.Budget(ram_mb=1024, pids=64, cpus=1.0, scratch_mb=16), prefix="pkv-trust-")
@@ -239,7 +249,7 @@ def _probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trus
             cgroup=allocation.cgroup_paths,
             pids=64,
         )
-        walk = uid is not None and level != "bwrap"  # below bubblewrap the box writes where the grader's files are
+        walk = walk and uid is not None and level != "bwrap"
         answer = run_probe(
             [sys.executable, sandbox.__file__, spec.to_json(), "--"],
             [p for p in trusted if p],
@@ -247,7 +257,7 @@ def _probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trus
             skip=[allocation.folder],
         )
         if walk and "places" in answer:
-            shared_places.note(answer["places"].get("dirs", []))
+            shared_places.remember(answer["places"].get("dirs", []))
     finally:
         cleanable = allocation.release()
     return answer, uid, cleanable

@@ -204,7 +204,7 @@ def grade(
     from autograder.box import sandbox
     from autograder.course.layout import LABS, ROOT
 
-    from autograder.box import limits
+    from autograder.box import limits, place_walk
 
     say = (lambda *a: None) if quiet else print
     work = ROOT / "autograder" / "work"
@@ -220,6 +220,7 @@ def grade(
         else (os.environ["PAGED_KV_ISOLATION"], "isolation chosen by PAGED_KV_ISOLATION")
     )
     say(f"grading kernels: isolation '{level}'" + (f"\nWARNING: {warning}" if warning else ""))
+    place_walk.start(level)  # below bubblewrap: where a box may write, found while the gradebook is built
     found, warnings = limits.probe()
     say(f"grading kernels: cgroups {found['cgroups']}, scratch {found['scratch']}")
     for line in warnings:

@@ -1,10 +1,13 @@
 """A default Docker container, emulated faithfully enough to grade in it: where Gradescope and PrairieLearn run.
 
 ``in_container(script, binds)`` runs ``script`` (bash) the way a platform's autograder runs in its container
-(``../shared/notes/containers-and-isolation.md``), as root, in a private mount namespace (``unshare -m``) set up
-like this before the script starts:
+(``../shared/notes/containers-and-isolation.md``), as root, in a private mount namespace and a pid namespace of its
+own (``unshare -m -p -f --mount-proc``: its ``/proc`` shows its own processes, as a container's does, and they all
+end with it), set up like this before the script starts:
 
 - ``binds``: folders bind-mounted where the platform expects them (``/autograder``, ``/grade``);
+- its own world-writable folders, as an image and Docker's own ``/dev/shm`` give it: ``/tmp`` (on disk),
+  ``/var/tmp``, ``/run/lock`` and ``/dev/shm``, empty (``private_places``);
 - the checkout this test runs from is hidden (an empty tmpfs over it, its Python environment bound back): a
   real image holds only what the platform's zip or question put there;
 - a Python under a folder other accounts cannot enter (pyenv under ``/root``) is made reachable, as an image's
@@ -17,7 +20,9 @@ like this before the script starts:
   ``clone`` with namespace flags, ``clone3``, the key management calls: ``autograder.box.seccomp.DOCKER_RULES``).
 
 So bubblewrap and ``unshare`` really fail there (``probe`` in the container says so), and the box falls back to
-level ``rlimits`` with a uid per kernel, as on the platforms.
+level ``rlimits`` with a uid per kernel, as on the platforms. Right after the script, still inside, ``AFTER`` lists
+every task and every file in those folders that is not root's (``done.after``): what grading left behind. Two
+emulated containers run side by side as two on one host do: each its own pid namespace and /tmp, the same uids.
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ for pid in (p for p in os.listdir("/proc") if p.isdigit()):
                           "name": fields["Name"].strip()})
 folders = ["/tmp", "/var/tmp", "/run/lock", "/dev/shm"]
 try:
-    folders += json.load(open("/tmp/paged-kv-uids/writable-places.json"))
-except (OSError, ValueError):
+    folders += json.load(open("/tmp/paged-kv-uids/writable-places.json"))["result"]["dirs"]
+except (OSError, ValueError, TypeError, KeyError):
     pass
 files, seen = [], set()
 while folders:

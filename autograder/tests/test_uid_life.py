@@ -143,8 +143,12 @@ def test_a_dead_graders_uid_loses_its_tasks_and_files_to_the_sweep(tmp_path):
 
 EVERY_FOLDER = """
 import json, os, subprocess, sys
-from autograder.box import limits, sandbox, trust
+from autograder.box import limits, place_walk, sandbox, trust
+place_walk.start("rlimits")  # as make grade does: in the background, once per grading run
 report = trust.check("rlimits", sandbox.python_paths(private=[os.getcwd()]), [], [])
+worker = subprocess.run([sys.executable, "-c", "import json; from autograder.box import place_walk; "
+                         "place_walk._walk = None; print(json.dumps(place_walk.walk_places('rlimits', [], [])))"],
+                        capture_output=True, text=True, timeout=60)
 allocation = limits.Allocation(limits.Budget(ram_mb=512, pids=64, scratch_mb=16))
 uid = allocation.uid
 code = "import os, time\\n" + sys.argv[1] + "\\nprint(json.dumps(writable_folders()))"
@@ -156,14 +160,15 @@ left = [f for f in wrote + report.writable
         if os.path.lexists(os.path.join(f, ".pkv-left-for-the-next-box"))
         or os.path.lexists(os.path.join(f, ".pkv-left-folder"))]
 print("EVERY " + json.dumps({"writable": report.writable, "wrote": wrote, "clean": clean, "left": left,
-                             "problem": report.problem}))
+                             "problem": report.problem, "worker": worker.stdout + worker.stderr}))
 """
 
 
 def test_a_file_in_every_world_writable_folder_is_gone_after_release(tmp_path):
-    """In a container (``container.py``): the probe walks the file system as a box's uid and finds every folder it
-    may write (``/run/lock`` too, 1777 on Debian and Ubuntu; ``/var/lock`` links to it); a box that leaves a file
-    (0666) and a folder (0777, a folder inside) in each folder it may write finds nothing of it after its release."""
+    """In a container (``container.py``): the grader walks the file system as a box's uid (in the background, once
+    per grading run: its workers read the walk and walk nothing) and finds every folder a box may write
+    (``/run/lock`` too, 1777 on Debian and Ubuntu; ``/var/lock`` links to it); a box that leaves a file (0666) and a
+    folder (0777, a folder inside) in each folder it may write finds nothing of it after its release."""
     import container
     import json
 
@@ -179,6 +184,8 @@ def test_a_file_in_every_world_writable_folder_is_gone_after_release(tmp_path):
     assert set(seen["wrote"]) >= {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}, seen
     assert seen["clean"] and seen["left"] == [], seen
     assert seen["problem"] == "", seen
+    worker = json.loads(seen["worker"])  # a worker of the run reads the walk its grader made, and walks nothing
+    assert worker["dirs"] == seen["writable"] and worker["uncleanable"] == [], seen["worker"]
     assert done.after == {"tasks": [], "files": []}, done.after
 
 
