@@ -335,11 +335,14 @@ def probe() -> Tuple[Dict[str, str], List[str]]:
 
 
 class Allocation:
-    """The private folder, uid and cgroup of one boxed process: made by the grader, released after it."""
+    """The private folder, uid and cgroup of one boxed process: made by the grader, released after it; ``level``:
+    the box's isolation level (``autograder.box.sandbox.LEVELS``)."""
 
-    def __init__(self, budget: Budget, prefix: str = "pkv-kernel-"):
+    def __init__(self, budget: Budget, prefix: str = "pkv-kernel-", level: str = ""):
         import tempfile
 
+        if level == "rlimits":  # no pid namespace: the box's orphans come to this process to be reaped
+            uids.adopt_orphans()
         self.budget = budget
         self.folder = tempfile.mkdtemp(prefix=prefix)
         self.scratch = mount_scratch(self.folder, budget.scratch_mb)
@@ -365,7 +368,7 @@ class Allocation:
         # once, then waited for until /proc shows none (``uids.end_tasks_of``).
         held, self.uid, self.held = self.held, None, None
         clean = held.end_tasks() if held is not None else True
-        if held is not None and clean:  # nor any file it left where another box or the next student could read it
+        if held is not None:  # nor any file it left where another box or the next student could read it
             shared_places.remove_files_of(held.uid)
         if self.scratch:
             unmount_scratch(self.folder)

@@ -227,7 +227,8 @@ def probe_once(level: str, readable: Sequence[str], hidden: Sequence[str], trust
     release and every later one in this process."""
     from autograder.box import limits, sandbox
 
-    allocation = limits.Allocation(limits.Budget(ram_mb=1024, pids=64, cpus=1.0, scratch_mb=16), prefix="pkv-trust-")
+    budget = limits.Budget(ram_mb=1024, pids=64, cpus=1.0, scratch_mb=16)
+    allocation = limits.Allocation(budget, prefix="pkv-trust-", level=level)
     uid = allocation.uid
     cleanable = True
     try:

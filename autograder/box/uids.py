@@ -14,15 +14,17 @@ processes, pending signals, keys and inotify instances across the whole host). S
 - **Proved free on the whole host, and held** (``take``): a process switched to the uid, its process limit
   (``RLIMIT_NPROC``) set to 2, forks once. The kernel counts every task of the uid in this user namespace against
   that limit, whatever pid namespace or container it runs in, so the fork succeeds only when no other task of the
-  uid exists anywhere. The two processes then stay (a ``timeout`` and its ``sleep``: the *holder*) until the box is
-  released, so no other grader's check can find the uid free meanwhile: two live boxes never share a uid. A uid
+  uid exists anywhere. The process then stays (a ``sleep``: the *holder*) until the box is released, so no other
+  grader's check can find the uid free meanwhile: two live boxes never share a uid. A uid
   found busy is left alone and another is drawn (``DRAWS`` at a time, for at most ``WAIT_S`` seconds): no box is
   ever refused for it.
 - **Released only when empty** (``Held.release``): ``kill -KILL -1`` as the uid itself (it reaches every process of
   the uid in this pid namespace, at once, whatever ``/proc`` lists), then every task of ``/proc/*/task/*`` is read
   (real, effective, saved and file-system uid; a thread group whose leader left with the raw ``exit`` system
-  call shows ``State: Z`` for its leader only) until none is alive; zombies of the uid whose parent is this
-  process (it is the child subreaper of everything its boxes start) are reaped.
+  call shows ``State: Z`` for its leader only, and its threads are alive) until none is alive. A zombie holds
+  nothing but its pid: at level ``rlimits`` the grading process is the child subreaper of its boxes
+  (``adopt_orphans``), so their orphans are its children and are reaped here; elsewhere a zombie waits for its
+  parent, and its uid is not drawn again meanwhile (the check above counts it).
 - **Never handed out twice in one grading run**: a uid this process took is never drawn by it again, and its lock
   (``UID_LOCKS/<uid>``: the owner's pid, ``held`` or ``released``) stays until the owner exits, so no other
   worker of the run takes it either. A lock whose owner died is swept (its uid's tasks killed and files removed
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import random
 import shutil
@@ -49,11 +52,12 @@ UID_LOCKS = Path(os.environ.get("PAGED_KV_UID_LOCKS", "/tmp/paged-kv-uids"))
 DRAWS = 32  # uids tried before waiting a moment
 WAIT_S = 120.0  # how long ``take`` waits for a free uid (only a narrow PAGED_KV_UID_RANGE can make it wait)
 HOLD_S = "2147483647"  # the holder's sleep, in seconds: until the box's release kills it
-PR_SET_CHILD_SUBREAPER = 36
 
 _USED: Set[int] = set()  # uids this process took: never again in its life
 _RELEASED: Set[int] = set()  # their locks, kept after a clean release; removed when this process exits
-_READY = {"pid": 0}  # the pid that became subreaper and swept the stale locks (once per process)
+_READY = {"pid": 0}  # the pid that swept the stale locks (once per process)
+_ADOPTING = {"pid": 0}  # the pid that became the child subreaper (``adopt_orphans``)
+PR_SET_CHILD_SUBREAPER = 36
 _RANDOM = random.SystemRandom()
 
 
@@ -164,7 +168,7 @@ def kill_all_as(uid: int) -> bool:
 
 
 def _reap(zombies: Iterable[int]) -> None:
-    """Reap those of ``zombies`` that are this process's children (a box's orphans come to it: subreaper)."""
+    """Reap those of ``zombies`` that are this process's children."""
     for pid in set(zombies):
         try:
             os.waitpid(pid, os.WNOHANG)
@@ -208,26 +212,60 @@ def end_tasks_of(uid: Optional[int], timeout: float = 5.0, holder: Optional[subp
 
 
 # ---- holding a uid ----------------------------------------------------------------------------------------------
-def _hold(uid: int) -> Optional[subprocess.Popen]:
-    """Start the holder of ``uid`` if no task of it exists anywhere on the host; None (nothing left running) if one
-    does. The holder runs as the uid with a process limit of 2 and forks once: the fork fails while a third task of
-    the uid exists (the kernel counts them host-wide), and then ``timeout`` exits at once."""
-    setpriv, prlimit, timeout = (shutil.which(name) for name in ("setpriv", "prlimit", "timeout"))
-    if not (setpriv and prlimit and timeout):
-        return None
+BUSY, BROKEN = "busy", "broken"
+
+
+@functools.lru_cache(maxsize=None)
+def _holder_command() -> Tuple[str, ...]:
+    """The holder's command, up to the uid's options: ``()`` where a tool it needs is missing."""
+    setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+    if not (setpriv and prlimit):
+        return ()
+    try:
+        usage = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        usage = ""
+    return (setpriv,) + (("--pdeathsig", "KILL") if "--pdeathsig" in usage else ()) + (prlimit,)
+
+
+def _hold(uid: int):
+    """Start the holder of ``uid`` if no task of it exists anywhere on the host: its ``Popen``; ``BUSY`` (nothing left
+    running) if one does; ``BROKEN`` when the holder cannot run here at all. The holder runs as the uid with a process
+    limit of 2 and forks once: the fork fails while another task of the uid exists (the kernel counts them
+    host-wide); then it becomes a ``sleep`` until the release kills it. dash fails such a fork at once (bash would
+    retry it for 15 s: without dash, ``timeout`` forks the ``sleep`` itself)."""
+    command = _holder_command()
+    if not command:
+        return BROKEN
+    setpriv, *options, prlimit = command
+    who = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *options, "--", prlimit, "--nproc=2", "--"]
+    dash = shutil.which("dash")
+    if dash:
+        holder = subprocess.Popen(
+            who + [dash, "-c", f"(exit 0) && echo held && exec sleep {HOLD_S}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with holder.stdout:
+            held = holder.stdout.readline() == b"held\n"
+        if held:
+            return holder
+        return BUSY if holder.wait() == 2 else BROKEN
     holder = subprocess.Popen(
-        [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--pdeathsig", "KILL", "--"]
-        + [prlimit, "--nproc=2", "--", timeout, "0", "sleep", HOLD_S],
+        who + ["timeout", "0", "sleep", HOLD_S],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 10
     children = Path(f"/proc/{holder.pid}/task/{holder.pid}/children")
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if holder.poll() is not None:
-            return None
+        status = holder.poll()
+        if status is not None:
+            return BUSY if status == 125 else BROKEN  # 125: timeout could not fork
         try:
             if children.read_text().split():
                 return holder
@@ -235,7 +273,7 @@ def _hold(uid: int) -> Optional[subprocess.Popen]:
             pass
         time.sleep(0.001)
     end_tasks_of(uid, holder=holder)
-    return None
+    return BROKEN
 
 
 class Held:
@@ -285,22 +323,31 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _ready() -> None:
-    """Once per process: become the child subreaper (a box's orphans come here to be reaped, not to a container's
-    init that may never reap them), and sweep the locks of graders that died."""
-    if _READY["pid"] == os.getpid():
+def adopt_orphans() -> None:
+    """Make this process the child subreaper of what it starts (once; root only): an orphan of a box comes here, not
+    to a container's init that may never reap it, and ``end_tasks_of`` reaps it. For level ``rlimits`` only: with
+    bubblewrap or unshare a box's processes die with its own pid namespace, and bubblewrap's and unshare's own
+    processes (root's) would be adopted too, and never reaped."""
+    if _ADOPTING["pid"] == os.getpid() or os.geteuid() != 0:
         return
-    _READY["pid"] = os.getpid()
+    _ADOPTING["pid"] = os.getpid()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def _ready() -> None:
+    """Once per process: sweep the locks of graders that died."""
+    if _READY["pid"] == os.getpid():
+        return
+    _READY["pid"] = os.getpid()
     sweep()
 
 
 def take(wait_s: float = WAIT_S) -> Optional[Held]:
     """A uid for a new box (root only), proved free on the whole host and held; None where no own uid can be had
-    (not root, no setpriv/prlimit/timeout, no mapped range, or no free uid within ``wait_s`` seconds)."""
+    (not root, no setpriv or prlimit, no mapped range, or no free uid within ``wait_s`` seconds)."""
     if os.geteuid() != 0:
         return None
     span = uid_range()
@@ -317,6 +364,8 @@ def take(wait_s: float = WAIT_S) -> Optional[Held]:
             if uid in _USED:
                 continue
             held = _try(uid)
+            if held == BROKEN:
+                return None
             if held is not None:
                 return held
         if time.monotonic() > deadline:
@@ -324,7 +373,7 @@ def take(wait_s: float = WAIT_S) -> Optional[Held]:
         time.sleep(0.25)
 
 
-def _try(uid: int) -> Optional[Held]:
+def _try(uid: int):
     lock = UID_LOCKS / str(uid)
     try:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -335,12 +384,12 @@ def _try(uid: int) -> Optional[Held]:
     with os.fdopen(fd, "w") as handle:
         handle.write(f"{os.getpid()} held")
     holder = _hold(uid)
-    if holder is None:  # a task of it runs somewhere on this host
+    if holder in (BUSY, BROKEN):  # a task of it runs somewhere on this host, or no holder can run here
         try:
             lock.unlink()
         except OSError:
             pass
-        return None
+        return None if holder == BUSY else BROKEN
     _USED.add(uid)
     return Held(uid, holder)
 

@@ -114,7 +114,8 @@ class BoxedKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.allocation = limits.Allocation(limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb))
+        budget = limits.Budget(self.ram_mb, self.pids, self.cpus, self.scratch_mb)
+        self.allocation = limits.Allocation(budget, level=self.box_level)
         self.private_dir = self.allocation.folder
         self.workdir = os.path.join(self.private_dir, "work")
         os.mkdir(self.workdir)

@@ -29,7 +29,7 @@ def start(
 ) -> subprocess.Popen:
     """Start a compile box with the lab's limits (at least ``limits.MEMORY_MB`` of address space) and the lab's
     edition as its library; its allocation joins ``allocations`` (the grader releases them after the notebook)."""
-    allocation = limits.Allocation(limits.Budget(ram_mb, pids, cpus, scratch_mb), prefix="pkv-compile-")
+    allocation = limits.Allocation(limits.Budget(ram_mb, pids, cpus, scratch_mb), prefix="pkv-compile-", level=level)
     folder = allocation.folder
     work = os.path.join(folder, "work")
     os.mkdir(work)
