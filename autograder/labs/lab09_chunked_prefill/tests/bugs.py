@@ -44,7 +44,7 @@ EDITS = {
     "counting the cached prefix as budget": (
         "            budget -= n\n            self.running.append(self.waiting.popleft())",
         "            budget -= n + hits * self.block_size\n            self.running.append(self.waiting.popleft())",
-        {BUDGET, BLOCKS, CACHE, RANDOM},
+        {BLOCKS, CACHE, RANDOM},
     ),
     "registering the chunk's blocks at allocation": (
         "            budget -= n\n            self.running.append(self.waiting.popleft())",
@@ -125,7 +125,7 @@ EDITS = {
     "the hits are not taken off the chunk": (
         "            n = min(len(seq) - hits * self.block_size, budget)\n",
         "            n = min(len(seq), budget)\n",
-        {BUDGET, BLOCKS, CACHE, RANDOM},
+        {BLOCKS, CACHE, RANDOM},
     ),
     "one sequence more than max_num_seqs": (
         " and len(self.running) < self.max_num_seqs:",
