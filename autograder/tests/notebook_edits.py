@@ -118,15 +118,13 @@ NOTEBOOK_EDITS = {
         )
     },
     # Lab 09's catalogue states exactly the checks each edit fails (its own tests prove it); through nbgrader these
-    # fail the same checks: a wrong is_prefill, a victim re-admitted at once, the prefix cache never used, and
-    # one sequence more than max_num_seqs.
+    # fail the same checks: a wrong is_prefill, a victim re-admitted at once, the prefix cache never used.
     "09-chunked-prefill": {
         label: bugs_lab09.EDITS[label]
         for label in (
             "is_prefill only for chunks of more than one token",
             "admits in a step that preempted",
             "never uses the prefix cache",
-            "one sequence more than max_num_seqs",
         )
     },
 }

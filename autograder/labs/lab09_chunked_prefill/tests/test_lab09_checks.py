@@ -76,6 +76,28 @@ def test_feedback_names_the_step_and_gives_a_hint():
     assert "allocate_slots" in rest[-1]
 
 
+def test_an_error_in_schedule_or_its_helper_names_the_step_and_the_rule_not_another_part():
+    """Raised in code a notebook cell defined (its file is ipykernel's), inside schedule()'s own test: the block
+    says which step and which rule, never "the error is in ..., its own tests say more"."""
+    from paged_kv.lab.feedback import CheckFailed
+
+    source = (
+        "class Broken(Starter):\n"
+        "    def _take(self, seq):\n"
+        "        return self.block_manager.allocate_slots(seq, 0)\n"
+        "    def schedule(self):\n"
+        "        self._take(self.waiting[0])\n"
+    )
+    namespace = {"Starter": Starter}
+    exec(compile(source, "/tmp/ipykernel_1/2.py", "exec"), namespace)
+    spec = make_chunk_trace(0, 3, num_blocks=8, block_size=2, budget=4, arrival_spread=0)
+    with pytest.raises(CheckFailed) as caught:
+        check_rules(namespace["Broken"], spec, "a trace")
+    failure = caught.value
+    assert failure.case == "a trace, step 0" and "num_new_tokens" in failure.problem
+    assert failure.hint == HINTS["budget"] and "its own tests" not in str(failure)
+
+
 def test_super_reaches_a_stub_not_the_reference():
     class UsesSuper(Starter):
         def schedule(self):
