@@ -108,6 +108,7 @@ class RuleChecker:
         self.tokens = [list(r.prompt) for r in spec.requests]
         self.generated = [0] * len(spec.requests)
         self.computed: Dict[str, int] = {}  # each request's computed tokens after the last step
+        self.tables: Dict[str, Tuple[int, ...]] = {}  # each holder's block table after the last step
 
     def length(self, name: str) -> int:
         return len(self.tokens[int(name[1:])])
@@ -175,6 +176,30 @@ class RuleChecker:
                 expected=str(victims),
                 got=str(list(s.waiting[: len(victims)])),
             )
+        self._needed(where, s, sched, victims)
+
+    def _needed(self, where, s, sched, victims) -> None:
+        """The last victim (the oldest) was needed: either the blocks it gave back went to the sequences served
+        after it (fewer are free now than it gave back), or it was the one that could not get its own."""
+        oldest, size = victims[0], self.spec.block_size
+        kept = {b for n in s.running_before if n not in victims for b in self.tables.get(n, ())}
+        table = self.tables.get(oldest, ())
+        given_back = len(set(table) - kept)
+        room = s.free_blocks - given_back  # free blocks had it kept its own
+        if room < 0:
+            return
+        left = self.spec.max_num_batched_tokens - sum(sched.values())
+        computed = self.computed.get(oldest, 0)
+        n = min(self.length(oldest) - computed, left)
+        if n > 0 and -(-(computed + n) // size) - len(table) > room:
+            return  # it could not get its own blocks: it had to preempt itself
+        need = max(-(-(computed + n) // size) - len(table), 0) if n else 0
+        _fail(
+            where,
+            f"preempted {oldest} although every sequence served got its blocks without it"
+            + (f", and {oldest} itself would have fit ({need} of {room} free blocks)" if n else ""),
+            "preempt_newest",
+        )
 
     def _queues(self, where, s, holders, sched, victims) -> None:
         for name, n in s.scheduled:
@@ -356,6 +381,7 @@ class RuleChecker:
             return
         sched = dict(s.scheduled)
         self.computed = {name: computed + sched.get(name, 0) for name, _, computed, _ in s.holders}
+        self.tables = {name: tuple(table) for name, table, _, _ in s.holders}
         for name, n in s.scheduled:
             i = int(name[1:])
             if self.computed[name] == len(self.tokens[i]):

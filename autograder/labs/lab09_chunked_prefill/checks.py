@@ -111,9 +111,9 @@ def check_token_budget(cls) -> None:
 
 @grades(Reference.schedule)
 def check_blocks_and_preemption(cls) -> None:
-    """Blocks for the scheduled tokens only (block sizes 1, 3, 4); a short pool preempts the newest, which gives
-    its blocks back and waits at the head of waiting, and admits nobody in that step; a recomputation is a
-    prefill step."""
+    """Blocks for the scheduled tokens only (block sizes 1, 3, 4); a short pool preempts the newest, and no more
+    than it must, which gives its blocks back and waits at the head of waiting, and admits nobody in that step; a
+    recomputation is a prefill step."""
     for block_size in (1, 3, 4):
         replay_rules(
             cls,
@@ -127,6 +127,11 @@ def check_blocks_and_preemption(cls) -> None:
         "a long prompt arrives into a full pool",
     )
     replay_rules(cls, _spec([(_ids(1, 6), 12, 0), (_ids(10, 14), 3, 2)], 6, 4, 4), "a chunk that cannot get its block")
+    replay_rules(
+        cls,
+        _spec([((1, 2), 12, 0), ((3, 4, 5), 12, 0), ((6, 7, 8, 9), 12, 0)], 8, 2, 12),
+        "three decodes, a pool where one victim is enough",
+    )
     for seed in range(3):
         replay_rules(cls, tight_trace(seed), f"tight pool seed={seed}")
 

@@ -96,6 +96,13 @@ EDITS = {
         "                victim = seq\n                self.running.remove(seq)\n",
         {BUDGET, BLOCKS, RANDOM},
     ),
+    "preempts every newer sequence at once": (
+        "                victim = self.running.pop()\n                self.preempt(victim)\n",
+        "                victim = self.running.pop()\n                self.preempt(victim)\n"
+        "                while victim is not seq and self.running[-1] is not seq:\n"
+        "                    victim = self.running.pop()\n                    self.preempt(victim)\n",
+        {BLOCKS, RANDOM},
+    ),
     "a victim keeps its blocks": (
         "                self.preempt(victim)\n",
         "                self.waiting.appendleft(victim)\n",
@@ -297,6 +304,7 @@ RULES = {
     "never uses the prefix cache": "prefix_hits",
     "preempts the oldest": "preempt_newest",
     "preempts the sequence that cannot grow": "preempt_newest",
+    "preempts every newer sequence at once": "preempt_newest",
     "a victim keeps its blocks": "preempt_queue",
     "a victim stays in running": "preempt_queue",
     "a victim goes to the tail of waiting": "preempt_queue",
