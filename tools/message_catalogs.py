@@ -48,6 +48,7 @@ AUTOGRADER_LOCALE = AUTOGRADER_DIR / "verdict" / "locale"
 AUTOGRADER_DOMAIN = "autograder"
 # A code cell's argument to one of these parameters of a paged_kv.lab function is text the student reads.
 TEXT_PARAMETERS = ("case", "problem", "hint", "title", "todo", "label", "ours_label", "paper_label")
+LABELLED_PARAMETERS = ("runs",)  # a mapping whose keys label a picture's lines: a dict literal's keys are texts
 PACKAGE_MARKS = ("_", "N_")
 AUTOGRADER_MARKS = ("for_student", "N_")
 CODE_STRING = "code-string"  # the flag-free comment that says an entry of a lab's catalog is a code cell's text
@@ -185,7 +186,7 @@ def _text_arguments(node: ast.Call, function: Callable) -> Iterable[Tuple[str, a
         if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
             bound.append((params[i].name, arg))
     bound += [(k.arg, k.value) for k in node.keywords if k.arg]
-    return [(name, arg) for name, arg in bound if name in TEXT_PARAMETERS]
+    return [(name, arg) for name, arg in bound if name in TEXT_PARAMETERS + LABELLED_PARAMETERS]
 
 
 def code_cells(notebook: Path) -> List[Tuple[str, str]]:
@@ -222,6 +223,12 @@ def _templates(node: ast.AST, assigned: Dict[str, List[ast.AST]], depth: int = 0
     return []
 
 
+def _keys(node: ast.AST, assigned: Dict[str, List[ast.AST]]) -> List[str]:
+    """The templates of the keys of a dict literal, or of the dict literals a name is assigned in the cell."""
+    dicts = [node] if isinstance(node, ast.Dict) else assigned.get(getattr(node, "id", ""), [])
+    return [t for d in dicts if isinstance(d, ast.Dict) for k in d.keys if k is not None for t in [template_of(k)] if t]
+
+
 def cell_messages(notebook: Path, unread: Optional[List[str]] = None) -> List[Message]:
     """The texts the code cells of ``notebook`` pass to text parameters of the teaching aids, in order.
 
@@ -247,6 +254,12 @@ def cell_messages(notebook: Path, unread: Optional[List[str]] = None) -> List[Me
             if function is None:
                 continue
             for param, arg in _text_arguments(node, function):
+                if param in LABELLED_PARAMETERS:
+                    found += [
+                        Message(t, f"{notebook.name}:{cell_id}", f"{_callee(node)}({param} key)")
+                        for t in _keys(arg, assigned)
+                    ]
+                    continue
                 templates = _templates(arg, assigned)
                 given = isinstance(arg, ast.Name) and (arg.id in bound or arg.id in names)  # an object, a constant
                 if not templates and unread is not None and not given and not isinstance(arg, ast.Constant):

@@ -117,9 +117,7 @@ def to_translate(lab_dir: Path, language: str) -> List[str]:
         return [cell["id"] for notebook in lab_dir.glob("*.ipynb") for cell in markdown_cells(notebook)]
     catalog = polib.pofile(str(path), wrapwidth=0)
     return [
-        e.msgctxt
-        for e in catalog
-        if e.msgctxt is not None and not e.obsolete and (not e.msgstr or "fuzzy" in e.flags)
+        e.msgctxt for e in catalog if e.msgctxt is not None and not e.obsolete and (not e.msgstr or "fuzzy" in e.flags)
     ]
 
 

@@ -14,7 +14,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from paged_kv.engine.llm_engine import LLMEngine
 from paged_kv.engine.sampling import SamplingParams
-from paged_kv.lab.viz import CourseFigure, _color
+from paged_kv.lab.figure import CourseFigure, _color
+from paged_kv.lab.i18n import _
 
 
 @dataclass(frozen=True)
@@ -134,22 +135,27 @@ def plot_token_budget(
     fig = CourseFigure(figsize=(12, 2.8 * len(runs)))
     axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
     for ax, (label, engine) in zip(axes, runs.items()):
+        label = _(label)
         log = engine.step_log[:max_steps] if max_steps else engine.step_log
         x = [r.index for r in log]
         decode = [r.decode_tokens for r in log]
         prompt = [r.computed_tokens - r.decode_tokens for r in log]
         unused = [max(r.token_budget - r.computed_tokens, 0) for r in log]
-        ax.bar(x, decode, color=_color(0), label="decode tokens (one per running request)")
-        ax.bar(x, prompt, bottom=decode, color=_color(1), label="prompt tokens (whole prompts or chunks)")
-        ax.bar(x, unused, bottom=[d + p for d, p in zip(decode, prompt)], color="#dddddd", label="budget left unused")
+        ax.bar(x, decode, color=_color(0), label=_("decode tokens (one per running request)"))
+        ax.bar(x, prompt, bottom=decode, color=_color(1), label=_("prompt tokens (whole prompts or chunks)"))
+        ax.bar(
+            x, unused, bottom=[d + p for d, p in zip(decode, prompt)], color="#dddddd", label=_("budget left unused")
+        )
         budget = log[0].token_budget if log else 0
-        ax.set(xlabel="engine step", ylabel="tokens in the step", title=f"{label}: token budget {budget} per step")
+        ax.set(
+            xlabel=_("engine step"), ylabel=_("tokens in the step"), title=_(f"{label}: token budget {budget} per step")
+        )
         ax.set_ylim(0, max([budget] + [r.computed_tokens for r in log]) * 1.05)
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=3, frameon=False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_(title))
     fig.tight_layout(rect=(0, 0.1 / len(runs), 1, 1))
     return fig
 
@@ -161,25 +167,26 @@ def plot_decode_gaps(runs: Mapping[str, LLMEngine], request_id: int = 0, title: 
     fig = CourseFigure(figsize=(12, 3.6))
     ax_steps, ax_ms = fig.subplots(1, 2)
     for i, (label, engine) in enumerate(runs.items()):
+        label = _(label)
         steps = token_steps(engine, request_id)
         gaps = [b - a for a, b in zip(steps, steps[1:])]
         tokens = list(range(2, len(steps) + 1))
         ax_steps.step(tokens, gaps, where="mid", color=_color(i), label=label)
         ax_ms.plot(tokens, [1e3 * g for g in engine.requests[request_id].itl], marker=".", color=_color(i), label=label)
     ax_steps.set(
-        xlabel=f"output token of request {request_id}",
-        ylabel="steps since its previous token",
-        title="gap between tokens, in engine steps",
+        xlabel=_(f"output token of request {request_id}"),
+        ylabel=_("steps since its previous token"),
+        title=_("gap between tokens, in engine steps"),
     )
     ax_ms.set(
-        xlabel=f"output token of request {request_id}",
-        ylabel="ms since its previous token",
-        title="gap between tokens, measured (ms)",
+        xlabel=_(f"output token of request {request_id}"),
+        ylabel=_("ms since its previous token"),
+        title=_("gap between tokens, measured (ms)"),
     )
     for ax in (ax_steps, ax_ms):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_(title))
     fig.tight_layout()
     return fig

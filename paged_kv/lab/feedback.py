@@ -214,9 +214,7 @@ def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
     path, problem, type_hint = diff
     if path:
         problem = _(f"{problem} at result{path}")
-    raise CheckFailed(
-        case, problem, expected=expected, got=got, hint="; ".join(h for h in (type_hint, _(hint)) if h)
-    )
+    raise CheckFailed(case, problem, expected=expected, got=got, hint="; ".join(h for h in (type_hint, _(hint)) if h))
 
 
 def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str = "", match: str = "") -> BaseException:
@@ -231,7 +229,9 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
     except error as caught:
         if match and match not in str(caught):
             name = error.__name__
-            raise CheckFailed(case, _(f"the {name} message should contain {match!r}"), got=str(caught), hint=hint) from None
+            raise CheckFailed(
+                case, _(f"the {name} message should contain {match!r}"), got=str(caught), hint=hint
+            ) from None
         return caught
     except Exception as other:
         name, raised = error.__name__, type(other).__name__
