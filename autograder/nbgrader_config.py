@@ -22,7 +22,13 @@ c.CourseDirectory.release_directory = "course"
 c.CourseDirectory.submitted_directory = "autograder/work/submitted"
 c.CourseDirectory.autograded_directory = "autograder/work/autograded"
 c.CourseDirectory.feedback_directory = "autograder/work/feedback"
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", ".DS_Store", "*.po"]  # *.po: translations (tools/translations.py)
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    ".DS_Store",
+    "*.po",
+]  # *.po: translations (tools/translations.py)
 # Several graders write at once (`make grade` runs one per core): wait for the lock instead of failing.
 c.CourseDirectory.db_url = f"sqlite:///{WORK / 'gradebook.db'}?timeout=120"
 

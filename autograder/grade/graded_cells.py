@@ -24,6 +24,7 @@ from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict.events import EventKind
 from autograder.verdict.scoring import error_output, show_verdict, soften_errors
+from autograder.verdict.student_text import language_of
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
@@ -94,10 +95,10 @@ class GradedCells:
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
             verdict, dead = box.verdict(model, index), False
             if kernel_error and verdict.passed:
-                soften_errors(cell, box.part)
+                soften_errors(cell, box.part, language_of(self.executor.nb))
             kernel_error = False
         self.executor.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible)
+        show_verdict(cell, verdict, kernel_error, visible, language_of(self.executor.nb))
         if verdict.kind in ("timeout", "kernel", "exit"):
             self.executor._event(
                 cell,
