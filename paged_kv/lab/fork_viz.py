@@ -118,7 +118,7 @@ def plot_beam_tree(
             ax.text(t, -i + 0.28, label(token), ha="center", fontsize=7, color="#111111" if alive else "#888888")
     ax.set_xlim(-1.5, len(steps) - 0.5)
     ax.set_ylim(-height + 0.4, 0.8)
-    ax.set_yticks([-i for i in range(height)], [_(f"beam {i}") for i in range(height)], fontsize=8)
+    ax.set_yticks([-i for i in range(height)], [_("beam") + f" {i}" for i in range(height)], fontsize=8)
     ax.set_xticks(range(len(steps)), [str(t + 1) for t in range(len(steps))], fontsize=8)
     ax.set_xlabel(_("decode step (grey: a beam that was pruned, its blocks freed)"))
     ax.set_title(_(title) if title else _("Beam tree: several children of one node are forks"), fontsize=11)

@@ -31,7 +31,7 @@ SOURCE = "en"
 SUPPORTED = ("en", "zh_CN")
 DOMAIN = "paged_kv_course"
 LOCALE_DIR = Path(__file__).resolve().with_name("locale")
-MIN_LITERAL = 3  # characters of literal text a template needs to be matched (a bare "{x}" would match anything)
+MIN_LITERAL = 4  # non-space characters of literal text a template needs (a bare "{x}" would match anything)
 _chosen: Optional[str] = None
 _speaking: ContextVar[Optional[str]] = ContextVar("paged_kv_speaking", default=None)
 
@@ -156,7 +156,7 @@ class Catalog:
             if not msgid or not msgstr:
                 continue
             if fields(msgid):
-                if len(literal_text(msgid).strip()) >= MIN_LITERAL:
+                if len("".join(literal_text(msgid).split())) >= MIN_LITERAL:
                     self.templates.append(_Template(msgid, msgstr))
             else:
                 self.exact[literal_text(msgid)] = literal_text(msgstr)

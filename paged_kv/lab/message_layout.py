@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 import textwrap
 
-from paged_kv.lab.i18n import SOURCE, _, language
+from paged_kv.lab.i18n import SOURCE, N_, _, language
 
 HINT_WIDTH = 100  # columns per line of a rendered hint
 LABEL_WIDTH = 10  # columns of a field's label, its colon and the spaces after it
 _WIDE = "\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 _IS_WIDE = re.compile(f"[{_WIDE}]")
 _TOKENS = re.compile(f"[{_WIDE}]|\\s+|[^\\s{_WIDE}]+")  # one wide character, a run of spaces, or a word
+LABELS = (N_("expected:"), N_("got:"), N_("hint:"), N_("where:"), N_("before:"))  # the fields' labels
 _NO_START = "，。；：！？、）」』》】,.;:!?)"  # signs that never begin a line
 
 

@@ -270,7 +270,7 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
                         linewidth=0.5,
                     )
                 )
-        label = _(f"block {b}") + (_(f"  <- logical {order[b]}") if b in order else "")
+        label = _("block") + f" {b}" + (_(f"  <- logical {order[b]}") if b in order else "")
         ax_pool.text(block_size + 0.2, -b + 0.45, label, va="center", fontsize=8)
     ax_pool.set_xlim(-0.2, block_size + 3)
     ax_pool.set_ylim(-num_blocks + 0.8, 1.2)
@@ -468,7 +468,7 @@ def draw_kernel_reads(
                 )
             )
         order = f" = #{logical[block]}" if block in logical else ""
-        ax_pool.text(x0 + 0.5, y0 + 0.95, _(f"block {block}") + order, ha="center", va="bottom", fontsize=7)
+        ax_pool.text(x0 + 0.5, y0 + 0.95, _("block") + f" {block}{order}", ha="center", va="bottom", fontsize=7)
     ax_pool.set_xlim(-0.1, ncols * 1.1)
     ax_pool.set_ylim(-(pool_rows - 1) * pitch - 0.1, 1.25)
     ax_pool.set_aspect("equal")
@@ -503,7 +503,7 @@ def draw_kernel_reads(
                     alpha=1.0 if live else 0.9,
                 )
             )
-            label = str(block) if i < used else _(f"pad ({block})")
+            label = str(block) if i < used else _("pad") + f" ({block})"
             ax_tab.text(
                 i * 1.1 + 0.5,
                 y + 0.22,
