@@ -214,7 +214,8 @@ def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
     path, problem, type_hint = diff
     if path:
         problem = _(f"{problem} at result{path}")
-    raise CheckFailed(case, problem, expected=expected, got=got, hint="; ".join(h for h in (type_hint, _(hint)) if h))
+    hint = _("; ").join(h for h in (type_hint, _(hint)) if h)
+    raise CheckFailed(case, problem, expected=expected, got=got, hint=hint)
 
 
 def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str = "", match: str = "") -> BaseException:
