@@ -6,8 +6,9 @@ without pyplot and without being shown twice. ``fig.savefig(path)`` writes a PNG
 
 matplotlib's own font (DejaVu Sans) has no Chinese glyphs, and Colab's or ModelScope's images may have no CJK font
 at all: in Chinese (``paged_kv.lab.i18n``), a figure adds the CJK font the package ships (``fonts/``: a subset of
-Noto Sans CJK SC, under the SIL Open Font License) to the end of matplotlib's sans-serif fonts, so that Latin text
-keeps DejaVu Sans and each Chinese character falls back to it.
+Noto Sans CJK SC, under the SIL Open Font License) to the end of matplotlib's font families (``font.family``:
+matplotlib falls back from one family of that list to the next for a character the first lacks), so that Latin
+text keeps DejaVu Sans and each Chinese character is drawn with the shipped font.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _registered = False
 
 
 def use_course_font() -> bool:
-    """In a language other than English, make the shipped CJK font matplotlib's last sans-serif fallback
+    """In a language other than English, make the shipped CJK font matplotlib's last fallback family
     (registered once; English figures are left exactly as they are). Returns whether it is in use."""
     global _registered
     if language() == SOURCE:
@@ -44,10 +45,15 @@ def use_course_font() -> bool:
     if not _registered:
         font_manager.fontManager.addfont(str(FONT_FILE))
         _registered = True
-    families = list(rcParams["font.sans-serif"])
+    families = list(rcParams["font.family"])
     if FONT_FAMILY not in families:
-        rcParams["font.sans-serif"] = families + [FONT_FAMILY]
+        rcParams["font.family"] = families + [FONT_FAMILY]
     return True
+
+
+def families(first: str) -> list:
+    """A text's font families: ``first`` (``"monospace"``...), then the shipped CJK font where it is in use."""
+    return [first, FONT_FAMILY] if use_course_font() else [first]
 
 
 class CourseFigure(Figure):

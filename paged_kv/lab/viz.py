@@ -21,6 +21,7 @@ from paged_kv.lab.figure import (  # noqa: F401 (CourseFigure, _color: imported 
     TAIL_HATCH,
     CourseFigure,
     _color,
+    families,
 )
 from paged_kv.lab.i18n import _
 from paged_kv.lab.usage_plots import (  # noqa: F401 (the notebooks import the charts from here)
@@ -374,7 +375,7 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
                 ha="center",
                 va="center",
                 fontsize=7,
-                family="monospace",
+                family=families("monospace"),
             )
             if i:
                 ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
