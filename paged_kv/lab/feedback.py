@@ -16,7 +16,7 @@ import reprlib
 from typing import Any, Callable, List, Optional
 
 from paged_kv.cache.todo import TodoNotWritten  # noqa: F401 (the labs import it from here)
-from paged_kv.lab.i18n import SOURCE, _, language
+from paged_kv.lab.i18n import SOURCE, _, language, speaking
 from paged_kv.lab.message_layout import field, wrap
 
 _MISSING = object()
@@ -44,26 +44,29 @@ class CheckFailed(AssertionError):
     def __init__(self, case: str, problem: str, *, expected: Any = _MISSING, got: Any = _MISSING, hint: str = ""):
         self.case, self.problem, self.hint = _(str(case)), _(str(problem)), _(str(hint))
         self.expected, self.got = expected, got
+        self.language = language()  # the block is shown in the language it was made in
         super().__init__(self._text())
 
     def _lines(self) -> List[str]:
-        lines = [f"[{self.case}] {self.problem}"]
-        if self.expected is not _MISSING:
-            lines.append(field("expected:", short_repr(self.expected)))
-        if self.got is not _MISSING:
-            lines.append(field("got:", short_repr(self.got)))
-        if self.hint:
-            lines.append(field("hint:", self.hint))
-        return lines
+        with speaking(self.language):
+            lines = [f"[{self.case}] {self.problem}"]
+            if self.expected is not _MISSING:
+                lines.append(field("expected:", short_repr(self.expected)))
+            if self.got is not _MISSING:
+                lines.append(field("got:", short_repr(self.got)))
+            if self.hint:
+                lines.append(field("hint:", self.hint))
+            return lines
 
     def _text(self) -> str:
         return "\n".join(self._lines())
 
     def _render_traceback_(self) -> List[str]:
         first, *rest = self._lines()
-        if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
-            rest[-1] = wrap(rest[-1])
-        return [f"{_RED}{_BOLD}{_('Check failed')}{_RESET} {first}", *rest]
+        with speaking(self.language):
+            if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
+                rest[-1] = wrap(rest[-1])
+            return [f"{_RED}{_BOLD}{_('Check failed')}{_RESET} {first}", *rest]
 
 
 def materialize(value: Any) -> Any:
