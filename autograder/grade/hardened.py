@@ -71,6 +71,7 @@ from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 from autograder.verdict.student_text import language_of
+from paged_kv.lab.i18n import speaking
 
 
 class HardenedExecute(Execute):
@@ -203,6 +204,11 @@ class HardenedExecute(Execute):
 
     # ---- the run -------------------------------------------------------------------------------------
     def preprocess(self, nb, resources=None, km=None):
+        # What is decided here (the checks' messages, the notes) speaks the notebook's language.
+        with speaking(language_of(nb)):
+            return self._grade(nb, resources, km)
+
+    def _grade(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
 
         NotebookClient.__init__(self, nb, km)
