@@ -70,7 +70,7 @@ from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
-from autograder.verdict.student_text import language_of
+from autograder.verdict.student_text import N_, language_of
 from paged_kv.lab.i18n import speaking
 
 
@@ -379,12 +379,12 @@ class HardenedExecute(Execute):
             self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
                 self._event(
-                    cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children"
+                    cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
                 )
             return "dead"
         except CellTimeoutError:
             cell.outputs.append(cell_limits.did_not_stop(limit, self._language()))
-            self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
+            self._event(cell, index, EventKind.TIMEOUT, N_(f"> {limit} s, kernel did not answer the interrupt"))
             return "dead"
         if self._timed_out:
             # The interrupt we sent shows as a KeyboardInterrupt: the time-limit message says it better.
@@ -414,7 +414,9 @@ class HardenedExecute(Execute):
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
             cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb"), self._language()))
-            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            self._event(
+                cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            )
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self._timed_out = True

@@ -119,13 +119,14 @@ def event(cell: str, kind: EventKind, detail: str = "", graded: bool = False) ->
 
 
 def describe(item: Dict[str, Any], detail: bool = True, language: str = "en") -> str:
-    """An event as one line of the *Grading notes*: what happened (in ``language``), and its detail where it
-    helps (as the grader wrote it)."""
+    """An event as one line of the *Grading notes*: what happened, and its detail where it helps, in ``language``
+    (a detail the catalog lacks as the grader wrote it)."""
     kind = item["kind"]
     known = kind in EventKind._value2member_map_
     text = for_student(EventKind(kind).text, language) if known else str(kind)
     quiet = (EventKind.NOT_RUN.value, EventKind.INTEGRITY.value)
-    return text + (f" ({item['detail']})" if detail and item.get("detail") and kind not in quiet else "")
+    shown = detail and item.get("detail") and kind not in quiet
+    return text + (f" ({for_student(str(item['detail']), language)})" if shown else "")
 
 
 def events_path(events_dir, assignment: str, student: str) -> Path:
