@@ -86,6 +86,9 @@ def _lab09_pitfalls():
     return sorted(VISIBLE_MUST_CATCH)
 
 
+# Lab 09's rules and hints (paged_kv/lab/chunked_trace.py) are being rewritten for issue 49's sibling work; they are
+# marked for translation once that lands: until then this fails (strict: the marker goes when it passes).
+@pytest.mark.xfail(strict=True, reason="chunked_trace.py's rule messages and hints are not marked for translation yet")
 @pytest.mark.parametrize("pitfall", _lab09_pitfalls())
 def test_each_listed_pitfall_of_lab_09_fails_in_chinese(pitfall):
     from autograder.labs.lab09_chunked_prefill.tests import bugs
