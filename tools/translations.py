@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tools import message_catalogs  # noqa: E402 (the running code's texts: a module of its own)
+
 SOURCE_LANGUAGE = "en"
 LANGUAGES = ("zh_CN",)  # the course's translations; English (solutions/) is the source of every one
 LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
@@ -72,7 +74,8 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         raise SystemExit(f"{lab_dir} must hold exactly one notebook, found {[n.name for n in notebooks]}")
     path = catalog_path(lab_dir, language)
     catalog = polib.pofile(str(path), wrapwidth=0) if path.exists() else _new_catalog(lab_dir.name, language)
-    by_context = {entry.msgctxt: entry for entry in catalog if not entry.obsolete}
+    code_strings = [entry for entry in catalog if message_catalogs.is_code_string(entry)]  # message_catalogs' own
+    by_context = {entry.msgctxt: entry for entry in catalog if not entry.obsolete and entry.msgctxt is not None}
     changes: Dict[str, List[str]] = {"new": [], "stale": [], "obsolete": []}
     ordered = []
     seen = set()
@@ -91,14 +94,16 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         entry.comments = f"markdown cell {cell['grade_id']}".strip() if cell["grade_id"] else "markdown cell"
         ordered.append(entry)
     for entry in catalog:
-        if entry.msgctxt not in seen and not entry.obsolete:
+        if entry.msgctxt is not None and entry.msgctxt not in seen and not entry.obsolete:
             entry.obsolete = True
             changes["obsolete"].append(entry.msgctxt)
-    ordered += [entry for entry in catalog if entry.obsolete]
+    ordered += [entry for entry in catalog if entry.obsolete and entry.msgctxt is not None]
     fresh = _new_catalog(lab_dir.name, language)
     fresh.metadata = catalog.metadata or fresh.metadata
     fresh.header = catalog.header or fresh.header
-    fresh.extend(ordered)
+    fresh.extend(ordered + code_strings)
+    # The texts the code cells pass to the teaching aids (messages, hints, titles): tools/message_catalogs.py
+    changes.update({f"code {k}": v for k, v in message_catalogs.update_lab(fresh, notebooks[0]).items()})
     text = str(fresh)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
@@ -111,7 +116,9 @@ def to_translate(lab_dir: Path, language: str) -> List[str]:
     if not path.exists():
         return [cell["id"] for notebook in lab_dir.glob("*.ipynb") for cell in markdown_cells(notebook)]
     catalog = polib.pofile(str(path), wrapwidth=0)
-    return [e.msgctxt for e in catalog if not e.obsolete and (not e.msgstr or "fuzzy" in e.flags)]
+    return [
+        e.msgctxt for e in catalog if e.msgctxt is not None and not e.obsolete and (not e.msgstr or "fuzzy" in e.flags)
+    ]
 
 
 def _labs(names: List[str]) -> List[Path]:
@@ -138,6 +145,10 @@ def main(argv=None) -> int:
         else:
             left = to_translate(lab_dir, args.language)
             print(f"{lab_dir.name}: {len(left)} to translate" + (f" ({', '.join(left)})" if left else ""))
+    if args.command == "update":  # the running code's texts: the teaching aids', the autograder's, compiled
+        message_catalogs.main(["update", "--language", args.language])
+    else:
+        message_catalogs.main(["status", "--language", args.language])
     return 0
 
 

@@ -24,6 +24,7 @@ from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict.events import EventKind
 from autograder.verdict.scoring import error_output, show_verdict, soften_errors
+from autograder.verdict.student_text import N_, language_of
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
@@ -94,10 +95,10 @@ class GradedCells:
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
             verdict, dead = box.verdict(model, index), False
             if kernel_error and verdict.passed:
-                soften_errors(cell, box.part)
+                soften_errors(cell, box.part, language_of(self.executor.nb))
             kernel_error = False
         self.executor.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible)
+        show_verdict(cell, verdict, kernel_error, visible, language_of(self.executor.nb))
         if verdict.kind in ("timeout", "kernel", "exit"):
             self.executor._event(
                 cell,
@@ -105,7 +106,7 @@ class GradedCells:
                 {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED, "exit": EventKind.EXIT_CALLED}[
                     verdict.kind
                 ],
-                f"while the grader tested it ({verdict.seconds:.1f} s)",
+                N_(f"while the grader tested it ({verdict.seconds:.1f} s)"),  # (N_: the notes translate it)
             )
         if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
             line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
@@ -117,7 +118,10 @@ class GradedCells:
             )
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
             self.executor._event(
-                cell, index, EventKind.MEMORY, f"> {self.executor._limit('memory_mb')} MiB while the grader tested it"
+                cell,
+                index,
+                EventKind.MEMORY,
+                N_(f"> {self.executor._limit('memory_mb')} MiB while the grader tested it"),
             )
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 

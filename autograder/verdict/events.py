@@ -13,6 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Dict
 
+from autograder.verdict.student_text import N_, for_student
+
 
 class EventKind(str, Enum):
     """Something that happened while a cell ran or was judged (the *Grading notes* say it in ``text``)."""
@@ -37,19 +39,21 @@ class EventKind(str, Enum):
 
 
 _TEXT = {
-    EventKind.TIMEOUT: "stopped by the time limit",
-    EventKind.NOT_RUN: "not run (the notebook's grading time was spent)",
-    EventKind.KERNEL_DIED: "the kernel died",
-    EventKind.MEMORY: "hit the memory limit",
-    EventKind.OUTPUT_CUT: "too much output, cut",
-    EventKind.EXIT_CALLED: "called sys.exit()",
-    EventKind.INTEGRITY: "no points: code that is not the student's own",
-    EventKind.SIMILAR: "nearly the reference's code (review)",
-    EventKind.REACHED_STUB: "called an implementation the grading box leaves out (it earns nothing)",
-    EventKind.ISOLATION: "not graded: the grading box could not be trusted on this machine",
-    EventKind.SECRET_REMOVED: "text of the hidden tests removed from an output",
-    EventKind.NOT_TRITON: "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)",
-    EventKind.LAUNCH_NOT_BUILT: "a graded launch of this kernel does not compile for the GPU, though another does",
+    EventKind.TIMEOUT: N_("stopped by the time limit"),
+    EventKind.NOT_RUN: N_("not run (the notebook's grading time was spent)"),
+    EventKind.KERNEL_DIED: N_("the kernel died"),
+    EventKind.MEMORY: N_("hit the memory limit"),
+    EventKind.OUTPUT_CUT: N_("too much output, cut"),
+    EventKind.EXIT_CALLED: N_("called sys.exit()"),
+    EventKind.INTEGRITY: N_("no points: code that is not the student's own"),
+    EventKind.SIMILAR: N_("nearly the reference's code (review)"),
+    EventKind.REACHED_STUB: N_("called an implementation the grading box leaves out (it earns nothing)"),
+    EventKind.ISOLATION: N_("not graded: the grading box could not be trusted on this machine"),
+    EventKind.SECRET_REMOVED: N_("text of the hidden tests removed from an output"),
+    EventKind.NOT_TRITON: N_(
+        "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)"
+    ),
+    EventKind.LAUNCH_NOT_BUILT: N_("a graded launch of this kernel does not compile for the GPU, though another does"),
 }
 
 #: Events the instructor reads but the student's *Grading notes* do not list one by one.
@@ -114,13 +118,15 @@ def event(cell: str, kind: EventKind, detail: str = "", graded: bool = False) ->
     return {"cell": str(cell), "kind": kind.value, "detail": str(detail), "graded": bool(graded)}
 
 
-def describe(item: Dict[str, Any], detail: bool = True) -> str:
-    """An event as one line of the *Grading notes*: what happened, and its detail where it helps."""
+def describe(item: Dict[str, Any], detail: bool = True, language: str = "en") -> str:
+    """An event as one line of the *Grading notes*: what happened, and its detail where it helps, in ``language``
+    (a detail the catalog lacks as the grader wrote it)."""
     kind = item["kind"]
     known = kind in EventKind._value2member_map_
-    text = EventKind(kind).text if known else str(kind)
+    text = for_student(EventKind(kind).text, language) if known else str(kind)
     quiet = (EventKind.NOT_RUN.value, EventKind.INTEGRITY.value)
-    return text + (f" ({item['detail']})" if detail and item.get("detail") and kind not in quiet else "")
+    shown = detail and item.get("detail") and kind not in quiet
+    return text + (f" ({for_student(str(item['detail']), language)})" if shown else "")
 
 
 def events_path(events_dir, assignment: str, student: str) -> Path:

@@ -20,7 +20,8 @@ from matplotlib.ticker import MaxNLocator
 
 from paged_kv.engine.llm_engine import LLMEngine
 from paged_kv.engine.sampling import SamplingParams
-from paged_kv.lab.viz import CourseFigure, _color
+from paged_kv.lab.figure import CourseFigure, _color
+from paged_kv.lab.i18n import _
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def plot_token_budget(
     fig = CourseFigure(figsize=(12, 3.9 * len(runs) + 0.6))
     outer = fig.add_gridspec(len(runs), 1, hspace=0.45, bottom=0.6 / (3.9 * len(runs) + 0.6) + 0.06)
     for k, (label, run) in enumerate(runs.items()):
-        engine = _engines(run)[0]
+        engine, label = _engines(run)[0], _(label)
         log = engine.step_log[:max_steps] if max_steps else engine.step_log
         x = [r.index for r in log]
         decode = [r.decode_tokens for r in log]
@@ -229,10 +230,12 @@ def plot_token_budget(
         budget = log[0].token_budget if log else 0
         top_grid, low_grid = outer[k].subgridspec(2, 1, height_ratios=[3, 1.2], hspace=0.08)
         ax = fig.add_subplot(top_grid)
-        ax.bar(x, prompt, color=_color(1), label="prompt tokens (whole prompts or chunks)")
-        ax.bar(x, decode, bottom=prompt, color=_color(0), label="decode tokens (one per running request)")
-        ax.bar(x, unused, bottom=[d + p for d, p in zip(decode, prompt)], color="#dddddd", label="budget left unused")
-        ax.set(ylabel="tokens in the step", title=f"{label}: each step's budget of {budget} tokens")
+        ax.bar(x, prompt, color=_color(1), label=_("prompt tokens (whole prompts or chunks)"))
+        ax.bar(x, decode, bottom=prompt, color=_color(0), label=_("decode tokens (one per running request)"))
+        ax.bar(
+            x, unused, bottom=[d + p for d, p in zip(decode, prompt)], color="#dddddd", label=_("budget left unused")
+        )
+        ax.set(ylabel=_("tokens in the step"), title=_(f"{label}: each step's budget of {budget} tokens"))
         ax.set_ylim(0, max([budget] + [r.computed_tokens for r in log]) * 1.05)
         ax.tick_params(labelbottom=False)
         ax.grid(axis="y", alpha=0.3)
@@ -240,15 +243,15 @@ def plot_token_budget(
         low.bar(x, decode, color=_color(0))
         for step in stalled_steps(engine):
             if step in x:
-                low.annotate("stall", (step, 0.15), ha="center", va="bottom", fontsize=8, color="#b00020")
-        low.set(xlabel="engine step", ylabel="decode\ntokens")
+                low.annotate(_("stall"), (step, 0.15), ha="center", va="bottom", fontsize=8, color="#b00020")
+        low.set(xlabel=_("engine step"), ylabel=_("decode\ntokens"))
         low.set_ylim(0, max(decode + [1]) + 1.5)
         low.yaxis.set_major_locator(MaxNLocator(integer=True))
         low.grid(axis="y", alpha=0.3)
     handles, labels = fig.axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=3, frameon=False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_(title))
     return fig
 
 
@@ -261,20 +264,20 @@ def plot_decode_gaps(runs: Mapping[str, Run], request_id: int = 0, title: Option
     fig = CourseFigure(figsize=(12, 3.6))
     ax_steps, ax_work = fig.subplots(1, 2)
     for i, (label, run) in enumerate(runs.items()):
-        engine = _engines(run)[0]
+        engine, label = _engines(run)[0], _(label)
         steps = token_steps(engine, request_id)
         tokens = list(range(2, len(steps) + 1))
         ax_steps.step(tokens, [b - a for a, b in zip(steps, steps[1:])], where="mid", color=_color(i), label=label)
         ax_work.plot(tokens, work_gaps(engine, request_id), marker=".", color=_color(i), label=label)
     ax_steps.set(
-        xlabel=f"output token of request r{request_id}",
-        ylabel="steps since its previous token",
-        title="gap between tokens, in engine steps",
+        xlabel=_(f"output token of request r{request_id}"),
+        ylabel=_("steps since its previous token"),
+        title=_("gap between tokens, in engine steps"),
     )
     ax_work.set(
-        xlabel=f"output token of request r{request_id}",
-        ylabel="tokens computed since its previous token",
-        title="work in that gap: tokens the engine computed",
+        xlabel=_(f"output token of request r{request_id}"),
+        ylabel=_("tokens computed since its previous token"),
+        title=_("work in that gap: tokens the engine computed"),
     )
     ax_steps.set_ylim(0, None)
     ax_steps.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -283,6 +286,6 @@ def plot_decode_gaps(runs: Mapping[str, Run], request_id: int = 0, title: Option
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_(title))
     fig.tight_layout()
     return fig
