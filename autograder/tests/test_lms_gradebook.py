@@ -152,7 +152,7 @@ def test_a_plain_folder_says_nothing_of_names_ids_or_lateness(tmp_path):
 
 
 def test_grades_csv_carries_real_names_and_late_flags(tmp_path):
-    """grades.csv: nbgrader's columns, then full_name, download_name, lms, lms_id and late; a full name with
+    """grades.csv: nbgrader's columns, then status, full_name, download_name, lms, lms_id and late; a full name with
     a comma stays one field; the Canvas slug is never a last name; the gradebook's own names (the
     instructor's) stay in first_name/last_name; a student without a submission scores 0."""
     root = _course(tmp_path / "course-root")
@@ -167,6 +167,7 @@ def test_grades_csv_carries_real_names_and_late_flags(tmp_path):
     with open(work / "reports" / "grades.csv", newline="") as handle:
         reader = csv.DictReader(handle)
         assert reader.fieldnames == lms_gradebook.NBGRADER_COLUMNS + [
+            "status",
             "full_name",
             "download_name",
             "lms",
