@@ -82,13 +82,13 @@ class Outcome:
 
 def _gather(folder: Path, scratch: Path):
     """The upload's files as one student's ``collect.Submission`` (read as ``make collect`` reads an entry)."""
-    from autograder.collect import collect
+    from autograder.collect import gather
     from autograder.collect.entries import Budget, open_folder, walk
 
-    submission = collect.Submission(student=STUDENT, name=STUDENT)
+    submission = gather.Submission(student=STUDENT, name=STUDENT)
     top = open_folder(str(folder))
     try:
-        collect._stage(walk(top, Budget()), scratch / "upload", submission, "")
+        gather._stage(walk(top, Budget()), scratch / "upload", submission, "")
     finally:
         os.close(top)
     return submission
