@@ -2,7 +2,9 @@
 
 0. checks the gradebook file (``autograder.grade.gradebook_file``): one that is not a database, or that
    another program holds locked, stops it with one line that names the file and what to do;
-1. says which isolation the grading kernels get here (``autograder.box.sandbox``), loudly when it is weak;
+1. says which isolation the grading kernels get here (``autograder.box.sandbox``; as root it installs bubblewrap
+   with apt when it is missing), loudly when it is weak; where the box cannot be trusted each notebook's grading
+   is refused (``autograder.grade.lab_boxes.refuse``): nothing runs, and that student's result is ``refused``;
 2. makes sure the gradebook knows the lab (``nbgrader generate_assignment`` into the work folder);
 3. adds every student of ``submitted/*/LAB`` to the gradebook, one at a time;
 4. runs ``nbgrader autograde`` for the students in parallel, one worker process per core, each
@@ -12,8 +14,12 @@
    columns, then what each lab's collection read from the LMS's download: full name, LMS and its id for the
    student, late);
 6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
-   ``reports/LAB/summary.json``, and prints a table;
+   ``reports/LAB/summary.json``, and prints a table: each student's result (``autograder.verdict.result``: id,
+   name as written, late flag, score or ``refused`` / ``failed``, seconds, what grading noted);
 7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.feedback.insight``).
+
+It exits 1 when any student was not graded (grading refused or failed): a refused grading is no grade, and the
+table ends with why and what to do.
 
 Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
 ``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).

@@ -7,8 +7,11 @@ picks the lab's notebook (the expected name, "Copy of ...", "... (1)", the only 
 from the release, grades it with ``autograder.grade.grade`` (the same trusted grader and box) and
 returns an ``Outcome``: one ``CellResult`` per graded cell (its points, its score and the message the
 feedback shows for it, never hidden-test source), the Grading notes (repairs, limits, provenance findings)
-and what the instructor should know (box level, seconds). An upload with no notebook to grade (none,
-several unrelated ones, not valid JSON) is not graded: every test scores 0 and ``problem`` says what to upload.
+and what the instructor should know (box level, seconds), from the upload's result (``autograder.verdict.result``,
+as ``make grade`` renders it). An upload with no notebook to grade (none, several unrelated ones, not valid JSON)
+is not graded: every test scores 0 and ``problem`` says what to upload. A grading the isolation check refused is
+no grade at all: ``refused`` says why (for the instructor), and each platform reports an autograder failure, never
+a score.
 """
 
 from __future__ import annotations
