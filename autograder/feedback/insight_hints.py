@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 from autograder.course import notebook as nbread
+from autograder.verdict.events import VerdictKind
 from autograder.verdict.result import GradingResult
 
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
@@ -86,10 +87,10 @@ def teaching(lab: str, source: Path) -> Dict[str, Any]:
     return out
 
 
-def taught_in(grade_id: str, hint: str, kind: str, task_section: str, teaches: Dict[str, Any]) -> str:
+def taught_in(grade_id: str, hint: str, kind, task_section: str, teaches: Dict[str, Any]) -> str:
     """The section that teaches what a failed check's hint is about: the first ``TEACHES`` fragment the hint holds,
     else the cell's checks' ``teaches``, else the task's section (a TODO not written, a timeout: the task's)."""
-    if kind not in ("check", "error"):
+    if kind not in (VerdictKind.CHECK, VerdictKind.ERROR):
         return task_section
     low = hint.lower()
     for fragment, section in teaches.get("hints", {}).items():
@@ -98,14 +99,14 @@ def taught_in(grade_id: str, hint: str, kind: str, task_section: str, teaches: D
     return teaches.get("cells", {}).get(grade_id, task_section)
 
 
-def hint_as_read(message: str, kind: str) -> str:
+def hint_as_read(message: str, kind) -> str:
     """The reusable part of a failed check's message as the student read it: its hint (else its problem,
-    without the case it was found on), on one line."""
-    if kind == "todo":
+    without the case it was found on), on one line; ``kind`` is the verdict's (a ``VerdictKind``, or "")."""
+    if kind == VerdictKind.TODO:
         return "TODO not written yet"
-    if kind == "integrity":
+    if kind == VerdictKind.INTEGRITY:
         return "a provenance finding cost this cell's points (see 'Whom to look at')"
-    if kind == "timeout":
+    if kind == VerdictKind.TIMEOUT:
         return "the cell ran past its time limit"
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     hint = next((line[len("hint:") :].strip() for line in lines if line.startswith("hint:")), "")
@@ -135,7 +136,7 @@ def misconceptions(
         for cell in result.cells:
             if cell.passed is None or cell.passed or cell.grade_id not in order:
                 continue
-            kind = "" if cell.kind is None else cell.kind.value
+            kind = cell.kind or ""
             read = hint_as_read(cell.message, kind)
             group = by_key.setdefault(
                 hint_key(read), {"read": Counter(), "students": set(), "cells": set(), "taught": Counter()}

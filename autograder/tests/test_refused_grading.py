@@ -44,6 +44,8 @@ def _course(folder: Path) -> Path:
 
 
 def test_a_refused_class_has_no_score_anywhere_and_every_step_exits_non_zero(tmp_path):
+    if container.closed_python_folder() is None:
+        pytest.skip("this Python sits in folders every account can enter: there is no closed folder to keep closed")
     course = _course(tmp_path / "course")
     honest = (RELEASE_DIR / LAB / NOTEBOOK).read_bytes()
     export = tmp_path / "export"
