@@ -380,11 +380,7 @@ def table(summary: dict) -> str:
     name_width = min(24, max([4] + [_width(r.get("name") or "") for r in rows]))
     lines = [f"{'student':>18}  {_cut('name', name_width)}  {'late':<4}  {'score':>7}  {'s':>5}  notes"]
     for row in rows:
-        status = row.get("status", "graded" if row.get("ok", True) else "failed")
-        if status == "graded":
-            score = "-" if row.get("score") is None else f"{row['score']:.1f}"
-        else:
-            score = status
+        score = row["score_text"]  # the points, or refused / failed: never a 0 for a student not graded
         late = "late" if row.get("late") == "yes" else ""
         notes = ", ".join(row.get("repairs", []) + row.get("events", []))
         lines.append(

@@ -123,6 +123,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
     from autograder.course.notebook import lab_cells
     from autograder.grade import grade
     from autograder.verdict import lab_results
+    from autograder.verdict.result import Status
 
     if lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {', '.join(sorted(LABS))}")
@@ -197,7 +198,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
     notes = student_notes(work / "autograded" / STUDENT / lab / notebook) or student_notes(
         work / "submitted" / STUDENT / lab / notebook
     )
-    if result.status.value != "graded":
+    if result.status is not Status.GRADED:
         notes.append("Grading this notebook failed; your instructor has the log.")
     return Outcome(
         lab,

@@ -138,6 +138,7 @@ def summary_row(result: GradingResult, seconds: Optional[float] = None) -> Dict[
         "late": result.student.late_word,
         "status": result.status.value,
         "score": result.score,
+        "score_text": result.score_text(),
         "cells": {c.grade_id: c.score for c in result.cells if c.score is not None},
         "seconds": round(float(seconds if seconds is not None else result.seconds or 0.0), 2),
         "ok": result.status.value == "graded",

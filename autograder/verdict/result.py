@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from autograder.verdict.events import EventGroup, EventKind, VerdictKind
+from autograder.verdict.events import EventKind, VerdictKind
 
 
 class Status(str, Enum):
@@ -161,18 +161,11 @@ class GradingResult:
         """The kinds of event grading noted."""
         return frozenset(e.kind for e in self.events)
 
-    def events_in(self, group: EventGroup) -> List[Event]:
-        return [e for e in self.events if e.kind.group is group]
-
     def score_text(self, digits: int = 1) -> str:
         """The score as a person reads it: the points, ``refused``, ``failed`` or ``-`` (not graded)."""
         if self.status is Status.GRADED:
             return "-" if self.score is None else f"{self.score:.{digits}f}"
         return {Status.REFUSED: "refused", Status.FAILED: "failed"}.get(self.status, "-")
-
-    def notes(self) -> List[str]:
-        """What the instructor's table notes of it: repairs (their kinds) and events (their kinds), sorted."""
-        return sorted({k for k, _ in self.repairs} - {"added-cells"}) + sorted({str(k) for k in self.kinds})
 
 
 def _cells(
@@ -262,11 +255,3 @@ def build(
         why=why,
         recorded=bool(record),
     )
-
-
-def counts(results: Iterable[GradingResult]) -> Dict[Status, int]:
-    """How many results of each status."""
-    out: Dict[Status, int] = {}
-    for result in results:
-        out[result.status] = out.get(result.status, 0) + 1
-    return out
