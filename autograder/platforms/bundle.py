@@ -31,12 +31,12 @@ def graded_labs() -> List[str]:
 
 
 def cells_of(lab: str) -> list:
-    """The lab's graded cells (``insight.lab_cells``), or [] when its notebook cannot be read."""
-    from autograder.feedback import insight
+    """The lab's graded cells (``autograder.course.notebook.lab_cells``), or [] when its notebook cannot be read."""
     from autograder.course.layout import LABS, SOURCE_DIR
+    from autograder.course.notebook import lab_cells
 
     try:
-        return insight.lab_cells(SOURCE_DIR / lab / LABS[lab])
+        return lab_cells(SOURCE_DIR / lab / LABS[lab])
     except (KeyError, OSError, ValueError):
         return []
 

@@ -11,6 +11,11 @@ time). PrairieLearn mounts the job at ``/grade``: the upload in ``/grade/student
 ``gradable``, ``score`` in 0..1, ``message`` (the Grading notes), ``output`` and ``tests[]`` (``name``,
 ``points``, ``max_points``, ``output``; hidden tests show their message, never their code). The student sees
 all of it; what only the instructor should read (the box level) goes to stdout, the grading job's log.
+
+A grading the isolation check refused (nothing ran) is no grade: its results are ``gradable: false`` with no
+score and a ``format_errors`` line saying so (PrairieLearn's "External Grading" docs: such a submission is
+marked "invalid, not gradable", no points are awarded or lost and no attempt is used), and the job's log starts
+with ``REFUSED:`` and why, for the instructor.
 """
 
 from __future__ import annotations
@@ -61,6 +66,14 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/cours
 """
 
 
+# What a student reads of a refused grading (the isolation check would not let a kernel run on the grading image):
+# PrairieLearn marks the submission "invalid, not gradable": no points awarded or lost, no attempt used.
+REFUSED_FOR_STUDENTS = (
+    "The grader could not be isolated from your code on the course's grading machine, so nothing was graded: "
+    "this submission gets no score and costs you no attempt (your notebook is fine as it is). Tell your "
+    "instructor, and submit again once they have fixed it."
+)
+
 JOB_OVERHEAD_S = 90  # collection, the isolation probe, the gradebook and a kernel's start, over the notebook budget
 
 
@@ -82,6 +95,8 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     maximum = outcome.max_score
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
+    if outcome.refused:  # nothing ran: not gradable (no score, no attempt used), the student told so
+        return {"gradable": False, "format_errors": [REFUSED_FOR_STUDENTS], "message": REFUSED_FOR_STUDENTS}
     shown = [t for t in outcome.tests if hidden_visibility == "visible" or not t.hidden]
     tests = [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output} for t in shown]
     held = [t for t in outcome.tests if t not in shown]

@@ -122,6 +122,39 @@ def test_students_read_sentences_and_the_instructor_reads_the_codes_and_flags(tm
         assert all(line in out for line in INSTRUCTOR_LOG), (platform, out)
 
 
+def test_a_refused_grading_is_an_autograder_failure_never_a_zero(tmp_path, monkeypatch, capsys):
+    """Where the isolation check refuses to grade (nothing ran), neither platform records a score: Gradescope gets
+    no results.json and a non-zero exit (its "The autograder failed to execute correctly", which the instructor
+    reruns), PrairieLearn a submission that is not gradable (no score, no attempt used) telling the student so;
+    the job's stdout, the instructor's, says REFUSED and why."""
+    outcome = _outcome()
+    outcome.refused = "grading kernels would run as root; a student's code never runs as root"
+    for platform in (prairielearn, gradescope):
+        monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: outcome)
+        target = tmp_path / platform.__name__ / "results.json"
+        target.parent.mkdir()
+        target.write_text('{"score": 0.0}')  # an earlier run's results never stand for this one
+        code = platform.main(
+            [
+                "run",
+                LAB,
+                "--" + ("student" if platform is prairielearn else "submission"),
+                str(tmp_path),
+                "--results",
+                str(target),
+            ]
+        )
+        out = capsys.readouterr().out
+        assert out.startswith(f"REFUSED: {LAB}: nothing was graded") and "never runs as root" in out, out
+        if platform is gradescope:
+            assert code == gradescope.REFUSED_EXIT and not target.exists()
+        else:
+            data = json.loads(target.read_text())
+            jsonschema.validate(data, SCHEMAS["prairielearn"])
+            assert code == 0 and data["gradable"] is False and "score" not in data, data
+            assert "nothing was graded" in data["format_errors"][0] and "never runs as root" not in json.dumps(data)
+
+
 def test_the_student_notes_are_read_from_the_feedbacks_grading_notes(tmp_path):
     """``student_notes`` gives the Grading notes cell's lines as the feedback renders them (markup undone)."""
     from autograder.verdict import plain_text
