@@ -10,7 +10,10 @@ dot's product is halved when it is a tensor-core dot of the lab's tiles (16-bit 
 A kernel whose q . K and p . V both come from such dots then stores, in every row, half the attention at half the
 scale; a kernel whose products come from anywhere else does not, whatever dots its text holds. "What the graded
 launches execute" is that launch: every row of every sequence (lengths 3, 37, 64 and 130: a tile cut short, one
-exact tile, one spanning several blocks) and every KV head must take both products from counted dots.
+exact tile, one spanning several blocks) and every KV head must take both products from counted dots. Correct
+kernels this refuses, by design: one that takes the softmax's running sum from a ``tl.dot`` too (``tl.dot(p,
+ones)``: it is halved with the rest; the lab sums ``p`` with ``tl.sum``), one that splits a product over smaller
+dots (the head dim in two halves: not the lab's tiles).
 """
 
 from __future__ import annotations
