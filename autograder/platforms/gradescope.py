@@ -139,11 +139,13 @@ def run(lab: str, submission: Path, target: Path) -> Optional[dict]:
 
 
 def build_zip(lab: str, dest: Path) -> Path:
-    """``dest/<lab>-autograder.zip``: setup.sh and run_autograder at the root, the course under course/."""
-    dest.mkdir(parents=True, exist_ok=True)
+    """``dest/<lab>-autograder.zip``: setup.sh and run_autograder at the root, the course under course/. The zip
+    (0600) and ``dest`` (0700) are their owner's only: the zip holds the hidden tests (``bundle``)."""
+    bundle.private_folder(dest)
     target = dest / f"{lab}-autograder.zip"
     scripts: Dict[str, str] = {"setup.sh": SETUP_SH.format(lab=lab), "run_autograder": RUN_AUTOGRADER.format(lab=lab)}
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    target.unlink(missing_ok=True)  # made again, 0600 from its first byte
+    with bundle.private_files(), zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
             archive.writestr(_entry(name, 0o755), text)
         # Root's only: the grading kernels (uids of their own) import a copy of their edition, never these files;

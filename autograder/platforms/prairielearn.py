@@ -136,15 +136,23 @@ def question_uuid(lab: str) -> str:
 
 def build_question(lab: str, dest: Path) -> Path:
     """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ (its gradebook holding the lab)
-    and tests/Dockerfile."""
-    from autograder.course.layout import LABS
-
+    and tests/Dockerfile; ``dest`` and everything in the question its owner's only (folders 0700, files 0600,
+    run_grader 0700): tests/course holds the hidden tests (``bundle``)."""
+    bundle.private_folder(dest)
     folder = dest / lab
-    tests = folder / "tests"
     if folder.exists():
         import shutil
 
         shutil.rmtree(folder)
+    with bundle.private_files():
+        _write_question(lab, folder)
+    return bundle.close_tree(folder)
+
+
+def _write_question(lab: str, folder: Path) -> None:
+    from autograder.course.layout import LABS
+
+    tests = folder / "tests"
     for relative, data in bundle.course_files(lab):
         path = tests / "course" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +160,7 @@ def build_question(lab: str, dest: Path) -> Path:
     bundle.prepare_gradebook(tests / "course", lab)  # made here once, not at every job
     runner = tests / "run_grader"
     runner.write_text(RUN_GRADER.format(lab=lab))
-    runner.chmod(runner.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    runner.chmod(runner.stat().st_mode | stat.S_IXUSR)  # the entrypoint, run by root in the grading container
     (tests / "Dockerfile").write_text(DOCKERFILE.format(image=IMAGE))
     info = {
         "uuid": question_uuid(lab),
@@ -178,7 +186,6 @@ def build_question(lab: str, dest: Path) -> Path:
         "<pl-submission-panel>\n<pl-external-grader-results></pl-external-grader-results>\n"
         "<pl-file-preview></pl-file-preview>\n</pl-submission-panel>\n"
     )
-    return folder
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -179,7 +181,8 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     """setup.sh and run_autograder at the root, executable; the course under course/ with the lab's source and
     release notebooks, the package and the grading machinery, root's only (a kernel imports a copy of its
     edition); the source notebook without a line of its solutions; no tests, no work folder, no caches."""
-    target = gradescope.build_zip(LAB, tmp_path)
+    target = gradescope.build_zip(LAB, tmp_path / "dist" / "gradescope")
+    _only_its_owner_reads(tmp_path / "dist")
     with zipfile.ZipFile(target) as archive:
         infos = {i.filename: i for i in archive.infolist()}
     for script in ("setup.sh", "run_autograder"):
@@ -216,8 +219,23 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     assert "BEGIN HIDDEN TESTS" in shipped, "the hidden tests' text is what the grader needs"
 
 
+def _only_its_owner_reads(top: Path) -> None:
+    """Issue 47: what a builder writes holds the hidden tests: every folder 0700, every file 0600 (0700 to run),
+    and another account of the machine (``nobody``, where this runs as root) reads none of it."""
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [top, *top.rglob("*")]}
+    assert [p for p, m in modes.items() if p.is_dir() and m != 0o700] == []
+    assert [p for p, m in modes.items() if p.is_file() and m not in (0o600, 0o700)] == []
+    if os.geteuid() == 0:
+        files = [str(p) for p in modes if p.is_file()]
+        read = subprocess.run(["runuser", "-u", "nobody", "--", "cat", files[0]], capture_output=True, text=True)
+        assert read.returncode != 0 and "ermission denied" in read.stderr, read
+
+
 def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
-    folder = prairielearn.build_question(LAB, tmp_path)
+    folder = prairielearn.build_question(LAB, tmp_path / "dist" / "prairielearn")
+    _only_its_owner_reads(tmp_path / "dist")
+    solutions = folder / "tests" / "course" / "solutions" / LAB / "atomic_prefill.ipynb"
+    assert "BEGIN HIDDEN TESTS" in solutions.read_text() and stat.S_IMODE(solutions.stat().st_mode) == 0o600
     info = json.loads((folder / "info.json").read_text())
     assert info["gradingMethod"] == "External" and info["externalGradingOptions"]["enabled"] is True
     entry = info["externalGradingOptions"]["entrypoint"]
