@@ -36,7 +36,7 @@ help:
 	@echo "make gpu-check OUT=DIR - bench/gpu_check.sh: kernel tests, lab 06 notebook, benchmark, sweep (CPU: dry run)"
 	@echo "make test-triton36 - the kernel tests in the interpreter under Triton 3.6 (Colab's GPU runtime), in \$$(VENV36)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
-	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
+	@echo "make sync-colab - rewrite the Colab and ModelScope badges and install lines from pyproject.toml's Repository and ModelScope"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 	@echo "make format   - ruff format and ruff check --fix (make test and make check fail on what it would change)"
