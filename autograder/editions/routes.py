@@ -58,7 +58,7 @@ GRADED_FROM_TEXT = ("06-",)  # labs whose TODOs are Triton kernels, graded from 
 @dataclass(frozen=True)
 class Finding:
     lab: str
-    left_out: str
+    left_out: str  # module:qualname
     module: str  # inside paged_kv/, as a Stub names it
     qualname: str
     key: str
@@ -66,13 +66,13 @@ class Finding:
     of: int
 
     def __str__(self) -> str:
-        what = {"return": "returns what it returns", "state": "leaves its arguments as it leaves them"}.get(
-            self.key, f"returns what its {self.key} holds"
-        )
+        left_out = self.left_out.split(":")[1]
+        what = {"return": f"returns what {left_out} returns", "state": f"leaves its arguments as {left_out} does"}
+        did = what.get(self.key, f"returns what {left_out}'s {self.key} ends with")
         return (
-            f"lab {self.lab}: {self.module}:{self.qualname} {what} on {self.matched} of {self.of} calls its checks "
-            f"make, and its edition keeps it while it leaves out {self.left_out}: a student could delegate to it. "
-            f'Declare Stub("{self.module}", "{self.qualname}") in the equivalents of that part '
+            f"the edition of lab {self.lab} keeps {self.module}:{self.qualname}, which {did} on {self.matched} of "
+            f"{self.of} calls the lab's checks make: a student could delegate to it. Declare "
+            f'Stub("{self.module}", "{self.qualname}") in the equivalents of that TODO\'s part '
             f"(autograder/labs/{_folder(self.lab)}/__init__.py), or, if it is no way to the answer, list "
             f'"{self.module}:{self.qualname}" in REVIEWED (autograder/editions/manifest.py) with the reason.'
         )
@@ -277,7 +277,9 @@ def findings_for(lab: Lab, stub: Stub, calls: List[Call], candidates: List[Candi
             if local and helper:
                 continue  # the reference asks this given function for that value: a step it is given too
             if count >= max(MIN_CALLS, (1.0 if local else SHARE) * len(shown)) and len(set(shown)) >= 2:
-                found.append(Finding(lab.lab, stub.dotted, *candidate.where, key, count, len(shown)))
+                found.append(
+                    Finding(lab.lab, f"{stub.module}:{stub.qualname}", *candidate.where, key, count, len(shown))
+                )
     return found
 
 
