@@ -66,6 +66,7 @@ def lab_names(cells: Sequence[Cell], references: Iterable[Any], todo_names: Iter
 
 
 def resolve(path: str) -> Any:
+    """The object at a dotted ``path`` (the longest importable module, then attributes); None when there is none."""
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -82,6 +83,7 @@ def resolve(path: str) -> Any:
 
 
 def code_of(obj: Any):
+    """The code object behind a function, method, property or Triton kernel (None for anything else)."""
     for attr in ("__func__", "fget", "fn"):
         inner = getattr(obj, attr, None)
         if inner is not None and inner is not obj:
