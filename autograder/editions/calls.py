@@ -203,13 +203,20 @@ def no_figures() -> Iterator[None]:
 
 
 def run(
-    function: Callable, call: Call, code: Optional[types.CodeType] = None, receiver: bool = True
+    function: Callable,
+    call: Call,
+    code: Optional[types.CodeType] = None,
+    receiver: bool = True,
+    fresh: Optional[Callable[[], None]] = None,
 ) -> Optional[Dict[str, Any]]:
     """``function`` on a fresh copy of ``call``'s arguments (without the first, a method's ``self`` or ``cls``,
     unless ``receiver``): ``{"return", "state"}`` (all the arguments after the call) and, when ``code`` is given,
     the locals its frame ended with (``"local <name>"``) and the code objects it ran (``"ran"``); None when it
-    raised or ran longer than ``CALL_SECONDS``."""
+    raised or ran longer than ``CALL_SECONDS``. ``fresh`` runs just before the call (to reset what every run
+    shares, as a counter of ids)."""
     args, kwargs = call.arguments
+    if fresh is not None:
+        fresh()
     ended: Dict[str, Any] = {}
     ran = set()
 

@@ -13,7 +13,9 @@ graded lab's: every lab's TODOs are stubs). For each graded lab in course order 
    from each check, ``MAX_CALLS`` in all: ``autograder.editions.calls``);
 2. replays each recorded call on the reference, noting what it returned, how it left its arguments (its ``self``
    included) and, for a function of two or more parameters, the values its locals ended with, but not those it
-   was handed (an argument, an attribute of one) or got from a given function it called;
+   was handed (an argument, an attribute of one) or got from a given function it called; run again, it must do
+   the same (every run starts the package's id counters alike), else a copy of it could not be told by what it
+   does and the search says it is blind to it;
 3. leaves the lab out again, as its grading box does (a part graded in a box of its own keeps the lab's other
    parts), and replays the same calls on every other function of the package that takes those arguments (with or
    without a method's ``self``; a method only on an object of a class related to its own): one that returns what
@@ -27,7 +29,7 @@ their text, which cannot call the package: it is not searched (its kernels stay 
 What the search cannot see: code that computes an answer from other arguments than the TODO's (lab 03's
 ``may_append`` works on a ``Sequence``, the TODO on a ``Request``); such code is found by reading, as before.
 
-Prints the findings as JSON, one a line; ``--labs`` searches some labs only, ``--undeclare DOTTED`` treats a
+Prints the findings (``--json``: as JSON, one a line) and exits 1 when there is one; ``--labs`` searches some labs only, ``--undeclare DOTTED`` treats a
 declared equivalent as undeclared (to show the search finds it).
 """
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import itertools
 import json
 import os
 import pkgutil
@@ -45,7 +48,7 @@ import tempfile
 import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from autograder.course.model import Lab, Stub
 from autograder.editions.calls import Call, given, no_figures, plain, quiet, recording, run
@@ -182,13 +185,13 @@ def record(lab: Lab, stubs: Sequence[Stub], swap: Swap) -> Dict[Stub, List[Call]
     return calls
 
 
-def reference_outcomes(function: types.FunctionType, calls: List[Call]) -> List[Call]:
+def reference_outcomes(function: types.FunctionType, calls: List[Call], fresh: Callable[[], None]) -> List[Call]:
     """The calls on which the reference returned, each with what it did (only what tells it from doing nothing:
     a value returned, its arguments changed, a local it was not handed), those that show most first."""
     code = function.__code__
     kept = []
     for call in calls:
-        done = run(function, call, code)
+        done = run(function, call, code, fresh=fresh)
         if done is None:
             continue
         call.helpers = done.pop("ran")
@@ -202,6 +205,17 @@ def reference_outcomes(function: types.FunctionType, calls: List[Call]) -> List[
         if call.outcomes:
             kept.append(call)
     return sorted(kept, key=lambda call: -len(call.outcomes))
+
+
+def unrepeatable(function: types.FunctionType, calls: List[Call], fresh: Callable[[], None]) -> int:
+    """How many of ``calls`` the reference, run again on the same arguments, answers otherwise: where it is not 0,
+    a copy of it could not be told by what it does (the search is blind to it)."""
+    differ = 0
+    for call in calls:
+        done = run(function, call, function.__code__, fresh=fresh)
+        if done is None or any(done.get(key, done["return"]) != value for key, value in call.outcomes.items()):
+            differ += 1
+    return differ
 
 
 # ---- 3: every other function of the package -------------------------------------------------------------------
@@ -230,6 +244,27 @@ class Candidate:
         return self.function.__module__.split(".", 1)[1].replace(".", "/") + ".py", self.function.__qualname__
 
 
+class Counters:
+    """The package's id counters (``Sequence._ids``, an ``itertools.count``): every run starts them at the same
+    value, so that what a call makes (a fork's new sequence) is named alike by the reference and a candidate."""
+
+    START = 10**6  # above every id a recorded call holds
+
+    def __init__(self):
+        import paged_kv
+
+        self.found: List[Tuple[Any, str]] = []
+        for info in pkgutil.walk_packages(paged_kv.__path__, "paged_kv."):
+            module = importlib.import_module(info.name)
+            owners = [module] + [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == info.name]
+            for owner in owners:
+                self.found += [(owner, n) for n, v in vars(owner).items() if isinstance(v, itertools.count)]
+
+    def __call__(self) -> None:
+        for owner, name in self.found:
+            setattr(owner, name, itertools.count(self.START))
+
+
 def package_functions() -> List[Candidate]:
     """Every function and method defined in ``paged_kv`` (dunders but ``__call__`` aside), from every module."""
     import paged_kv
@@ -248,7 +283,9 @@ def package_functions() -> List[Candidate]:
     return found
 
 
-def findings_for(lab: Lab, stub: Stub, calls: List[Call], candidates: List[Candidate]) -> List[Finding]:
+def findings_for(
+    lab: Lab, stub: Stub, calls: List[Call], candidates: List[Candidate], fresh: Callable[[], None]
+) -> List[Finding]:
     """Every candidate that is not a stub and does what ``stub`` did on ``calls`` (step 3 of the module's doc)."""
     from paged_kv.cache.todo import is_stub
 
@@ -269,7 +306,7 @@ def findings_for(lab: Lab, stub: Stub, calls: List[Call], candidates: List[Candi
             if index == SCREEN and not matched:
                 break
             with no_figures():
-                done = run(function, call, receiver=receiver)
+                done = run(function, call, receiver=receiver, fresh=fresh)
             for key, expected in call.outcomes.items() if done else ():
                 if done["state" if key == "state" else "return"] == expected:
                     matched[key] = matched.get(key, 0) + 1
@@ -290,9 +327,12 @@ def _reviewed(finding: Finding, reviewed: Sequence[str]) -> bool:
     return f"{finding.module}:{finding.qualname}" in reviewed or finding.module in reviewed
 
 
-def routes(package: Path, labs: Optional[Sequence[str]] = None, undeclared: Sequence[str] = ()) -> List[Finding]:
+def routes(
+    package: Path, labs: Optional[Sequence[str]] = None, undeclared: Sequence[str] = ()
+) -> Tuple[List[Finding], List[str]]:
     """Steps 1 to 4 of the module's doc for every graded lab (or ``labs``), in course order; ``undeclared``: dotted
-    names of declared equivalents to search as if they were not declared."""
+    names of declared equivalents to search as if they were not declared. Returns the findings, and the left-out
+    functions the search is blind to (``unrepeatable``: their reference answers the same call otherwise)."""
     from autograder.editions.manifest import LABS, REVIEWED
 
     searched = [lab for lab in LABS if not lab.lab.startswith(GRADED_FROM_TEXT)]
@@ -301,23 +341,30 @@ def routes(package: Path, labs: Optional[Sequence[str]] = None, undeclared: Sequ
     if unknown:
         raise ValueError(f"--undeclare {sorted(unknown)}: not a declared TODO or equivalent of a searched lab")
     swap.answer([s for s in swap.functions if s.dotted in undeclared])
-    candidates = package_functions()
+    candidates, fresh = package_functions(), Counters()
     found: List[Finding] = []
+    blind: List[str] = []
     for lab in searched:
         stubs = [s for s in lab.stubs if s.dotted not in undeclared]
         swap.answer(stubs)
         if labs is not None and lab.lab not in labs:
             continue
         calls = record(lab, stubs, swap)
-        outcomes = {s: reference_outcomes(swap.functions[s], c) for s, c in calls.items()}
+        outcomes = {s: reference_outcomes(swap.functions[s], c, fresh) for s, c in calls.items()}
+        for stub, kept in outcomes.items():
+            differ = unrepeatable(swap.functions[stub], kept, fresh)
+            if differ:
+                blind.append(
+                    f"{stub.module}:{stub.qualname} answers {differ} of {len(kept)} calls otherwise when run again"
+                )
         for part in lab.parts:
             box = [s for s in (part.stubs if part.own_box else lab.stubs) if s.dotted not in undeclared]
             swap.leave_out(box)
             for stub in part.stubs:
                 if outcomes.get(stub):
-                    found += findings_for(lab, stub, outcomes[stub], candidates)
+                    found += findings_for(lab, stub, outcomes[stub], candidates, fresh)
             swap.answer(box)
-    return [f for f in found if not _reviewed(f, tuple(REVIEWED))]
+    return [f for f in found if not _reviewed(f, tuple(REVIEWED))], blind
 
 
 def _in_strictest_edition() -> bool:
@@ -345,12 +392,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         env = dict(os.environ, PYTHONPATH=path, MPLBACKEND="Agg", TRITON_INTERPRET="1")
         with tempfile.TemporaryDirectory() as scratch:  # whatever a function called writes, it writes there
             return subprocess.run([sys.executable, "-m", __spec__.name, *argv], cwd=scratch, env=env).returncode
-    found = routes(PACKAGE, options.labs, options.undeclare)
+    found, blind = routes(PACKAGE, options.labs, options.undeclare)
     for finding in found:
-        print(json.dumps(asdict(finding)) if options.json else f"{finding}\n")
+        print(json.dumps({"finding": asdict(finding)}) if options.json else f"{finding}\n")
+    for line in blind:
+        print(json.dumps({"blind": line}) if options.json else f"the search cannot compare: {line}\n")
     if not options.json:
         print(f"{len(found)} function(s) of an edition compute what it leaves out", file=sys.stderr)
-    return 1 if found else 0
+    return 1 if found or blind else 0
 
 
 if __name__ == "__main__":
