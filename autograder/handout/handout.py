@@ -23,13 +23,14 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
+from autograder.course.notebook import BEGIN as HIDDEN_TESTS
 from autograder.handout import colab_class, practice
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt
 STUDENT_LOCK = "requirements-student.txt"  # the developer lock's pins a student needs (tools/student_lock.py)
 FOLDERS = ["course", "paged_kv", "student-lab"]
-FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.labs.")
+FORBIDDEN = ("### BEGIN SOLUTION", HIDDEN_TESTS, "autograder.labs.")
 
 STUDENT_MAKEFILE = """\
 # paged-kv-course (student handout): `make lab` installs what the course needs and opens it.
