@@ -16,6 +16,7 @@ An *edition* of the package (``autograder.editions.build``) leaves out, as stubs
 A part whose checks need another part's reference (``own_box``) is graded in a box of its own, whose
 edition leaves out that part only; every other part is graded in the lab's main box.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ class Stub:
     @property
     def dotted(self) -> str:
         """``paged_kv.cache.prefix_cache.BlockManager.allocate``."""
-        return "paged_kv." + self.module[:-len(".py")].replace("/", ".") + "." + self.qualname
+        return "paged_kv." + self.module[: -len(".py")].replace("/", ".") + "." + self.qualname
 
 
 @dataclass(frozen=True)
