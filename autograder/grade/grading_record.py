@@ -53,7 +53,7 @@ def record(
         "verdicts": {
             g: {
                 "passed": v.passed,
-                "kind": v.kind,
+                "kind": v.kind.value,
                 "seconds": round(v.seconds, 2),
                 "requests": v.requests,
                 "message": plain_message(v.lines),

@@ -1,9 +1,11 @@
 """What grading one notebook leaves for the instructor: its events and verdicts, one JSON file per student and lab.
 
-``HardenedExecute`` writes the *record* (``write_record``) at ``events_path(dir, lab, student)``; ``make grade``,
-the platforms' one upload, the insight report and the proof harness read it back (``read_record``). Both sides
-check it against ``RECORD_SCHEMA``, so a reader never guesses at a field. An event's and a verdict's kind is one
-of ``EventKind`` / ``VerdictKind`` (``str`` enums: the file holds their values).
+``HardenedExecute`` writes the *record* (``write_record``) at ``events_path(dir, lab, student)``; the result of one
+student's grading (``autograder.verdict.result``), which ``make grade``, the platforms' one upload, the insight
+report and the proof harness render, is built from it (``read_record``). Both sides check it against
+``RECORD_SCHEMA``, so a reader never guesses at a field. An event's and a verdict's kind is one of ``EventKind`` /
+``VerdictKind`` (``str`` enums: the file holds their values, and a kind prints as its value); every event kind
+belongs to one ``EventGroup`` (what the instructor's views list it under).
 """
 
 from __future__ import annotations
@@ -16,7 +18,25 @@ from typing import Any, Dict
 from autograder.verdict.student_text import N_, for_student
 
 
-class EventKind(str, Enum):
+class _Kind(str, Enum):
+    """A ``str`` enum that prints as its value (``f"{kind}"`` is ``"timeout"``, as the record holds it)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class EventGroup(_Kind):
+    """Where the instructor's views (the terminal table, the insight report) list an event kind."""
+
+    FINDING = "finding"  # provenance and similarity: the code's, whom to look at
+    LIMIT = "limit"  # a limit of the box was hit: time, memory, output, the kernel, exit()
+    GRADING = "grading"  # what grading itself did: refused to grade, removed hidden-test text
+
+
+class EventKind(_Kind):
     """Something that happened while a cell ran or was judged (the *Grading notes* say it in ``text``)."""
 
     TIMEOUT = "timeout"
@@ -37,6 +57,10 @@ class EventKind(str, Enum):
     def text(self) -> str:
         return _TEXT[self]
 
+    @property
+    def group(self) -> EventGroup:
+        return _GROUP[self]
+
 
 _TEXT = {
     EventKind.TIMEOUT: N_("stopped by the time limit"),
@@ -56,11 +80,33 @@ _TEXT = {
     EventKind.LAUNCH_NOT_BUILT: N_("a graded launch of this kernel does not compile for the GPU, though another does"),
 }
 
+_GROUP = {
+    EventKind.TIMEOUT: EventGroup.LIMIT,
+    EventKind.NOT_RUN: EventGroup.LIMIT,
+    EventKind.KERNEL_DIED: EventGroup.LIMIT,
+    EventKind.MEMORY: EventGroup.LIMIT,
+    EventKind.OUTPUT_CUT: EventGroup.LIMIT,
+    EventKind.EXIT_CALLED: EventGroup.LIMIT,
+    EventKind.INTEGRITY: EventGroup.FINDING,
+    EventKind.SIMILAR: EventGroup.FINDING,
+    EventKind.REACHED_STUB: EventGroup.FINDING,
+    EventKind.NOT_TRITON: EventGroup.FINDING,
+    EventKind.LAUNCH_NOT_BUILT: EventGroup.FINDING,
+    EventKind.ISOLATION: EventGroup.GRADING,
+    EventKind.SECRET_REMOVED: EventGroup.GRADING,
+}
+
+
+def kinds_of(group: EventGroup) -> tuple:
+    """Every ``EventKind`` of ``group``, in declaration order."""
+    return tuple(kind for kind in EventKind if kind.group is group)
+
+
 #: Events the instructor reads but the student's *Grading notes* do not list one by one.
 NOT_LISTED_FOR_STUDENTS = (EventKind.INTEGRITY, EventKind.SIMILAR, EventKind.ISOLATION)
 
 
-class VerdictKind(str, Enum):
+class VerdictKind(_Kind):
     """How the trusted process decided a graded cell (``autograder.verdict.cells.Verdict.kind``)."""
 
     PASS = "pass"

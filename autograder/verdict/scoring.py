@@ -43,7 +43,7 @@ def cap(text: str, limit: int) -> str:
 
 def verdict_output(verdict: Verdict) -> NotebookNode:
     """A failed verdict as the cell's error output (its message first, kept short)."""
-    lines = [cap(line, MAX_ERROR_TEXT) for line in verdict.lines][:60] or [verdict.kind]
+    lines = [cap(line, MAX_ERROR_TEXT) for line in verdict.lines][:60] or [verdict.kind.value]
     plain = re.sub(r"\x1b\[[0-9;]*m", "", lines[0])
     return from_dict(
         {"output_type": "error", "ename": verdict.ename or "TestFailed", "evalue": plain, "traceback": lines}
