@@ -49,6 +49,6 @@ def test_a_parametrized_case_is_its_labs_by_id_parameter_or_check():
     assert labs_of_params({"lab, part": ("05-prefix-cache", "admit")}) == {"05-prefix-cache"}
     assert labs_of_params({"check": lab01_checks.check_total_bytes}) == {"01-capacity-ledger"}
     assert labs_of_params({}, "lab03-check_boundaries") == {"03-decode-growth"}
-    assert labs_of_params({}, "docs/lab09-facts.md") == {"09-chunked-prefill"}
+    assert labs_of_params({}, "solutions/09-chunked-prefill/facts.md") == {"09-chunked-prefill"}
     assert labs_of_params({"level": "rlimits", "n": 3}, "rlimits-3") == set()
     assert labs_of_params({}, "lab031-x") == set() and len(lab_ids()) >= 10
