@@ -9,9 +9,13 @@ is the gettext ``msgid``: see ``paged_kv.lab.i18n``):
   ``msgctxt`` (the markdown cells' entries, keyed by cell id, are ``tools.translations``'); each entry's reference
   names the notebook and the cells that pass it.
 - **the teaching aids' own texts**: every ``_(...)`` and ``N_(...)`` of ``paged_kv/lab/*.py`` (feedback's wording,
-  the hints of the trace and kernel helpers, the pictures' labels): ``paged_kv/lab/locale/<language>.po``.
-- **the autograder's student-facing texts**: every ``for_student(...)`` and ``N_(...)`` of the shipped
-  ``autograder/`` modules (the Grading notes, what a limit shows): ``autograder/verdict/locale/<language>.po``.
+  the hints of the trace and kernel helpers, the pictures' labels), and the messages of the mechanisms below them
+  (``paged_kv/cache``, ``kernels``, ``engine``: every exception made with a literal or an f-string, every
+  ``assert``'s message, every ``N_`` of ``paged_kv.cache.messages``), which the teaching aids show:
+  ``paged_kv/lab/locale/<language>.po``.
+- **the autograder's student-facing texts**: every ``for_student(...)``, ``N_(...)`` and ``_(...)`` of the shipped
+  ``autograder/`` modules (the Grading notes, what a limit shows, the hidden checks' cases, problems and hints in
+  ``autograder/labs/``): ``autograder/verdict/locale/<language>.po``.
 
 ``update_lab`` (called by ``python -m tools.translations update``) and ``update_own`` bring the entries in line
 with the code: a new text gets an empty entry, a text no longer used becomes obsolete (``#~``, its translation kept
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +48,7 @@ from paged_kv.lab.i18n import as_template, catalog_path  # noqa: E402
 
 LANGUAGES = ("zh_CN",)
 PACKAGE_DIR = ROOT / "paged_kv" / "lab"
+MECHANISM_DIRS = [ROOT / "paged_kv" / layer for layer in ("cache", "kernels", "engine")]  # below the teaching aids
 AUTOGRADER_DIR = ROOT / "autograder"
 AUTOGRADER_LOCALE = AUTOGRADER_DIR / "verdict" / "locale"
 AUTOGRADER_DOMAIN = "autograder"
@@ -50,7 +56,8 @@ AUTOGRADER_DOMAIN = "autograder"
 TEXT_PARAMETERS = ("case", "problem", "hint", "title", "todo", "label", "ours_label", "paper_label")
 LABELLED_PARAMETERS = ("runs",)  # a mapping whose keys label a picture's lines: a dict literal's keys are texts
 PACKAGE_MARKS = ("_", "N_")
-AUTOGRADER_MARKS = ("for_student", "N_")
+AUTOGRADER_MARKS = ("for_student", "N_", "_")  # _: a hidden check's text (autograder.labs.checking)
+EXCEPTION_CLASS = re.compile(r"[A-Z]\w*(Error|Exception)$")  # a class a mechanism's message is made with
 CODE_STRING = "code-string"  # the flag-free comment that says an entry of a lab's catalog is a code cell's text
 
 
@@ -122,12 +129,33 @@ def marked_texts(source: str, marks: Tuple[str, ...], where: str) -> List[Messag
     return found
 
 
+def mechanism_texts(source: str, where: str) -> List[Message]:
+    """The messages ``source`` (a module of the mechanisms) gives its exceptions: the first argument of every
+    exception class it calls (``ValueError(f"...")``, raised or returned), when a literal or an f-string; every
+    ``assert``'s message; every ``N_`` text (``paged_kv.cache.messages``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        text = None
+        if isinstance(node, ast.Call) and node.args and (
+            EXCEPTION_CLASS.fullmatch(_callee(node)) or _callee(node) == "N_"
+        ):
+            text = template_of(node.args[0])
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            text = template_of(node.msg)
+        if text and text.strip():
+            found.append(Message(text, f"{where}:{node.lineno}"))
+    return sorted(found, key=lambda m: int(m.where.rpartition(":")[2]))
+
+
 def package_messages() -> List[Message]:
-    """The teaching aids' own texts (``paged_kv/lab/*.py``)."""
+    """The teaching aids' own texts (``paged_kv/lab/*.py``), then the mechanisms' messages they show."""
     found = []
     for path in sorted(PACKAGE_DIR.glob("*.py")):
         if path.name != "i18n.py":
             found += marked_texts(path.read_text(encoding="utf-8"), PACKAGE_MARKS, str(path.relative_to(ROOT)))
+    for path in sorted(p for folder in MECHANISM_DIRS for p in folder.glob("*.py")):
+        where = str(path.relative_to(ROOT))
+        found += [Message(m.msgid, where) for m in mechanism_texts(path.read_text(encoding="utf-8"), where)]
     return found
 
 

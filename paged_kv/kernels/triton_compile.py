@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 import torch
 
+from paged_kv.cache.messages import N_
 from paged_kv.kernels.triton_mode import require_triton
 
 
@@ -331,7 +332,7 @@ def compile_error_message(error: BaseException) -> str:
     return type(error).__name__
 
 
-CAST_REFUSED = (
+CAST_REFUSED = N_(
     "a float converted to an integer type is NaN or outside that type's range: Triton's interpreter gives "
     "-2147483648 there and a GPU build something else (LLVM's fptosi leaves it undefined: poison), so the two "
     "could take different branches; convert only values the integer type can hold"

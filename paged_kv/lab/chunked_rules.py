@@ -515,9 +515,10 @@ def _guarded(where: str, action, readable=str, step=None):
         raise
     except Exception as error:  # noqa: BLE001 - the student's code may raise anything
         name = type(error).__name__
-        said = str(error) if isinstance(error, AssertionError) else _(f"raised {name}: {error}")
+        said = str(error) if isinstance(error, AssertionError) else f"raised {name}: {error}"
         problem = str(readable(said))
-        rule = _rule_of(problem)
+        rule = _rule_of(problem)  # read on the English of a mechanism's message (its fragments), then translated
+        problem = _(problem)
         if step is not None:
             case, step = where, step()
             where = _(f"{case}, step {step}")

@@ -308,13 +308,13 @@ def practice(check: Callable, *args: Any, todo: str = "") -> None:
     try:
         check(*args)
     except NotImplementedError as error:
-        print(_finish_note(todo, exercise=True) if todo else _not_yet(f"{type(error).__name__}: {error}"))
+        print(_finish_note(todo, exercise=True) if todo else _not_yet(f"{type(error).__name__}: {_(str(error))}"))
         return
     except CheckFailed as failed:
         print(_not_yet("\n".join(failed._lines())))
         return
     except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
-        print(_not_yet(f"{type(error).__name__}: {error}"))
+        print(_not_yet(f"{type(error).__name__}: {_(str(error))}"))
         return
     name = getattr(check, "__name__", "check")
     print(_(f"{name}: passed"))
@@ -354,7 +354,7 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         where = _where(tb) if tb is not None else "?"
         todo = _(todo)
         lines = [
-            f"{_RED}{_BOLD}{_('Error in what you built')}{_RESET} {type(error).__name__}: {error}",
+            f"{_RED}{_BOLD}{_('Error in what you built')}{_RESET} {type(error).__name__}: {_(str(error))}",
             field("where:", where),
             field(
                 "hint:",

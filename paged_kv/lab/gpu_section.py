@@ -140,7 +140,8 @@ def check_output(w: Workload, fn: Callable[[], torch.Tensor], sample: int = 4) -
     try:
         got = fn()
     except Exception as error:  # noqa: BLE001 - a method that cannot run is reported, not fatal
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
+        said = _(str(error))
+        return f"{type(error).__name__}: {said.splitlines()[0][:160] if said else ''}"
     small = w.sliced(min(sample, w.q.shape[0]))
     expected = paged_decode_attention_ref(
         small.q, small.k_cache, small.v_cache, small.block_tables, small.seq_lens, small.scale
@@ -298,7 +299,7 @@ def gpu_section(
             try:
                 fn = make(w)
             except Exception as error:  # noqa: BLE001 - reported in the table (Skip: its reason)
-                why = str(error) if isinstance(error, Skip) else f"{type(error).__name__}: {str(error)[:160]}"
+                why = str(error) if isinstance(error, Skip) else f"{type(error).__name__}: {_(str(error))[:160]}"
                 rows.append(Timed(block_size, method, None, None, N_(f"not run: {why}")))
                 continue
             problem = check_output(w, fn)

@@ -9,7 +9,9 @@ metadata by the grader); trusted code that serves several languages says it for 
 Translations are gettext's: the English text is the key (``msgid``). A key may be a *template*: the text of an
 f-string with its ``{...}`` fields as written in the code (``"seq_len={n}: blocks taken"``; a literal brace is
 doubled, as in ``str.format``). A finished text matches a template when the template's literal parts match it
-exactly and each field matches something; the translation gets the same fields filled with what they matched. So
+exactly and each field matches something; the translation gets the same fields filled with what they matched, each
+itself translated where the catalog knows it (a message shown inside another: ``"raised {name}: {error}"`` with a
+package's ``ValueError`` in ``{error}``, a check's case inside ``"{case}: seq_len"``). So
 ``_(f"seq_len={n}: blocks taken")`` and a code cell's ``expect_equal(f"seq_len={n}: ...", ...)`` are translated
 without the code changing. The translations the package reads are compiled into ``locale/<language>/LC_MESSAGES/
 paged_kv_course.mo`` (gettext's binary form, read with the standard library) from the ``.po`` catalogs by
@@ -25,13 +27,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 SOURCE = "en"
 SUPPORTED = ("en", "zh_CN")
 DOMAIN = "paged_kv_course"
 LOCALE_DIR = Path(__file__).resolve().with_name("locale")
 MIN_LITERAL = 4  # non-space characters of literal text a template needs (a bare "{x}" would match anything)
+FIELD_DEPTH = 3  # how deep a field's text is itself translated (a message in a message in a message)
 _chosen: Optional[str] = None
 _speaking: ContextVar[Optional[str]] = ContextVar("paged_kv_speaking", default=None)
 
@@ -139,10 +142,11 @@ class _Template:
         self.weight = sum(len(t) for t, f in pieces if not f)
         self.translation = template_pieces(msgstr)
 
-    def fill(self, match: "re.Match") -> str:
+    def fill(self, match: "re.Match", field_text: Callable[[str], str] = str) -> str:
+        """The translation with each field filled with what it matched, passed through ``field_text``."""
         out = []
         for text, is_field in self.translation:
-            out.append(match.group(self.groups[text]) if is_field and text in self.groups else text)
+            out.append(field_text(match.group(self.groups[text])) if is_field and text in self.groups else text)
         return "".join(out)
 
 
@@ -177,8 +181,9 @@ class Catalog:
     def __len__(self) -> int:
         return len(self.exact) + len(self.templates)
 
-    def lookup(self, text: str) -> Optional[str]:
-        """The translation of ``text``, or None."""
+    def lookup(self, text: str, depth: int = 0) -> Optional[str]:
+        """The translation of ``text``, or None. A template's fields are translated too, where the catalog knows
+        what they matched (``FIELD_DEPTH`` levels deep)."""
         found = self.exact.get(text)
         if found is not None:
             return found
@@ -186,8 +191,14 @@ class Catalog:
             if template.anchor in text:
                 match = template.regex.fullmatch(text)
                 if match:
-                    return template.fill(match)
+                    return template.fill(match, lambda value: self._field(value, depth + 1))
         return None
+
+    def _field(self, value: str, depth: int) -> str:
+        if depth > FIELD_DEPTH or not value.strip():
+            return value
+        found = self.lookup(value, depth)
+        return value if found is None else found
 
     def translate(self, text: str) -> str:
         """``text`` translated, or ``text`` itself."""
