@@ -33,6 +33,7 @@ from autograder.verdict import channel as ch
 from autograder.verdict.events import VerdictKind
 from autograder.verdict.notebook import Cell, Statement, free_names, given_statements, student_names
 from paged_kv.lab.feedback import CheckFailed
+from paged_kv.lab.i18n import _, speaking
 
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
@@ -327,5 +328,8 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
 
 
 def _check_lines(error: CheckFailed) -> List[str]:
+    """The failure's block (unwrapped), its header in the language the failure was made in, as its lines."""
     first, *rest = error._lines()
-    return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
+    with speaking(error.language):
+        header = _("Check failed")
+    return [f"{_RED}{_BOLD}{header}{_RESET} {first}", *rest]

@@ -28,7 +28,8 @@ def _checked(language: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def _catalog(language: str) -> Catalog:
+def catalog(language: str) -> Catalog:
+    """The autograder's translations into ``language`` (read once)."""
     return Catalog.from_mo(catalog_path(language, LOCALE_DIR).with_name(f"{DOMAIN}.mo"))
 
 
@@ -37,7 +38,7 @@ def for_student(text: str, language: str) -> str:
     translation. ValueError for a language the course does not have."""
     if _checked(language) == SOURCE or not text:
         return text
-    return _catalog(language).translate(text)
+    return catalog(language).translate(text)
 
 
 def language_of(nb: Any) -> str:

@@ -16,8 +16,9 @@ from tools import message_catalogs as catalogs
 LANGUAGE = "zh_CN"
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 CODE_SPAN = re.compile(r"`[^`]+`")
-# An identifier a reader types: a name with an underscore, a dotted name, a call (not a plural's "(s)").
-IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:\.\w+)+|\b[A-Za-z]+_\w*|\b\w+\((?!s\))")
+# An identifier a reader types: a name with an underscore, a dotted name (not the prose's "e.g."), a call (not a
+# plural's "(s)").
+IDENTIFIER = re.compile(r"(?!\b(?:e\.g|i\.e)\b)[A-Za-z_]\w*(?:\.\w+)+|\b[A-Za-z]+_\w*|\b\w+\((?!s\))")
 
 
 def _catalog(path):

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from autograder.labs.checking import is_remote
+from autograder.labs.checking import N_, _, is_remote
 from autograder.verdict import dot_probe
 from paged_kv import paged_decode_attention_ref
 from paged_kv.lab import kernel_cases
@@ -45,7 +45,7 @@ PROBE_LENS = (3, 37, 64, 130)
 # nor a multiple of 16 at every block size, so the launch has the build's own specialisation.
 PROBE = dict(num_q_heads=8, num_kv_heads=2, head_dim=HEAD_DIM, dtype=torch.float16, logit_scale=2.0, extra_columns=2)
 FP16 = dict(atol=2e-3, rtol=2e-3)
-HINT = (
+HINT = N_(
     "compute scores = tl.dot(q, tl.trans(k)) and acc += tl.dot(p.to(v.dtype), v) in the loop every launch runs; a "
     "tl.dot behind a branch no launch takes, in a loop that runs no time, discarded by tl.where, multiplied by 0 "
     "or never stored earns nothing"
@@ -83,38 +83,42 @@ def judge_counted(case: PagedCase, got, block_size: int) -> None:
     got = torch.as_tensor(got).detach().cpu()
     expected = counted_expected(case)
     if got.shape != expected.shape:
-        raise CheckFailed(_label(block_size), "the launch returned a tensor of the wrong shape", hint=HINT)
+        raise CheckFailed(_label(block_size), _("the launch returned a tensor of the wrong shape"), hint=_(HINT))
     rows = _close(got, expected)
     if bool(rows.all()):
         return
     half = dot_probe.PRODUCT_SCALE
     plain = attention(case, case.scale)
     unchanged = {
-        "no tl.dot carries q . K or p . V to the output: with every tl.dot's product halved, it did not change": plain,
-        "p . V comes from tl.dot but q . K does not (with every tl.dot's product halved, the softmax did not change)": (
-            half * plain
-        ),
-        "q . K comes from tl.dot but p . V does not (with every tl.dot's product halved, p . V did not change)": (
+        N_(
+            "no tl.dot carries q . K or p . V to the output: with every tl.dot's product halved, it did not change"
+        ): plain,
+        N_(
+            "p . V comes from tl.dot but q . K does not (with every tl.dot's product halved, the softmax did not change)"
+        ): (half * plain),
+        N_("q . K comes from tl.dot but p . V does not (with every tl.dot's product halved, p . V did not change)"): (
             attention(case, case.scale * half)
         ),
     }
     for problem, alternative in unchanged.items():
         if bool(_close(got, alternative.to(got.dtype)).all()):
-            raise CheckFailed(_label(block_size), problem, hint=HINT)
+            raise CheckFailed(_label(block_size), _(problem), hint=_(HINT))
     seq, head = (int(i) for i in (~rows).nonzero()[0])
     raise CheckFailed(
         _label(block_size),
-        f"sequence {seq} (length {PROBE_LENS[seq]}), query head {head} does not take both products from tl.dot on "
-        f"16-bit [{GROUP_PAD}, {HEAD_DIM}] x [{HEAD_DIM}, {TILE}] and [{GROUP_PAD}, {TILE}] x [{TILE}, {HEAD_DIM}] "
-        "tiles accumulating in fp32 (if check_step5_correct fails, a wrong answer cannot show where its products "
-        "come from: fix it first)",
-        hint=HINT,
+        _(
+            f"sequence {seq} (length {PROBE_LENS[seq]}), query head {head} does not take both products from tl.dot on "
+            f"16-bit [{GROUP_PAD}, {HEAD_DIM}] x [{HEAD_DIM}, {TILE}] and [{GROUP_PAD}, {TILE}] x [{TILE}, {HEAD_DIM}] "
+            "tiles accumulating in fp32 (if check_step5_correct fails, a wrong answer cannot show where its products "
+            "come from: fix it first)"
+        ),
+        hint=_(HINT),
     )
 
 
 def _label(block_size: int) -> str:
     group = PROBE["num_q_heads"] // PROBE["num_kv_heads"]
-    return f"what the launches run: GROUP {group}, head dim {HEAD_DIM}, fp16, block size {block_size}, TILE {TILE}"
+    return _(f"what the launches run: GROUP {group}, head dim {HEAD_DIM}, fp16, block size {block_size}, TILE {TILE}")
 
 
 def expect_dots_carry_products(

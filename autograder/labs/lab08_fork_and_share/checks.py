@@ -32,7 +32,9 @@ from paged_kv.lab.fork_lab import (
 )
 
 from autograder.labs.checking import (
+    N_,
     CheckFailed,
+    _,
     call,
     check,
     expect_equal,
@@ -57,7 +59,9 @@ BOX_NAMES = ("Sequence", "with_reference_todos", "prefill", "pool_shape", "step_
 
 
 # -- TODO 1: fork ---------------------------------------------------------------------------------------
-FORK_HINT = "a fork lists the parent's blocks in a new Sequence's block_table and raises each block's ref_count by 1"
+FORK_HINT = N_(
+    "a fork lists the parent's blocks in a new Sequence's block_table and raises each block's ref_count by 1"
+)
 
 
 @grades(Reference.fork)
@@ -70,7 +74,7 @@ def check_fork(cls) -> None:
         [("prefill", list(range(1, 8)), 4), ("fork", 0), ("fork", 1), ("fork", 0)],
         8,
         4,
-        "7-token prompt, block_size=4, forked three times",
+        _("7-token prompt, block_size=4, forked three times"),
         FORK_HINT,
     )
     replay(
@@ -78,7 +82,7 @@ def check_fork(cls) -> None:
         [("prefill", list(range(1, 9)), 4), ("fork", 0), ("free", 0), ("append", 0, 5), ("compute",)],
         4,
         4,
-        "8-token prompt (two full blocks), forked, the parent freed, the child decodes",
+        _("8-token prompt (two full blocks), forked, the parent freed, the child decodes"),
         FORK_HINT,
     )
     replay(
@@ -86,7 +90,7 @@ def check_fork(cls) -> None:
         [("prefill", [3, 1, 4], 1), ("fork", 0), ("fork", 0)],
         3,
         1,
-        "block_size=1, a full pool: forking needs no free block",
+        _("block_size=1, a full pool: forking needs no free block"),
         FORK_HINT,
     )
     replay(
@@ -102,7 +106,7 @@ def check_fork(cls) -> None:
         ],
         10,
         2,
-        "the child's table is its own list: appending to the child must not change the parent's",
+        _("the child's table is its own list: appending to the child must not change the parent's"),
         FORK_HINT,
     )
     for seed in range(6):
@@ -113,13 +117,13 @@ def check_fork(cls) -> None:
             random_ops(rng, block_size, 14),
             60,
             block_size,
-            f"seeded trace {seed} (block_size={block_size})",
+            _(f"seeded trace {seed} (block_size={block_size})"),
             FORK_HINT,
         )
 
 
 # -- TODO 2: may_append with copy-on-write ---------------------------------------------------------------
-COW_HINT = (
+COW_HINT = N_(
     "if the newest token goes into a block with ref_count > 1, take a fresh block, record (old, new) in "
     "self.pending_copies and drop one reference on the old block; a block only this sequence holds is "
     "written in place"
@@ -136,7 +140,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3, 4, 5, 6], 4), ("fork", 0), ("append", 0, 7), ("append", 1, 8), ("compute",)],
         6,
         4,
-        "a 6-token prompt (block_size=4) and its fork both append",
+        _("a 6-token prompt (block_size=4) and its fork both append"),
         COW_HINT,
     )
     replay(
@@ -154,7 +158,7 @@ def check_copy_on_write(cls) -> None:
         ],
         8,
         4,
-        "three holders of a partial block write in turn: two copies, the last writes in place",
+        _("three holders of a partial block write in turn: two copies, the last writes in place"),
         COW_HINT,
     )
     replay(
@@ -162,7 +166,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 0, 5), ("append", 1, 6), ("compute",)],
         6,
         4,
-        "a full shared last block: the new tokens start new blocks, nothing is copied",
+        _("a full shared last block: the new tokens start new blocks, nothing is copied"),
         COW_HINT,
     )
     replay(
@@ -170,7 +174,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3], 1), ("fork", 0), ("append", 1, 4), ("append", 0, 5), ("compute",)],
         8,
         1,
-        "block_size=1: every token starts a block, nothing is ever copied",
+        _("block_size=1: every token starts a block, nothing is ever copied"),
         COW_HINT,
     )
     replay(
@@ -178,7 +182,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2], 4), ("append", 0, 3), ("compute",), ("append", 0, 4), ("compute",)],
         2,
         4,
-        "a sequence alone in its block writes in place",
+        _("a sequence alone in its block writes in place"),
         COW_HINT,
     )
     for seed in range(8):
@@ -189,7 +193,7 @@ def check_copy_on_write(cls) -> None:
             random_ops(rng, block_size, 16),
             80,
             block_size,
-            f"seeded trace {seed} (block_size={block_size})",
+            _(f"seeded trace {seed} (block_size={block_size})"),
             COW_HINT,
         )
 
@@ -199,13 +203,13 @@ def check_append_oom(cls) -> None:
     """Full pools: a copy on write or a new block that cannot be had is an OOM that changes nothing;
     an in-place write needs no free block; seeded traces on small pools."""
     M = with_reference_todos(cls, "may_append")
-    hint = "raise RuntimeError('OOM ...') before changing anything when the block you need is not free"
+    hint = N_("raise RuntimeError('OOM ...') before changing anything when the block you need is not free")
     replay(
         M,
         [("prefill", [1, 2, 3], 4), ("fork", 0), ("append", 0, 4)],
         1,
         4,
-        "one block in the pool, shared by two sequences: the copy cannot be made",
+        _("one block in the pool, shared by two sequences: the copy cannot be made"),
         hint,
     )
     replay(
@@ -213,7 +217,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 1, 5)],
         1,
         4,
-        "a full shared block, no free block: the new block cannot be had",
+        _("a full shared block, no free block: the new block cannot be had"),
         hint,
     )
     replay(
@@ -221,7 +225,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2, 3], 4), ("fork", 0), ("free", 0), ("append", 0, 4), ("compute",)],
         1,
         4,
-        "one holder left after a free, no free block: it writes in place",
+        _("one holder left after a free, no free block: it writes in place"),
         hint,
     )
     replay(
@@ -229,7 +233,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2], 2), ("fork", 0), ("append", 0, 3), ("append", 1, 4)],
         2,
         2,
-        "two blocks: the first writer gets the last free block, the second gets OOM",
+        _("two blocks: the first writer gets the last free block, the second gets OOM"),
         hint,
     )
     for seed in range(8):
@@ -240,13 +244,13 @@ def check_append_oom(cls) -> None:
             random_ops(rng, block_size, 18),
             rng.randint(4, 9),
             block_size,
-            f"seeded trace {seed} on a small pool (block_size={block_size})",
+            _(f"seeded trace {seed} on a small pool (block_size={block_size})"),
             hint,
         )
 
 
 # -- TODO 3: advance_beams --------------------------------------------------------------------------------
-BEAM_HINT = (
+BEAM_HINT = N_(
     "fork every beam chosen more than once (before appending anything), deallocate every beam no "
     "choice names, then append each token and call manager.may_append"
 )
@@ -272,12 +276,12 @@ def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, their
         if not failed_hint:
             raise
         raise CheckFailed(where, failure.problem, hint=failed_hint) from None
-    count = plain_int(where, call(where, len, got), "the number of beams returned")
+    count = plain_int(where, call(where, len, got), N_("the number of beams returned"))
     check(
         count == len(choices),
         where,
-        f"advance_beams returned {count} beams for {len(choices)} choices",
-        "return one Sequence per choice, in the order of choices",
+        _(f"advance_beams returned {count} beams for {len(choices)} choices"),
+        _("return one Sequence per choice, in the order of choices"),
         expected=len(choices),
         got=count,
     )
@@ -290,11 +294,11 @@ def run_beams(
     fn, seed: int, *, width: int, block_size: int, prompt_len: int, steps: int, num_blocks: Optional[int] = None
 ) -> None:
     rng = random.Random(seed)
-    case = f"beam trace {seed} (width {width}, block_size={block_size}, {prompt_len}-token prompt)"
+    case = _(f"beam trace {seed} (width {width}, block_size={block_size}, {prompt_len}-token prompt)")
     pool = num_blocks or width * (-(-(prompt_len + steps) // block_size) + 1)
     mine = Side(
         call(
-            f"{case}: creating the manager",
+            _(f"{case}: creating the manager"),
             student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"),
             pool,
             block_size,
@@ -302,21 +306,21 @@ def run_beams(
         fn,
     )
     theirs = Side(Reference(pool, block_size))
-    prompt = [rng.randrange(60) for _ in range(prompt_len)]
+    prompt = [rng.randrange(60) for _token in range(prompt_len)]
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
     for step in range(steps):
         choices = _beam_step_choices(rng, len(theirs.seqs), width)
-        _beam_step(fn, f"{case}, step {step}: choices {choices}", choices, mine, theirs)
+        _beam_step(fn, _(f"{case}, step {step}: choices {choices}"), choices, mine, theirs)
     for side in (theirs, mine):
         for seq in side.seqs:
             call(case, side.manager.deallocate, seq)
         side.seqs = []
-    end, _ = shape(f"{case}, all beams freed at the end", mine)
+    end, _raw = shape(_(f"{case}, all beams freed at the end"), mine)
     expect_equal(
-        f"{case}, all beams freed at the end: free blocks",
+        _(f"{case}, all beams freed at the end: free blocks"),
         end["free blocks"],
         pool,
-        "a block leaked: every beam that was never chosen must be deallocated",
+        _("a block leaked: every beam that was never chosen must be deallocated"),
     )
 
 
@@ -338,11 +342,11 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     """Two beams on the smallest pool the reference needs: the pruned beam's blocks pay for the copy."""
     rng = random.Random(seed)
     steps = 6
-    choices_per_step = [[(0, rng.randrange(60)), (0, rng.randrange(60) + 60)] for _ in range(steps)]
-    prompt = [rng.randrange(60) for _ in range(prompt_len)]
+    choices_per_step = [[(0, rng.randrange(60)), (0, rng.randrange(60) + 60)] for _step in range(steps)]
+    prompt = [rng.randrange(60) for _token in range(prompt_len)]
     # The smallest pool the reference runs this on without OOM.
     pool = next(n for n in range(1, 200) if _fits(n, block_size, prompt, choices_per_step))
-    case = f"tight beam trace {seed} (2 beams, block_size={block_size}, a pool of {pool}: the least that fits)"
+    case = _(f"tight beam trace {seed} (2 beams, block_size={block_size}, a pool of {pool}: the least that fits)")
     mine = Side(call(case, student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"), pool, block_size), fn)
     theirs = Side(Reference(pool, block_size))
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
@@ -351,12 +355,14 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     for step, choices in enumerate(choices_per_step):
         _beam_step(
             fn,
-            f"{case}, step {step}: choices {choices} (beam 1 is pruned)",
+            _(f"{case}, step {step}: choices {choices} (beam 1 is pruned)"),
             choices,
             mine,
             theirs,
-            failed_hint="the reference fits this step in this pool: free the pruned beams before "
-            "appending, so their blocks can pay for the copies",
+            failed_hint=_(
+                "the reference fits this step in this pool: free the pruned beams before appending, so their "
+                "blocks can pay for the copies"
+            ),
         )
 
 
@@ -376,7 +382,7 @@ def _fits(pool: int, block_size: int, prompt: List[int], steps: List[List[Tuple[
 
 
 # -- TODO 4: copy_blocks ----------------------------------------------------------------------------------
-COPY_HINT = (
+COPY_HINT = N_(
     "for every layer, K and V: block dst gets every slot of block src, in place (e.g. "
     "cache[dst_ids] = cache[src_ids], or index_copy_)"
 )
@@ -393,7 +399,7 @@ def _copy_case(
     copies: List[Tuple[int, int]],
 ) -> None:
     k, v = call(
-        f"{case}: making the caches",
+        _(f"{case}: making the caches"),
         student_side(fn, "paged_kv.lab.fork_lab.make_caches"),
         num_layers,
         num_blocks,
@@ -416,8 +422,8 @@ def _copy_case(
                 and tensor.shape == want[layer].shape
                 and tensor.dtype == want[layer].dtype,
                 case,
-                f"layer {layer}'s {name} cache changed type or shape: copy into it in place",
-                COPY_HINT,
+                _(f"layer {layer}'s {name} cache changed type or shape: copy into it in place"),
+                _(COPY_HINT),
                 expected=(tuple(want[layer].shape), str(want[layer].dtype)),
                 got=(tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", type(tensor).__name__))),
             )
@@ -426,17 +432,19 @@ def _copy_case(
             check(
                 not (wrong and untouched),
                 case,
-                f"layer {layer}'s {name} cache tensor did not change at all with the copies {copies}",
-                "the model reads the cache tensors it holds: write into those "
-                "tensors (in place), not into new tensors or new lists",
-                expected="the copies made",
-                got="unchanged",
+                _(f"layer {layer}'s {name} cache tensor did not change at all with the copies {copies}"),
+                _(
+                    "the model reads the cache tensors it holds: write into those "
+                    "tensors (in place), not into new tensors or new lists"
+                ),
+                expected=_("the copies made"),
+                got=_("unchanged"),
             )
             check(
                 not wrong,
                 case,
-                f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after the copies {copies}",
-                COPY_HINT,
+                _(f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after the copies {copies}"),
+                _(COPY_HINT),
             )
 
 
@@ -445,8 +453,8 @@ def check_copy_blocks(fn) -> None:
     """One and several copies, every layer's K and V, destinations below and above their sources, block
     size 1, several heads, no copies at all; every other block untouched; the copies land in the tensors
     themselves (read from lists the function never saw, as the runner holds its caches)."""
-    _copy_case(fn, "one copy, one layer", 1, 4, 2, 1, 2, [(1, 3)])
-    _copy_case(fn, "three copies in each of 4 layers", 4, 10, 4, 2, 3, [(0, 7), (5, 2), (9, 4)])
-    _copy_case(fn, "block_size=1, 2 heads of 8", 2, 6, 1, 2, 8, [(2, 0), (3, 5)])
-    _copy_case(fn, "no copies: nothing changes", 2, 4, 2, 1, 2, [])
-    _copy_case(fn, "one source copied to two destinations", 3, 8, 2, 1, 4, [(4, 1), (4, 6)])
+    _copy_case(fn, _("one copy, one layer"), 1, 4, 2, 1, 2, [(1, 3)])
+    _copy_case(fn, _("three copies in each of 4 layers"), 4, 10, 4, 2, 3, [(0, 7), (5, 2), (9, 4)])
+    _copy_case(fn, _("block_size=1, 2 heads of 8"), 2, 6, 1, 2, 8, [(2, 0), (3, 5)])
+    _copy_case(fn, _("no copies: nothing changes"), 2, 4, 2, 1, 2, [])
+    _copy_case(fn, _("one source copied to two destinations"), 3, 8, 2, 1, 4, [(4, 1), (4, 6)])

@@ -3,7 +3,8 @@ after every one (what ``checks.py`` grades with; its module doc says what is com
 
 ``Side`` holds a manager and its live sequences, on the student's side or this process's; ``apply`` runs one
 operation (prefill, fork, append, free, compute) on both; ``expect_same`` and ``expect_same_child`` compare them;
-``replay`` runs a list of operations from a new manager on each side; ``random_ops`` makes a seeded list.
+``replay`` runs a list of operations from a new manager on each side; ``random_ops`` makes a seeded list. A hint
+they are given is the checks' English, marked ``N_`` where it is written: they translate it where they show it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from paged_kv.cache.invariants import check_block_state
 from paged_kv.lab.fork_lab import SEQUENCE_FIELDS, fork_fields, shape_of_state
 
 from autograder.labs.checking import (
+    N_,
     CheckFailed,
+    _,
     call,
     check,
     expect_equal,
@@ -41,51 +44,55 @@ def shape(case: str, side: Side) -> Tuple[dict, dict]:
     """``(shape, raw state)`` of a side, every value checked to be plain data."""
     read = side.box("paged_kv.cache.invariants.block_manager_state")
     raw = materialize(call(case, read, side.manager, list(side.seqs)))
-    check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
-    tables = [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])]
-    refs = plain_ints(case, raw["ref counts"], "the blocks' ref_count")
+    check(type(raw) is dict, case, _("the manager's state could not be read"), got=raw)
+    tables = [plain_ints(case, t, N_(f"seq {i}'s block_table")) for i, t in enumerate(raw["block tables"])]
+    refs = plain_ints(case, raw["ref counts"], N_("the blocks' ref_count"))
     free = len(plain_ints(case, raw["free queue (in order)"], "free_block_ids"))
     copies = materialize(call(case, getattr, side.manager, "pending_copies"))
-    check(type(copies) is list, case, "pending_copies should be a list of (source, destination) pairs", got=copies)
+    check(type(copies) is list, case, _("pending_copies should be a list of (source, destination) pairs"), got=copies)
     pairs = []
     for pair in copies:
         check(
             type(pair) in (tuple, list) and len(pair) == 2,
             case,
-            "each pending copy is a (source, destination) pair",
-            "append the pair (old block id, new block id) to self.pending_copies",
+            _("each pending copy is a (source, destination) pair"),
+            _("append the pair (old block id, new block id) to self.pending_copies"),
             got=pair,
         )
-        src, dst = (plain_int(case, v, "a pending copy's block id") for v in pair)
+        src, dst = (plain_int(case, v, N_("a pending copy's block id")) for v in pair)
         pairs.append((src, dst))
-    if any(not 0 <= b < len(refs) for b in plain_ints(case, [b for t in tables for b in t], "block ids")):
-        raise CheckFailed(case, "a block table holds an id outside the pool", got=tables)
+    if any(not 0 <= b < len(refs) for b in plain_ints(case, [b for t in tables for b in t], N_("block ids"))):
+        raise CheckFailed(case, _("a block table holds an id outside the pool"), got=tables)
     return shape_of_state(tables, refs, free, pairs), raw
+
+
+SHAPE_KEYS = (N_("tables"), N_("ref counts"), N_("free blocks"), N_("copies"))  # shape_of_state's, as shown
 
 
 def expect_same(case: str, mine: Side, theirs: Side, hint: str) -> None:
     got, raw = shape(case, mine)
-    want, _ = shape(case, theirs)
+    want, _raw = shape(case, theirs)
+    shown = _(hint)
     expect_equal(
-        f"{case}: each sequence's token_ids", raw["seq token ids"], [list(s.token_ids) for s in theirs.seqs], hint
+        _(f"{case}: each sequence's token_ids"), raw["seq token ids"], [list(s.token_ids) for s in theirs.seqs], shown
     )
     expect_equal(
-        f"{case}: each sequence's num_cached_tokens",
+        _(f"{case}: each sequence's num_cached_tokens"),
         raw["num_cached_tokens"],
         [s.num_cached_tokens for s in theirs.seqs],
-        "a fork's tokens are already computed: copy the parent's num_cached_tokens" if "fork" in hint else hint,
+        _("a fork's tokens are already computed: copy the parent's num_cached_tokens") if "fork" in hint else shown,
     )
-    for key in ("tables", "ref counts", "free blocks", "copies"):
+    for key in SHAPE_KEYS:
         expect_equal(
-            f"{case}: {key} (blocks named b0, b1, ... in order of first appearance)", got[key], want[key], hint
+            _(f"{case}: {key} (blocks named b0, b1, ... in order of first appearance)"), got[key], want[key], shown
         )
     try:
         check_block_state(raw)
     except AssertionError as failure:
-        raise CheckFailed(case, f"the pool is inconsistent: {failure}", hint=hint) from None
+        raise CheckFailed(case, _(f"the pool is inconsistent: {failure}"), hint=shown) from None
 
 
-CHILD_HINT = (
+CHILD_HINT = N_(
     "a fork is a new Sequence that is its parent's twin in every field (the same tokens, prompt length "
     "and computed tokens), with lists of its own"
 )
@@ -94,34 +101,33 @@ CHILD_HINT = (
 def expect_same_child(case: str, mine: Side, theirs: Side, parent: int) -> None:
     """Every field of the fork just made against the reference's fork (``fork_fields``): the counters the
     engine reads (prompt length, cached and scheduled tokens), the tokens, and lists of its own."""
+    hint = _(CHILD_HINT)
     want = fork_fields(theirs.seqs[-1], theirs.seqs[parent])
     read = mine.box("paged_kv.lab.fork_lab.fork_fields")
     got = materialize(call(case, read, mine.seqs[-1], mine.seqs[parent]))
-    check(
-        type(got) is dict and set(got) == set(want), case, "the child's fields could not be read", CHILD_HINT, got=got
-    )
-    check(got["a Sequence"] is True, case, "fork returned something that is not a Sequence", CHILD_HINT)
+    check(type(got) is dict and set(got) == set(want), case, _("the child's fields could not be read"), hint, got=got)
+    check(got["a Sequence"] is True, case, _("fork returned something that is not a Sequence"), hint)
     check(
         got["its own seq_id"] is True,
         case,
-        "the child has the parent's seq_id: it is the parent itself, or a shallow copy of it",
-        CHILD_HINT,
+        _("the child has the parent's seq_id: it is the parent itself, or a shallow copy of it"),
+        hint,
     )
     for name in SEQUENCE_FIELDS:
         expect_equal(
-            f"{case}: the child's {name} (the reference's child has the parent's)", got[name], want[name], CHILD_HINT
+            _(f"{case}: the child's {name} (the reference's child has the parent's)"), got[name], want[name], hint
         )
     check(
         got["its own token_ids list"] is True,
         case,
-        "the child's token_ids is the parent's list object: a token appended to one would appear in the other",
-        CHILD_HINT,
+        _("the child's token_ids is the parent's list object: a token appended to one would appear in the other"),
+        hint,
     )
     check(
         got["its own block_table list"] is True,
         case,
-        "the child's block_table is the parent's list object: a copy on write in one would change the other's table",
-        CHILD_HINT,
+        _("the child's block_table is the parent's list object: a copy on write in one would change the other's table"),
+        hint,
     )
 
 
@@ -144,7 +150,7 @@ def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
         for side in (theirs, mine):
             call(case, side.box("paged_kv.lab.fork_lab.step_computed"), side.manager, list(side.seqs))
     elif kind == "append":
-        _, i, token = op
+        _kind, i, token = op
         theirs.seqs[i].append_token(token)
         try:
             theirs.manager.may_append(theirs.seqs[i])
@@ -160,15 +166,17 @@ def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
             raise CheckFailed(
                 case,
                 failure.problem,
-                hint="the reference, in the same state, completes this "
-                "may_append: raise OOM only when a block is needed and none is free",
+                hint=_(
+                    "the reference, in the same state, completes this "
+                    "may_append: raise OOM only when a block is needed and none is free"
+                ),
             ) from None
     else:  # pragma: no cover - a grader bug
         raise ValueError(op)
 
 
 def expect_unchanged_oom(case: str, mine: Side, i: int, token: int, hint: str) -> None:
-    before, _ = shape(case, mine)
+    before, _raw = shape(case, mine)
     seq = mine.seqs[i]
     call(case, seq.append_token, token)
     try:
@@ -176,27 +184,27 @@ def expect_unchanged_oom(case: str, mine: Side, i: int, token: int, hint: str) -
     except NotImplementedError:  # an unwritten TODO (a RuntimeError subclass): not an OOM
         raise
     except RuntimeError as error:
-        check("OOM" in str(error), case, "an OOM must raise RuntimeError('OOM ...')", got=str(error))
+        check("OOM" in str(error), case, _("an OOM must raise RuntimeError('OOM ...')"), got=str(error))
     except Exception as error:  # noqa: BLE001 - the student's own failure, reported as such
         raise CheckFailed(
             case,
-            f"with no free block this may_append raised {type(error).__name__}: {error}",
-            hint="raise RuntimeError('OOM ...') before changing anything",
+            _(f"with no free block this may_append raised {type(error).__name__}: {error}"),
+            hint=_("raise RuntimeError('OOM ...') before changing anything"),
         ) from None
     else:
         raise CheckFailed(
             case,
-            "no free block is left, yet may_append raised no OOM",
-            hint="a copy on write needs a free block too: check before taking one",
+            _("no free block is left, yet may_append raised no OOM"),
+            hint=_("a copy on write needs a free block too: check before taking one"),
         )
     finally:
         call(case, seq.token_ids.pop)
-    after, _ = shape(case, mine)
+    after, _raw = shape(case, mine)
     check(
         after == before,
         case,
-        "a failed may_append must change nothing (tables, ref counts, free blocks, copies)",
-        "check for a free block before dropping a reference or recording a copy",
+        _("a failed may_append must change nothing (tables, ref counts, free blocks, copies)"),
+        _("check for a free block before dropping a reference or recording a copy"),
         expected=before,
         got=after,
     )
@@ -205,29 +213,31 @@ def expect_unchanged_oom(case: str, mine: Side, i: int, token: int, hint: str) -
 def replay(
     cls, ops: List[tuple], num_blocks: int, block_size: int, case: str, hint: str, reference_cls: type = Reference
 ) -> None:
-    mine = Side(call(f"{case}: creating the manager", cls, num_blocks, block_size), cls)
+    mine = Side(call(_(f"{case}: creating the manager"), cls, num_blocks, block_size), cls)
     theirs = Side(reference_cls(num_blocks, block_size))
     for step, op in enumerate(ops):
-        where = f"{case}, step {step}: {describe(op)}"
+        where = _(f"{case}, step {step}: {describe(op)}")
         apply(where, op, mine, theirs, hint)
         expect_same(where, mine, theirs, hint)
 
 
 def describe(op: tuple) -> str:
     if op[0] == "prefill":
-        return f"prefill of a {len(op[1])}-token prompt"
+        return _(f"prefill of a {len(op[1])}-token prompt")
     if op[0] == "append":
-        return f"append a token to seq {op[1]} and may_append"
+        return _(f"append a token to seq {op[1]} and may_append")
     if op[0] == "compute":
-        return "the step is computed (copies taken, tokens cached)"
-    return f"{op[0]} seq {op[1]}"
+        return _("the step is computed (copies taken, tokens cached)")
+    if op[0] == "fork":
+        return _(f"fork seq {op[1]}")
+    return _(f"free seq {op[1]}")
 
 
 def random_ops(rng: random.Random, block_size: int, steps: int, max_seqs: int = 5) -> List[tuple]:
     """Prefill one prompt, then fork, append (a decode step: append to all, compute), free, at random."""
-    ops = [("prefill", [rng.randrange(50) for _ in range(rng.randint(1, 3 * block_size))], block_size)]
+    ops = [("prefill", [rng.randrange(50) for _token in range(rng.randint(1, 3 * block_size))], block_size)]
     live = 1
-    for _ in range(steps):
+    for _step in range(steps):
         r = rng.random()
         if r < 0.3 and live < max_seqs:
             ops.append(("fork", rng.randrange(live)))

@@ -15,7 +15,7 @@ from paged_kv.lab.chunked_trace import ChunkTraceSpec, make_chunk_trace
 from paged_kv.lab.chunked_rules import check_rules as _check_rules
 from paged_kv.lab.scheduler_trace import TraceRequest
 
-from autograder.labs.checking import grades, student_side
+from autograder.labs.checking import _, grades, student_side
 
 # Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 4, which
 # asks for "schedule() by the rules of section 3"): a fragment of the hint, as the rule check
@@ -87,26 +87,28 @@ def small_budget_trace(seed: int) -> ChunkTraceSpec:
 def check_token_budget(cls) -> None:
     """Chunks never overrun the budget, are cut only by it, and a budget of one token still serves everyone;
     a chunk of one token short of its end is a prefill step."""
-    replay_rules(cls, _spec([(_ids(1, 30), 3, 0)], 20, 4, 7), "a 30-token prompt, budget 7")
+    replay_rules(cls, _spec([(_ids(1, 30), 3, 0)], 20, 4, 7), _("a 30-token prompt, budget 7"))
     replay_rules(
         cls,
         _spec([(_ids(1, 3), 12, 0), (_ids(10, 25), 3, 2), (_ids(40, 5), 4, 3)], 30, 4, 6),
-        "decodes beside a long prompt, budget 6",
+        _("decodes beside a long prompt, budget 6"),
     )
-    replay_rules(cls, _spec([(_ids(1, 5), 4, 0), (_ids(10, 6), 4, 0)], 20, 2, 1), "a budget of one token")
+    replay_rules(cls, _spec([(_ids(1, 5), 4, 0), (_ids(10, 6), 4, 0)], 20, 2, 1), _("a budget of one token"))
     replay_rules(
         cls,
         _spec([(_ids(1, 2), 10, 0), (_ids(5, 2), 10, 0), (_ids(20, 9), 2, 2)], 20, 4, 3),
-        "a prompt chunked one token at a time beside two decodes",
+        _("a prompt chunked one token at a time beside two decodes"),
     )
     replay_rules(
         cls,
         _spec([(_ids(1, 8), 3, 0), (_ids(20, 8), 3, 0), (_ids(30, 8), 3, 0)], 30, 4, 16),
-        "prompts that exactly fill the budget",
+        _("prompts that exactly fill the budget"),
     )
-    replay_rules(cls, _spec([([i + 1, i + 2], 4, 0) for i in range(6)], 20, 4, 32, max_num_seqs=3), "max_num_seqs = 3")
+    replay_rules(
+        cls, _spec([([i + 1, i + 2], 4, 0) for i in range(6)], 20, 4, 32, max_num_seqs=3), _("max_num_seqs = 3")
+    )
     for seed in range(2):
-        replay_rules(cls, small_budget_trace(seed), f"small budget seed={seed}")
+        replay_rules(cls, small_budget_trace(seed), _(f"small budget seed={seed}"))
 
 
 @grades(Reference.schedule)
@@ -118,22 +120,24 @@ def check_blocks_and_preemption(cls) -> None:
         replay_rules(
             cls,
             _spec([(_ids(1, 11), 5, 0), (_ids(20, 7), 6, 1)], 60, block_size, 5),
-            f"chunks and decodes, block_size={block_size}",
+            _(f"chunks and decodes, block_size={block_size}"),
         )
-    replay_rules(cls, _spec([(_ids(1, 4), 10, 0), (_ids(10, 4), 10, 0)], 5, 4, 8), "two requests outgrow the pool")
+    replay_rules(cls, _spec([(_ids(1, 4), 10, 0), (_ids(10, 4), 10, 0)], 5, 4, 8), _("two requests outgrow the pool"))
     replay_rules(
         cls,
         _spec([(_ids(1, 3), 8, 0), (_ids(10, 3), 8, 0), (_ids(20, 3), 8, 0), (_ids(30, 12), 4, 1)], 8, 2, 5),
-        "a long prompt arrives into a full pool",
+        _("a long prompt arrives into a full pool"),
     )
-    replay_rules(cls, _spec([(_ids(1, 6), 12, 0), (_ids(10, 14), 3, 2)], 6, 4, 4), "a chunk that cannot get its block")
+    replay_rules(
+        cls, _spec([(_ids(1, 6), 12, 0), (_ids(10, 14), 3, 2)], 6, 4, 4), _("a chunk that cannot get its block")
+    )
     replay_rules(
         cls,
         _spec([((1, 2), 12, 0), ((3, 4, 5), 12, 0), ((6, 7, 8, 9), 12, 0)], 8, 2, 12),
-        "three decodes, a pool where one victim is enough",
+        _("three decodes, a pool where one victim is enough"),
     )
     for seed in range(3):
-        replay_rules(cls, tight_trace(seed), f"tight pool seed={seed}")
+        replay_rules(cls, tight_trace(seed), _(f"tight pool seed={seed}"))
 
 
 @grades(Reference.schedule)
@@ -143,17 +147,17 @@ def check_prefix_cache(cls) -> None:
     replay_rules(
         cls,
         _spec([(shared + [50], 3, 0), (shared + [60, 61], 3, 4), (shared + [70], 2, 5)], 20, 4, 6),
-        "hits on a computed prefix, budget 6",
+        _("hits on a computed prefix, budget 6"),
     )
     replay_rules(
         cls,
         _spec([(shared + _ids(80, 10), 2, 0), (shared + [60], 2, 1), (shared[:7] + [9], 2, 2)], 20, 4, 5),
-        "a prefix still being chunked when others arrive",
+        _("a prefix still being chunked when others arrive"),
     )
     replay_rules(
-        cls, _spec([(shared, 2, 0), (shared, 2, 0), (shared, 2, 3)], 20, 4, 40), "identical prompts in one step"
+        cls, _spec([(shared, 2, 0), (shared, 2, 0), (shared, 2, 3)], 20, 4, 40), _("identical prompts in one step")
     )
-    replay_rules(cls, _spec([(_ids(1, 9), 3, 0), (_ids(1, 9), 3, 6)], 5, 3, 4), "a hit on a free but cached block")
+    replay_rules(cls, _spec([(_ids(1, 9), 3, 0), (_ids(1, 9), 3, 6)], 5, 3, 4), _("a hit on a free but cached block"))
 
 
 @grades(Reference.schedule)
@@ -169,8 +173,8 @@ def check_random_traces(cls, seeds=range(10)) -> None:
             budget=(3, 5, 8, 13)[seed % 4],
             max_num_seqs=2 + seed % 5,
         )
-        replay_rules(cls, spec, f"random trace seed={seed}")
+        replay_rules(cls, spec, _(f"random trace seed={seed}"))
     for seed in range(3, 11):
-        replay_rules(cls, tight_trace(seed), f"random tight pool seed={seed}")
+        replay_rules(cls, tight_trace(seed), _(f"random tight pool seed={seed}"))
     for seed in range(2, 6):
-        replay_rules(cls, small_budget_trace(seed), f"random small budget seed={seed}")
+        replay_rules(cls, small_budget_trace(seed), _(f"random small budget seed={seed}"))
