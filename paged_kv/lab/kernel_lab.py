@@ -742,11 +742,11 @@ def judge_fast_build(build, block_size: int) -> None:
     if wide:
         which, dot = wide[0]
         number = which + 1
-        product = ("q . K", "p . V")[which] if which < 2 else _(f"tl.dot number {number}")
+        product = (_("the q . K tl.dot"), _("the p . V tl.dot"))[which] if which < 2 else _(f"tl.dot number {number}")
         types = _(" and ").join(dict.fromkeys(dot_input_types(dot)))
         raise CheckFailed(
             label,
-            _(f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones"),
+            _(f"{product} takes {types} tiles ({dot}), not 16-bit ones"),
             hint=_(
                 "tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
                 "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
