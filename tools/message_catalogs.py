@@ -4,8 +4,9 @@ Three sources, each extracted from the code (English is the source; the English 
 is the gettext ``msgid``: see ``paged_kv.lab.i18n``):
 
 - **the labs' code cells**: every string literal or f-string a code cell of ``solutions/<lab>/`` passes to a text
-  parameter (``TEXT_PARAMETERS``: a check's case, problem and hint, a picture's title, ...) of a function of
-  ``paged_kv.lab``. They go into the lab's catalog, ``solutions/<lab>/<language>.po``, as entries without
+  parameter (``TEXT_PARAMETERS``: a check's case, problem and hint, a picture's title, what ``say`` prints, ...) of
+  a function of ``paged_kv.lab``, and every text it marks with ``paged_kv.lab.i18n.N_`` (a picture's series named in
+  a loop). They go into the lab's catalog, ``solutions/<lab>/<language>.po``, as entries without
   ``msgctxt`` (the markdown cells' entries, keyed by cell id, are ``tools.translations``'); each entry's reference
   names the notebook and the cells that pass it.
 - **the teaching aids' own texts**: every ``_(...)`` and ``N_(...)`` of ``paged_kv/lab/*.py`` (feedback's wording,
@@ -44,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_kv.lab.i18n import as_template, catalog_path  # noqa: E402
+from paged_kv.lab.i18n import N_, as_template, catalog_path  # noqa: E402
 
 LANGUAGES = ("zh_CN",)
 PACKAGE_DIR = ROOT / "paged_kv" / "lab"
@@ -53,7 +54,7 @@ AUTOGRADER_DIR = ROOT / "autograder"
 AUTOGRADER_LOCALE = AUTOGRADER_DIR / "verdict" / "locale"
 AUTOGRADER_DOMAIN = "autograder"
 # A code cell's argument to one of these parameters of a paged_kv.lab function is text the student reads.
-TEXT_PARAMETERS = ("case", "problem", "hint", "title", "todo", "label", "ours_label", "paper_label")
+TEXT_PARAMETERS = ("case", "problem", "hint", "title", "todo", "label", "ours_label", "paper_label", "message")
 LABELLED_PARAMETERS = ("runs",)  # a mapping whose keys label a picture's lines: a dict literal's keys are texts
 PACKAGE_MARKS = ("_", "N_")
 AUTOGRADER_MARKS = ("for_student", "N_", "_")  # _: a hidden check's text (autograder.labs.checking)
@@ -136,8 +137,10 @@ def mechanism_texts(source: str, where: str) -> List[Message]:
     found = []
     for node in ast.walk(ast.parse(source)):
         text = None
-        if isinstance(node, ast.Call) and node.args and (
-            EXCEPTION_CLASS.fullmatch(_callee(node)) or _callee(node) == "N_"
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and (EXCEPTION_CLASS.fullmatch(_callee(node)) or _callee(node) == "N_")
         ):
             text = template_of(node.args[0])
         elif isinstance(node, ast.Assert) and node.msg is not None:
@@ -261,7 +264,7 @@ def cell_messages(notebook: Path, unread: Optional[List[str]] = None) -> List[Me
     """The texts the code cells of ``notebook`` pass to text parameters of the teaching aids, in order.
 
     ``unread`` (a list) receives a line for each text argument that is not a literal or an f-string (a
-    variable): its text cannot be extracted where it is passed."""
+    variable): its text cannot be extracted where it is passed (a call's result is marked where it is made)."""
     known = _lab_functions()
     names: Dict[str, Optional[Callable]] = {}  # what the cells imported (None: not a paged_kv.lab function)
     modules: Dict[str, Dict[str, Callable]] = {}
@@ -281,6 +284,9 @@ def cell_messages(notebook: Path, unread: Optional[List[str]] = None) -> List[Me
                 function = modules.get(func.value.id, {}).get(func.attr)
             if function is None:
                 continue
+            if function is N_ and node.args:  # a text the cell marks, to be translated where a teaching aid shows it
+                found += [Message(t, f"{notebook.name}:{cell_id}", "N_") for t in _templates(node.args[0], assigned)]
+                continue
             for param, arg in _text_arguments(node, function):
                 if param in LABELLED_PARAMETERS:
                     found += [
@@ -289,7 +295,8 @@ def cell_messages(notebook: Path, unread: Optional[List[str]] = None) -> List[Me
                     ]
                     continue
                 templates = _templates(arg, assigned)
-                given = isinstance(arg, ast.Name) and (arg.id in bound or arg.id in names)  # an object, a constant
+                # an object, a constant, or what a call returns (a text marked where that function makes it)
+                given = isinstance(arg, ast.Name) and (arg.id in bound or arg.id in names) or isinstance(arg, ast.Call)
                 if not templates and unread is not None and not given and not isinstance(arg, ast.Constant):
                     unread.append(f"{notebook.name} cell {cell_id}: {_callee(node)}({param}={ast.unparse(arg)})")
                 for template in templates:

@@ -105,7 +105,7 @@ def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
             _cell(
                 "code",
                 f"# Visible tests: run this cell after your function.\n"
-                f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nprint(\"Visible tests passed.\")",
+                f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nsay(\"Visible tests passed.\")",
                 f"{prefix}visible",
                 grade=True,
                 points=2,

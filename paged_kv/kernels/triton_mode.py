@@ -69,7 +69,10 @@ def decide(
         if capability is None:
             raise RuntimeError(f"{_OVERRIDE}=native but torch sees no CUDA GPU; unset it to use the interpreter")
         return TritonMode(
-            True, "cuda", N_(f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})"), capability
+            True,
+            "cuda",
+            N_(f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})"),
+            capability,
         )
     if override == "interpret":
         reason = N_(f"forced by {_OVERRIDE}=interpret: kernels run on the CPU, slowly")

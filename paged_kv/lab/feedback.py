@@ -120,6 +120,14 @@ def _rebuild(value: Any, plain: dict, depth: int = 0) -> Any:
     return value
 
 
+def say(message: str) -> None:
+    """Print ``message`` (a code cell's English: ``"Visible tests passed."``, an f-string) in the notebook's
+    language: what a cell tells its student, where ``print`` would show the English in every language."""
+    if not isinstance(message, str):
+        raise TypeError(f"say() prints a text: give it a str, not {type(message).__name__}")
+    print(_(message))
+
+
 def expect(condition: bool, case: str, problem: str, hint: str = "") -> None:
     """Raise :class:`CheckFailed` with ``problem`` unless ``condition`` is exactly ``True``."""
     condition = materialize(condition)

@@ -162,3 +162,45 @@ def test_a_chinese_hint_wraps_between_characters_never_inside_an_identifier():
     assert "".join("".join(line.split()) for line in lines) == "".join(hint.split())  # only spaces change
     assert all("self.free_blocks" in line or "self." not in line for line in lines)
     assert not any(line.strip().startswith(("，", "。")) for line in lines)  # a closing sign never begins a line
+
+
+def test_a_templates_fields_are_translated_where_the_catalog_knows_what_they_matched():
+    catalog = Catalog(
+        {
+            "raised {name}: {error}": "抛出了 {name}：{error}",
+            "request {rid} holds no blocks": "请求 {rid} 没有持有任何块",
+            "{case}: seq_len": "{case}：seq_len",
+            "pool full": "块池已满",
+        }
+    )
+    assert catalog.translate("raised ValueError: request 3 holds no blocks") == "抛出了 ValueError：请求 3 没有持有任何块"
+    assert catalog.translate("pool full: seq_len") == "块池已满：seq_len"
+    # a field the catalog does not know stays as it matched, never an error
+    assert catalog.translate("raised KeyError: 'k'") == "抛出了 KeyError：'k'"
+
+
+def test_a_mechanisms_message_shows_in_chinese_inside_a_teaching_aids_frame_and_unchanged_in_english():
+    from paged_kv import KVCacheManager, Request
+
+    manager = KVCacheManager(num_blocks=2, block_size=4, head_dim=1)
+    never_prefilled = Request(0, 3)
+    english = _block(attempt, "decode", manager.allocate_for_decode, never_prefilled).problem
+    assert english == "raised ValueError: request 0 holds no blocks; call allocate_for_prefill first"
+    with speaking("zh_CN"):
+        chinese = _block(attempt, "decode", manager.allocate_for_decode, never_prefilled).problem
+    assert chinese == "抛出了 ValueError：请求 0 没有持有任何块；先调用 allocate_for_prefill"
+    with speaking("zh_CN"):  # a message no catalog has (a student's own) stays as it is inside the frame
+        mine = _block(attempt, "c", lambda: (_ for _ in ()).throw(ValueError("my own words"))).problem
+    assert mine == "抛出了 ValueError：my own words"
+
+
+def test_say_prints_a_code_cells_text_in_the_notebooks_language(capsys):
+    from paged_kv.lab.feedback import say
+
+    say("Visible tests passed.")
+    with speaking("zh_CN"):
+        say("Visible tests passed.")
+        say("a text no catalog knows")
+    assert capsys.readouterr().out.splitlines() == ["Visible tests passed.", "可见测试通过。", "a text no catalog knows"]
+    with pytest.raises(TypeError, match="say\\(\\) prints a text"):
+        say(3)

@@ -166,6 +166,7 @@ def run_visible_cell(cls):
     imports = (
         "from paged_kv.lab.chunked_rules import check_rules\n"
         "from paged_kv.lab.chunked_trace import ChunkTraceSpec, describe\n"
+        "from paged_kv.lab.feedback import say\n"
         "from paged_kv.lab.scheduler_trace import TraceRequest"
     )
     run_cell(bugs.LAB, "lab09-visible", imports, {"ChunkedScheduler": cls})
