@@ -10,7 +10,10 @@ grader's code (``autograder.verdict.secrets``), so the scrubber never has to rem
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+from pathlib import Path
 from typing import List, Tuple
 
 import polib
@@ -18,7 +21,7 @@ import pytest
 
 from autograder.course.layout import LABS, SOURCE_DIR
 from autograder.course.notebook import grader_files
-from autograder.labs import LABS as COURSE_LABS, checks_module, package_name
+from autograder.labs import LABS as COURSE_LABS, checking, checks_module, package_name
 from autograder.verdict import secrets
 from autograder.verdict.cells import failed
 from autograder.verdict.student_text import language_of
@@ -141,3 +144,69 @@ def test_no_translation_of_a_hidden_checks_text_carries_a_line_of_grader_code(la
     for case in [c for c in CASES if c[0] == lab]:
         shown = failed("cell", _failure(*case, "zh_CN")).message
         assert secrets.scrub(shown, secret) == shown, f"a Chinese failure of {lab} lost a line to the scrubber: {shown}"
+
+
+def _grader_modules():
+    import importlib
+
+    for lab in GRADED:
+        for path in grader_files(checks_module(lab)):
+            yield path, importlib.import_module(f"autograder.labs.{package_name(lab)}.{path.stem}")
+    yield Path(checking.__file__), checking
+
+
+def _literal_words(node: ast.AST) -> bool:
+    """A string literal or f-string (or a ``+`` of them) whose own text has words: a sentence, not code."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_words(node.left) and _literal_words(node.right)
+    parts = [node] if isinstance(node, ast.Constant) else getattr(node, "values", None) or []
+    if not isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return False
+    text = "".join(p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str))
+    code = re.fullmatch(r"[\w\[\]'\".(),=]*", text) and re.search(r"[_\[\]()=]", text)  # ['layout_shape']
+    return bool(re.search(r"[A-Za-z]{2,}", text)) and not code
+
+
+def _unmarked_texts(path: Path, module) -> List[str]:
+    """Texts a check passes to a case, problem, message, hint or advice of a function, or assigns to ``case`` or
+    ``hint``, without ``_``/``N_``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["case"], ["hint"]):
+            if _literal_words(node.value):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node.value)[:80]}")
+        if not isinstance(node, ast.Call) or getattr(node.func, "id", None) in ("_", "N_"):
+            continue
+        func = node.func
+        target = getattr(module, func.id, None) if isinstance(func, ast.Name) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            target = getattr(getattr(module, func.value.id, None), func.attr, None)
+        try:
+            params = list(inspect.signature(target).parameters)
+        except (TypeError, ValueError):
+            continue
+        bound = [(params[i], a) for i, a in enumerate(node.args) if i < len(params) and not isinstance(a, ast.Starred)]
+        for name, arg in bound + [(k.arg, k.value) for k in node.keywords]:
+            if name in ("case", "problem", "message", "hint", "advice") and _literal_words(arg):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(arg)[:80]}")
+    return found
+
+
+def test_every_text_a_hidden_check_shows_is_marked_for_translation():
+    unmarked = [line for path, module in _grader_modules() for line in _unmarked_texts(path, module)]
+    assert unmarked == [], "texts of the hidden checks a student reads in English only (mark them with _):\n" + (
+        "\n".join(unmarked)
+    )
+
+
+def test_no_grader_module_binds_the_name_of_its_translation_marker():
+    """``_`` is ``autograder.labs.checking._``: a ``for _ in ...`` in a function that also translates would make
+    ``_`` a local there (an error the moment a check fails)."""
+    bound = [
+        f"{path.name}:{node.lineno}"
+        for path, _module in _grader_modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Name) and node.id == "_" and isinstance(node.ctx, ast.Store)
+    ]
+    assert bound == [], f"grader modules that bind the name _ (name it _item, _step...): {bound}"

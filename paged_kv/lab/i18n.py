@@ -123,6 +123,36 @@ def literal_text(template: str) -> str:
     return "".join(text for text, is_field in template_pieces(template) if not is_field)
 
 
+_NUMBER = r" *[-+]?(?:(?:[0-9][0-9,_]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|nan)%? *"
+
+
+def _format_spec(field: str) -> str:
+    """The format spec of a field as written (``"6.1%"`` for ``util:6.1%``), "" when it has none: the text after
+    the last ``:`` outside brackets and quotes (``bad[:5]`` has none)."""
+    depth, quote, cut = 0, "", -1
+    for i, char in enumerate(field):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            cut = i
+    return field[cut + 1 :] if cut >= 0 else ""
+
+
+def _field_pattern(field: str) -> str:
+    """What a field matches: a number where its format spec makes one (``{ratio:.2f}``, ``{n:,}``), else anything
+    (as little as the rest of the template allows)."""
+    spec = _format_spec(field)
+    if spec and (spec[-1] in "dfFeEgGn%" or spec.endswith(",") or spec.endswith("_")):
+        return _NUMBER
+    return ".*?"
+
+
 class _Template:
     def __init__(self, msgid: str, msgstr: str):
         pieces = template_pieces(msgid)
@@ -135,7 +165,7 @@ class _Template:
                 pattern.append(f"(?P={groups[text]})")
             else:
                 groups[text] = f"f{len(groups)}"
-                pattern.append(f"(?P<{groups[text]}>.*?)")
+                pattern.append(f"(?P<{groups[text]}>{_field_pattern(text)})")
         self.regex = re.compile("".join(pattern), re.DOTALL)
         self.groups = groups
         self.anchor = max((t for t, f in pieces if not f), key=len, default="")

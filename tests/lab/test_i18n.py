@@ -173,7 +173,9 @@ def test_a_templates_fields_are_translated_where_the_catalog_knows_what_they_mat
             "pool full": "块池已满",
         }
     )
-    assert catalog.translate("raised ValueError: request 3 holds no blocks") == "抛出了 ValueError：请求 3 没有持有任何块"
+    assert (
+        catalog.translate("raised ValueError: request 3 holds no blocks") == "抛出了 ValueError：请求 3 没有持有任何块"
+    )
     assert catalog.translate("pool full: seq_len") == "块池已满：seq_len"
     # a field the catalog does not know stays as it matched, never an error
     assert catalog.translate("raised KeyError: 'k'") == "抛出了 KeyError：'k'"
@@ -201,6 +203,10 @@ def test_say_prints_a_code_cells_text_in_the_notebooks_language(capsys):
     with speaking("zh_CN"):
         say("Visible tests passed.")
         say("a text no catalog knows")
-    assert capsys.readouterr().out.splitlines() == ["Visible tests passed.", "可见测试通过。", "a text no catalog knows"]
+    assert capsys.readouterr().out.splitlines() == [
+        "Visible tests passed.",
+        "可见测试通过。",
+        "a text no catalog knows",
+    ]
     with pytest.raises(TypeError, match="say\\(\\) prints a text"):
         say(3)

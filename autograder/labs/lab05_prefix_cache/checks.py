@@ -205,11 +205,11 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
 
 
 def _prefill(manager, seq) -> int:
-    hits = plain_int("prefill", manager.can_allocate(seq), N_("can_allocate's result"))
+    hits = plain_int(_("prefill"), manager.can_allocate(seq), N_("can_allocate's result"))
     if hits < 0:
         raise RuntimeError(_(f"OOM: can_allocate returned {hits}"))
     manager.allocate(seq, hits)
-    _compute("prefill", manager, seq)
+    _compute(_("prefill"), manager, seq)
     return hits
 
 
