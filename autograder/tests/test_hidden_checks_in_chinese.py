@@ -25,6 +25,7 @@ from autograder.labs import LABS as COURSE_LABS, checking, checks_module, packag
 from autograder.verdict import secrets
 from autograder.verdict.cells import failed
 from autograder.verdict.student_text import language_of
+from paged_kv.kernels.triton_mode import triton_available
 from paged_kv.lab.feedback import CheckFailed
 from paged_kv.lab.i18n import speaking
 from test_pitfalls_in_chinese import is_chinese
@@ -210,3 +211,21 @@ def test_no_grader_module_binds_the_name_of_its_translation_marker():
         if isinstance(node, ast.Name) and node.id == "_" and isinstance(node.ctx, ast.Store)
     ]
     assert bound == [], f"grader modules that bind the name _ (name it _item, _step...): {bound}"
+
+
+@pytest.mark.skipif(not triton_available(), reason="lab 06's kernels need Triton (its interpreter on a CPU)")
+def test_a_lab_06_kernels_hidden_failure_reads_in_chinese_too():
+    """A kernel step's check: its case (the package's case description inside the check's own), problem and hint."""
+    from autograder.labs.lab06_triton_paged_attention import checks
+    from autograder.labs.lab06_triton_paged_attention.tests import bugs
+
+    kernel, grid, _hint = bugs.STEP_BUGS["step1"][0]
+    shown = {}
+    for language in ("zh_CN", "en"):
+        with speaking(language), pytest.raises(CheckFailed) as caught:
+            checks.check_step1_gather(kernel, grid)
+        shown[language] = caught.value
+    for part in ("case", "problem", "hint"):
+        assert is_chinese(getattr(shown["zh_CN"], part)), getattr(shown["zh_CN"], part)
+    assert _verdict_text(shown["zh_CN"]).startswith("检查未通过 [")
+    assert not CJK.search(_verdict_text(shown["en"]))
