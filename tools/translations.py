@@ -10,14 +10,20 @@ a new cell gets an empty entry, a cell whose English changed keeps its translati
 with the English it was translated from as ``#| msgid`` (gettext's own convention, which translators' tools show as
 a diff), and an entry whose cell is gone becomes obsolete (``#~``). A second run changes nothing.
 ``python -m tools.translations status`` lists, per lab, the cells still to translate.
+
+``python -m tools.translations release [--check]`` (``make release`` runs it after nbgrader) generates each
+translated release, ``course/<language>/<lab>/<notebook>``, from the English release (``course/<lab>/``) and the
+lab's catalog (``translated_release``): never edit them by hand. ``--check`` writes nothing and exits 1 when one
+is out of date.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import nbformat
 import polib
@@ -26,9 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SOURCE_LANGUAGE = "en"
-LANGUAGES = ("zh_CN",)  # the course's translations; English (solutions/) is the source of every one
+from autograder.course import handed_out, languages  # noqa: E402 (the repository on the path first)
+
+SOURCE_LANGUAGE = languages.SOURCE
+LANGUAGES = languages.TRANSLATIONS  # the course's translations; English (solutions/) is the source of every one
 LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
+from tools import sync_colab  # noqa: E402
+
+BADGE_MARK = "[![Open In Colab](...)](...)"  # what a Colab badge counts as when English and a translation are compared
 
 
 def catalog_path(lab_dir: Path, language: str) -> Path:
@@ -83,7 +94,11 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
             entry = polib.POEntry(msgctxt=cell["id"], msgid=cell["source"], msgstr="")
             changes["new"].append(cell["id"])
         elif entry.msgid != cell["source"]:
-            if entry.msgstr and "fuzzy" not in entry.flags:
+            if (
+                entry.msgstr
+                and "fuzzy" not in entry.flags
+                and without_badge(entry.msgid) != without_badge(cell["source"])
+            ):
                 entry.previous_msgid = entry.msgid
                 entry.flags.append("fuzzy")
             entry.msgid = cell["source"]
@@ -105,13 +120,117 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
     return changes
 
 
-def to_translate(lab_dir: Path, language: str) -> List[str]:
-    """The ids of the cells of ``lab_dir`` whose ``language`` translation is missing or stale."""
+def without_badge(text: str) -> str:
+    """``text`` with its Colab badge (whose address ``make sync-colab`` may change) as ``BADGE_MARK``: a new address
+    makes no translation stale."""
+    return sync_colab._BADGE.sub(BADGE_MARK, text)
+
+
+def read_catalog(lab_dir: Path, language: str) -> Optional[polib.POFile]:
+    """The lab's ``language`` catalog, or None when it has none."""
     path = catalog_path(lab_dir, language)
-    if not path.exists():
-        return [cell["id"] for notebook in lab_dir.glob("*.ipynb") for cell in markdown_cells(notebook)]
-    catalog = polib.pofile(str(path), wrapwidth=0)
-    return [e.msgctxt for e in catalog if not e.obsolete and (not e.msgstr or "fuzzy" in e.flags)]
+    return polib.pofile(str(path), wrapwidth=0) if path.exists() else None
+
+
+def usable(entry: Optional[polib.POEntry], english: str) -> bool:
+    """Whether ``entry`` translates ``english`` as it is now: translated, not fuzzy (stale), and made from this
+    English text (a catalog not yet updated after the cell changed is stale too). gettext's own rule: a fuzzy
+    entry is never used."""
+    return (
+        entry is not None
+        and not entry.obsolete
+        and bool(entry.msgstr)
+        and "fuzzy" not in entry.flags
+        and without_badge(entry.msgid) == without_badge(english)
+    )
+
+
+def to_translate(lab_dir: Path, language: str) -> List[str]:
+    """The ids of the markdown cells of ``lab_dir``'s notebook whose ``language`` translation is missing or stale
+    (no entry, an empty one, a fuzzy one, or one made from other English than the cell's now)."""
+    catalog = read_catalog(lab_dir, language)
+    by_context = {e.msgctxt: e for e in catalog or [] if not e.obsolete}
+    return [
+        cell["id"]
+        for notebook in sorted(lab_dir.glob("*.ipynb"))
+        for cell in markdown_cells(notebook)
+        if not usable(by_context.get(cell["id"]), cell["source"])
+    ]
+
+
+# ---- the translated releases ----------------------------------------------------------------------------
+def translated_release(
+    english, catalog: Optional[polib.POFile], language: str, badge: Optional[str] = None
+) -> "nbformat.NotebookNode":
+    """The ``language`` release of a lab made from its English release ``english`` (an nbformat notebook, not
+    changed) and its catalog: each markdown cell's text is its usable translation (``usable``; else the English
+    stays, so a lab whose translation is under way still works), with the Colab badge ``badge`` (the translated
+    notebook's own) under the title; the setup cell gets the language line (``languages.with_language``); the
+    notebook's metadata says the language; nbgrader's checksums of the cells that changed are recomputed
+    (``handed_out.reseal``). Every other cell, id and metadata is the English release's, byte for byte."""
+    languages.check_language(language)
+    if language == languages.SOURCE:
+        raise ValueError("English is the source: its release is nbgrader's (course/)")
+    nb = copy.deepcopy(english)
+    entries = {e.msgctxt: e for e in catalog or [] if not e.obsolete}
+    setup = [c for c in nb.cells if languages.is_setup_cell(c)]
+    if len(setup) != 1:
+        raise ValueError(
+            f"the release needs exactly one setup cell (holding {languages.COLAB_TEST!r}), found {len(setup)}"
+        )
+    setup[0].source = languages.with_language(setup[0].source, language)
+    first_markdown = True
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        entry = entries.get(cell.get("id"))
+        if usable(entry, cell.source):
+            cell.source = entry.msgstr
+        if first_markdown and badge is not None:
+            cell.source = sync_colab.with_badge(cell.source, badge, f"{language} release, cell {cell.get('id')}")
+        first_markdown = False
+    nb.metadata.setdefault(languages.METADATA_KEY, {})["language"] = language
+    handed_out.reseal(nb)
+    return nb
+
+
+def release(root: Path = ROOT, check: bool = False, language_list=LANGUAGES) -> List[Path]:
+    """Write (or, with ``check``, compare) every translated release under ``root``'s release folder from its English
+    release and catalog; a lab folder there that no lab makes is removed (reported). Returns what was (or would be)
+    written or removed."""
+    from autograder.course.layout import RELEASE_DIR, SOURCE_DIR, discover_labs
+
+    import shutil
+
+    settings = sync_colab.load_settings(root / "pyproject.toml")
+    source_dir, release_dir = root / SOURCE_DIR.name, root / RELEASE_DIR.name
+    labs = discover_labs(source_dir)
+    changed: List[Path] = []
+    for language in language_list:
+        folder = languages.release_folder(release_dir, language)
+        for lab, name in labs.items():
+            english = nbformat.read(release_dir / lab / name, as_version=4)
+            path = folder / lab / name
+            badge = settings.badge(path.relative_to(root).as_posix())
+            text = (
+                nbformat.writes(translated_release(english, read_catalog(source_dir / lab, language), language, badge))
+                + "\n"
+            )
+            if path.exists() and path.read_text(encoding="utf-8") == text:
+                continue
+            changed.append(path)
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
+            wanted = (
+                extra.is_dir() and extra.name in labs and sorted(p.name for p in extra.iterdir()) == [labs[extra.name]]
+            )
+            if not wanted:
+                changed.append(extra)
+                if not check:
+                    shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    return changed
 
 
 def _labs(names: List[str]) -> List[Path]:
@@ -126,10 +245,20 @@ def _labs(names: List[str]) -> List[Path]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("update", "status"))
+    parser.add_argument("command", choices=("update", "status", "release"))
     parser.add_argument("labs", nargs="*", help="lab folders of solutions/ (default: every lab)")
     parser.add_argument("--language", default=LANGUAGES[0], choices=LANGUAGES)
+    parser.add_argument("--check", action="store_true", help="release: write nothing, exit 1 when one is out of date")
     args = parser.parse_args(argv)
+    if args.command == "release":
+        if args.labs:
+            raise SystemExit("release makes every lab's translated release: name no lab")
+        changed = release(check=args.check)
+        for path in changed:
+            print(f"{'out of date' if args.check else 'written'}: {path.relative_to(ROOT)}")
+        if changed and args.check:
+            print("run `make release` and commit", file=sys.stderr)
+        return 1 if changed and args.check else 0
     for lab_dir in _labs(args.labs):
         if args.command == "update":
             changes = update(lab_dir, args.language)

@@ -28,6 +28,7 @@ import nbformat
 from autograder.course.notebook import cell_text, is_hidden_test, nbgrader
 
 TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")  # nbgrader's: a student's answer has neither
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Expect:
     events: Set[str] = field(default_factory=set)
     output: List[str] = field(default_factory=list)
     boxed_output: List[str] = field(default_factory=list)
+    language: Optional[str] = None  # the language grading must have read the notebook in (its record's)
 
 
 @dataclass
@@ -625,9 +627,13 @@ def check_outcome(
     events: Set[str],
     outputs: str,
     boxed: bool,
+    language: Optional[str] = None,
 ) -> List[str]:
-    """What differs from the expectation (an empty list when the student was graded as described)."""
+    """What differs from the expectation (an empty list when the student was graded as described); ``language``:
+    the one grading read the notebook in (its record's)."""
     expect, problems = student.expect, []
+    if expect.language is not None and language != expect.language:
+        problems.append(f"graded in {language!r}, expected {expect.language!r}")
     total = sum(scores.values())
     if expect.total is not None and abs(total - expect.total) > 1e-9:
         problems.append(f"total {total}, expected {expect.total} ({scores})")

@@ -152,11 +152,19 @@ def run_lab(
                 scores[student.sid] = {}
             repairs = {k for k, _ in collected_records.get(sid, {}).get("repairs", [])}
             path = events_path(work / "events", lab, sid)
-            events = {e["kind"] for e in read_record(path)["events"]} if path.exists() else set()
+            record = read_record(path) if path.exists() else {"events": []}
+            events = {e["kind"] for e in record["events"]}
             graded_nb = work / "autograded" / sid / lab / info.notebook
             outputs = _outputs(graded_nb) if graded_nb.exists() else ""
             problems[student.sid] = classroom.check_outcome(
-                student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap"
+                student,
+                scores[student.sid],
+                info.grade_cells,
+                repairs,
+                events,
+                outputs,
+                boxed=level == "bwrap",
+                language=record.get("language"),
             )
             if student.kind == "untouched" and graded_nb.exists():
                 problems[student.sid] += _errors_outside_tests(graded_nb)
