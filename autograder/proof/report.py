@@ -400,7 +400,8 @@ def shared_class(
     dealt: bool = True,
 ) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
-    (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
+    (solution, untouched, catalogued bugs, variants, the translated releases' solution (and, every other lab,
+    catalogued bug), delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
     the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
@@ -415,7 +416,15 @@ def shared_class(
     full = classroom.build_class(info, root, memory_mb=memory_mb)
     links = [s for s in full if s.link]
     full = [s for s in full if not s.link]
-    own = ("solution", "untouched", "bug", "variant", "delegation", "xss")  # xss: live markup in its feedback
+    own = (
+        "solution",
+        "untouched",
+        "bug",
+        "variant",
+        "translated",
+        "delegation",
+        "xss",
+    )  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
@@ -423,6 +432,8 @@ def shared_class(
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
             continue
+        if student.kind == "translated" and "bug" in student.label and lab_index % 2:
+            continue  # a translated release's catalogued bug: every other lab (its solution: every lab)
         if student.kind in own or (
             student.kind == "attack"
             and ("(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))
