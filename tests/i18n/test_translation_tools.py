@@ -10,7 +10,7 @@ import polib
 import pytest
 
 from autograder.course.layout import LABS, SOURCE_DIR
-from tools import translation_facts, translations
+from tools import sync_colab, translation_facts, translations
 
 LAB = "02-atomic-prefill"
 
@@ -53,9 +53,10 @@ def test_a_changed_english_cell_marks_its_translation_stale_and_is_named_to_tran
 
 def test_a_new_colab_address_makes_no_translation_stale(lab_dir):
     folder, _ = lab_dir
+    settings = sync_colab.load_settings()
     nb = nbformat.read(folder / LABS[LAB], as_version=4)
     title = nb.cells[0]
-    title.source = title.source.replace("github/paged-kv-course/paged-kv-course/", "github/someone/else/")
+    title.source = title.source.replace(f"github/{settings.owner}/{settings.repo}/", "github/someone/else/")
     nbformat.write(nb, folder / LABS[LAB])
     catalog = polib.pofile(str(folder / "zh_CN.po"), wrapwidth=0)
     catalog[0].msgstr = catalog[0].msgid.replace("Atomic prefill", "原子预填充")
