@@ -9,7 +9,8 @@ lab says.
 a new cell gets an empty entry, a cell whose English changed keeps its translation but is marked ``fuzzy`` (stale)
 with the English it was translated from as ``#| msgid`` (gettext's own convention, which translators' tools show as
 a diff), and an entry whose cell is gone becomes obsolete (``#~``). A second run changes nothing.
-``python -m tools.translations status`` lists, per lab, the cells still to translate.
+``python -m tools.translations status`` lists, per lab, the cells still to translate and every translation that loses
+its English's facts or the glossary's terms (``checked``: what the catalog tests check).
 
 ``python -m tools.translations release [--check]`` (``make release`` runs it after nbgrader) generates each
 translated release, ``course/<language>/<lab>/<notebook>``, from the English release (``course/<lab>/``) and the
@@ -158,6 +159,25 @@ def to_translate(lab_dir: Path, language: str) -> List[str]:
     ]
 
 
+def checked(lab_dir: Path, language: str) -> Dict[str, List[str]]:
+    """``{cell id: problems}`` for each translated cell of the lab whose translation loses its English's facts or
+    the glossary's checked terms (``tools.translation_facts``; the catalog tests fail on the same)."""
+    from tools import translation_facts
+
+    terms = translation_facts.read_glossary()
+    english = {c["id"]: c["source"] for n in sorted(lab_dir.glob("*.ipynb")) for c in markdown_cells(n)}
+    found = {}
+    for entry in read_catalog(lab_dir, language) or []:
+        if entry.obsolete or not entry.msgstr or entry.msgctxt not in english:
+            continue
+        text = english[entry.msgctxt]
+        problems = translation_facts.differences(text, entry.msgstr)
+        problems += translation_facts.glossary_misses(text, entry.msgstr, terms)
+        if problems:
+            found[entry.msgctxt] = problems
+    return found
+
+
 # ---- the translated releases ----------------------------------------------------------------------------
 def translated_release(
     english, catalog: Optional[polib.POFile], language: str, badge: Optional[str] = None
@@ -267,6 +287,8 @@ def main(argv=None) -> int:
         else:
             left = to_translate(lab_dir, args.language)
             print(f"{lab_dir.name}: {len(left)} to translate" + (f" ({', '.join(left)})" if left else ""))
+            for cell, problems in checked(lab_dir, args.language).items():
+                print(f"  {cell}: {'; '.join(problems)}")
     return 0
 
 

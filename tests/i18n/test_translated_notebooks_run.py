@@ -29,6 +29,8 @@ def test_the_translated_notebook_runs_with_the_solutions_answers(tmp_path, lab, 
     except CellExecutionError as error:
         pytest.fail(f"{lab} in {language}: a cell failed:\n{str(error)[-3000:]}")
     shown = "\n".join(
-        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for c in nb.cells for o in c.get("outputs", [])
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in nb.cells
+        for o in c.get("outputs", [])
     )
     assert shown, "the notebook ran and showed something"
