@@ -99,3 +99,54 @@ def test_a_self_study_handout_holds_both_languages_and_opens_its_own(tmp_path, l
         assert "--notebook-dir=course " in _dry_run(folder) and "COURSE_LANG=zh_CN" in readme
         assert "--notebook-dir=course/zh_CN " in _dry_run(folder, locale="zh_CN.UTF-8")
     assert _dry_run(folder) == _dry_run(handout.REPO, f"COURSE_LANG={language}").replace(str(handout.REPO), str(folder))
+
+
+def test_a_chinese_class_on_the_hub_gets_the_chinese_notebooks(tmp_path):
+    """``make hub-release LAB=05-... COURSE_LANG=zh_CN``: each notebook nbgrader released (the English one) is
+    rewritten as the Chinese release has it, keeping its file mode; the open lab's practice note is Chinese too."""
+    import os
+
+    from autograder.exchange import exchange
+
+    lab = "05-prefix-cache"
+    released = tmp_path / "outbound" / lab / "prefix_cache.ipynb"
+    released.parent.mkdir(parents=True)
+    released.write_bytes((handout.REPO / "course" / lab / "prefix_cache.ipynb").read_bytes())
+    os.chmod(released, 0o644)
+    exchange.in_language(released, lab, "en")
+    assert released.read_bytes() == (handout.REPO / "course" / lab / "prefix_cache.ipynb").read_bytes()
+    exchange.in_language(released, lab, "zh_CN")
+    assert released.read_bytes() == (handout.REPO / "course" / "zh_CN" / lab / "prefix_cache.ipynb").read_bytes()
+    assert (released.stat().st_mode & 0o777) == 0o644
+    exchange.leave_out_near_answers(released)
+    nb = nbformat.read(released, as_version=4)
+    assert languages.notebook_language(nb) == "zh_CN" and any("本实验开放期间" in c.source for c in nb.cells)
+    with pytest.raises(ValueError, match="languages"):
+        exchange.release([lab], tmp_path / "exchange", "course", language="fr")
+
+
+@pytest.mark.parametrize(
+    "target,expected",
+    [
+        (["handout", "LAB=05-prefix-cache", "COURSE_LANG=zh_CN"], "--lab 05-prefix-cache --language zh_CN"),
+        (["handout"], None),
+        (["hub-release", "LAB=05-prefix-cache", "COURSE_LANG=zh_CN"], "release 05-prefix-cache --language zh_CN"),
+    ],
+)
+def test_the_makefile_passes_the_class_language_on(target, expected):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env["LANG"] = "zh_CN.UTF-8"  # a handout's language is the class's, never the instructor's locale
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp", "-o", ".venv/.kernel-stamp", *target],
+        cwd=handout.REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    if expected is None:
+        assert "autograder.handout.handout" in done.stdout and "--language" not in done.stdout, done.stdout
+    else:
+        assert expected in done.stdout, done.stdout
