@@ -100,3 +100,16 @@ def test_a_release_without_one_setup_cell_is_refused():
         translations.translated_release(english, None, "zh_CN")
     with pytest.raises(ValueError, match="source"):
         translations.translated_release(english, None, "en")
+
+
+def test_the_language_line_imports_nothing_heavy():
+    """The language line runs before a lab's own setup (lab 06's ``configure()`` must set Triton's mode before
+    anything imports Triton): ``paged_kv.lab.i18n`` imports neither Triton nor torch."""
+    import os
+    import subprocess
+    import sys
+
+    code = languages.language_line("zh_CN") + "\nimport sys; print(sorted({'triton', 'torch'} & set(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
