@@ -94,12 +94,12 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         if entry is None:
             entry = polib.POEntry(msgctxt=cell["id"], msgid=cell["source"], msgstr="")
             changes["new"].append(cell["id"])
-        elif entry.msgid != cell["source"]:
-            if (
-                entry.msgstr
-                and "fuzzy" not in entry.flags
-                and without_badge(entry.msgid) != without_badge(cell["source"])
-            ):
+        elif without_badge(entry.msgid) == without_badge(cell["source"]):
+            entry.msgid = cell[
+                "source"
+            ]  # only the Colab badge's address changed (make sync-colab): nothing to translate
+        else:
+            if entry.msgstr and "fuzzy" not in entry.flags:
                 entry.previous_msgid = entry.msgid
                 entry.flags.append("fuzzy")
             entry.msgid = cell["source"]
