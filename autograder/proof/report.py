@@ -292,6 +292,7 @@ COLUMNS = [
     ("bystander", "bystanders kept"),
     ("link", "links refused"),
     ("solution", "solution full"),
+    ("translated", "translated same"),
     ("untouched", "release zero"),
     ("s/student", "s/student"),
     ("class s", "class s"),
