@@ -51,6 +51,7 @@ def free_port(avoid=()) -> int:
 def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_TIMEOUT_S) -> HubSettings:
     """Everything ``up`` does before it starts JupyterHub; the settings it will start with."""
     require_root("make hub")
+    checkout.require_closable()  # what closing cannot close is refused before any account is made
     if check_idle_timeout(idle_timeout):
         require_culler()
     if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
@@ -66,7 +67,7 @@ def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_T
     ensure_accounts(layout, [layout.instructor, *names], DEMO_PASSWORD)
     course_root = prepare_course_folder(layout.course_root(home_of(layout.instructor)), layout.instructor)
     for folder in checkout.close(layout.instructor):  # no student reads the answers in the checkout (hub.checkout)
-        print(f"make hub: {folder} closed to students (mode 0750, group {layout.instructor})")
+        print(f"make hub: {folder} closed to students (mode 0750 or 0640, group {layout.instructor})")
     checkout.require_closed()
     paths = build_runtime(layout, layout.instructor)
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
@@ -260,7 +261,15 @@ def main(argv=None) -> int:
         removed = clean(layout)
         print(f"hub removed: {layout.root}" + (f"; accounts removed: {', '.join(removed)}" if removed else ""))
         return 0
-    except (AccountError, MountError, ProxyMissing, RuntimeSetupError, ValueError, FileNotFoundError) as error:
+    except (
+        AccountError,
+        MountError,
+        ProxyMissing,
+        RuntimeSetupError,
+        ValueError,
+        FileNotFoundError,
+        checkout.CheckoutOpen,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

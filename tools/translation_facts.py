@@ -27,7 +27,8 @@ _TAG = re.compile(r"</?([a-zA-Z][a-zA-Z0-9]*)\b[^>]*>")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]*[A-Za-z0-9_]|[A-Za-z]")
 _HEADING = re.compile(r"^(#{1,6})\s", re.M)
-_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+\.)[ \t]+", re.M)
+_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+")
+_NUMBERED = re.compile(r"^[ \t]*(\d+)\.[ \t]+")
 
 
 @dataclass
@@ -62,15 +63,14 @@ def _is_identifier(word: str) -> bool:
 def _identifiers(prose: str) -> set:
     """The names of ``prose`` (``_is_identifier``): a hyphenated name stays whole when it is a product's or a model's
     (``Llama-3.1-8B``, ``FlashAttention-2``, ``SHA-256``), else only its name-like parts count (``ShareGPT-shaped``
-    keeps ``ShareGPT``: the rest is English to translate)."""
+    keeps ``ShareGPT``, ``Width-4`` nothing: the rest is English to translate)."""
     found = set()
     for word in _WORD.findall(prose):
         word = word.strip(".-+")
         parts = word.split("-")
-        named = parts[0][:1].isupper() and all(
-            _is_identifier(p) or p[:1].isupper() or re.fullmatch(r"[\d.]+", p) for p in parts[1:]
-        )
-        if len(parts) > 1 and named and any(ch.isdigit() for p in parts[1:] for ch in p):
+        later_named = all(_is_identifier(p) or p[:1].isupper() or re.fullmatch(r"[\d.]+", p) for p in parts[1:])
+        versioned = any(re.search(r"[A-Za-z]", p) and re.search(r"\d", p) for p in parts[1:])
+        if len(parts) > 1 and later_named and (_is_identifier(parts[0]) or versioned):
             found.add(word)
             continue
         found |= {p for p in parts if _is_identifier(p) and not re.fullmatch(r"[\d.,]+", p)}
@@ -101,8 +101,27 @@ def facts(text: str) -> Facts:
         tags=tags,
         headings=[len(m.group(1)) for m in _HEADING.finditer(rest)],
         tables=_tables(rest),
-        items=len(_ITEM.findall(rest)),
+        items=_items(rest),
     )
+
+
+def _items(text: str) -> int:
+    """How many list items ``text`` has, as CommonMark reads them: a numbered line inside a paragraph (a wrapped
+    "16. Lab 05 ...") starts no item unless it is numbered 1; inside a list, wrapped lines continue the item."""
+    count, in_list, after_blank = 0, False, True
+    for line in text.split("\n"):
+        if not line.strip():
+            after_blank = True
+            continue
+        numbered = _NUMBERED.match(line)
+        item = bool(_BULLET.match(line)) or bool(numbered and (numbered.group(1) == "1" or after_blank or in_list))
+        if item:
+            in_list = True
+        elif after_blank and not line.startswith((" ", "\t")):
+            in_list = False
+        count += item
+        after_blank = False
+    return count
 
 
 def _tables(text: str) -> List[Tuple[int, int]]:

@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from autograder.course import handed_out, languages  # noqa: E402 (the repository on the path first)
+from tools import message_catalogs  # noqa: E402 (the running code's texts: a module of its own)
 
 SOURCE_LANGUAGE = languages.SOURCE
 LANGUAGES = languages.TRANSLATIONS  # the course's translations; English (solutions/) is the source of every one
@@ -84,7 +85,8 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         raise SystemExit(f"{lab_dir} must hold exactly one notebook, found {[n.name for n in notebooks]}")
     path = catalog_path(lab_dir, language)
     catalog = polib.pofile(str(path), wrapwidth=0) if path.exists() else _new_catalog(lab_dir.name, language)
-    by_context = {entry.msgctxt: entry for entry in catalog if not entry.obsolete}
+    code_strings = [entry for entry in catalog if message_catalogs.is_code_string(entry)]  # message_catalogs' own
+    by_context = {entry.msgctxt: entry for entry in catalog if not entry.obsolete and entry.msgctxt is not None}
     changes: Dict[str, List[str]] = {"new": [], "stale": [], "obsolete": []}
     ordered = []
     seen = set()
@@ -95,9 +97,8 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
             entry = polib.POEntry(msgctxt=cell["id"], msgid=cell["source"], msgstr="")
             changes["new"].append(cell["id"])
         elif without_badge(entry.msgid) == without_badge(cell["source"]):
-            entry.msgid = cell[
-                "source"
-            ]  # only the Colab badge's address changed (make sync-colab): nothing to translate
+            # only the Colab badge's address changed (make sync-colab): nothing to translate
+            entry.msgid = cell["source"]
         else:
             if entry.msgstr and "fuzzy" not in entry.flags:
                 entry.previous_msgid = entry.msgid
@@ -107,14 +108,16 @@ def update(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         entry.comments = f"markdown cell {cell['grade_id']}".strip() if cell["grade_id"] else "markdown cell"
         ordered.append(entry)
     for entry in catalog:
-        if entry.msgctxt not in seen and not entry.obsolete:
+        if entry.msgctxt is not None and entry.msgctxt not in seen and not entry.obsolete:
             entry.obsolete = True
             changes["obsolete"].append(entry.msgctxt)
-    ordered += [entry for entry in catalog if entry.obsolete]
+    ordered += [entry for entry in catalog if entry.obsolete and entry.msgctxt is not None]
     fresh = _new_catalog(lab_dir.name, language)
     fresh.metadata = catalog.metadata or fresh.metadata
     fresh.header = catalog.header or fresh.header
-    fresh.extend(ordered)
+    fresh.extend(ordered + code_strings)
+    # The texts the code cells pass to the teaching aids (messages, hints, titles): tools/message_catalogs.py
+    changes.update({f"code {k}": v for k, v in message_catalogs.update_lab(fresh, notebooks[0]).items()})
     text = str(fresh)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
@@ -160,7 +163,7 @@ def to_translate(lab_dir: Path, language: str) -> List[str]:
 
 
 def checked(lab_dir: Path, language: str) -> Dict[str, List[str]]:
-    """``{cell id: problems}`` for each translated cell of the lab whose translation loses its English's facts or
+    """``{cell id: problems}`` for each current translation (``usable``) of the lab that loses its English's facts or
     the glossary's checked terms (``tools.translation_facts``; the catalog tests fail on the same)."""
     from tools import translation_facts
 
@@ -168,8 +171,8 @@ def checked(lab_dir: Path, language: str) -> Dict[str, List[str]]:
     english = {c["id"]: c["source"] for n in sorted(lab_dir.glob("*.ipynb")) for c in markdown_cells(n)}
     found = {}
     for entry in read_catalog(lab_dir, language) or []:
-        if entry.obsolete or not entry.msgstr or entry.msgctxt not in english:
-            continue
+        if entry.msgctxt not in english or not usable(entry, english[entry.msgctxt]):
+            continue  # not translated, or stale: to translate again (above)
         text = english[entry.msgctxt]
         problems = translation_facts.differences(text, entry.msgstr)
         problems += translation_facts.glossary_misses(text, entry.msgstr, terms)
@@ -289,6 +292,10 @@ def main(argv=None) -> int:
             print(f"{lab_dir.name}: {len(left)} to translate" + (f" ({', '.join(left)})" if left else ""))
             for cell, problems in checked(lab_dir, args.language).items():
                 print(f"  {cell}: {'; '.join(problems)}")
+    if args.command == "update":  # the running code's texts: the teaching aids', the autograder's, compiled
+        message_catalogs.main(["update", "--language", args.language])
+    else:
+        message_catalogs.main(["status", "--language", args.language])
     return 0
 
 

@@ -100,3 +100,30 @@ def checks_modules(code: Union[str, ast.AST, None]) -> Set[str]:
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if _is_checks(a.name)}
     return found
+
+
+def lab_cells(source) -> List[Dict[str, Any]]:
+    """The graded cells of the lab notebook at ``source`` (a path), in order: ``grade_id``, ``points``,
+    ``section`` (the last markdown heading above it) and ``hidden`` (whether it holds hidden tests). Every view
+    of a result (the terminal, grades.csv, the platforms' tests, the insight report) lists cells from it."""
+    import json
+    from pathlib import Path
+
+    notebook = json.loads(Path(source).read_text(encoding="utf-8"))
+    section, cells = "", []
+    for cell in notebook["cells"]:
+        text = cell_text(cell)
+        if cell.get("cell_type") == "markdown":
+            headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+            section = headings[-1] if headings else section
+            continue
+        if is_graded(cell) and grade_id(cell):
+            cells.append(
+                {
+                    "grade_id": grade_id(cell),
+                    "points": float(nbgrader(cell).get("points", 0)),
+                    "section": section,
+                    "hidden": is_hidden_test(cell),
+                }
+            )
+    return cells

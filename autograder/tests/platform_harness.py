@@ -67,6 +67,7 @@ class Run:
     stdout: str
     seconds: float
     tmpdir: str = ""  # the container's temporary folder (docker emulation): its processes' command lines name it
+    returncode: int = 0  # the script's exit status (not 0 only where the run was allowed to fail)
 
     def scores(self) -> Dict[str, float]:
         """``{grade_id: score}`` (Gradescope's tests carry the grade id as their tag)."""
@@ -106,10 +107,14 @@ def gradescope_image(lab: str, folder: Path) -> Path:
     return image
 
 
-def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = False, closed_python: bool = False) -> Run:
+def run_gradescope(
+    image: Path, upload: Path, scratch: Path, docker: bool = False, closed_python: bool = False, may_fail: bool = False
+) -> Run:
     """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with ``docker``, in
     the emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
-    seccomp profile), where the Python is out of the kernels' reach with ``closed_python``."""
+    seccomp profile), where the Python is out of the kernels' reach with ``closed_python``. With ``may_fail``, a
+    run that exits non-zero (an autograder failure, as Gradescope counts it) is returned, its results ``{}`` when it
+    wrote none, instead of failing the test."""
     root = scratch / upload.name
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
@@ -122,6 +127,7 @@ def run_gradescope(image: Path, upload: Path, scratch: Path, docker: bool = Fals
         docker,
         closed_python,
         scratch,
+        may_fail,
     )
 
 
@@ -148,6 +154,7 @@ def _graded(
     docker: bool = False,
     closed_python: bool = False,
     scratch: Path = Path("/tmp"),
+    may_fail: bool = False,
 ) -> Run:
     """The platform's script run on the job laid out in ``root``: its results/results.json, stdout, seconds."""
     started = time.monotonic()
@@ -160,10 +167,15 @@ def _graded(
     else:
         done = in_platform(root, mount_at, script, env)
     seconds = time.monotonic() - started
-    if done.returncode != 0:
+    if done.returncode != 0 and not may_fail:
         raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    written = root / "results" / "results.json"
     return Run(
-        json.loads((root / "results" / "results.json").read_text()), done.stdout, seconds, getattr(done, "tmpdir", "")
+        json.loads(written.read_text()) if written.exists() else {},
+        done.stdout,
+        seconds,
+        getattr(done, "tmpdir", ""),
+        done.returncode,
     )
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import os
 import stat
 import struct
+import subprocess
+import sys
 import zipfile
 import zlib
 from pathlib import Path
@@ -494,3 +497,115 @@ def test_the_labs_notebook_is_known_by_its_cells_when_its_name_says_nothing(tmp_
     notes = nbformat.read(root / "autograder" / "work" / "submitted" / "two" / LAB / NOTEBOOK, as_version=4)
     text = html.unescape(notes.cells[0].source)
     assert "2 notebooks of this lab" in text and "final v2.ipynb" in text and "final.ipynb" in text
+
+
+# ---- names in any script (issue 49): an id of its own for every student, the name as written kept ----
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("张三", "ZhangSan-"),
+        ("李四", "LiSi-"),
+        ("ａｌｉｃｅ", "alice-"),  # fullwidth: NFKC reads it as alice, the suffix keeps it apart from alice/
+        ("Иван Петров", "Ivan_Petrov-"),
+        ("alice", "alice"),  # a name in ASCII keeps the id it always had
+        ("@alice", "alice"),  # (and so still collides with alice: refused, never merged)
+    ],
+)
+def test_a_name_in_any_script_gets_a_readable_id_of_its_own(name, expected):
+    sid = entry_names.student_id(name)
+    assert sid.startswith(expected) and sid == entry_names.safe_id(sid) and sid == entry_names.student_id(name)
+    if not name.isascii():
+        assert len(sid) == len(expected) + entry_names.SUFFIX_HEX and sid != entry_names.student_id(name + " ")
+    reading = entry_names.read_entry(name, True)
+    assert (reading.student, reading.name) == (sid, name)
+
+
+def test_names_that_read_alike_in_ascii_are_two_students():
+    """Simplified and traditional 张伟/張偉 are both ZhangWei, ａｌｉｃｅ and alice both alice: never one id."""
+    ids = {n: entry_names.student_id(n) for n in ("张伟", "張偉", "ａｌｉｃｅ", "alice")}
+    assert len(set(ids.values())) == 4 and ids["张伟"][:9] == ids["張偉"][:9] == "ZhangWei-", ids
+    readings = [entry_names.read_entry(n, True) for n in ids]
+    assert entry_names.collisions(readings) == {}
+
+
+def _without_utf8_flag(archive: Path) -> None:
+    """Clear the UTF-8 flag (bit 11) of every entry, in its local header and in the directory: names stay UTF-8
+    bytes, as rubyzip writes them unless ``Zip.unicode_names`` is set."""
+    raw = bytearray(archive.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = raw.find(signature)
+        while at >= 0:
+            flags = struct.unpack_from("<H", raw, at + offset)[0]
+            struct.pack_into("<H", raw, at + offset, flags & ~0x800)
+            at = raw.find(signature, at + 4)
+    archive.write_bytes(bytes(raw))
+
+
+def test_chinese_names_of_a_canvas_and_a_moodle_download_are_read_as_written_flag_or_not(tmp_path):
+    """Canvas keeps a CJK display name in its file names (``sanitize_file_name`` keeps ``[[:word:]]``), Moodle in its
+    folders; a zip that stores them as UTF-8 without the UTF-8 flag is read as UTF-8, not CP437."""
+    root = _write_class(tmp_path / "course-root")
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"张三_late_12345_987001_{NOTEBOOK}", HONEST)
+        zf.writestr(f"李四_4242_assignsubmission_file_/{NOTEBOOK}", HONEST)
+    _without_utf8_flag(archive)
+    with zipfile.ZipFile(archive) as zf:
+        assert "张三" not in zf.namelist()[0]  # Python alone reads the names as CP437
+    records = {r["student"]: r for r in collect.collect(LAB, archive, root, root / "course", NOTEBOOK)}
+    assert (records["12345"]["name"], records["12345"]["lms"], records["12345"]["late"]) == ("张三", "canvas", True)
+    assert (records["4242"]["full_name"], records["4242"]["lms"]) == ("李四", "moodle")
+    with open(root / "autograder" / "work" / "reports" / LAB / "roster.csv", newline="", encoding="utf-8") as handle:
+        assert {r["student_id"]: r["name"] for r in csv.DictReader(handle)} == {"12345": "张三", "4242": "李四"}
+
+
+def test_a_canvas_download_with_names_out_of_its_form_is_said_on_the_terminal(tmp_path, capsys):
+    """A file renamed out of Canvas's form (``doe_jane_...``: Canvas never writes ``_`` in the name) falls back to its
+    whole name, with no Canvas id and no late flag: the instructor is told, with what to do."""
+    root = _write_class(tmp_path / "course-root")
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / f"smithbob_23456_987002_{NOTEBOOK}").write_bytes(HONEST)
+    (export / f"doe_jane_LATE_12345_987001_{NOTEBOOK}").write_bytes(HONEST)
+    records = {r["student"]: r for r in collect.collect(LAB, export, root, root / "course", NOTEBOOK)}
+    collect.print_refused(list(records.values()))
+    err = capsys.readouterr().err
+    fallen = next(r for sid, r in records.items() if sid != "23456")
+    assert fallen["lms"] == "" and fallen["late"] is None and "not-lms-form" in [k for k, _ in fallen["repairs"]]
+    assert "does not match Canvas's file names" in err and "no Canvas user id and no late flag" in err, err
+    assert "23456" not in err and not records["23456"]["repairs"]
+
+
+def test_three_students_named_in_other_scripts_are_collected_and_graded_as_three(tmp_path):
+    """Issue 49's class: ``张三/``, ``李四/`` and fullwidth ``ａｌｉｃｅ/`` (once all ``student``, all refused) are three
+    students through make collect and make grade, each graded on their own notebook, their names as written in
+    roster.csv, grades.csv and the insight report."""
+    from autograder.course.layout import LABS
+    from autograder.proof import report
+
+    lab = "01-capacity-ledger"
+    root = report.prepare_root(tmp_path / "course")
+    solved, release = ((root / d / lab / LABS[lab]).read_bytes() for d in ("solutions", "course"))
+    export = tmp_path / "export"
+    for name, notebook in (("张三", solved), ("李四", release), ("ａｌｉｃｅ", solved)):
+        (export / name).mkdir(parents=True)
+        (export / name / LABS[lab]).write_bytes(notebook)
+    env = dict(os.environ, PAGED_KV_COURSE_ROOT=str(root), PYTHONPATH=str(report.REPO))
+    for step in (["autograder.collect.collect", lab, str(export)], ["autograder.grade.grade", lab]):
+        done = subprocess.run([sys.executable, "-m", *step], cwd=report.REPO, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    work = root / "autograder" / "work"
+    with open(work / "reports" / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {r["download_name"]: r for r in csv.DictReader(handle) if r["assignment"] == lab}
+    ids = {name: entry_names.student_id(name) for name in ("张三", "李四", "ａｌｉｃｅ")}
+    assert {name: (r["student_id"], r["status"], float(r["score"])) for name, r in rows.items()} == {
+        "张三": (ids["张三"], "graded", 10.0),
+        "李四": (ids["李四"], "graded", 0.0),
+        "ａｌｉｃｅ": (ids["ａｌｉｃｅ"], "graded", 10.0),
+    }
+    insight = json.loads((work / "reports" / lab / "insight.json").read_text(encoding="utf-8"))
+    assert insight["names"] == {sid: name for name, sid in ids.items()}
+    shown = [
+        line.split()[:2] for line in done.stdout.splitlines() if line.split()[:1] in ([sid] for sid in ids.values())
+    ]
+    assert sorted(shown) == sorted([sid, name] for name, sid in ids.items()), done.stdout  # make grade's table

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import torch
 
 from paged_kv.lab.feedback import CheckFailed, TodoNotWritten, materialize
+from paged_kv.lab.i18n import N_, _
 from paged_kv.lab.kernel_cases import PagedCase
 
 MAX_PROGRAMS = 4096
@@ -48,11 +49,12 @@ def expect_close(
     """
     got, expected = materialize(got), materialize(expected)
     if type(got) is not torch.Tensor:
-        raise CheckFailed(case, f"expected a torch.Tensor, got {type(got).__name__}", hint=hint)
+        kind = type(got).__name__
+        raise CheckFailed(case, _(f"expected a torch.Tensor, got {kind}"), hint=hint)
     if tuple(got.shape) != tuple(expected.shape):
-        raise CheckFailed(case, "wrong shape", expected=tuple(expected.shape), got=tuple(got.shape), hint=hint)
+        raise CheckFailed(case, _("wrong shape"), expected=tuple(expected.shape), got=tuple(got.shape), hint=hint)
     if got.dtype != expected.dtype:
-        raise CheckFailed(case, "wrong dtype", expected=expected.dtype, got=got.dtype, hint=hint)
+        raise CheckFailed(case, _("wrong dtype"), expected=expected.dtype, got=got.dtype, hint=hint)
     g, e = got.detach().double().cpu(), expected.detach().double().cpu()
     finite = torch.isfinite(e)
     error = (g - e).abs().where(finite, torch.zeros_like(g))
@@ -61,10 +63,10 @@ def expect_close(
     if bad.any():
         index = tuple(int(i) for i in bad.nonzero()[0])
         where = index[0] if len(index) == 1 else index
-        count = int(bad.sum())
+        count, total = int(bad.sum()), bad.numel()
         raise CheckFailed(
             case,
-            f"{count} of {bad.numel()} values wrong, first at index {where}",
+            _(f"{count} of {total} values wrong, first at index {where}"),
             expected=round(float(e[index]), 6),
             got=round(float(g[index]), 6),
             hint=hint,
@@ -83,27 +85,31 @@ def is_stub(kernel) -> bool:
 def unwritten(name: str) -> TodoNotWritten:
     """The error for a kernel whose body is still the stub: names the student's kernel and what to do."""
     return TodoNotWritten(
-        f"{name} is still the stub: write its body in its TODO cell (in place of\n"
-        "  `raise NotImplementedError()`), run that cell, then run this cell again."
+        _(
+            f"{name} is still the stub: write its body in its TODO cell (in place of\n"
+            "  `raise NotImplementedError()`), run that cell, then run this cell again."
+        )
     )
 
 
 def check_kernel(kernel, name: str) -> None:
     """A ``@triton.jit`` kernel of the student's own, finished: raise otherwise."""
     if type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
+        kind = type(kernel).__name__
         raise CheckFailed(
             name,
-            f"expected a @triton.jit kernel, got {type(kernel).__name__}",
-            hint="keep the @triton.jit decorator above the function",
+            _(f"expected a @triton.jit kernel, got {kind}"),
+            hint=_("keep the @triton.jit decorator above the function"),
         )
     if is_stub(kernel):
         raise unwritten(name)
     borrowed = package_kernels_used(kernel)
     if borrowed:
+        kernels = ", ".join(borrowed)
         raise CheckFailed(
             "integrity",
-            f"{name} uses the course package's kernels ({', '.join(borrowed)})",
-            hint="write the kernel yourself; this step gets no points",
+            _(f"{name} uses the course package's kernels ({kernels})"),
+            hint=_("write the kernel yourself; this step gets no points"),
         )
 
 
@@ -143,21 +149,21 @@ def check_grid(grid: Any, name: str, programs: Optional[int] = None) -> Tuple[in
         or not 1 <= len(grid) <= 3
         or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grid)
     ):
-        raise CheckFailed(name, "the grid function must return a tuple of 1 to 3 positive ints", got=grid)
+        raise CheckFailed(name, _("the grid function must return a tuple of 1 to 3 positive ints"), got=grid)
     total = math.prod(grid)
     if total > MAX_PROGRAMS:
         raise CheckFailed(
             name,
-            f"the grid {grid} launches {total} programs, more than {MAX_PROGRAMS}",
-            hint="one program per block or per (sequence, KV head) is enough",
+            _(f"the grid {grid} launches {total} programs, more than {MAX_PROGRAMS}"),
+            hint=_("one program per block or per (sequence, KV head) is enough"),
         )
     if programs is not None and total != programs:
         raise CheckFailed(
             name,
-            f"the grid {grid} launches {total} programs, not one per (sequence, KV head)",
+            _(f"the grid {grid} launches {total} programs, not one per (sequence, KV head)"),
             expected=programs,
             got=total,
-            hint="each program covers one KV head's whole query-head group, so K and V are read once per group",
+            hint=_("each program covers one KV head's whole query-head group, so K and V are read once per group"),
         )
     return grid
 
@@ -180,8 +186,8 @@ def student_line(error: BaseException) -> str:
     library = _library_dirs()
     for frame in traceback.extract_tb(error.__traceback__):
         if not os.path.abspath(frame.filename).startswith(library):
-            code = (frame.line or "").strip()
-            found = f"{frame.name}, line {frame.lineno} of its cell" + (f": {code[:100]}" if code else "")
+            code, function, line = (frame.line or "").strip(), frame.name, frame.lineno
+            found = _(f"{function}, line {line} of its cell") + (f": {code[:100]}" if code else "")
     return found
 
 
@@ -200,14 +206,13 @@ def launch(kernel, grid: Tuple[int, ...], name: str, *args, **constexprs) -> Non
         where = student_line(inner)
         shapes = any(word in str(inner).lower() for word in ("shape", "dimension", "broadcast"))
         advice = (
-            "check the shapes of the tiles there ([:, None] adds an axis, axis= picks the one a reduction removes)"
+            _("check the shapes of the tiles there ([:, None] adds an axis, axis= picks the one a reduction removes)")
             if shapes
-            else "check the values and types that line combines"
+            else _("check the values and types that line combines")
         )
-        hint = f"raised in {where}; {advice}" if where else advice
-        raise KernelFailed(
-            name, f"the kernel raised {type(inner).__name__}: {' '.join(text)[:600]}", hint=hint
-        ) from None
+        hint = _(f"raised in {where}; {advice}") if where else advice
+        kind, message = type(inner).__name__, " ".join(text)[:600]
+        raise KernelFailed(name, _(f"the kernel raised {kind}: {message}"), hint=hint) from None
 
 
 def run_isolated(func: Callable[[], Any], name: str, timeout_s: int = CHILD_TIMEOUT_S) -> Any:
@@ -251,24 +256,26 @@ def run_isolated(func: Callable[[], Any], name: str, timeout_s: int = CHILD_TIME
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
         data = pipe.read()
-    _, status = os.waitpid(pid, 0)
+    _pid, status = os.waitpid(pid, 0)
     if not data:
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == signal.SIGALRM:
                 raise KernelFailed(
                     name,
-                    f"the kernel ran for more than {timeout_s} s and was stopped",
-                    hint="look for a loop whose bound never stops it",
+                    _(f"the kernel ran for more than {timeout_s} s and was stopped"),
+                    hint=_("look for a loop whose bound never stops it"),
                 )
+            signal_name = signal.Signals(sig).name
             raise KernelFailed(
                 name,
-                f"the kernel crashed the process ({signal.Signals(sig).name}): it read or "
-                "wrote memory far outside every tensor",
-                hint="check the offsets you add to the pointers (block id x stride, slot, head) "
-                "and mask every load and store",
+                _(f"the kernel crashed the process ({signal_name}): it read or wrote memory far outside every tensor"),
+                hint=_(
+                    "check the offsets you add to the pointers (block id x stride, slot, head) "
+                    "and mask every load and store"
+                ),
             )
-        raise KernelFailed(name, f"the kernel's process ended without a result (exit status {status})")
+        raise KernelFailed(name, _(f"the kernel's process ended without a result (exit status {status})"))
     kind, value, printed = pickle.loads(data)
     if printed:
         print(printed, end="")
@@ -293,11 +300,11 @@ def _portable(error: BaseException) -> tuple:
 
 def _rebuilt(value: tuple) -> BaseException:
     if value[0] == "check":
-        _, case, problem, hint, fields = value
+        _kind, case, problem, hint, fields = value
         return CheckFailed(case, problem, hint=hint, **fields)
     if value[0] == "todo":
         return TodoNotWritten(value[1])
-    _, type_name, message, trace = value
+    _kind, type_name, message, trace = value
     return RuntimeError(f"{type_name}: {message}\n{trace}")
 
 
@@ -309,14 +316,14 @@ def _guarded_output(
     return buffer, buffer[margin : margin + count].view(*shape)
 
 
-OUTSIDE_HINT = "mask the store, and check the row/head offsets of the output pointer"
+OUTSIDE_HINT = N_("mask the store, and check the row/head offsets of the output pointer")
 
 
 def _check_margins(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OUTSIDE_HINT) -> None:
     margin = (buffer.numel() - inner.numel()) // 2
     outside = torch.cat([buffer[:margin], buffer[margin + inner.numel() :]])
     if not torch.isnan(outside).all():
-        raise KernelFailed(name, "the kernel wrote outside its output tensor", hint=hint)
+        raise KernelFailed(name, _("the kernel wrote outside its output tensor"), hint=_(hint))
 
 
 def _finish(buffer: torch.Tensor, inner: torch.Tensor, name: str, hint: str = OUTSIDE_HINT) -> torch.Tensor:
@@ -571,8 +578,10 @@ def run_fast_decode(
             lambda out: fast_decode_args(case, out, tile),
             case.q.device,
             margin,
-            hint="mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
-            "belong to no query head of this program",
+            hint=N_(
+                "mask the store with the rows < GROUP: the GROUP_PAD - GROUP padding rows "
+                "belong to no query head of this program"
+            ),
             before_launch=before_launch,
         ),
         name,
@@ -653,31 +662,35 @@ def require_gpu_build(kernel, args: Sequence[Any], name: str, arch: int = 90):
     check_kernel(kernel, name)  # an unwritten stub says so, rather than that it does not compile
     params = kernel_parameters(kernel)
     if len(params) != len(args):
+        taken, passed = len(params), len(args)
         raise CheckFailed(
             name,
-            f"the kernel takes {len(params)} parameters, the lab passes {len(args)}",
-            hint="keep the stub's parameter list as it is",
+            _(f"the kernel takes {taken} parameters, the lab passes {passed}"),
+            hint=_("keep the stub's parameter list as it is"),
         )
     try:
         return compile_for_gpu(kernel, dict(zip(params, args)), arch=arch)
     except Exception as error:  # noqa: BLE001 - any compiler error is the student's feedback
+        message = compile_error_message(error)
         raise CheckFailed(
             name,
-            f"does not compile for an NVIDIA GPU (sm_{arch}): {compile_error_message(error)}",
-            hint="the interpreter runs any Python, the GPU compiler only Triton code: inside "
-            "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
-            "on a tensor, no Python lists of values",
+            _(f"does not compile for an NVIDIA GPU (sm_{arch}): {message}"),
+            hint=_(
+                "the interpreter runs any Python, the GPU compiler only Triton code: inside "
+                "@triton.jit use tl.* operations on tensors, no torch/numpy calls, no int(x) "
+                "on a tensor, no Python lists of values"
+            ),
         ) from None
 
 
 # ---- step 5: what the GPU compiler makes of the fast kernel ------------------------------------------------
 # One layer of Llama-3.1-8B (its config.json: 32 attention heads, 8 KV heads, head dim 4096 / 32 = 128), in fp16.
 LLAMA_LAYER = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype=torch.float16)
-NO_DOT_HINT = (
+NO_DOT_HINT = N_(
     "scores = tl.dot(q, tl.trans(k)) with q [GROUP_PAD, HEAD_DIM] and k [TILE, HEAD_DIM]; then "
     "acc += tl.dot(p.to(v.dtype), v)"
 )
-TILES_HINT = (
+TILES_HINT = N_(
     "the work per iteration must be TILE tokens whatever the block size: pos = start + tl.arange(0, TILE), "
     "block = table[pos // BLOCK_SIZE], slot = pos % BLOCK_SIZE"
 )
@@ -703,57 +716,69 @@ SIXTEEN_BIT_INPUTS = ("f16", "bf16")
 def judge_fast_build(build, block_size: int) -> None:
     """A ``CheckFailed`` unless the sm_90 build has two ``tl.dot`` on 16-bit tiles accumulating in fp32 and spills
     nothing."""
-    label = f"sm_{build.arch}, Llama-3.1-8B layer, block size {block_size}"
+    arch, dots = build.arch, len(build.dots)
+    label = _(f"sm_{arch}, Llama-3.1-8B layer, block size {block_size}")
     if len(build.dots) < 2:
         raise CheckFailed(
             label,
-            f"{len(build.dots)} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
-            "product written as a broadcast and tl.sum never reaches the tensor cores",
-            hint=NO_DOT_HINT,
+            _(
+                f"{dots} tl.dot in the compiled kernel, 2 expected (q . K and p . V): a "
+                "product written as a broadcast and tl.sum never reaches the tensor cores"
+            ),
+            hint=_(NO_DOT_HINT),
         )
     narrow = [d for d in build.dots if not d.endswith("xf32")]
     if narrow:
+        first = narrow[0]
         raise CheckFailed(
             label,
-            f"tl.dot accumulates in 16 bits ({narrow[0]})",
-            hint="leave tl.dot's out_dtype at "
-            "its default, float32: a 16-bit running sum of 128 products loses about three digits",
+            _(f"tl.dot accumulates in 16 bits ({first})"),
+            hint=_(
+                "leave tl.dot's out_dtype at its default, float32: a 16-bit running sum of 128 products loses "
+                "about three digits"
+            ),
         )
     wide = [(i, d) for i, d in enumerate(build.dots) if any(t not in SIXTEEN_BIT_INPUTS for t in dot_input_types(d))]
     if wide:
         which, dot = wide[0]
-        product = ("q . K", "p . V")[which] if which < 2 else f"tl.dot number {which + 1}"
-        types = " and ".join(dict.fromkeys(dot_input_types(dot)))
+        number = which + 1
+        product = ("q . K", "p . V")[which] if which < 2 else _(f"tl.dot number {number}")
+        types = _(" and ").join(dict.fromkeys(dot_input_types(dot)))
         raise CheckFailed(
             label,
-            f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones",
-            hint="tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
-            "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
-            "cache's dtype and cast p to V's dtype for the second one, tl.dot(p.to(v.dtype), v)",
+            _(f"the {product} tl.dot takes {types} tiles ({dot}), not 16-bit ones"),
+            hint=_(
+                "tl.dot should take fp16/bf16 tiles (the tensor cores' full-rate inputs; fp32 ones run "
+                "as tf32 or without them) and accumulate in fp32, its default: keep q, K and V in the "
+                "cache's dtype and cast p to V's dtype for the second one, tl.dot(p.to(v.dtype), v)"
+            ),
         )
     if build.spill_bytes is None:
         raise CheckFailed(
             label,
-            "ptxas is not available here, so spills cannot be counted and this check fails",
-            hint="Triton's wheel ships ptxas; reinstall triton, or grade where it is present",
+            _("ptxas is not available here, so spills cannot be counted and this check fails"),
+            hint=_("Triton's wheel ships ptxas; reinstall triton, or grade where it is present"),
         )
     if build.spill_bytes > 0:
+        spilled, registers = build.spill_bytes, build.registers
         raise CheckFailed(
             label,
-            f"{build.spill_bytes} bytes per thread spilled to local memory ({build.registers} registers per thread)",
-            hint="a tile that grows with BLOCK_SIZE does not fit in registers: " + TILES_HINT,
+            _(f"{spilled} bytes per thread spilled to local memory ({registers} registers per thread)"),
+            hint=_("a tile that grows with BLOCK_SIZE does not fit in registers: ") + _(TILES_HINT),
         )
 
 
 def judge_same_tiles(first, first_block_size: int, build, block_size: int) -> None:
     """A ``CheckFailed`` when the kernel's ``tl.dot`` shapes change with the block size."""
     if build.dots != first.dots:
+        arch, before, after = build.arch, first.dots[0], build.dots[0]
         raise CheckFailed(
-            f"sm_{build.arch}, block sizes {first_block_size} and {block_size}",
-            "the tiles follow "
-            f"BLOCK_SIZE: tl.dot works on {first.dots[0]} at block size {first_block_size} and on "
-            f"{build.dots[0]} at {block_size}",
-            hint=TILES_HINT,
+            _(f"sm_{arch}, block sizes {first_block_size} and {block_size}"),
+            _(
+                f"the tiles follow BLOCK_SIZE: tl.dot works on {before} at block size {first_block_size} and on "
+                f"{after} at {block_size}"
+            ),
+            hint=_(TILES_HINT),
         )
 
 

@@ -34,7 +34,7 @@ def _english(lab: str) -> Dict[str, str]:
 def _entries(lab: str, language: str) -> List[polib.POEntry]:
     catalog = read_catalog(SOURCE_DIR / lab, language)
     assert catalog is not None, f"{catalog_path(SOURCE_DIR / lab, language)} is missing: run `make release`"
-    return [entry for entry in catalog if not entry.obsolete]
+    return [entry for entry in catalog if not entry.obsolete and entry.msgctxt is not None]  # None: code strings
 
 
 @pytest.mark.parametrize("lab,language", CASES, ids=IDS)
@@ -70,10 +70,10 @@ def test_every_markdown_cell_is_translated(lab, language):
     entries = {e.msgctxt: e for e in _entries(lab, language)}
     if not any(e.msgstr for e in entries.values()):
         pytest.xfail(f"{lab}'s {language} catalog holds no translation yet ({len(english)} cells to translate)")
-    missing = [cell for cell, text in english.items() if not usable(entries.get(cell), text)]
+    missing = [cell for cell in english if cell not in entries or not entries[cell].msgstr]
     assert not missing, (
-        f"{lab}: {len(missing)} of {len(english)} markdown cells have no current {language} translation (empty, "
-        f"fuzzy or made from other English): {', '.join(missing)} (python -m tools.translations status)"
+        f"{lab}: {len(missing)} of {len(english)} markdown cells have no {language} translation: {', '.join(missing)} "
+        "(python -m tools.translations status; a stale one is the test above's)"
     )
 
 
@@ -82,7 +82,7 @@ def test_every_translation_keeps_the_facts_of_its_english(lab, language):
     english = _english(lab)
     wrong = {}
     for entry in _entries(lab, language):
-        if entry.msgstr and entry.msgctxt in english:
+        if entry.msgctxt in english and usable(entry, english[entry.msgctxt]):  # a stale one: the test above
             found = translation_facts.differences(english[entry.msgctxt], entry.msgstr)
             if found:
                 wrong[entry.msgctxt] = found
@@ -97,7 +97,7 @@ def test_every_translation_uses_the_glossarys_terms(lab, language):
     english = _english(lab)
     wrong = {}
     for entry in _entries(lab, language):
-        if entry.msgstr and entry.msgctxt in english:
+        if entry.msgctxt in english and usable(entry, english[entry.msgctxt]):
             found = translation_facts.glossary_misses(english[entry.msgctxt], entry.msgstr, terms)
             if found:
                 wrong[entry.msgctxt] = found

@@ -26,6 +26,7 @@ from paged_kv.lab.kernel_cases import PagedCase
 from paged_kv.kernels.triton_attention import paged_decode_attention
 
 from autograder.labs.checking import CheckFailed, call, grades, is_remote, student_side
+from autograder.labs.lab06_triton_paged_attention import fast_dots
 from paged_kv.lab.feedback import materialize
 
 
@@ -586,10 +587,12 @@ def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_ke
 def check_step5_fast_build(kernel) -> None:
     """The sm_90 build of a Llama-3.1-8B layer's decode (fp16, TILE 64) at block sizes 16, 32 and 256: both
     dot products on ``tl.dot`` taking 16-bit tiles and accumulating in fp32, the same tiles at every block size,
-    no register spilled.
+    no register spilled; and, launched at each of those specialisations, both products come from those dots in
+    every row (``fast_dots``: a dot no launch runs, or whose product never reaches the output, earns nothing).
     (A kernel whose tiles follow the block size fails at 32, before the slow build at 256.)"""
     _launcher(kernel, "check_kernel")(kernel, "fast_decode_kernel")
     expect_fast_builds(kernel, (16, 32, 256))
+    fast_dots.expect_dots_carry_products(kernel, (16, 32, 256))
 
 
 TRUSTED_NAMES["expect_fast_builds"] = expect_fast_builds

@@ -14,12 +14,13 @@ import triton.language as tl  # noqa: E402
 from paged_kv.kernels import triton_kernels  # noqa: E402
 
 
-def _define(source: str, name: str):
+def _define(source: str, name: str, names: dict = None):
+    """The @triton.jit function ``name`` that ``source`` defines, with this module's globals and ``names`` in scope."""
     import linecache
 
     filename = f"<lab06 catalogue {name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(globals())
+    namespace = {**globals(), **(names or {})}
     exec(compile(source, filename, "exec"), namespace)
     return namespace[name]
 
