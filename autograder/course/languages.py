@@ -12,9 +12,8 @@ only what the student reads (the prose, the messages, the *Grading notes*) follo
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional
 
 SOURCE = "en"
 TRANSLATIONS = ("zh_CN",)  # generated from the English release; tools/translations.py writes them
@@ -129,21 +128,6 @@ def translated_releases(release_dir: Path, lab: str, notebook: str) -> Dict[str,
         if isinstance(data, dict) and isinstance(data.get("cells"), list):
             found[language] = data
     return found
-
-
-@contextmanager
-def speaking(language: Optional[str]) -> Iterator[str]:
-    """Within the block, this process speaks ``language`` (``paged_kv.lab.i18n``: the messages, hints and notes it
-    writes for a student); the language before is restored after it. None or an unknown language: English."""
-    from paged_kv.lab import i18n
-
-    chosen = language if language in LANGUAGES else SOURCE
-    before = i18n.language()
-    i18n.set_language(chosen)
-    try:
-        yield chosen
-    finally:
-        i18n.set_language(before)
 
 
 def kernel_preamble(language: Optional[str]) -> str:

@@ -80,13 +80,12 @@ def _typed(source: str) -> str:
 
 
 def _grading_notes_in_chinese_exist() -> bool:
-    """Whether the trusted side has Chinese texts for the Grading notes yet (``paged_kv.lab.i18n``'s catalogs)."""
+    """Whether the trusted side has Chinese texts for the Grading notes (``autograder.verdict.student_text``)."""
     from autograder.grade.grading_record import add_grading_notes
     from autograder.verdict.events import EventKind, event
 
     nb = nbformat.v4.new_notebook()
-    with languages.speaking("zh_CN"):
-        add_grading_notes(nb, [event("cell 3", EventKind.OUTPUT_CUT, "> 200000 bytes")])
+    add_grading_notes(nb, [event("cell 3", EventKind.OUTPUT_CUT, "> 200000 bytes")], language="zh_CN")
     return bool(CJK.search(nb.cells[0].source))
 
 
