@@ -63,7 +63,7 @@ def test_a_chinese_class_handout_holds_its_language_only_at_the_releases_paths(t
         readme = archive.read("paged-kv-course/README.md").decode()
         makefile = archive.read("paged-kv-course/Makefile").decode()
         notebooks = _notebooks(archive)
-    assert not [n for n in names if "/zh_CN/" in n], "one language, at the English release's paths"
+    assert not [n for n in names if "/course/zh_CN/" in n], "one language, at the English release's paths"
     assert {Path(n).parts[2] for n in notebooks} == {p.name for p in (handout.REPO / "course").glob("0[0-5]-*")}
     assert all(languages.notebook_language(nb) == "zh_CN" for nb in notebooks.values())
     assert "这份讲义是为实验 05-prefix-cache 准备的" in readme and "colab/paged-kv-class-edition.zip" in readme
