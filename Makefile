@@ -37,6 +37,8 @@ help:
 	@echo "               LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make check    - the fast loop: lint, the package's tests, the layer rules, the docs' links, one lab graded end to end"
+	@echo "make check LAB=09-chunked-prefill - one lab's inner loop: lint and every test marked lab09 (its checks, catalogue,"
+	@echo "               notebook, editions, package tests; not its class simulation or browser run: make test)"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs attainable copy and HBM peak (CPU: dry run)"
@@ -45,7 +47,7 @@ help:
 	@echo "make test-triton36 - the kernel tests in the interpreter under Triton 3.6 (Colab's GPU runtime), in \$$(VENV36)"
 	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first), then the translations"
 	@echo "               (course/zh_CN/: from course/ and each lab's catalog, solutions/<lab>/zh_CN.po)"
-	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
+	@echo "make sync-colab - rewrite the Colab and ModelScope badges and install lines from pyproject.toml's Repository and ModelScope"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 	@echo "make format   - ruff format and ruff check --fix (make test and make check fail on what it would change)"
@@ -124,10 +126,15 @@ test: env
 # rules, the docs' links, the engine tables (tests/test_engine_maps.py), and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
 CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/bench tests/test_layers.py tests/test_autograder_layers.py tests/test_makefile.py tests/test_docs.py \
 	tests/test_engine_maps.py autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
+# make check LAB=NN-name: that lab's tests instead (the marker conftest.py gives them: autograder/labs/markers.py),
+# but its class simulation and its run in a browser, which make test runs.
+CHECK_LAB_TESTS = -m lab$(firstword $(subst -, ,$(LAB))) --ignore=autograder/tests/test_class_simulation_a.py \
+	--ignore=autograder/tests/test_class_simulation_b.py --ignore=tests/notebooks/test_labs_in_browser.py
 check: env
+	$(if $(LAB),$(if $(filter $(LAB),$(LABS)),,$(error LAB=$(LAB) is no lab; the labs are $(LABS))))
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
-	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(CHECK_TESTS)
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(if $(LAB),$(CHECK_LAB_TESTS),$(CHECK_TESTS))
 
 format: env
 	$(PY) -m ruff format

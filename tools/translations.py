@@ -218,9 +218,10 @@ def translated_release(
 
 
 def release(root: Path = ROOT, check: bool = False, language_list=LANGUAGES) -> List[Path]:
-    """Write (or, with ``check``, compare) every translated release under ``root``'s release folder from its English
-    release and catalog; a lab folder there that no lab makes is removed (reported). Returns what was (or would be)
-    written or removed."""
+    """Write (or, with ``check``, compare) every translated release under ``root``'s release folder: each lab's
+    notebook from its English release and catalog (``translated_release``), and the English release folder's other
+    files (a lab's ``facts.md``, which its notebook names "beside this notebook") as they are. What is there that no
+    lab makes is removed (reported). Returns what was (or would be) written or removed."""
     from autograder.course.layout import RELEASE_DIR, SOURCE_DIR, discover_labs
 
     import shutil
@@ -229,30 +230,35 @@ def release(root: Path = ROOT, check: bool = False, language_list=LANGUAGES) -> 
     source_dir, release_dir = root / SOURCE_DIR.name, root / RELEASE_DIR.name
     labs = discover_labs(source_dir)
     changed: List[Path] = []
+
+    def write(path: Path, data: bytes) -> None:
+        if path.is_file() and path.read_bytes() == data:
+            return
+        changed.append(path)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
     for language in language_list:
         folder = languages.release_folder(release_dir, language)
+        wanted = {}
         for lab, name in labs.items():
             english = nbformat.read(release_dir / lab / name, as_version=4)
             path = folder / lab / name
             badge = settings.badge(path.relative_to(root).as_posix())
-            text = (
-                nbformat.writes(translated_release(english, read_catalog(source_dir / lab, language), language, badge))
-                + "\n"
-            )
-            if path.exists() and path.read_text(encoding="utf-8") == text:
-                continue
-            changed.append(path)
-            if not check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-        for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
-            wanted = (
-                extra.is_dir() and extra.name in labs and sorted(p.name for p in extra.iterdir()) == [labs[extra.name]]
-            )
-            if not wanted:
-                changed.append(extra)
+            made = translated_release(english, read_catalog(source_dir / lab, language), language, badge)
+            write(path, (nbformat.writes(made) + "\n").encode("utf-8"))
+            others = [p for p in sorted((release_dir / lab).iterdir()) if p.is_file() and p.name != name]
+            for other in others:
+                write(folder / lab / other.name, other.read_bytes())
+            wanted[lab] = {name} | {p.name for p in others}
+        for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+            ours = entry.is_dir() and entry.name in wanted
+            strays = [p for p in sorted(entry.iterdir()) if p.name not in wanted[entry.name]] if ours else [entry]
+            for stray in strays:
+                changed.append(stray)
                 if not check:
-                    shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+                    shutil.rmtree(stray) if stray.is_dir() else stray.unlink()
     return changed
 
 
@@ -278,7 +284,8 @@ def main(argv=None) -> int:
             raise SystemExit("release makes every lab's translated release: name no lab")
         changed = release(check=args.check)
         for path in changed:
-            print(f"{'out of date' if args.check else 'written'}: {path.relative_to(ROOT)}")
+            done = "out of date" if args.check else "written" if path.exists() else "removed"
+            print(f"{done}: {path.relative_to(ROOT)}")
         if changed and args.check:
             print("run `make release` and commit", file=sys.stderr)
         return 1 if changed and args.check else 0

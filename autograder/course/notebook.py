@@ -6,11 +6,13 @@ A *graded* cell has ``nbgrader.grade``; a *hidden test* is a graded cell with a 
 A hidden test cell imports its lab's checks as ``from autograder.labs.<package> import checks as grader``
 (the package is the lab's folder under ``autograder/labs/``); ``checks_modules`` finds every such import in
 a cell's code, whatever form it takes, so the grading box, the secrets filter and the reports read the same
-list.
+list; ``grader_files`` the files such an import stands for.
 """
+
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any, Dict, List, Set, Union
 
 PACKAGE = "autograder.labs"
@@ -127,3 +129,13 @@ def lab_cells(source) -> List[Dict[str, Any]]:
                 }
             )
     return cells
+
+
+def grader_files(checks_module: str) -> List[Path]:
+    """The files of the grader a ``checks`` module stands for: it and the other modules of its lab's folder (what
+    it imports from there, as lab 08's ``traces.py``), not the lab's declaration (``__init__.py``) nor its
+    ``tests/``. No line of their code may reach a student (``autograder.verdict.secrets``)."""
+    import importlib
+
+    folder = Path(importlib.import_module(checks_module).__file__).parent
+    return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")

@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from autograder.course import handed_out, languages
+from autograder.course.notebook import BEGIN as HIDDEN_TESTS
 from autograder.handout import colab_class, practice, student_files
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt
 STUDENT_LOCK = "requirements-student.txt"  # the developer lock's pins a student needs (tools/student_lock.py)
 FOLDERS = ["course", "paged_kv", "student-lab"]
-FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.labs.")
+FORBIDDEN = ("### BEGIN SOLUTION", HIDDEN_TESTS, "autograder.labs.")
 
 
 def handout_files(repo: Path = REPO, lab: Optional[str] = None) -> List[Path]:

@@ -208,10 +208,7 @@ def secret_lines(info: classroom.Lab) -> List[str]:
 
 def _grader_lines(info: classroom.Lab) -> List[str]:
     """Lines of code (not message text) of the lab's grader modules: none may reach the feedback."""
-    import importlib
-    import inspect
-
-    from autograder.course.notebook import checks_modules
+    from autograder.course.notebook import checks_modules, grader_files
 
     lines = []
     visible = "\n".join(nbread.cell_text(c) for c in info.source["cells"] + info.release["cells"])
@@ -220,7 +217,7 @@ def _grader_lines(info: classroom.Lab) -> List[str]:
         if nbread.BEGIN not in text:
             continue
         for name in sorted(checks_modules(text)):
-            for line in inspect.getsource(importlib.import_module(name)).splitlines():
+            for line in (row for path in grader_files(name) for row in path.read_text().splitlines()):
                 code = line.strip()
                 if (
                     len(code) >= 24

@@ -38,6 +38,7 @@ from attacks import (
     REFERENCE_ROUTES,
     SYNTAX_FAMILIES,
 )
+from autograder.course.notebook import BEGIN
 from autograder.proof import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -309,7 +310,7 @@ def define_tests(namespace: dict, half: int) -> None:
 
         result = graded[lab]
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        secret = report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
+        secret = report.secret_lines(info) + [BEGIN.removeprefix("### ")]
         image = platform_harness.gradescope_image(lab, tmp_path / "gradescope")
         question = platform_harness.build_question(lab, tmp_path / "prairielearn") if lab == labs[0] else None
         seconds = {row["student"]: row["seconds"] for row in result.summary["students"]}

@@ -5,7 +5,7 @@ markdown and one setup line, ``set_language("zh_CN")``, differ), so each lab's l
 ``test_pitfalls`` (labs 01-05, 07, 08), ``test_lab06_graders`` (lab 06's kernels) and ``test_lab09_checks``
 (lab 09) do, run with the notebook's language set to Chinese: the visible test must fail with one block whose
 header, case, problem and hint are Chinese (the case and hint a code cell passes, translated from its lab's
-catalog; the problem, the feedback's or the helper's own wording).
+catalog; the problem, the feedback's or the helper's own wording); lab 09's hint is its rule's, in Chinese.
 """
 
 from __future__ import annotations
@@ -83,17 +83,24 @@ def test_each_listed_kernel_pitfall_of_lab_06_fails_in_chinese(step, kernel, gri
 def _lab09_pitfalls():
     from autograder.labs.lab09_chunked_prefill.tests.test_lab09_checks import VISIBLE_MUST_CATCH
 
-    return sorted(VISIBLE_MUST_CATCH)
+    return [
+        pytest.param(bug, id=f"09-{pitfall}-{bug}")
+        for pitfall, bugs in sorted(VISIBLE_MUST_CATCH.items())
+        for bug in bugs
+    ]
 
 
-# Lab 09's rules and hints (paged_kv/lab/chunked_trace.py) are being rewritten for issue 49's sibling work; they are
-# marked for translation once that lands: until then this fails (strict: the marker goes when it passes).
-@pytest.mark.xfail(strict=True, reason="chunked_trace.py's rule messages and hints are not marked for translation yet")
-@pytest.mark.parametrize("pitfall", _lab09_pitfalls())
-def test_each_listed_pitfall_of_lab_09_fails_in_chinese(pitfall):
+@pytest.mark.parametrize("bug", _lab09_pitfalls())
+def test_each_listed_pitfall_of_lab_09_fails_in_chinese_naming_its_rule(bug):
     from autograder.labs.lab09_chunked_prefill.tests import bugs
-    from autograder.labs.lab09_chunked_prefill.tests.test_lab09_checks import VISIBLE_MUST_CATCH, run_visible_cell
+    from autograder.labs.lab09_chunked_prefill.tests.test_lab09_checks import run_visible_cell
+    from paged_kv.lab.chunked_rules import HINTS
+    from paged_kv.lab.i18n import translate
 
     with speaking("zh_CN"), pytest.raises(CheckFailed) as caught:
-        run_visible_cell(bugs.bug_class(VISIBLE_MUST_CATCH[pitfall]))
+        run_visible_cell(bugs.bug_class(bug))
     assert_chinese(caught.value)
+    with speaking("zh_CN"):
+        rule_hint = translate(HINTS[bugs.RULES[bug]])
+    assert rule_hint != HINTS[bugs.RULES[bug]] and caught.value.hint == rule_hint, caught.value
+    assert "步" in caught.value.case, caught.value  # the case names the step, in Chinese

@@ -28,6 +28,7 @@ import attacks
 import container
 import platform_harness
 import test_platforms
+from autograder.course.notebook import BEGIN
 from autograder.box import limits, trust
 from autograder.proof import classroom, report
 from autograder.verdict.secrets import REMOVED
@@ -119,7 +120,7 @@ def _upload(tmp_path: Path, label: str, answer: str = "") -> Path:
 
 def _secret() -> list:
     info = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
-    return report.secret_lines(info) + ["BEGIN HIDDEN TESTS", "grader.check_oom_is_atomic(KVCacheManager)"]
+    return report.secret_lines(info) + [BEGIN.removeprefix("### "), "grader.check_oom_is_atomic(KVCacheManager)"]
 
 
 def test_the_emulated_container_refuses_what_docker_refuses(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 
 import platform_harness
 from course_notebooks import answers
+from autograder.course.notebook import BEGIN
 from autograder.box import sandbox
 from autograder.proof import classroom, report
 from autograder.platforms import gradescope, prairielearn
@@ -218,7 +219,7 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         if len(line.strip()) > 12 and json.dumps(line.strip())[1:-1] not in release
     ]
     assert answers and not [line for line in answers if json.dumps(line)[1:-1] in shipped], "a solution line shipped"
-    assert "BEGIN HIDDEN TESTS" in shipped, "the hidden tests' text is what the grader needs"
+    assert BEGIN in shipped, "the hidden tests' text is what the grader needs"
 
 
 def _only_its_owner_reads(top: Path) -> None:
@@ -280,7 +281,7 @@ def _uploads(tmp_path: Path) -> dict:
 
 def _secret_lines() -> list:
     info = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
-    return report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
+    return report.secret_lines(info) + [BEGIN.removeprefix("### ")]
 
 
 @pytest.mark.skipif(bool(platform_harness.mount_problem()), reason=platform_harness.mount_problem() or "ok")

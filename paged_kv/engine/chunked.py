@@ -5,7 +5,7 @@ long prompt is prefilled, every running request waits for its next token (the de
 token budget must hold the longest prompt. Here each sequence has ``num_computed_tokens`` racing
 ``num_tokens`` (``len(seq)``): a step schedules *some* of each sequence's missing tokens.
 
-The rules of ``ChunkedScheduler.schedule`` (the shape of vLLM V1's scheduler; ``docs/lab09-facts.md`` says
+The rules of ``ChunkedScheduler.schedule`` (the shape of vLLM V1's scheduler; ``solutions/09-chunked-prefill/facts.md`` says
 where vLLM and nano-vllm differ, checked at pinned commits):
 
 1. **Running first**, oldest admission first: each gets ``min(num_tokens - num_computed_tokens, budget

@@ -22,6 +22,7 @@ from paged_kv.engine.llm_engine import LLMEngine
 from paged_kv.engine.sampling import SamplingParams
 from paged_kv.lab.figure import CourseFigure, _color
 from paged_kv.lab.i18n import _
+from paged_kv.lab.message_layout import width
 
 
 @dataclass(frozen=True)
@@ -174,11 +175,17 @@ def gap_spread_ms(run: Run) -> Tuple[float, float]:
 
 def format_latency(runs: Mapping[str, Run]) -> str:
     """A plain-text table of ``latency_rows`` for each run, side by side per request, and under it how many runs
-    each time is the median of and how much a gap moved between runs."""
+    each time is the median of and how much a gap moved between runs (in the notebook's language: a CJK character
+    takes two columns)."""
+    labels = [_(label) for label in runs]
+    heads = _pad(_("TTFT steps"), 10) + " " + _pad("ms", 6) + " " + _pad(_("max gap steps"), 13) + " " + _pad("ms", 4)
     lines = [
-        f"{'request':>7} {'prompt':>6} | " + " | ".join(f"{label[:24]:^36}" for label in runs),
-        f"{'':>7} {'tokens':>6} | "
-        + " | ".join(f"{'TTFT steps':>10} {'ms':>6} {'max gap steps':>13} {'ms':>4}" for _ in runs),
+        _pad(_("request"), 7)
+        + " "
+        + _pad(_("prompt"), 6)
+        + " | "
+        + " | ".join(_centre(_cut(l, 24), 36) for l in labels),
+        " " * 7 + " " + _pad(_("tokens"), 6) + " | " + " | ".join(heads for _label in runs),
     ]
     tables = [latency_rows(run) for run in runs.values()]
     for k, row in enumerate(tables[0]):
@@ -187,17 +194,36 @@ def format_latency(runs: Mapping[str, Run]) -> str:
             for t in tables
         ]
         lines.append(f"{row['request']:>7} {row['prompt_tokens']:>6} | " + " | ".join(cells))
-    for label, run in runs.items():
+    for label, run in zip(labels, runs.values()):
         n = len(_engines(run))
         if n > 1:
             typical, worst = gap_spread_ms(run)
             lines.append(
-                f"{label}: ms are medians of {n} runs; between runs one gap moved by {typical:.1f} ms "
-                f"(median), {worst:.1f} ms at most"
+                _(
+                    f"{label}: ms are medians of {n} runs; between runs one gap moved by {typical:.1f} ms "
+                    f"(median), {worst:.1f} ms at most"
+                )
             )
         else:
-            lines.append(f"{label}: ms measured once (steps are exact; ms move with the machine's load)")
+            lines.append(_(f"{label}: ms measured once (steps are exact; ms move with the machine's load)"))
     return "\n".join(lines)
+
+
+def _pad(text: str, columns: int) -> str:
+    """``text`` right-aligned in ``columns`` columns of monospaced output (a CJK character takes two)."""
+    return " " * max(columns - width(text), 0) + text
+
+
+def _centre(text: str, columns: int) -> str:
+    room = max(columns - width(text), 0)
+    return " " * (room // 2) + text + " " * (room - room // 2)
+
+
+def _cut(text: str, columns: int) -> str:
+    """The start of ``text`` that fits ``columns`` columns."""
+    while width(text) > columns:
+        text = text[:-1]
+    return text
 
 
 def stalled_steps(engine: LLMEngine) -> List[int]:

@@ -22,45 +22,79 @@ from typing import Dict, List, Optional, Tuple
 
 from paged_kv.lab.chunked_trace import ChunkedTraceRun, ChunkSnapshot, ChunkTraceSpec
 from paged_kv.lab.feedback import CheckFailed, materialize
+from paged_kv.lab.i18n import N_, _, told
 from paged_kv.lab.scheduler_trace import made_up_token
 
 HINTS = {
-    "shape": "schedule() returns (list of the scheduled sequences, is_prefill), each sequence in running, "
-    "scheduled once, with 1 <= num_scheduled_tokens <= len(seq) - num_computed_tokens",
-    "budget": "a chunk that overruns the budget: each sequence gets min(its missing tokens, the budget LEFT), never 0 "
-    "(stop once the budget is spent), and the budget shrinks by every scheduled token",
-    "chunk": "a chunk is cut only by the budget left: n = min(missing tokens, budget left), and the budget shrinks by "
-    "exactly the tokens scheduled (a prefix hit costs none: a sequence you admit misses len(seq) - hits * "
-    "block_size tokens)",
-    "blocks": "blocks for this step's tokens only: allocate_slots(seq, n) for the n tokens you schedule (never the "
-    "whole prompt at admission: allocate(seq, ...) gives a sequence all its blocks)",
-    "registered": "a block enters the prefix cache only once all its tokens are computed: the engine registers "
-    "after the step (hash_blocks); schedule() never registers blocks itself",
-    "running_first": "running sequences come first: every one gets its tokens (a decode, or the next chunk) while "
-    "budget is left, before any waiting sequence is admitted; otherwise prefill starves the decodes",
-    "retry": "after a preemption, try allocate_slots(seq, n) again: preempt the newest running sequence until the "
-    "sequence fits or is itself the victim, then go on serving the running ones while budget is left",
-    "fcfs": "admit from the HEAD of waiting, in order, each to the tail of running, and stop at the first that does "
-    "not get its blocks",
-    "max_num_seqs": "admit only while fewer than max_num_seqs sequences run (len(self.running) < self.max_num_seqs)",
-    "admit": "the head of waiting fits, so it must be admitted: keep admitting while budget is left (prefix hits cost "
-    "none of it), fewer than max_num_seqs run and allocate_slots(head, n, hits) succeeds; a prompt longer than the "
-    "budget starts with a chunk",
-    "prefix_hits": "admit with the prefix cache: hits = get_computed_blocks(head), then allocate_slots(head, n, "
-    "hits) with n = min(len(head) - hits * block_size, budget left)",
-    "preempt_newest": "when allocate_slots fails, preempt the NEWEST running sequence (self.running.pop()), one at "
-    "a time, and only until the sequence fits",
-    "preempt_queue": "a preempted sequence leaves running and gives its blocks back: victim = self.running.pop(), "
-    "then self.preempt(victim), which deallocates it and puts it at the HEAD of waiting",
-    "no_admit": "admit nobody in a step that preempted: the victims wait at the head of waiting for the next step",
-    "is_prefill": "is_prefill must be True when any scheduled sequence computes more than its one last token: a "
-    "prompt chunk (even a single token short of its end) or a recomputation after preemption; False only for "
-    "a step of decodes",
-    "kv": "a sequence read keys its prefix never wrote: a prefix hit on a block whose tokens are not all computed, "
-    "or a block written by two sequences",
+    "shape": N_(
+        "schedule() returns (list of the scheduled sequences, is_prefill), each sequence in running, "
+        "scheduled once, with 1 <= num_scheduled_tokens <= len(seq) - num_computed_tokens",
+    ),
+    "budget": N_(
+        "a chunk that overruns the budget: each sequence gets min(its missing tokens, the budget LEFT), never 0 "
+        "(stop once the budget is spent), and the budget shrinks by every scheduled token",
+    ),
+    "chunk": N_(
+        "a chunk is cut only by the budget left: n = min(missing tokens, budget left), and the budget shrinks by "
+        "exactly the tokens scheduled (a prefix hit costs none: a sequence you admit misses len(seq) - hits * "
+        "block_size tokens)",
+    ),
+    "blocks": N_(
+        "blocks for this step's tokens only: allocate_slots(seq, n) for the n tokens you schedule (never the "
+        "whole prompt at admission: allocate(seq, ...) gives a sequence all its blocks)",
+    ),
+    "registered": N_(
+        "a block enters the prefix cache only once all its tokens are computed: the engine registers "
+        "after the step (hash_blocks); schedule() never registers blocks itself",
+    ),
+    "running_first": N_(
+        "running sequences come first: every one gets its tokens (a decode, or the next chunk) while "
+        "budget is left, before any waiting sequence is admitted; otherwise prefill starves the decodes",
+    ),
+    "retry": N_(
+        "after a preemption, try allocate_slots(seq, n) again: preempt the newest running sequence until the "
+        "sequence fits or is itself the victim, then go on serving the running ones while budget is left",
+    ),
+    "fcfs": N_(
+        "admit from the HEAD of waiting, in order, each to the tail of running, and stop at the first that does "
+        "not get its blocks",
+    ),
+    "max_num_seqs": N_(
+        "admit only while fewer than max_num_seqs sequences run (len(self.running) < self.max_num_seqs)",
+    ),
+    "admit": N_(
+        "the head of waiting fits, so it must be admitted: keep admitting while budget is left (prefix hits cost "
+        "none of it), fewer than max_num_seqs run and allocate_slots(head, n, hits) succeeds; a prompt longer than the "
+        "budget starts with a chunk",
+    ),
+    "prefix_hits": N_(
+        "admit with the prefix cache: hits = get_computed_blocks(head), then allocate_slots(head, n, "
+        "hits) with n = min(len(head) - hits * block_size, budget left)",
+    ),
+    "preempt_newest": N_(
+        "when allocate_slots fails, preempt the NEWEST running sequence (self.running.pop()), one at "
+        "a time, and only until the sequence fits",
+    ),
+    "preempt_queue": N_(
+        "a preempted sequence leaves running and gives its blocks back: victim = self.running.pop(), "
+        "then self.preempt(victim), which deallocates it and puts it at the HEAD of waiting",
+    ),
+    "no_admit": N_(
+        "admit nobody in a step that preempted: the victims wait at the head of waiting for the next step",
+    ),
+    "is_prefill": N_(
+        "is_prefill must be True when any scheduled sequence computes more than its one last token: a "
+        "prompt chunk (even a single token short of its end) or a recomputation after preemption; False only for "
+        "a step of decodes",
+    ),
+    "kv": N_(
+        "a sequence read keys its prefix never wrote: a prefix hit on a block whose tokens are not all computed, "
+        "or a block written by two sequences",
+    ),
 }
 
-#: Errors the replay can meet, by a fragment of their message, and the rule whose hint explains them.
+#: Errors the replay can meet, by a fragment of their message that reads the same in every language (the engine's
+#: and the block manager's English, or an identifier), and the rule whose hint explains them.
 ERROR_RULES = (
     ("exceed its", "chunk"),
     ("num_new_tokens", "budget"),
@@ -68,14 +102,23 @@ ERROR_RULES = (
     ("not in the prefix cache", "prefix_hits"),
     ("already holds blocks", "prefix_hits"),
     ("holds no blocks", "preempt_queue"),
-    ("not running but still holds blocks", "preempt_queue"),
     ("ref_count", "preempt_queue"),
-    ("is a request stuck", "admit"),
-    ("must return", "shape"),
-    ("not one of the trace's sequences", "shape"),
     ("num_scheduled_tokens", "shape"),
 )
-_ERROR_HINT = (
+#: The replay's own errors (``chunked_trace``, ``scheduler_trace``: made in the notebook's language), by their
+#: English template, and the rule whose hint explains them.
+REPLAY_ERRORS = (
+    (
+        "{name} is not running but still holds blocks {table}: were its blocks given back (preempt -> deallocate) "
+        "when it left running?",
+        "preempt_queue",
+    ),
+    ("the trace is still running after {steps} steps: is a request stuck?", "admit"),
+    ("schedule() must return a tuple (scheduled, is_prefill), got {result!r}", "shape"),
+    ("schedule() must return (list of sequences, bool), got ({first}, {second})", "shape"),
+    ("schedule() returned or queued {seq!r}, which is not one of the trace's sequences", "shape"),
+)
+_ERROR_HINT = N_(
     "ask allocate_slots before you schedule a sequence and act on its answer (False: preempt or stop); "
     "take a sequence off running only to preempt it, and set num_scheduled_tokens for every one you return"
 )
@@ -95,8 +138,37 @@ class _Shown(str):
         return str(self)
 
 
-def _tokens(n: int) -> str:
-    return f"{n} token{'' if n == 1 else 's'}"
+def _rule_of(problem: str) -> Optional[str]:
+    """The rule whose hint explains an error the replay met (its message, as shown), or None."""
+    found = next((rule for fragment, rule in ERROR_RULES if fragment in problem), None)
+    return found or next((rule for template, rule in REPLAY_ERRORS if told(template, problem)), None)
+
+
+def _blocks(count: int) -> str:
+    return _("1 block") if count == 1 else _(f"{count} blocks")
+
+
+def _prefill_work(recomputed: bool, short: int) -> str:
+    """What a sequence computes that only the prefill path can: a recomputation or a prompt chunk, and how far
+    short of its end it stops (when it does)."""
+    if recomputed:
+        if short > 0:
+            return _(f"a recomputation after preemption, {short} short of its end")
+        return _("a recomputation after preemption")
+    if short > 0:
+        return _(f"a prompt chunk, {short} short of its end")
+    return _("a prompt chunk")
+
+
+def _chunk_short(name: str, n: int, short: int, left: int) -> str:
+    """The problem of a chunk cut short while budget was left (each count's English plural, one template each)."""
+    if n == 1 and left == 1:
+        return _(f"{name} got 1 token, {short} short of its end, while 1 token of the budget was left")
+    if n == 1:
+        return _(f"{name} got 1 token, {short} short of its end, while {left} tokens of the budget were left")
+    if left == 1:
+        return _(f"{name} got {n} tokens, {short} short of its end, while 1 token of the budget was left")
+    return _(f"{name} got {n} tokens, {short} short of its end, while {left} tokens of the budget were left")
 
 
 class RuleChecker:
@@ -116,11 +188,13 @@ class RuleChecker:
     def step(self, s: ChunkSnapshot) -> None:
         if s.idle:
             return
-        where = f"{self.case}, step {s.step}"
-        holders = {name: (tuple(table), computed) for name, table, computed, _ in s.holders}
+        case, step = self.case, s.step
+        where = _(f"{case}, step {step}")
+        holders = {name: (tuple(table), computed) for name, table, computed, _length in s.holders}
         sched = dict(s.scheduled)
         if len(sched) != len(s.scheduled):
-            _fail(where, "a sequence is scheduled twice", "shape", got=" ".join(f"{n}+{t}" for n, t in s.scheduled))
+            line = " ".join(f"{n}+{t}" for n, t in s.scheduled)
+            _fail(where, _("a sequence is scheduled twice"), "shape", got=line)
         victims = self._victims(s, holders)
         self._preemption(where, s, holders, sched, victims)
         self._queues(where, s, holders, sched, victims)
@@ -131,7 +205,7 @@ class RuleChecker:
         self._is_prefill(where, s, holders)
         self._kv(where, s, holders)
         if not s.scheduled:
-            _fail(where, "nothing was scheduled although sequences wait or run", "shape")
+            _fail(where, _("nothing was scheduled although sequences wait or run"), "shape")
 
     # -- each rule ------------------------------------------------------------------------------------------
     def _victims(self, s, holders) -> List[str]:
@@ -148,30 +222,32 @@ class RuleChecker:
             return
         newest = list(s.running_before[len(s.running_before) - len(victims) :])
         if sorted(victims) != sorted(newest):
+            running = list(s.running_before)
             _fail(
                 where,
-                f"preempted {victims}, not the newest of running {list(s.running_before)}",
+                _(f"preempted {victims}, not the newest of running {running}"),
                 "preempt_newest",
                 expected=str(newest),
                 got=str(victims),
             )
         for name in victims:
             if name in s.running and name in s.waiting:
-                _fail(where, f"{name} was preempted but never taken off running: it is in both queues", "preempt_queue")
+                problem = _(f"{name} was preempted but never taken off running: it is in both queues")
+                _fail(where, problem, "preempt_queue")
             if name in sched and name in s.running:
-                _fail(where, f"{name} was preempted, then admitted again in the same step", "no_admit")
+                _fail(where, _(f"{name} was preempted, then admitted again in the same step"), "no_admit")
             if name in s.running:
-                _fail(where, f"{name} gave its blocks back (preempted) but is still in running", "preempt_queue")
+                _fail(where, _(f"{name} gave its blocks back (preempted) but is still in running"), "preempt_queue")
             if name in holders:
-                _fail(where, f"{name} left running but still holds blocks {list(holders[name][0])}", "preempt_queue")
+                table = list(holders[name][0])
+                _fail(where, _(f"{name} left running but still holds blocks {table}"), "preempt_queue")
             if name not in s.waiting:
-                _fail(
-                    where, f"{name} left running but is not in waiting: a preempted sequence is lost", "preempt_queue"
-                )
+                problem = _(f"{name} left running but is not in waiting: a preempted sequence is lost")
+                _fail(where, problem, "preempt_queue")
         if list(s.waiting[: len(victims)]) != victims:
             _fail(
                 where,
-                "the preempted sequences are not at the head of waiting, oldest first",
+                _("the preempted sequences are not at the head of waiting, oldest first"),
                 "preempt_queue",
                 expected=str(victims),
                 got=str(list(s.waiting[: len(victims)])),
@@ -193,38 +269,48 @@ class RuleChecker:
         n = min(self.length(oldest) - computed, left)
         if n > 0 and -(-(computed + n) // size) - len(table) > room:
             return  # it could not get its own blocks: it had to preempt itself
-        need = max(-(-(computed + n) // size) - len(table), 0) if n else 0
+        if not n:
+            _fail(
+                where,
+                _(f"preempted {oldest} although every sequence served got its blocks without it"),
+                "preempt_newest",
+            )
+        need = max(-(-(computed + n) // size) - len(table), 0)
         _fail(
             where,
-            f"preempted {oldest} although every sequence served got its blocks without it"
-            + (f", and {oldest} itself would have fit ({need} of {room} free blocks)" if n else ""),
+            _(
+                f"preempted {oldest} although every sequence served got its blocks without it, and {oldest} itself "
+                f"would have fit ({need} of {room} free blocks)"
+            ),
             "preempt_newest",
         )
 
     def _queues(self, where, s, holders, sched, victims) -> None:
         for name, n in s.scheduled:
             if name not in s.running:
-                _fail(where, f"{name} is scheduled but not in running", "shape")
-            computed = holders.get(name, ((), 0))[1]
-            if type(n) is not int or n < 1 or computed + n > self.length(name):
-                _fail(where, f"{name}: {n} tokens scheduled after {computed} computed, of {self.length(name)}", "shape")
+                _fail(where, _(f"{name} is scheduled but not in running"), "shape")
+            computed, length = holders.get(name, ((), 0))[1], self.length(name)
+            if type(n) is not int or n < 1 or computed + n > length:
+                _fail(where, _(f"{name}: {n} tokens scheduled after {computed} computed, of {length}"), "shape")
         if len(s.running) > self.spec.max_num_seqs:
+            count, most = len(s.running), self.spec.max_num_seqs
             _fail(
                 where,
-                f"{len(s.running)} sequences run, more than max_num_seqs={self.spec.max_num_seqs}",
+                _(f"{count} sequences run, more than max_num_seqs={most}"),
                 "max_num_seqs",
                 got=str(list(s.running)),
             )
         admitted = [n for n in s.running if n not in s.running_before]
         if admitted and victims:
-            _fail(where, f"admitted {admitted} in a step that preempted {victims}", "no_admit")
+            _fail(where, _(f"admitted {admitted} in a step that preempted {victims}"), "no_admit")
         skipped = [n for n in s.running_before if n not in sched and n not in victims]
         if admitted and skipped:
-            _fail(where, f"admitted {admitted} while running {skipped} got no token", "running_first")
+            _fail(where, _(f"admitted {admitted} while running {skipped} got no token"), "running_first")
         if admitted != list(s.waiting_before[: len(admitted)]):
+            waiting = list(s.waiting_before)
             _fail(
                 where,
-                f"admitted {admitted}, not the head of waiting {list(s.waiting_before)}",
+                _(f"admitted {admitted}, not the head of waiting {waiting}"),
                 "fcfs",
                 expected=str(list(s.waiting_before[: len(admitted)])),
                 got=str(admitted),
@@ -233,7 +319,7 @@ class RuleChecker:
         if list(s.running) != kept + admitted:
             _fail(
                 where,
-                "running is out of order: the running ones keep theirs, admitted ones join its tail",
+                _("running is out of order: the running ones keep theirs, admitted ones join its tail"),
                 "fcfs",
                 expected=str(kept + admitted),
                 got=str(list(s.running)),
@@ -242,7 +328,7 @@ class RuleChecker:
         if list(s.waiting) != left:
             _fail(
                 where,
-                "waiting is out of order: victims at its head, the others in their order",
+                _("waiting is out of order: victims at its head, the others in their order"),
                 "fcfs",
                 expected=str(left),
                 got=str(list(s.waiting)),
@@ -252,12 +338,11 @@ class RuleChecker:
         left = self.spec.max_num_batched_tokens - sum(sched.values())
         for name in s.running_before:
             if left > 0 and name not in sched and name not in victims:
-                _fail(
-                    where,
-                    f"running {name} got no token although {_tokens(left)} of the budget "
-                    f"{'was' if left == 1 else 'were'} left",
-                    "retry" if victims else "running_first",
-                )
+                if left == 1:
+                    problem = _(f"running {name} got no token although 1 token of the budget was left")
+                else:
+                    problem = _(f"running {name} got no token although {left} tokens of the budget were left")
+                _fail(where, problem, "retry" if victims else "running_first")
 
     def _budget_and_blocks(self, where, s, holders, sched) -> None:
         budget, size = self.spec.max_num_batched_tokens, self.spec.block_size
@@ -266,35 +351,42 @@ class RuleChecker:
             line = " ".join(f"{n}+{t}" for n, t in s.scheduled)
             _fail(
                 where,
-                f"{total} tokens scheduled, more than the budget of {budget}",
+                _(f"{total} tokens scheduled, more than the budget of {budget}"),
                 "budget",
-                expected=f"at most {budget}",
+                expected=_(f"at most {budget}"),
                 got=line,
             )
         for name, (table, computed) in holders.items():
             if name not in s.running:
-                _fail(where, f"{name} holds blocks {list(table)} but is not running", "preempt_queue")
-            need = -(-(computed + sched.get(name, 0)) // size)
-            if len(table) != need:
+                blocks = list(table)
+                _fail(where, _(f"{name} holds blocks {blocks} but is not running"), "preempt_queue")
+            scheduled, held = sched.get(name, 0), len(table)
+            need = -(-(computed + scheduled) // size)
+            if held != need:
                 _fail(
                     where,
-                    f"{name} holds {len(table)} blocks for {computed} computed + {sched.get(name, 0)} "
-                    f"scheduled tokens (blocks of {size})",
+                    _(
+                        f"{name} holds {held} blocks for {computed} computed + {scheduled} scheduled tokens "
+                        f"(blocks of {size})"
+                    ),
                     "blocks",
-                    expected=f"{need} blocks",
-                    got=f"{len(table)} blocks",
+                    expected=_blocks(need),
+                    got=_blocks(held),
                 )
         for name in s.running:
             if name not in holders:
-                _fail(where, f"{name} is running but holds no blocks", "blocks")
+                _fail(where, _(f"{name} is running but holds no blocks"), "blocks")
         registered = set(s.registered)
         for name, (table, computed) in holders.items():
             for j, block in enumerate(table):
                 if block in registered and (j + 1) * size > computed:
+                    done = max(computed - j * size, 0)
                     _fail(
                         where,
-                        f"block {block} ({name}'s block {j}) is in the prefix cache but only "
-                        f"{max(computed - j * size, 0)} of its {size} tokens are computed",
+                        _(
+                            f"block {block} ({name}'s block {j}) is in the prefix cache but only {done} of its "
+                            f"{size} tokens are computed"
+                        ),
                         "registered",
                     )
 
@@ -303,7 +395,9 @@ class RuleChecker:
             if taken < held:
                 _fail(
                     where,
-                    f"{name} was admitted with {taken} prefix hit(s) while the prefix cache held {held} of its blocks",
+                    _(
+                        f"{name} was admitted with {taken} prefix hit(s) while the prefix cache held {held} of its blocks"
+                    ),
                     "prefix_hits",
                     expected=f"allocate_slots({name}, n, {held})",
                     got=f"allocate_slots({name}, n, {taken})",
@@ -315,26 +409,27 @@ class RuleChecker:
         if left <= 0:
             return
         for name, n in s.scheduled:
-            computed = holders[name][1]
-            if computed + n < self.length(name):
-                _fail(
-                    where,
-                    f"{name} got {_tokens(n)}, {self.length(name) - computed - n} short of its end, while "
-                    f"{_tokens(left)} of the budget {'was' if left == 1 else 'were'} left",
-                    "chunk",
-                )
+            short = self.length(name) - holders[name][1] - n
+            if short > 0:
+                _fail(where, _chunk_short(name, n, short, left), "chunk")
         if victims or not s.head or len(s.running) >= self.spec.max_num_seqs or s.head[0] != s.waiting[0]:
             return
         name, hits, revived = s.head
         n = min(self.length(name) - hits * size, left)
         need = -(-(hits * size + n) // size) - hits + revived
         if need <= s.free_blocks:
-            _fail(
-                where,
-                f"{name} waits at the head of waiting although {_tokens(left)} of the budget and "
-                f"{s.free_blocks} free blocks were left (it needs {need} for a chunk of {n})",
-                "admit",
-            )
+            free = s.free_blocks
+            if left == 1:
+                problem = _(
+                    f"{name} waits at the head of waiting although 1 token of the budget and {free} free blocks "
+                    f"were left (it needs {need} for a chunk of {n})"
+                )
+            else:
+                problem = _(
+                    f"{name} waits at the head of waiting although {left} tokens of the budget and {free} free "
+                    f"blocks were left (it needs {need} for a chunk of {n})"
+                )
+            _fail(where, problem, "admit")
 
     def _is_prefill(self, where, s, holders) -> None:
         if s.is_prefill is True:
@@ -342,19 +437,17 @@ class RuleChecker:
         for name, n in s.scheduled:
             computed, length = holders[name][1], self.length(name)
             if n != 1 or computed + n != length:
-                what = (
-                    "a recomputation after preemption"
-                    if length > len(self.spec.requests[int(name[1:])].prompt)
-                    else "a prompt chunk"
-                )
-                if computed + n < length:
-                    what += f", {length - computed - n} short of its end"
-                _fail(
-                    where,
-                    f"is_prefill is {s.is_prefill!r} but {name} computes {_tokens(n)} after {computed} of its "
-                    f"{length} ({what})",
-                    "is_prefill",
-                )
+                what = _prefill_work(length > len(self.spec.requests[int(name[1:])].prompt), length - computed - n)
+                flag = s.is_prefill
+                if n == 1:
+                    problem = _(
+                        f"is_prefill is {flag!r} but {name} computes 1 token after {computed} of its {length} ({what})"
+                    )
+                else:
+                    problem = _(
+                        f"is_prefill is {flag!r} but {name} computes {n} tokens after {computed} of its {length} ({what})"
+                    )
+                _fail(where, problem, "is_prefill")
 
     def _kv(self, where, s, holders) -> None:
         """This step writes every scheduled token's key, then every query reads its prefix."""
@@ -368,10 +461,12 @@ class RuleChecker:
             tokens = self.tokens[int(name[1:])]
             for p in range(computed + n):
                 if self.slots.get((table[p // size], p % size)) != tuple(tokens[: p + 1]):
+                    block = table[p // size]
                     _fail(
                         where,
-                        f"{name} reads the key of its position {p} from block {table[p // size]}, which "
-                        "holds another token's (or none)",
+                        _(
+                            f"{name} reads the key of its position {p} from block {block}, which holds another token's (or none)"
+                        ),
                         "kv",
                     )
 
@@ -380,8 +475,8 @@ class RuleChecker:
         if s.idle:
             return
         sched = dict(s.scheduled)
-        self.computed = {name: computed + sched.get(name, 0) for name, _, computed, _ in s.holders}
-        self.tables = {name: tuple(table) for name, table, _, _ in s.holders}
+        self.computed = {name: computed + sched.get(name, 0) for name, _table, computed, _length in s.holders}
+        self.tables = {name: tuple(table) for name, table, _computed, _length in s.holders}
         for name, n in s.scheduled:
             i = int(name[1:])
             if self.computed[name] == len(self.tokens[i]):
@@ -392,19 +487,21 @@ class RuleChecker:
 def check_rules(scheduler_cls, spec: ChunkTraceSpec, case: str, run_cls=None, max_steps: int = 3000) -> int:
     """Replay ``spec`` with ``scheduler_cls``; raise ``CheckFailed`` at the first step that breaks a rule, or when
     the run does not finish. Returns the number of steps. ``run_cls`` makes the student's side of the replay."""
+    case = _(case)
     run = (run_cls or ChunkedTraceRun)(scheduler_cls, spec, max_steps)
     checker = RuleChecker(spec, case)
     while not materialize(run.done):
         got = materialize(_guarded(case, run.decide, run.readable, lambda: materialize(run.step_index)))
         if type(got) is not ChunkSnapshot:
-            raise CheckFailed(case, "schedule()'s step could not be read back", got=got)
+            raise CheckFailed(case, _("schedule()'s step could not be read back"), got=got)
         checker.step(got)
-        _guarded(f"{case}, step {got.step}", run.audit, run.readable)
-        _guarded(f"{case}, step {got.step}", run.complete, run.readable)
+        step = got.step
+        _guarded(_(f"{case}, step {step}"), run.audit, run.readable)
+        _guarded(_(f"{case}, step {step}"), run.complete, run.readable)
         checker.complete(got)
     wanted = [r.max_tokens for r in spec.requests]
     if checker.generated != wanted:
-        raise CheckFailed(case, "the run ended with requests unserved", expected=wanted, got=checker.generated)
+        raise CheckFailed(case, _("the run ended with requests unserved"), expected=wanted, got=checker.generated)
     return materialize(run.step_index)
 
 
@@ -417,11 +514,13 @@ def _guarded(where: str, action, readable=str, step=None):
     except (NotImplementedError, CheckFailed):
         raise
     except Exception as error:  # noqa: BLE001 - the student's code may raise anything
-        said = str(error) if isinstance(error, AssertionError) else f"raised {type(error).__name__}: {error}"
+        name = type(error).__name__
+        said = str(error) if isinstance(error, AssertionError) else _(f"raised {name}: {error}")
         problem = str(readable(said))
-        rule = next((r for fragment, r in ERROR_RULES if fragment in problem), None)
+        rule = _rule_of(problem)
         if step is not None:
-            where = f"{where}, step {step()}"
+            case, step = where, step()
+            where = _(f"{case}, step {step}")
         raise CheckFailed(where, problem, hint=HINTS[rule] if rule else _ERROR_HINT) from None
 
 

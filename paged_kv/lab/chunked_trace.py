@@ -20,6 +20,7 @@ from typing import List, Tuple
 from paged_kv.cache.checks import check_int, check_positive_int
 from paged_kv.cache.prefix_cache import Sequence
 from paged_kv.engine.chunked import ChunkedBlockManager
+from paged_kv.lab.i18n import N_, _
 from paged_kv.lab.scheduler_trace import StepCallGuard, TraceRequest, TraceRun, made_up_token
 
 
@@ -76,8 +77,8 @@ class GuardedChunkedBlockManager(StepCallGuard, ChunkedBlockManager):
     which records, per step, the sequences given back their blocks (``freed``) and each admission's prefix
     hits, taken and available (``admitted``)."""
 
-    verb = "called"
-    loop_advice = "When allocate_slots fails, preempt the newest running sequence (or stop)"
+    verb = N_("called")
+    loop_advice = N_("When allocate_slots fails, preempt the newest running sequence (or stop)")
 
     def start_step(self) -> None:
         super().start_step()
@@ -118,7 +119,8 @@ class ChunkedTraceRun(TraceRun):
         if self.done:
             raise RuntimeError("the trace has finished")
         if self.step_index >= self.max_steps:
-            raise AssertionError(f"the trace is still running after {self.max_steps} steps: is a request stuck?")
+            steps = self.max_steps
+            raise AssertionError(_(f"the trace is still running after {steps} steps: is a request stuck?"))
         self._arrivals()
         self._batch = []
         waiting_before = tuple(self._name(s) for s in self.scheduler.waiting)
@@ -183,17 +185,18 @@ class ChunkedTraceRun(TraceRun):
         running = {id(s) for s in self.scheduler.running}
         for seq in self.seqs:
             if seq.block_table and id(seq) not in running:
+                name, table = self._name(seq), seq.block_table
                 raise AssertionError(
-                    f"{self._name(seq)} is not running but still holds blocks {seq.block_table}: "
-                    "were its blocks given back (preempt -> deallocate) when it left running?"
+                    _(
+                        f"{name} is not running but still holds blocks {table}: were its blocks given back "
+                        "(preempt -> deallocate) when it left running?"
+                    )
                 )
             held.update(seq.block_table)
         for block in self.manager.blocks:
             if block.ref_count != held.get(block.block_id, 0):
-                raise AssertionError(
-                    f"block {block.block_id} has ref_count {block.ref_count} but "
-                    f"{held.get(block.block_id, 0)} block table(s) list it"
-                )
+                block_id, count, tables = block.block_id, block.ref_count, held.get(block.block_id, 0)
+                raise AssertionError(_(f"block {block_id} has ref_count {count} but {tables} block table(s) list it"))
 
 
 def make_chunk_trace(
@@ -215,7 +218,7 @@ def make_chunk_trace(
     prefixes = [[rng.randint(100, 200) for _ in range(block_size * rng.randint(1, 3))] for _ in range(shared_prefixes)]
     room = num_blocks * block_size
     requests = []
-    for _ in range(check_positive_int("num_requests", num_requests)):
+    for _request in range(check_positive_int("num_requests", num_requests)):
         suffix = [rng.randint(1, 99) for _ in range(rng.randint(1, 20))]
         prompt = (list(rng.choice(prefixes)) if rng.random() < 0.7 else []) + suffix
         prompt = prompt[:room]
@@ -226,17 +229,13 @@ def make_chunk_trace(
 
 def describe(spec: ChunkTraceSpec) -> str:
     """The trace in a few lines: each request's prompt length, tokens and arrival."""
-    rows = [
-        f"r{i}: {len(r.prompt)}-token prompt, {r.max_tokens} tokens, arrives at step {r.arrival_step}"
-        for i, r in enumerate(spec.requests)
-    ]
-    return "\n".join(
-        rows
-        + [
-            f"pool {spec.num_blocks} blocks of {spec.block_size}, budget "
-            f"{spec.max_num_batched_tokens} tokens, max_num_seqs {spec.max_num_seqs}"
-        ]
-    )
+    rows = []
+    for i, r in enumerate(spec.requests):
+        prompt, tokens, step = len(r.prompt), r.max_tokens, r.arrival_step
+        rows.append(_(f"r{i}: {prompt}-token prompt, {tokens} tokens, arrives at step {step}"))
+    blocks, size, budget, most = spec.num_blocks, spec.block_size, spec.max_num_batched_tokens, spec.max_num_seqs
+    rows.append(_(f"pool {blocks} blocks of {size}, budget {budget} tokens, max_num_seqs {most}"))
+    return "\n".join(rows)
 
 
 def replay(scheduler_cls, spec: ChunkTraceSpec) -> List[ChunkSnapshot]:

@@ -152,9 +152,11 @@ class Catalog:
     def __init__(self, pairs: Mapping[str, str]):
         self.exact: Dict[str, str] = {}
         self.templates: List[_Template] = []
+        self.by_template: Dict[str, str] = {}  # a template's translation, its fields as written
         for msgid, msgstr in pairs.items():
             if not msgid or not msgstr:
                 continue
+            self.by_template[msgid] = msgstr
             if fields(msgid):
                 if len("".join(literal_text(msgid).split())) >= MIN_LITERAL:
                     self.templates.append(_Template(msgid, msgstr))
@@ -213,6 +215,16 @@ def translate(text: str) -> str:
 
 
 _ = translate  # the conventional name by which the package marks a text to translate where it is used
+
+
+def told(template: str, text: str) -> bool:
+    """Whether ``text`` holds ``template`` (a msgid) filled in, in English or in the current language: how code
+    recognises a message made with ``_(f"...")`` in whichever language it was made (each field matches anything)."""
+    forms = {template}
+    current = language()
+    if current != SOURCE:
+        forms.add(catalog(current).by_template.get(template, template))
+    return any(_Template(form, form).regex.search(text) for form in forms)
 
 
 def N_(text: str) -> str:

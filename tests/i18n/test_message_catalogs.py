@@ -107,3 +107,12 @@ def test_one_english_text_has_one_translation_in_every_catalog():
 def test_no_template_of_the_running_code_is_too_short_to_match_safely():
     short = [e for _, e, _ in _pairs() if fields(e) and len("".join(literal_text(e).split())) < MIN_LITERAL]
     assert short == [], f"templates with under {MIN_LITERAL} literal characters never match: reword them: {short}"
+
+
+def test_each_replay_error_lab_09_recognises_by_its_template_is_a_text_the_package_marks():
+    """``chunked_rules.REPLAY_ERRORS`` finds a message in the notebook's language through its msgid: a template
+    reworded in the code but not there would stop matching in Chinese only."""
+    from paged_kv.lab.chunked_rules import REPLAY_ERRORS
+
+    marked = {m.msgid for m in catalogs.package_messages()}
+    assert [template for template, _ in REPLAY_ERRORS if template not in marked] == []

@@ -7,7 +7,7 @@ import pytest
 
 from paged_kv.lab import i18n
 from paged_kv.lab.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, practice, show_when_ready
-from paged_kv.lab.i18n import Catalog, language, set_language, speaking, translate
+from paged_kv.lab.i18n import Catalog, language, set_language, speaking, told, translate
 from paged_kv.lab.message_layout import width, wrap
 
 
@@ -85,6 +85,17 @@ def test_english_is_the_text_itself_and_an_unknown_text_stays_english():
         assert translate("wrong value") == "值不对"
         assert translate("a text no catalog knows") == "a text no catalog knows"
         assert translate("") == ""
+
+
+def test_a_message_is_recognised_by_its_template_in_the_language_it_was_made_in():
+    template = "the trace is still running after {steps} steps: is a request stuck?"
+    steps = 30
+    english = f"the trace is still running after {steps} steps: is a request stuck?"
+    with speaking("zh_CN"):
+        chinese = translate(english)
+        assert chinese != english and told(template, chinese) and told(template, "raised X: " + english)
+        assert not told(template, "the trace finished after 30 steps")
+    assert told(template, english) and not told(template, chinese)  # English knows no other language's form
 
 
 def _block(func, *args, **kwargs):

@@ -141,8 +141,8 @@ PICTURES = {
     "kernel reads": (_kernel_reads, "序列 1，5 个 token"),
     "kv memory": (_kv_memory, "单个请求的上下文长度（token，对数坐标）"),
     "fragmentation": (_fragmentation, "浪费：每个末尾块的尾部"),
-    "beam tree": (_beam_tree, "提示词"),
-    "fork savings": (_fork_savings, "本 notebook（小模型，一段 54 token 的提示词）"),
+    "beam tree": (_beam_tree, "解码步（灰色：被剪掉的 beam，其块已释放）"),
+    "fork savings": (_fork_savings, "本 notebook（小模型，一个 54 token 的 prompt）"),
 }
 
 

@@ -1,6 +1,7 @@
 """Lab 05 grader: the prefix cache's four parts, each graded on its own points.
 
-The parts, in the notebook's order (``PARTS``, named as ``autograder/editions/manifest.py`` names them):
+The parts, in the notebook's order (``PARTS``, named as the lab's declaration, ``LAB`` in this folder's
+``__init__.py``, names them):
 1. ``hash``: ``compute_hash``, exact xxh64 chain values; 2. ``release``: ``deallocate`` + ``_allocate_block``,
 ref-counted release and block reuse; 3. ``register``: ``hash_blocks``; 4. ``admit``: ``can_allocate`` +
 ``allocate``, prefix hits.

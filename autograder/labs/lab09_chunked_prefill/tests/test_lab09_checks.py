@@ -98,6 +98,24 @@ def test_an_error_in_schedule_or_its_helper_names_the_step_and_the_rule_not_anot
     assert failure.hint == HINTS["budget"] and "its own tests" not in str(failure)
 
 
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_an_error_the_replay_raises_names_its_rule_in_the_notebooks_language(language):
+    """The replay's own messages are made in the notebook's language; each still points at its rule's hint."""
+    from paged_kv.lab.feedback import CheckFailed
+    from paged_kv.lab.i18n import speaking, translate
+
+    class ReturnsAList(Starter):
+        def schedule(self):
+            return [list(self.waiting)]
+
+    spec = make_chunk_trace(0, 2, num_blocks=8, block_size=2, budget=4, arrival_spread=0)
+    with speaking(language), pytest.raises(CheckFailed) as caught:
+        check_rules(ReturnsAList, spec, "a trace")
+    with speaking(language):
+        assert caught.value.hint == translate(HINTS["shape"]), caught.value
+    assert ("必须返回" in caught.value.problem) == (language == "zh_CN"), caught.value
+
+
 def test_super_reaches_a_stub_not_the_reference():
     class UsesSuper(Starter):
         def schedule(self):
