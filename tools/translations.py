@@ -174,7 +174,7 @@ def checked(lab_dir: Path, language: str) -> Dict[str, List[str]]:
         if entry.msgctxt not in english or not usable(entry, english[entry.msgctxt]):
             continue  # not translated, or stale: to translate again (above)
         text = english[entry.msgctxt]
-        problems = translation_facts.differences(text, entry.msgstr)
+        problems = translation_facts.differences(without_badge(text), without_badge(entry.msgstr))  # badges: ours
         problems += translation_facts.glossary_misses(text, entry.msgstr, terms)
         if problems:
             found[entry.msgctxt] = problems

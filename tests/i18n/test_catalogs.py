@@ -83,7 +83,8 @@ def test_every_translation_keeps_the_facts_of_its_english(lab, language):
     wrong = {}
     for entry in _entries(lab, language):
         if entry.msgctxt in english and usable(entry, english[entry.msgctxt]):  # a stale one: the test above
-            found = translation_facts.differences(english[entry.msgctxt], entry.msgstr)
+            # the Colab and ModelScope badges are make release's to write (translated_release), not the translator's
+            found = translation_facts.differences(without_badge(english[entry.msgctxt]), without_badge(entry.msgstr))
             if found:
                 wrong[entry.msgctxt] = found
     assert not wrong, f"{lab}: translations that do not say what their English says:\n" + "\n".join(
