@@ -1,9 +1,5 @@
-"""Step 1 of lab 06's catalogue: gathering one sequence's keys through its block table.
-
-Kernels as students write them: realistic bugs, each named after its mistake, and correct kernels written
-differently. ``BUGS`` lists ``(kernel, grid or None, the checks it must fail)``, ``VARIANTS`` ``(kernel, grid or
-None)`` (each must keep full marks); ``bugs.py`` gathers every step's. Every kernel keeps the stub's parameter list.
-"""
+"""Step 1 of lab 06's catalogue (``bugs.py`` says what ``BUGS`` and ``VARIANTS`` hold): gathering one
+sequence's keys through its block table."""
 
 from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import blocks_grid, define_kernel, tl, triton
 

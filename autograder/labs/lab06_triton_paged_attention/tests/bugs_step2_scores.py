@@ -1,9 +1,5 @@
-"""Step 2 of lab 06's catalogue: one query head's scores over its sequence's blocks.
-
-Kernels as students write them: realistic bugs, each named after its mistake, and correct kernels written
-differently. ``BUGS`` lists ``(kernel, grid or None, the checks it must fail)``, ``VARIANTS`` ``(kernel, grid or
-None)`` (each must keep full marks); ``bugs.py`` gathers every step's. Every kernel keeps the stub's parameter list.
-"""
+"""Step 2 of lab 06's catalogue: one query head's scores over its sequence's blocks, ``-inf`` past
+the sequence's last token."""
 
 from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import blocks_grid, define_kernel, tl, triton
 

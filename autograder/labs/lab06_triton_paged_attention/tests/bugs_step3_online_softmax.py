@@ -1,9 +1,5 @@
-"""Step 3 of lab 06's catalogue: one query head's output by online softmax, in one program.
-
-Kernels as students write them: realistic bugs, each named after its mistake, and correct kernels written
-differently. ``BUGS`` lists ``(kernel, grid or None, the checks it must fail)``, ``VARIANTS`` ``(kernel, grid or
-None)`` (each must keep full marks); ``bugs.py`` gathers every step's. Every kernel keeps the stub's parameter list.
-"""
+"""Step 3 of lab 06's catalogue: one query head's attention output by online softmax, in one
+program, block after block."""
 
 from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import define_kernel, tl, triton
 

@@ -1,9 +1,5 @@
-"""Step 4 of lab 06's catalogue: the decode kernel, one program per (sequence, KV head).
-
-Kernels as students write them: realistic bugs, each named after its mistake, and correct kernels written
-differently. ``BUGS`` lists ``(kernel, grid or None, the checks it must fail)``, ``VARIANTS`` ``(kernel, grid or
-None)`` (each must keep full marks); ``bugs.py`` gathers every step's. Every kernel keeps the stub's parameter list.
-"""
+"""Step 4 of lab 06's catalogue: the decode kernel for the whole batch, one program per (sequence,
+KV head) covering its query-head group."""
 
 from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import decode_grid, define_kernel, tl, triton
 from paged_kv.kernels import triton_kernels

@@ -1,9 +1,5 @@
-"""Step 5 of lab 06's catalogue: the fast decode kernel, tl.dot on TILE tokens at a time.
-
-Kernels as students write them: realistic bugs, each named after its mistake, and correct kernels written
-differently. ``BUGS`` lists ``(kernel, grid or None, the checks it must fail)``, ``VARIANTS`` ``(kernel, grid or
-None)`` (each must keep full marks); ``bugs.py`` gathers every step's. Every kernel keeps the stub's parameter list.
-"""
+"""Step 5 of lab 06's catalogue: the fast decode kernel, ``tl.dot`` on ``TILE`` tokens at a time
+whatever the block size."""
 
 from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import define_kernel, tl, triton
 
