@@ -151,8 +151,9 @@ def run_exchange_step(layout: Layout, *args: str) -> int:
         give_to_instructor(layout.course_root(home_of(layout.instructor)), layout.instructor)
 
 
-def release(layout: Layout, lab: Optional[str]) -> int:
-    """Release the labs up to ``lab`` (None: every lab) and give the students ``lab``'s package edition."""
+def release(layout: Layout, lab: Optional[str], language: str = "en") -> int:
+    """Release the labs up to ``lab`` (None: every lab), in ``language`` (the class's: en or zh_CN), and give the
+    students ``lab``'s package edition."""
     from autograder.course.layout import LABS
     from hub.package import install_edition
 
@@ -160,7 +161,9 @@ def release(layout: Layout, lab: Optional[str]) -> int:
     if lab is not None and lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
     labs = [name for name in sorted(LABS) if lab is None or name[:2] <= lab[:2]]
-    done = run_exchange_step(layout, "release", *labs, *(["--open-lab", lab] if lab is not None else []))
+    done = run_exchange_step(
+        layout, "release", *labs, "--language", language, *(["--open-lab", lab] if lab is not None else [])
+    )
     if done != 0:
         return done
     graded = _graded()
@@ -235,7 +238,9 @@ def main(argv=None) -> int:
         default=IDLE_TIMEOUT_S,
         help="seconds a user's server may sit idle before it is stopped (0: never)",
     )
-    commands.add_parser("release").add_argument("lab", nargs="?")
+    releasing = commands.add_parser("release")
+    releasing.add_argument("lab", nargs="?")
+    releasing.add_argument("--language", default="en", choices=("en", "zh_CN"), help="the class's language")
     commands.add_parser("grade").add_argument("lab")
     commands.add_parser("clean")
     args = parser.parse_args(argv)
@@ -247,7 +252,7 @@ def main(argv=None) -> int:
             os.chdir(layout.state)
             os.execve(sys.executable, hub_command(layout), hub_environment(layout))
         if args.command == "release":
-            return release(layout, args.lab)
+            return release(layout, args.lab, args.language)
         if args.command == "grade":
             return run_exchange_step(layout, "grade", args.lab)
         if not layout.root.exists():

@@ -15,6 +15,7 @@ README = ROOT / "README.md"
 README_MAX_LINES = 150
 DOCS = [
     README,
+    ROOT / "README.zh_CN.md",  # the students' part of README, in Chinese
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "deploy" / "README.md",
     ROOT / "student-lab" / "README.md",

@@ -15,7 +15,8 @@ in mainland China installs the course from, GitHub being out of reach there) is 
 - in each source notebook, the badge line under the title of the first markdown cell: "Open in Colab"
   and "Open in ModelScope", both opening the release notebook (course/) from GitHub (ModelScope's
   ``notebook/share/github/...`` link reads it there on the server's side, then offers a notebook instance);
-- in README.md, the Colab column of the table of labs.
+- in README.md, the table of labs' Colab column (the English notebooks) and 中文 column (the Chinese ones,
+  ``course/zh_CN/``: Colab's and ModelScope's badges), and in README.zh_CN.md its column of both badges.
 
 Cell ids, metadata and every other line stay as they are, and a second run changes nothing, so it
 is safe to run after any merge. ``--check`` writes nothing and exits 1 when something is out of
@@ -256,27 +257,53 @@ def _row(cells: List[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def sync_readme(text: str, settings: ColabSettings, notebooks: Dict[str, str]) -> str:
-    """README with a Colab column in its table of labs (the table whose header starts ``| # | lab |``).
+# The generated columns of each README's table of labs: (title, language of the notebooks linked, whether ModelScope's
+# badge follows Colab's: for Chinese readers, ModelScope's free instances are the route that works in mainland China).
+README_COLUMNS = {
+    "README.md": (("Colab", "en", False), ("中文", "zh_CN", True)),
+    "README.zh_CN.md": (("在线打开", "zh_CN", True),),
+}
 
-    ``notebooks`` maps a lab number ("02") to its release notebook's path in the repository; rows of
-    labs not written yet get an empty Colab cell.
+
+def sync_readme(
+    text: str,
+    settings: ColabSettings,
+    notebooks: Dict[str, str],
+    columns=(("Colab", "en", False),),
+    where: str = "README.md",
+) -> str:
+    """A README with its generated columns (``columns``: title, language, and whether ModelScope's badge follows
+    Colab's) at the end of its table of labs (the table whose header starts ``| # | lab |`` or ``| # | 实验 |``):
+    each the badges of the lab's notebook in that language (English: ``course/<lab>/``; another:
+    ``course/<language>/<lab>/``).
+
+    ``notebooks`` maps a lab number ("02") to its English release notebook's path in the repository; rows of
+    labs not written yet get an empty cell.
     """
     lines = text.split("\n")
-    header = next((i for i, line in enumerate(lines) if re.match(r"^\|\s*#\s*\|\s*lab\s*\|", line)), None)
+    header = next((i for i, line in enumerate(lines) if re.match(r"^\|\s*#\s*\|\s*(lab|实验)\s*\|", line)), None)
     if header is None:
-        raise SyncError("README.md: no table of labs (a header row starting `| # | lab |`)")
-    columns = _cells(lines[header])
-    has_colab = columns[-1] == "Colab"
-    width = len(columns) if has_colab else len(columns) + 1
-    lines[header] = _row(columns[: width - 1] + ["Colab"])
+        raise SyncError(f"{where}: no table of labs (a header row starting `| # | lab |` or `| # | 实验 |`)")
+    titles = [column[0] for column in columns]
+    known = {"Colab", *(title for c in README_COLUMNS.values() for title, *_ in c)}
+    found = _cells(lines[header])
+    kept = len(found)
+    while kept > 2 and found[kept - 1] in known:
+        kept -= 1
+    width = kept + len(columns)
+    lines[header] = _row(found[:kept] + titles)
     lines[header + 1] = _row(["---"] * width).replace(" ", "")
     row = header + 2
     while row < len(lines) and lines[row].startswith("|"):
         cells = _cells(lines[row])
-        cells = cells[: width - 1] if len(cells) >= width else cells + [""] * (width - 1 - len(cells))
+        cells = cells[:kept] + [""] * (kept - len(cells))
         number = cells[0]
-        cells.append(settings.colab_badge(notebooks[number]) if number in notebooks else "")
+        for _, language, both in columns:
+            path = notebooks.get(number)
+            if path is not None and language != "en":
+                release, rest = path.split("/", 1)
+                path = f"{release}/{language}/{rest}"
+            cells.append("" if not path else settings.badge(path) if both else settings.colab_badge(path))
         lines[row] = _row(cells)
         row += 1
     return "\n".join(lines)
@@ -299,13 +326,17 @@ def sync(root: Path = ROOT, check: bool = False) -> List[Path]:
             changed.append(path)
             if not check:
                 path.write_text(new)
-    readme = root / "README.md"
-    text = readme.read_text()
-    new = sync_readme(text, settings, {lab[:2]: f"{release_name}/{lab}/{name}" for lab, name in labs.items()})
-    if new != text:
-        changed.append(readme)
-        if not check:
-            readme.write_text(new)
+    notebooks = {lab[:2]: f"{release_name}/{lab}/{name}" for lab, name in labs.items()}
+    for readme_name, columns in README_COLUMNS.items():
+        readme = root / readme_name
+        if not readme.exists() and readme_name != "README.md":
+            continue
+        text = readme.read_text()
+        new = sync_readme(text, settings, notebooks, columns, readme_name)
+        if new != text:
+            changed.append(readme)
+            if not check:
+                readme.write_text(new)
     return changed
 
 

@@ -16,7 +16,8 @@ so, and the instructor sees both named (``id-collision`` in the repairs and log.
 terminal). An entry whose name holds two LMS ids is refused alone.
 
 For every student it picks the lab's notebook (the expected name, then "Copy of …", "… (1)" and
-other renamed copies, then the only notebook there is), repairs it (``autograder.collect.repair``), writes it to
+other renamed copies, then the only notebook there is), repairs it (``autograder.collect.repair``) against the
+release in the notebook's language (``autograder.course.languages``: its prose stays the student's), writes it to
 ``submitted/<student>/<LAB>/<notebook>`` and keeps the original beside the work folder. Each student's
 repairs go to ``reports/<LAB>/repairs.csv``; students are listed in ``reports/<LAB>/roster.csv`` with what the
 LMS's download says of each (``entry_names``): which LMS, its id for the student (Canvas's user id, Moodle's
@@ -46,11 +47,12 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import nbformat
 
+from autograder.course.languages import submitted_language, translated_releases
+from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.collect.entries import MAX_ENTRY, Refused, read_file
 from autograder.collect.entry_names import safe_id
 from autograder.collect.gather import Submission, gather, submission_for  # noqa: F401 (read from here too)
 from autograder.collect.repair import Repaired, add_note, repair
-from autograder.course.notebook import nbgrader as nbgrader_meta
 
 
 def pick_notebook(files: List[Path], expected: str) -> Tuple[Optional[Path], List[str]]:
@@ -151,6 +153,10 @@ def write_submissions(
     if unsafe:
         raise ValueError(f"unsafe student id {unsafe[0]!r}")
     release = nbformat.read(release_dir / lab / notebook, as_version=4)
+    releases = {
+        language: nbformat.reads(json.dumps(data), as_version=4)
+        for language, data in translated_releases(release_dir, lab, notebook).items()
+    }
     grade_ids = [nbgrader_meta(c).get("grade_id") for c in release.cells if nbgrader_meta(c).get("grade")]
     work = course_root / "autograder" / "work"
     records = []
@@ -190,7 +196,8 @@ def write_submissions(
                 f"notebook, `{notebook}` (File > Download in JupyterLab or Colab).",
             )
         else:
-            repaired = repair(raw, release, file_name=chosen.name, expected_name=notebook)
+            language = submitted_language(raw)  # repaired against its own language's release: its prose and notes
+            repaired = repair(raw, releases.get(language, release), file_name=chosen.name, expected_name=notebook)
             if skipped:
                 repaired.log.append(("skipped-files", ", ".join(skipped)))
         for entry, reason in refused:

@@ -327,15 +327,18 @@ def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) ->
         else:
             note = N_(f"The given code cell `{label}` had been edited; it was graded as originally written.")
         result.record(f"edited-{kind}", label, note)
+    elif kind == "cell":  # as the student was handed it (a class's setup cell): kept so, for the feedback too
+        new.source = _as_handed_out(cell.source).get(normalized(submitted["source"]), cell.source)
     return new
 
 
-def _as_handed_out(source: str) -> Set[str]:
-    """The normalised texts a given cell may have without being edited: the release's, and a class handout's copy
-    of it (its setup cell installs the class's edition on Colab: ``autograder.handout.colab_class``)."""
-    from autograder.handout.colab_class import class_setup_source
+def _as_handed_out(source: str) -> Dict[str, str]:
+    """``{normalised text: text}`` of the forms a given cell may have without being edited: the release's, a
+    translation's setup cell, a class handout's (its setup cell installs the class's edition on Colab):
+    ``autograder.course.handed_out.given_forms``."""
+    from autograder.course.handed_out import given_forms
 
-    return {normalized(source), normalized(class_setup_source(source))}
+    return {normalized(form): form for form in reversed(given_forms(source))}
 
 
 def _added(cell: dict, index: int, taken: Set[Optional[str]]) -> NotebookNode:

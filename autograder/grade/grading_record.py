@@ -37,14 +37,22 @@ def remove_secrets(source: Path, cells, verdicts: Dict[str, Any], events: List[d
 
 
 def record(
-    resources, isolation: str, seconds: float, events: List[dict], spare_kernels: int, phases, verdicts
+    resources,
+    isolation: str,
+    seconds: float,
+    events: List[dict],
+    spare_kernels: int,
+    phases,
+    verdicts,
+    language: str = "en",
 ) -> Dict[str, Any]:
-    """The events record of one graded notebook (who, how isolated, how long and where the time went, the events
-    and each graded cell's verdict)."""
+    """The events record of one graded notebook (who, in which language, how isolated, how long and where the time
+    went, the events and each graded cell's verdict)."""
     nbgrader = (resources or {}).get("nbgrader", {})
     return {
         "student": nbgrader.get("student"),
         "assignment": nbgrader.get("assignment"),
+        "language": language,
         "isolation": isolation,
         "seconds": round(seconds, 2),
         "events": events,

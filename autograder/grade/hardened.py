@@ -21,6 +21,8 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
   kernel dies anyway (``os._exit``, a kill, a crash) starts a fresh one, re-runs the cells above that
   are not tests, and goes on;
 - keeps at most ``max_output_bytes`` of output per cell;
+- speaks the notebook's language (``autograder.course.languages``): the messages and notes it writes for the
+  student, and every kernel's ``PAGED_KV_LANG``;
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
   and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
 
@@ -46,6 +48,7 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
+from autograder.course import languages
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
@@ -204,9 +207,15 @@ class HardenedExecute(Execute):
 
     # ---- the run -------------------------------------------------------------------------------------
     def preprocess(self, nb, resources=None, km=None):
-        # What is decided here (the checks' messages, the notes) speaks the notebook's language.
+        # What is decided here (the checks' messages, the notes) speaks the notebook's language, and so does every
+        # kernel it starts (``preamble``).
         with speaking(language_of(nb)):
             return self._grade(nb, resources, km)
+
+    def preamble(self) -> str:
+        """What every fresh kernel of this notebook runs first, unrecorded: ``PREAMBLE``, and its environment's
+        ``PAGED_KV_LANG`` set to the notebook's language (``languages.kernel_preamble``), whatever the grader's."""
+        return PREAMBLE + languages.kernel_preamble(self._language())
 
     def _grade(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
@@ -247,7 +256,7 @@ class HardenedExecute(Execute):
                 self._kills_seen = 0
                 try:
                     boxed_kernels.copy_assignment_files(self.resources, self.km)
-                    silent_runs.silent(self.kc, self.km, PREAMBLE)
+                    silent_runs.silent(self.kc, self.km, self.preamble())
                     if restarts:
                         self._replay(replayable)
                     while index < len(cells):
@@ -477,6 +486,7 @@ class HardenedExecute(Execute):
             getattr(self, "_spares_used", 0),
             getattr(self, "phases", {}),
             self.verdicts,
+            self._language(),
         )
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:

@@ -2,7 +2,8 @@
 
 The package (``paged_kv``, editions are built from it), the graders and the grading machinery
 (``autograder/`` without its tests, each lab's ``tests/``, the proof harness and the work folder), the lab's source notebook without its solutions (the
-tests' text, hidden tests included, is what grading needs) and its release, the lock
+tests' text, hidden tests included, is what grading needs) and its releases (English and the translations: an
+upload in any of the course's languages is graded), the lock
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
 
@@ -64,6 +65,7 @@ def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
 
 def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
     """``(relative path, bytes)`` of every file the lab's grader needs."""
+    from autograder.course.languages import TRANSLATIONS, release_folder
     from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
     repo = _repo()
@@ -71,8 +73,9 @@ def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
         yield name, (repo / name).read_bytes()
     for folder in (repo / "paged_kv", repo / "autograder"):
         yield from _entries(folder, repo)
-    for folder in (SOURCE_DIR / lab, RELEASE_DIR / lab):
-        for relative, data in _entries(folder, folder.parents[1]):
+    translated = [release_folder(RELEASE_DIR, language) / lab for language in TRANSLATIONS]  # a Chinese upload too
+    for folder in [SOURCE_DIR / lab, RELEASE_DIR / lab] + [f for f in translated if f.is_dir()]:
+        for relative, data in _entries(folder, SOURCE_DIR.parent):
             yield (
                 relative,
                 (without_solutions(data) if folder.parent == SOURCE_DIR and relative.endswith(".ipynb") else data),

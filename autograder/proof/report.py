@@ -153,6 +153,7 @@ def run_lab(
     )
     normal = honest[len(honest) // 2] if honest else None
     graded_results = lab_results.read(work, lab, root / "solutions" / lab / info.notebook)
+    graded_records, _ = lab_results.records(work, lab)
     results = {}
     for student in students:
         sid = ids[student.sid]
@@ -163,7 +164,14 @@ def run_lab(
         graded_nb = work / "autograded" / sid / lab / info.notebook
         outputs = _outputs(graded_nb) if graded_nb.exists() else ""
         problems[student.sid] = classroom.check_outcome(
-            student, scores, info.grade_cells, repairs, events, outputs, boxed=level == "bwrap"
+            student,
+            scores,
+            info.grade_cells,
+            repairs,
+            events,
+            outputs,
+            boxed=level == "bwrap",
+            language=graded_records.get(sid, {}).get("language"),  # the language grading read it in
         )
         if student.kind == "untouched" and graded_nb.exists():
             problems[student.sid] += _errors_outside_tests(graded_nb)
@@ -288,6 +296,7 @@ COLUMNS = [
     ("bystander", "bystanders kept"),
     ("link", "links refused"),
     ("solution", "solution full"),
+    ("translated", "translated same"),
     ("untouched", "release zero"),
     ("s/student", "s/student"),
     ("class s", "class s"),
@@ -396,7 +405,8 @@ def shared_class(
     dealt: bool = True,
 ) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
-    (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
+    (solution, untouched, catalogued bugs, variants, the translated releases' solution (and, every other lab,
+    catalogued bug), delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
     the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
@@ -411,7 +421,15 @@ def shared_class(
     full = classroom.build_class(info, root, memory_mb=memory_mb)
     links = [s for s in full if s.link]
     full = [s for s in full if not s.link]
-    own = ("solution", "untouched", "bug", "variant", "delegation", "xss")  # xss: live markup in its feedback
+    own = (
+        "solution",
+        "untouched",
+        "bug",
+        "variant",
+        "translated",
+        "delegation",
+        "xss",
+    )  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
@@ -419,6 +437,8 @@ def shared_class(
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
             continue
+        if student.kind == "translated" and "bug" in student.label and lab_index % 2:
+            continue  # a translated release's catalogued bug: every other lab (its solution: every lab)
         if student.kind in own or (
             student.kind == "attack"
             and ("(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))

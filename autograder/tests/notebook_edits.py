@@ -87,7 +87,8 @@ NOTEBOOK_EDITS = {
         "fast kernel stores its padding rows": (
             "(acc / l[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])",
             "(acc / l[:, None]).to(out_ptr.dtype.element_ty))",
-            {"check_step5_correct"},
+            # the build check's counted launch (fast_dots) runs the same kernel, so it sees the stray writes too
+            {"check_step5_correct", "check_step5_fast_build"},
         ),
         "online softmax without max subtraction": (
             "        m_new = tl.maximum(m, tl.max(s, axis=0))\n        alpha = tl.exp(m - m_new)\n"

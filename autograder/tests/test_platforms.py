@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 import platform_harness
+from course_notebooks import answers
 from autograder.course.notebook import BEGIN
 from autograder.box import sandbox
 from autograder.proof import classroom, report
@@ -201,6 +202,7 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         "course/pyproject.toml",
         f"course/solutions/{LAB}/atomic_prefill.ipynb",
         f"course/course/{LAB}/atomic_prefill.ipynb",
+        f"course/course/zh_CN/{LAB}/atomic_prefill.ipynb",  # a Chinese upload is graded in Chinese
     ):
         assert must in names, must
     assert not any("/autograder/tests/" in n or "/autograder/work/" in n or "__pycache__" in n for n in names)
@@ -258,9 +260,17 @@ def _uploads(tmp_path: Path) -> dict:
     container tests use them too)."""
     solution = nbformat.writes(nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4))
     release = nbformat.writes(nbformat.read(REPO / "course" / LAB / "atomic_prefill.ipynb", as_version=4))
+    chinese = nbformat.read(REPO / "course" / "zh_CN" / LAB / "atomic_prefill.ipynb", as_version=4)
+    for cell in chinese.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = answers(LAB)[cell.metadata["nbgrader"]["grade_id"]]
     folder = lambda label, files: platform_harness.write_upload(tmp_path / "uploads" / label, files)  # noqa: E731
     return {
         "the solution, renamed 'Copy of'": (folder("copy", {"Copy of atomic_prefill.ipynb": solution.encode()}), 10.0),
+        "the solution in Chinese (course/zh_CN/)": (
+            folder("chinese", {"atomic_prefill.ipynb": nbformat.writes(chinese).encode()}),
+            10.0,
+        ),
         "a broken JSON file": (folder("broken", {"atomic_prefill.ipynb": b'{"cells": [ oops'}), None),
         "two unrelated notebooks": (
             folder("two", {"notes.ipynb": release.encode(), "scratch.ipynb": release.encode()}),

@@ -147,6 +147,7 @@ RECORD_SCHEMA: Dict[str, Any] = {
     "properties": {
         "student": {"type": ["string", "null"]},
         "assignment": {"type": ["string", "null"]},
+        "language": {"type": "string"},  # the notebook's (autograder.course.languages): what its student read
         "isolation": {"type": ["string", "null"]},
         "seconds": {"type": "number"},
         "events": {"type": "array", "items": _EVENT},

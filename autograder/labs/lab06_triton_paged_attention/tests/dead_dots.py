@@ -6,7 +6,7 @@ mistake them for dead ones (``LIVE_VARIANTS``, each must keep full marks).
 Every kernel keeps the stub's parameter list; ``_step5`` runs one program with the dots placed by ``HOW``.
 """
 
-from autograder.labs.lab06_triton_paged_attention.tests.bugs import _define, triton, tl  # noqa: F401
+from autograder.labs.lab06_triton_paged_attention.tests.catalogue_kit import define_kernel, tl, triton
 
 # HOW: where the kernel's dots are (0: none at all, the executed path alone).
 HOWS = {
@@ -157,7 +157,7 @@ def _step5(
 def _kernel(how: str):
     """A @triton.jit step 5 kernel named ``fast_<how>`` whose program is ``_step5`` with ``HOWS[how]``."""
     name = f"fast_{how}"
-    return _define(
+    return define_kernel(
         f'''
 @triton.jit
 def {name}(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
@@ -259,7 +259,7 @@ def _live_step5(
 
 
 def _live(name: str, how: int):
-    return _define(
+    return define_kernel(
         f'''
 @triton.jit
 def {name}(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, scale,
