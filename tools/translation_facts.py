@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -151,11 +152,37 @@ def _counted(what: str, english: Counter, translated: Counter) -> List[str]:
     return out
 
 
+_MONTHS = ("January February March April May June July August September October November December").split()
+_MONTH = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b")
+# A number with a scale word, and the factor that restates it in the Chinese unit a reader expects: billion → 亿
+# (10**8), million → 万 (10**4), thousand and K → 万.
+_SCALED = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)(?:\s*(billion|million|thousand)\b|(K)\b)")
+_RESTATED = {"billion": 10, "million": 100, "thousand": Decimal("0.1"), "K": Decimal("0.1")}
+
+
+def _restated_numbers(english: str, english_numbers: Counter, translated_numbers: Counter) -> Counter:
+    """``english_numbers`` as a Chinese writer may restate them: a month's name as its number (``April 2026`` →
+    ``2026 年 4 月``) and a scaled number in 亿 or 万 (``2.1 billion`` → ``21 亿``, ``853 thousand`` →
+    ``85.3 万``), each only where the translation does so; every other number stays as written."""
+    numbers = Counter(english_numbers)
+    prose = _CODE.sub(" ", _FENCE.sub(" ", english))
+    for name in _MONTH.findall(prose):
+        month = str(_MONTHS.index(name) + 1)
+        if translated_numbers[month] > numbers[month]:
+            numbers[month] += 1
+    for value, word, k in _SCALED.findall(prose):
+        restated = format((Decimal(value) * _RESTATED[word or k]).normalize(), "f")
+        if numbers[value] > translated_numbers[value] and translated_numbers[restated] > numbers[restated]:
+            numbers[value] -= 1
+            numbers[restated] += 1
+    return +numbers
+
+
 def differences(english: str, translated: str) -> List[str]:
     """What ``translated`` lost or added of ``english``'s facts and skeleton; empty when it keeps them all."""
     en, tr = facts(english), facts(translated)
     out = []
-    out += _counted("numbers", en.numbers, tr.numbers)
+    out += _counted("numbers", _restated_numbers(english, en.numbers, tr.numbers), tr.numbers)
     out += _counted("code spans", en.code, tr.code)
     out += _counted("links", en.links, tr.links)
     out += _counted("math", en.math, tr.math)

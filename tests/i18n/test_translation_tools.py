@@ -98,6 +98,17 @@ def test_the_facts_check_reads_tables_and_keeps_hyphenated_names_whole():
     assert any(f.startswith("tables") for f in found) and any("FlashAttention-2" in f for f in found)
 
 
+def test_a_date_and_a_scaled_number_may_be_restated_as_chinese_writes_them_and_nothing_else():
+    english = "Merged in April 2026; past 2**31 (2.1 billion) elements, 853 thousand parameters, about 15.7K slots."
+    natural = "2026 年 4 月合并；超过 2**31（约 21 亿）个元素，85.3 万个参数，约 1.57 万个槽位。"
+    kept = "2026 年四月合并；超过 2**31（约 2.1 billion）个元素，853 thousand 个参数，约 15.7K 个槽位。"
+    assert translation_facts.differences(english, natural) == []
+    assert translation_facts.differences(english, kept) == []
+    for right, wrong in (("2026 年 4 月", "2026 年 5 月"), ("约 21 亿", "约 22 亿"), ("85.3 万个参数", "85 万个参数")):
+        found = translation_facts.differences(english, natural.replace(right, wrong))
+        assert any(f.startswith("numbers") for f in found), (wrong, found)
+
+
 def test_the_glossary_check_asks_for_the_checked_terms_only():
     terms = translation_facts.read_glossary()
     english = "Each prefill writes the block table; a `prefill_chunk` and a block are not checked."
