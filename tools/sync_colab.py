@@ -15,8 +15,9 @@ in mainland China installs the course from, GitHub being out of reach there) is 
 - in each source notebook, the badge line under the title of the first markdown cell: "Open in Colab"
   and "Open in ModelScope", both opening the release notebook (course/) from GitHub (ModelScope's
   ``notebook/share/github/...`` link reads it there on the server's side, then offers a notebook instance);
-- in README.md, the table of labs' Colab column (the English notebooks) and 中文 column (the Chinese ones,
-  ``course/zh_CN/``: Colab's and ModelScope's badges), and in README.zh_CN.md its column of both badges.
+- in README.md, the table of labs' Colab and ModelScope columns (the English notebooks) and 中文 column (the
+  Chinese ones, ``course/zh_CN/``: Colab's and ModelScope's badges), and in README.zh_CN.md its column of both
+  badges.
 
 Cell ids, metadata and every other line stay as they are, and a second run changes nothing, so it
 is safe to run after any merge. ``--check`` writes nothing and exits 1 when something is out of
@@ -90,6 +91,12 @@ class ColabSettings:
     def badge(self, path_in_repo: str) -> str:
         """The badge line under a notebook's title: Colab's badge, then ModelScope's."""
         return f"{self.colab_badge(path_in_repo)} {self.modelscope_badge(path_in_repo)}"
+
+    def badges(self, path_in_repo: str, which: str) -> str:
+        """A README cell's badges of ``path_in_repo``: ``which`` is one of ``BADGES``."""
+        if which not in BADGES:
+            raise SyncError(f"a README column shows one of {', '.join(BADGES)}, not {which!r}")
+        return {"colab": self.colab_badge, "modelscope": self.modelscope_badge, "both": self.badge}[which](path_in_repo)
 
     def install_block(self, with_triton: bool) -> str:
         """The setup cell's Colab statement: install the course package, keep Colab's torch."""
@@ -257,11 +264,12 @@ def _row(cells: List[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-# The generated columns of each README's table of labs: (title, language of the notebooks linked, whether ModelScope's
-# badge follows Colab's: for Chinese readers, ModelScope's free instances are the route that works in mainland China).
+# The generated columns of each README's table of labs: (title, language of the notebooks linked, which badges: one
+# of BADGES). ModelScope's free instances are the route that works in mainland China, for a notebook in any language.
+BADGES = ("colab", "modelscope", "both")
 README_COLUMNS = {
-    "README.md": (("Colab", "en", False), ("中文", "zh_CN", True)),
-    "README.zh_CN.md": (("在线打开", "zh_CN", True),),
+    "README.md": (("Colab", "en", "colab"), ("ModelScope", "en", "modelscope"), ("中文", "zh_CN", "both")),
+    "README.zh_CN.md": (("在线打开", "zh_CN", "both"),),
 }
 
 
@@ -269,11 +277,11 @@ def sync_readme(
     text: str,
     settings: ColabSettings,
     notebooks: Dict[str, str],
-    columns=(("Colab", "en", False),),
+    columns=(("Colab", "en", "colab"),),
     where: str = "README.md",
 ) -> str:
-    """A README with its generated columns (``columns``: title, language, and whether ModelScope's badge follows
-    Colab's) at the end of its table of labs (the table whose header starts ``| # | lab |`` or ``| # | 实验 |``):
+    """A README with its generated columns (``columns``: title, language, and which badges, one of ``BADGES``) at
+    the end of its table of labs (the table whose header starts ``| # | lab |`` or ``| # | 实验 |``):
     each the badges of the lab's notebook in that language (English: ``course/<lab>/``; another:
     ``course/<language>/<lab>/``).
 
@@ -298,12 +306,12 @@ def sync_readme(
         cells = _cells(lines[row])
         cells = cells[:kept] + [""] * (kept - len(cells))
         number = cells[0]
-        for _, language, both in columns:
+        for _, language, which in columns:
             path = notebooks.get(number)
             if path is not None and language != "en":
                 release, rest = path.split("/", 1)
                 path = f"{release}/{language}/{rest}"
-            cells.append("" if not path else settings.badge(path) if both else settings.colab_badge(path))
+            cells.append(settings.badges(path, which) if path else "")
         lines[row] = _row(cells)
         row += 1
     return "\n".join(lines)

@@ -91,8 +91,8 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None, language: 
     check_clean(files, repo, generated)
     readme = student_files.readme(language, lab)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if lab is not None:  # a class's copy: its notebooks install its edition on Colab, the open lab's practice
-        open_notebook = _open_lab_notebook(repo, lab)  # close to the answers is left out
+    if lab is not None:  # a class's copy: its notebooks install its edition (Colab, ModelScope), the open lab's
+        open_notebook = _open_lab_notebook(repo, lab)  # practice close to the answers is left out
         notebooks = [path for path in files if path.suffix == ".ipynb"]
         files = [path for path in files if path not in notebooks]
         class_copies = {
@@ -132,8 +132,8 @@ def _in_language(path: Path, repo: Path, language: str) -> Path:
 
 
 def _class_copy(path: Path, is_open: bool) -> bytes:
-    """A release notebook as a class's handout holds it: its setup cell installs the class's edition on Colab
-    (``colab_class``), for the open lab its practice close to the answers is left out (``practice``), and the
+    """A release notebook as a class's handout holds it: its setup cell installs the class's edition on Colab and
+    ModelScope (``colab_class``), for the open lab its practice close to the answers is left out (``practice``), and the
     checksums of what changed are recomputed (``handed_out.reseal``: Validate sees no change)."""
     import nbformat
 

@@ -130,6 +130,8 @@ out the code that answers lab {lab} and every later lab (calling it says so). Yo
 
 In Google Colab, upload the lab's notebook and `colab/paged-kv-class-edition.zip` (the Files panel, the
 folder icon on the left): the notebook's first cell installs that copy of the package (not the public one).
+In a ModelScope (魔搭) notebook instance, upload both to the same folder (the file browser's upload button; it
+starts at `/mnt/workspace`): the notebook's first cell installs that copy there too.
 """,
     "zh_CN": """
 这份讲义是为实验 {lab} 准备的：它包含到这个实验为止的所有实验；其中的课程包去掉了实验 {lab} 及之后各实验的
@@ -137,6 +139,8 @@ folder icon on the left): the notebook's first cell installs that copy of the pa
 
 在 Google Colab 中：把这个实验的笔记本和 `colab/paged-kv-class-edition.zip` 都上传上去（左侧的“文件”面板，
 文件夹图标）。笔记本的第一个代码单元会安装这份课程包（而不是公开发布的那一份）。
+在魔搭（ModelScope）的 Notebook 实例中：把这两个文件上传到同一个文件夹（文件浏览器的上传按钮，它从 `/mnt/workspace`
+开始）。笔记本的第一个代码单元同样会安装这份课程包。
 """,
 }
 

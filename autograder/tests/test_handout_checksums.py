@@ -45,6 +45,9 @@ def test_every_read_only_cell_of_a_class_handout_matches_its_checksum(tmp_path, 
         assert languages.notebook_language(nb) == language, name
         setup = [c for c in nb.cells if languages.is_setup_cell(c)]
         assert len(setup) == 1 and colab_class.COLAB_PATH in setup[0].source, f"{name}: not the class's setup cell"
+        assert colab_class.MODELSCOPE_PATH in setup[0].source, f"{name}: no class route on ModelScope"
+        said = [handed_out.UPLOAD_MESSAGES[route][language] for route in ("colab", "modelscope")]
+        assert all(message in setup[0].source for message in said), f"{name}: not in the notebook's language"
 
 
 def test_the_checksums_are_what_makes_validate_pass():

@@ -97,6 +97,22 @@ def test_every_release_notebook_opens_itself_in_colab_and_modelscope_and_install
         assert "github.com" not in lines[modelscope + 1], f"{lab}: ModelScope's install must not reach GitHub"
 
 
+def test_readmes_table_opens_each_english_lab_in_colab_and_in_modelscope_and_each_chinese_one_in_both():
+    settings = load_settings()
+    lines = (ROOT / "README.md").read_text().split("\n")
+    header = next(i for i, line in enumerate(lines) if line.startswith("| # | lab |"))
+    table = lines[header : next(i for i in range(header, len(lines)) if not lines[i].startswith("|"))]
+    cells = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table]
+    assert cells[0][-3:] == ["Colab", "ModelScope", "中文"], cells[0]
+    rows = {row[0]: row for row in cells[2:]}
+    for lab, name in LABS.items():
+        english, chinese = f"{RELEASE_DIR.name}/{lab}/{name}", f"{RELEASE_DIR.name}/zh_CN/{lab}/{name}"
+        expected = [settings.colab_badge(english), settings.modelscope_badge(english), settings.badge(chinese)]
+        assert rows[lab[:2]][-3:] == expected, lab
+    with pytest.raises(SyncError, match="README column"):
+        settings.badges(english, "gitee")
+
+
 def test_a_new_address_rewrites_every_link_and_nothing_else(tmp_path):
     root = scratch_course(tmp_path, repository="https://github.com/someone/fork-of-course", branch="spring-2027")
     before = {lab: nbformat.read(root / SOURCE_DIR.name / lab / name, as_version=4) for lab, name in LABS.items()}

@@ -7,6 +7,9 @@ reach) and without GitHub (which ModelScope's instances often cannot reach).
   course from the course's ModelScope mirror (a git repository of this checkout stands in for it) and changes
   no package the image had; a lab that uses Triton gets it from the PyPI mirror on the CPU image and keeps the
   GPU image's own.
+- A class's handout (``make handout LAB=...``) takes the class's edition there instead: its setup cell installs
+  ``colab/paged-kv-class-edition.zip`` uploaded to the instance (lab 05's edition, its TODOs left out), changing no
+  image package, and says in the notebook's language what to upload when nothing is there.
 - The fake instance really is cut off: its pip knows only the mirrors, and GitHub does not answer there.
 - That the image's packages satisfy the course's ranges is checked beside Colab's (test_colab.py); the links
   and install lines themselves, by test_colab_links.py.
@@ -14,11 +17,16 @@ reach) and without GitHub (which ModelScope's instances often cannot reach).
 
 from __future__ import annotations
 
+import json
 import subprocess
+import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from autograder.course import languages
+from autograder.course.handed_out import EDITION_ZIP, MODELSCOPE_PATH, UPLOAD_MESSAGES
 from autograder.course.layout import LABS
 from course_notebooks import lab_code_cells, solved_release
 from fake_modelscope import fake_modelscope_python, git_mirror, in_instance, pypi_mirror, run_like_modelscope
@@ -109,3 +117,43 @@ def test_the_fake_instance_installs_only_through_its_mirrors_and_github_does_not
         assert result.returncode != 0 and ("refused" in said or "failed to connect" in said), (
             f"{args} was not refused its connection to GitHub in the fake instance:\n{said[-2000:]}"
         )
+
+
+def test_a_class_handouts_setup_cell_installs_its_labs_edition_uploaded_to_the_instance(instance, tmp_path):
+    """``make handout LAB=05-... COURSE_LANG=zh_CN`` on ModelScope: with nothing uploaded, the notebook's setup cell
+    stops and says in Chinese what to upload; with the handout's ``colab/paged-kv-class-edition.zip`` uploaded to
+    /mnt/workspace (a folder named with a space and Chinese stands in for it) it installs lab 05's edition from
+    there, whose TODOs are left out, and changes no package the image had."""
+    from autograder.editions.build import LEFT_OUT, edition_sources
+    from autograder.handout import handout
+
+    python, _ = instance
+    lab = "05-prefix-cache"
+    workspace = tmp_path / "mnt workspace 工作区"
+    workspace.mkdir()
+    with zipfile.ZipFile(handout.build(tmp_path / "handout.zip", lab=lab, language="zh_CN")) as archive:
+        notebook = nbformat.reads(archive.read(f"paged-kv-course/course/{lab}/{LABS[lab]}").decode(), as_version=4)
+        (workspace / EDITION_ZIP).write_bytes(archive.read(f"paged-kv-course/colab/{EDITION_ZIP}"))
+    setup = next(c.source for c in notebook.cells if languages.is_setup_cell(c))
+    assert f'"{MODELSCOPE_PATH}"' in setup, "not the class's setup cell"
+    uploaded = setup.replace(f'"{MODELSCOPE_PATH}"', json.dumps(str(workspace / EDITION_ZIP), ensure_ascii=False))
+    fresh_runtime(python)
+    before = freeze(python)
+    where = "import paged_kv.cache.prefix_cache as installed\nprint(installed.__file__)"
+    beside = (  # the upload beside the notebook (its kernel's working folder), after the one above is uninstalled
+        "%pip uninstall --yes --quiet paged-kv-course\nimport shutil\n"
+        f"shutil.copy({json.dumps(str(workspace / EDITION_ZIP), ensure_ascii=False)}, {EDITION_ZIP!r})"
+    )
+    notebooks = {
+        "nothing uploaded": [setup],
+        "uploaded to /mnt/workspace": [uploaded, where],
+        "uploaded beside the notebook": [beside, setup, where],
+    }
+    report = run_like_modelscope(python, notebooks, tmp_path / "run", timeout_s=600)
+    refused = report.pop("nothing uploaded")[0]
+    assert not refused["ok"] and UPLOAD_MESSAGES["modelscope"]["zh_CN"] in refused["error"], refused
+    for name, cells in report.items():
+        assert all(cell["ok"] for cell in cells), (name, cells)
+        installed = Path(cells[-1]["shown"].strip().splitlines()[-1]).read_text()
+        assert installed == edition_sources(lab)["cache/prefix_cache.py"].decode() and LEFT_OUT in installed, name
+    assert changed_packages(before, freeze(python)) == {"paged-kv-course": (None, VERSION)}
