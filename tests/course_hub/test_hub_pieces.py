@@ -297,7 +297,17 @@ def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, m
         "workers": 1,
         "cpu_seconds": 2.0,
         "work": str(course / "autograder" / "work"),
-        "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}],
+        "students": [
+            {
+                "student": "s1",
+                "score": 10.0,
+                "score_text": "10.0",
+                "seconds": 1.0,
+                "repairs": [],
+                "events": [],
+                "ok": True,
+            }
+        ],
     }
     last = table(summary).splitlines()[-1]
     assert f"grades: {course}/autograder/work/reports/grades.csv," in last
