@@ -14,6 +14,13 @@ PORT ?=
 LAB_ARGS ?=
 # ROLE=student (default) hides nbgrader's instructor tools (student-lab/README.md); ROLE=instructor keeps them.
 ROLE ?= student
+# The course's language. make lab: COURSE_LANG=en opens the labs in English (course/), COURSE_LANG=zh_CN in Simplified
+# Chinese (course/zh_CN/); by default the language of the locale (LC_ALL, LC_MESSAGES, LANG: zh... is Chinese).
+# make handout and make hub-release: the class's language (default English). Not LANG: that is the locale, which
+# make passes on to every command.
+COURSE_LANG ?=
+LAB_LANG := $(or $(COURSE_LANG),$(if $(filter zh%,$(or $(LC_ALL),$(LC_MESSAGES),$(LANG))),zh_CN,en))
+LAB_SUBDIR := $(if $(filter zh_CN,$(LAB_LANG)),/zh_CN)
 # make hub: a local JupyterHub with the course (hub/__main__.py); docs/instructors.md, "Grading on JupyterHub".
 HUB_DIR ?= /srv/paged-kv-hub
 STUDENTS ?= 3
@@ -25,25 +32,30 @@ HUB := $(PY) -m hub --dir $(HUB_DIR)
 .PHONY: help env lab test check test-triton36 release sync-colab bench bench-platforms bench-gpu gpu-check tune-gpu model lock clean handout collect grade gradebook insight gradescope prairielearn grader-report grader-bench hub hub-release hub-grade hub-clean new-lab format
 
 help:
-	@echo "make lab      - create .venv if missing, then start JupyterLab on course/"
-	@echo "               (PORT=8899, LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
+	@echo "make lab      - create .venv if missing, then start JupyterLab on course/ (COURSE_LANG=zh_CN: course/zh_CN/,"
+	@echo "               the labs in Simplified Chinese; default: your locale's language; PORT=8899,"
+	@echo "               LAB_ARGS='--no-browser ...', ROLE=instructor for nbgrader's instructor tools)"
 	@echo "make test     - create .venv if missing, then run every test"
 	@echo "make check    - the fast loop: lint, the package's tests, the layer rules, the docs' links, one lab graded end to end"
+	@echo "make check LAB=09-chunked-prefill - one lab's inner loop: lint and every test marked lab09 (its checks, catalogue,"
+	@echo "               notebook, editions, package tests; not its class simulation or browser run: make test)"
 	@echo "make bench    - BlockManager time per request life vs pool size (writes bench/results/);"
 	@echo "               NANOVLLM=PATH adds nano-vllm's figure (PATH holds its nanovllm/ folder)"
 	@echo "make bench-gpu - paged decode attention kernels on a GPU, GB/s vs attainable copy and HBM peak (CPU: dry run)"
 	@echo "make tune-gpu  - sweep the package kernel's TILE/warps/stages on this GPU into paged_kv/kernels/launch_table.json"
 	@echo "make gpu-check OUT=DIR - bench/gpu_check.sh: kernel tests, lab 06 notebook, benchmark, sweep (CPU: dry run)"
 	@echo "make test-triton36 - the kernel tests in the interpreter under Triton 3.6 (Colab's GPU runtime), in \$$(VENV36)"
-	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first)"
-	@echo "make sync-colab - rewrite the Colab badges and install lines from pyproject.toml's Repository"
+	@echo "make release  - regenerate course/ from solutions/ with nbgrader (runs sync-colab first), then the translations"
+	@echo "               (course/zh_CN/: from course/ and each lab's catalog, solutions/<lab>/zh_CN.po)"
+	@echo "make sync-colab - rewrite the Colab and ModelScope badges and install lines from pyproject.toml's Repository and ModelScope"
 	@echo "make model    - retrain lab 07's tiny model on CPython's docs (about 80 min on 2 cores: the weights record 4,897 s; not in make test)"
 	@echo "make lock     - rewrite requirements-lock.txt from the current .venv"
 	@echo "make format   - ruff format and ruff check --fix (make test and make check fail on what it would change)"
 	@echo "make new-lab ID=09-name TITLE='...' TODO=cache/ledger.py:fn EXAMPLE='10, 4' - scaffold a graded lab"
 	@echo "             (its notebook, autograder/labs/labNN_name/, its release; docs/maintainers.md, Adding a lab)"
-	@echo "make handout [LAB=05-prefix-cache] - what students get (no solutions, no graders); with LAB, a class's"
-	@echo "               handout for that lab: labs up to it, the package without its TODOs' or later labs' answers"
+	@echo "make handout [LAB=05-prefix-cache] [COURSE_LANG=zh_CN] - what students get (no solutions, no graders); with LAB,"
+	@echo "               a class's handout for that lab: labs up to it, the package without its TODOs' or later labs'"
+	@echo "               answers; COURSE_LANG: its language (en, default, or zh_CN: the notebooks and README in Chinese)"
 	@echo "make collect LAB=02-atomic-prefill FROM=export.zip|folder - students' notebooks (Canvas, Moodle, folders)"
 	@echo "make grade LAB=02-atomic-prefill - hardened autograde + feedback + grades CSV, one worker per core"
 	@echo "make gradebook LAB=02-atomic-prefill LMS=canvas ASSIGNMENT_ID=123 [POINTS=10] - the lab's grades as Canvas's"
@@ -57,8 +69,9 @@ help:
 	@echo "make bench-platforms [LAB=..] - Gradescope's run_autograder per upload vs make grade, one core"
 	@echo "make hub [STUDENTS=3 HUB_PORT=8000 HUB_DIR=/srv/paged-kv-hub HUB_IDLE_TIMEOUT=3600] - JupyterHub with the course (root:"
 	@echo "               makes local accounts: an instructor and N students, demo password printed)"
-	@echo "make hub-release LAB=02-atomic-prefill - release the labs up to LAB; students get LAB's package edition"
-	@echo "               (no answers to LAB or later labs); no LAB: every lab and the whole package (self-study)"
+	@echo "make hub-release LAB=02-atomic-prefill [COURSE_LANG=zh_CN] - release the labs up to LAB; students get LAB's"
+	@echo "               package edition (no answers to LAB or later labs); no LAB: every lab and the whole package"
+	@echo "               (self-study); COURSE_LANG: the class's language (en, default, or zh_CN)"
 	@echo "make hub-grade LAB=02-atomic-prefill - collect from the exchange, grade as make grade does, release feedback"
 	@echo "make hub-clean - stop the hub, remove its accounts (with their homes) and HUB_DIR"
 
@@ -95,8 +108,9 @@ env: $(STAMP) $(KERNEL)
 
 lab: env
 	$(if $(filter-out student instructor,$(ROLE)),$(error ROLE must be student or instructor, not '$(ROLE)'))
+	$(if $(filter-out en zh_CN,$(LAB_LANG)),$(error COURSE_LANG must be en or zh_CN, not '$(LAB_LANG)'))
 	$(if $(filter student,$(ROLE)),JUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))") \
-	$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=course$(LAB_SUBDIR) $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Test files run side by side on TEST_WORKERS workers (pytest-xdist; a file stays on one worker, so its
 # fixtures are made once). The class simulation is one file: it starts first (testpaths) and takes one
@@ -112,10 +126,15 @@ test: env
 # rules, the docs' links, the engine tables (tests/test_engine_maps.py), and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
 CHECK_TESTS := tests/cache tests/engine tests/kernels tests/lab tests/bench tests/test_layers.py tests/test_autograder_layers.py tests/test_makefile.py tests/test_docs.py \
 	tests/test_engine_maps.py autograder/tests/test_one_lab_end_to_end.py autograder/tests/test_insight.py
+# make check LAB=NN-name: that lab's tests instead (the marker conftest.py gives them: autograder/labs/markers.py),
+# but its class simulation and its run in a browser, which make test runs.
+CHECK_LAB_TESTS = -m lab$(firstword $(subst -, ,$(LAB))) --ignore=autograder/tests/test_class_simulation_a.py \
+	--ignore=autograder/tests/test_class_simulation_b.py --ignore=tests/notebooks/test_labs_in_browser.py
 check: env
+	$(if $(LAB),$(if $(filter $(LAB),$(LABS)),,$(error LAB=$(LAB) is no lab; the labs are $(LABS))))
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
-	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(CHECK_TESTS)
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(if $(LAB),$(CHECK_LAB_TESTS),$(CHECK_TESTS))
 
 format: env
 	$(PY) -m ruff format
@@ -127,8 +146,12 @@ new-lab: env
 sync-colab: env
 	$(PY) -m tools.sync_colab
 
+# course/ by nbgrader, then each translation's catalogs brought in line with the notebooks (a changed English cell's
+# translation marked stale) and its release, course/<language>/, generated from course/ and them (tools/translations.py).
 release: env sync-colab
 	for lab in $(LABS); do $(VENV)/bin/nbgrader generate_assignment $$lab --force --log-level=WARN $(NBCONFIG) || exit 1; done
+	$(PY) -m tools.translations update
+	$(PY) -m tools.translations release
 
 bench: env
 	$(PY) bench/bench_block_manager.py $(if $(NANOVLLM),--nanovllm $(NANOVLLM))
@@ -163,7 +186,7 @@ model: env
 	$(PY) tools/train_tiny_model.py
 
 handout: env
-	$(PY) -m autograder.handout.handout $(if $(LAB),--lab $(LAB))
+	$(PY) -m autograder.handout.handout $(if $(LAB),--lab $(LAB)) $(if $(COURSE_LANG),--language $(COURSE_LANG))
 
 collect: env
 	@test -n "$(LAB)" -a -n "$(FROM)" || { echo "usage: make collect LAB=<NN-lab> FROM=<zip or folder>"; exit 2; }
@@ -201,7 +224,7 @@ hub: env
 	$(HUB) up --students $(STUDENTS) --port $(HUB_PORT) --idle-timeout $(HUB_IDLE_TIMEOUT)
 
 hub-release: env
-	$(HUB) release $(LAB)
+	$(HUB) release $(LAB) $(if $(COURSE_LANG),--language $(COURSE_LANG))
 
 hub-grade: env
 	@test -n "$(LAB)" || { echo "usage: make hub-grade LAB=<NN-lab>"; exit 2; }

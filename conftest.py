@@ -31,3 +31,28 @@ def seeds_dir() -> Path:
     if not (SEEDS_DIR / "paged-attention-tutorial.txt").exists():
         pytest.skip(f"the seed documents are not at {SEEDS_DIR} (set PAGED_KV_SEEDS to their folder)")
     return SEEDS_DIR
+
+
+# ---- each lab's marker (``pytest -m lab05``, ``make check LAB=05-prefix-cache``): autograder/labs/markers.py ----
+def pytest_configure(config):
+    from autograder.labs.markers import lab_ids, marker
+
+    for lab in lab_ids():
+        config.addinivalue_line(
+            "markers", f"{marker(lab)}: a test of lab {lab} (autograder/labs/markers.py says which)"
+        )
+
+
+def pytest_collection_modifyitems(config, items):
+    from autograder.labs.markers import labs_of_params, labs_of_path, marker
+
+    by_path = {}
+    for item in items:
+        if item.path not in by_path:
+            by_path[item.path] = labs_of_path(item.path)
+        labs = set(by_path[item.path])
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            labs |= labs_of_params(callspec.params, callspec.id)
+        for lab in sorted(labs):
+            item.add_marker(marker(lab))

@@ -22,7 +22,13 @@ c.CourseDirectory.release_directory = "course"
 c.CourseDirectory.submitted_directory = "autograder/work/submitted"
 c.CourseDirectory.autograded_directory = "autograder/work/autograded"
 c.CourseDirectory.feedback_directory = "autograder/work/feedback"
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", ".DS_Store", "*.po"]  # *.po: translations (tools/translations.py)
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    ".DS_Store",
+    "*.po",
+]  # *.po: translations (tools/translations.py)
 # Several graders write at once (`make grade` runs one per core): wait for the lock instead of failing.
 c.CourseDirectory.db_url = f"sqlite:///{WORK / 'gradebook.db'}?timeout=120"
 
@@ -105,10 +111,20 @@ c.HardenedExecute.hidden_paths = [
         [ROOT / "solutions", REPO / "solutions", REPO / ".git", ROOT / ".git", WORK, REPO / "autograder" / "work"]
     )
 ]
+# nbgrader's restoring of locked cells keeps each as the student was handed it: a translated release's prose and
+# setup cell, a class's setup cell (autograder/grade/handed_out_cells.py); test cells are always the gradebook's.
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "autograder.grade.handed_out_cells.KeepHandedOutCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.KeepHandedOutCells.release_dir = str(ROOT / "course")
 c.Execute.kernel_name = "python3"
 c.Execute.timeout = 120  # plain nbgrader Execute (not used by autograde with this config)
 # Test cells missing from a submission come back from the gradebook (autograder/collect/repair.py does more).
-c.OverwriteCells.add_missing_cells = True
+c.OverwriteCells.add_missing_cells = True  # KeepHandedOutCells is one: it reads OverwriteCells' settings
 # Feedback never shows the hidden tests' code (nbgrader issue 917).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
@@ -121,5 +137,6 @@ c.GenerateFeedback.preprocessors = [
 # frame, form or URL but data: images and links).
 c.HTMLExporter.preprocessors = ["autograder.feedback.inert_cells.InertCells"]
 c.InertCells.source_dir = str(ROOT / "solutions")
+c.InertCells.release_dir = str(ROOT / "course")  # a translated release's prose is the course's too
 c.GenerateFeedback.exporter_class = "autograder.feedback.inert_html.InertHTMLExporter"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -51,6 +51,7 @@ def free_port(avoid=()) -> int:
 def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_TIMEOUT_S) -> HubSettings:
     """Everything ``up`` does before it starts JupyterHub; the settings it will start with."""
     require_root("make hub")
+    checkout.require_closable()  # what closing cannot close is refused before any account is made
     if check_idle_timeout(idle_timeout):
         require_culler()
     if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
@@ -66,7 +67,7 @@ def prepare(layout: Layout, students: int, port: int, idle_timeout: int = IDLE_T
     ensure_accounts(layout, [layout.instructor, *names], DEMO_PASSWORD)
     course_root = prepare_course_folder(layout.course_root(home_of(layout.instructor)), layout.instructor)
     for folder in checkout.close(layout.instructor):  # no student reads the answers in the checkout (hub.checkout)
-        print(f"make hub: {folder} closed to students (mode 0750, group {layout.instructor})")
+        print(f"make hub: {folder} closed to students (mode 0750 or 0640, group {layout.instructor})")
     checkout.require_closed()
     paths = build_runtime(layout, layout.instructor)
     write_role_configs(layout, course_root, Path(paths["instructor_repo"]) / "autograder" / "nbgrader_config.py")
@@ -150,8 +151,9 @@ def run_exchange_step(layout: Layout, *args: str) -> int:
         give_to_instructor(layout.course_root(home_of(layout.instructor)), layout.instructor)
 
 
-def release(layout: Layout, lab: Optional[str]) -> int:
-    """Release the labs up to ``lab`` (None: every lab) and give the students ``lab``'s package edition."""
+def release(layout: Layout, lab: Optional[str], language: str = "en") -> int:
+    """Release the labs up to ``lab`` (None: every lab), in ``language`` (the class's: en or zh_CN), and give the
+    students ``lab``'s package edition."""
     from autograder.course.layout import LABS
     from hub.package import install_edition
 
@@ -159,7 +161,9 @@ def release(layout: Layout, lab: Optional[str]) -> int:
     if lab is not None and lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {sorted(LABS)}")
     labs = [name for name in sorted(LABS) if lab is None or name[:2] <= lab[:2]]
-    done = run_exchange_step(layout, "release", *labs, *(["--open-lab", lab] if lab is not None else []))
+    done = run_exchange_step(
+        layout, "release", *labs, "--language", language, *(["--open-lab", lab] if lab is not None else [])
+    )
     if done != 0:
         return done
     graded = _graded()
@@ -234,7 +238,9 @@ def main(argv=None) -> int:
         default=IDLE_TIMEOUT_S,
         help="seconds a user's server may sit idle before it is stopped (0: never)",
     )
-    commands.add_parser("release").add_argument("lab", nargs="?")
+    releasing = commands.add_parser("release")
+    releasing.add_argument("lab", nargs="?")
+    releasing.add_argument("--language", default="en", choices=("en", "zh_CN"), help="the class's language")
     commands.add_parser("grade").add_argument("lab")
     commands.add_parser("clean")
     args = parser.parse_args(argv)
@@ -246,7 +252,7 @@ def main(argv=None) -> int:
             os.chdir(layout.state)
             os.execve(sys.executable, hub_command(layout), hub_environment(layout))
         if args.command == "release":
-            return release(layout, args.lab)
+            return release(layout, args.lab, args.language)
         if args.command == "grade":
             return run_exchange_step(layout, "grade", args.lab)
         if not layout.root.exists():
@@ -255,7 +261,15 @@ def main(argv=None) -> int:
         removed = clean(layout)
         print(f"hub removed: {layout.root}" + (f"; accounts removed: {', '.join(removed)}" if removed else ""))
         return 0
-    except (AccountError, MountError, ProxyMissing, RuntimeSetupError, ValueError, FileNotFoundError) as error:
+    except (
+        AccountError,
+        MountError,
+        ProxyMissing,
+        RuntimeSetupError,
+        ValueError,
+        FileNotFoundError,
+        checkout.CheckoutOpen,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

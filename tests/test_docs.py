@@ -15,6 +15,7 @@ README = ROOT / "README.md"
 README_MAX_LINES = 150
 DOCS = [
     README,
+    ROOT / "README.zh_CN.md",  # the students' part of README, in Chinese
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "deploy" / "README.md",
     ROOT / "student-lab" / "README.md",
@@ -90,3 +91,16 @@ def test_the_docs_folder_has_each_audience():
     assert {"instructors.md", "design.md", "maintainers.md", "gpu-benchmark.md"} <= names
     readme = README.read_text()
     assert [name for name in sorted(names) if f"docs/{name}" not in readme] == [], "README's More list misses a doc"
+
+
+def test_every_labs_facts_file_sits_beside_its_notebook_and_the_readme_links_its_release():
+    facts = sorted((ROOT / "solutions").glob("*/facts.md"))
+    assert facts, "lab 09's sources live in solutions/09-chunked-prefill/facts.md"
+    readme = README.read_text()
+    for source in facts:
+        released = ROOT / "course" / source.parent.name / "facts.md"
+        assert released.read_text() == source.read_text(), f"{released.relative_to(ROOT)} is stale: make release"
+        assert f"](course/{source.parent.name}/facts.md)" in readme, (
+            f"README's More list misses {source.parent.name}'s facts"
+        )
+    assert not list((ROOT / "docs").glob("lab*-facts.md")), "a lab's facts file goes beside its notebook, not in docs/"

@@ -68,3 +68,24 @@ def test_a_borrowed_environment_without_its_stamps_is_only_checked(tmp_path, bro
     assert (done.returncode != 0) is broken, done.stdout + done.stderr
     assert ("cannot import" in done.stdout) is broken, done.stdout
     assert not (tmp_path / "env" / ".installed-stamp").exists()  # nothing written into the borrowed environment
+
+
+def test_make_check_with_a_lab_runs_lint_and_that_labs_marked_tests(tmp_path):
+    """``make check LAB=NN-name``: ruff, then pytest on the tests marked ``labNN`` (conftest.py marks them:
+    autograder/labs/markers.py) without the class simulation; a LAB that is no folder of solutions/ is refused,
+    naming the labs; ``make help`` says so."""
+    folder = _checkout(tmp_path / "clone", tmp_path / "env", linked=True)
+    (folder / "solutions" / "09-chunked-prefill").mkdir(parents=True)
+    done = subprocess.run(
+        ["make", "-n", "check", "LAB=09-chunked-prefill"], cwd=folder, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    commands = done.stdout.splitlines()
+    assert any("ruff check" in c for c in commands) and any("ruff format --check" in c for c in commands)
+    pytest_line = next(c for c in commands if "-m pytest" in c)
+    assert "-m lab09 " in pytest_line and "test_class_simulation_a.py" in pytest_line, pytest_line
+    assert "tests/cache" not in pytest_line, "with LAB, make check runs that lab's tests, not the package's"
+    refused = subprocess.run(["make", "-n", "check", "LAB=10-nope"], cwd=folder, capture_output=True, text=True)
+    assert refused.returncode != 0 and "09-chunked-prefill" in refused.stderr, refused.stderr
+    helped = subprocess.run(["make", "help"], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert "make check LAB=" in helped.stdout

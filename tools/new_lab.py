@@ -61,6 +61,7 @@ def _cell(kind: str, source: str, grade_id: str, **nbgrader) -> dict:
 
 def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
     """The scaffold's notebook: every cell tagged ``lab<NN>-...``, 2 visible points and 8 hidden."""
+    from autograder.course.notebook import BEGIN, END
     from autograder.labs import cell_prefix, package_name
 
     prefix, package = cell_prefix(lab), package_name(lab)
@@ -104,16 +105,16 @@ def notebook(lab: str, title: str, name: str, function, example: str) -> dict:
             _cell(
                 "code",
                 f"# Visible tests: run this cell after your function.\n"
-                f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nprint(\"Visible tests passed.\")",
+                f"expect_equal(\"{name}({example})\", {name}({example}), {expected!r})\nsay(\"Visible tests passed.\")",
                 f"{prefix}visible",
                 grade=True,
                 points=2,
             ),
             _cell(
                 "code",
-                f"# Hidden tests (8 points): the worked example and seeded random cases.\n### BEGIN HIDDEN TESTS\n"
+                f"# Hidden tests (8 points): the worked example and seeded random cases.\n{BEGIN}\n"
                 f"from autograder.labs.{package} import checks as grader\ngrader.check_{name}({name})\n"
-                f"### END HIDDEN TESTS",
+                f"{END}",
                 f"{prefix}hidden",
                 grade=True,
                 points=8,

@@ -6,7 +6,9 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
 
 - ``{"op": "define", "sources": [...]}``: the ``@triton.jit`` functions of the student's cells (the
   grader has checked that each is a plain ``def`` under ``@triton.jit`` with constant defaults), run
-  in a namespace holding only ``triton``, ``tl`` and the functions defined so far;
+  in a namespace holding only ``triton``, ``tl`` and the functions defined so far; with ``"counted": true``, the
+  same text with its dots counted (``autograder.verdict.dot_probe``, made by the grader), in a namespace of its own
+  (a fresh one each time);
 - ``{"op": "build", "name": ..., "args": [...], "arch": 90}``: ``paged_kv.kernels.triton_compile.compile_for_gpu``
   of that function with arguments rebuilt from their descriptions (a tensor's dtype and alignment, an
   int's or a float's value); the answer is the build's resources or the compiler's message;
@@ -21,7 +23,12 @@ reach it. It reads requests as ``wire`` frames on stdin and answers on stdout:
   cubin is built once, by ``_build``): the compiler resolves an ``if`` on a constexpr when it builds and never sees the other branch, so a
   launch whose build fails does not run, and its check fails with the constexprs it was built for. The request's
   ``built`` names keys the grader saw build for the same text in an earlier box; the answer's ``builds`` the
-  keys built here.
+  keys built here. With ``"counted": true`` the kernel launched is the counted one, its specialisation built from
+  the text as submitted.
+
+In the interpreter a float converted to an integer type that is NaN or outside the type's range fails the launch
+(``triton_compile.refuse_undefined_casts``): a branch on such a value could run one way when graded and another on a
+GPU (issue 47).
 
 Kernels run where ``paged_kv.kernels.triton_mode`` decides (natively on a supported GPU, else in Triton's
 interpreter), decided before any kernel is defined.
@@ -49,11 +56,11 @@ def _argument(spec: Any):
     raise ValueError(f"unknown argument kind {kind!r}")
 
 
-def _define(namespace: Dict[str, Any], sources: List[str]) -> None:
+def _define(namespace: Dict[str, Any], sources: List[str], kind: str = "your kernel") -> None:
     import linecache
 
     for number, source in enumerate(sources):
-        filename = f"<your kernel {number}>"
+        filename = f"<{kind} {number}>"
         # Triton reads a kernel's source through inspect (linecache), as it does for a notebook cell's.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = compile(source, filename, "exec")
@@ -170,14 +177,18 @@ def _refuse_tags(tag: str, _payload: Any) -> Any:
 
 
 def _launch(
-    namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Optional[Built] = None
+    namespace: Dict[str, Any],
+    request: Dict[str, Any],
+    buffers: List[bytes],
+    built: Optional[Built] = None,
+    counted: Optional[Dict[str, Any]] = None,
 ) -> Tuple[dict, List[bytes]]:
     """Run one of lab 06's launchers on the kernel defined here; ``({"ok": tensor tree}, buffers)`` or a failure.
     The launch's own specialisation is built for sm_90 first (``_built_first``); the reply's ``builds`` lists
     the keys built for it here, and the request's ``built`` those the grader saw build for the same text."""
     built = {} if built is None else built
     made: Dict[str, Any] = {"builds": [], "unbuilt": False}
-    reply, out = _launch_built(namespace, request, buffers, built, made)
+    reply, out = _launch_built(namespace, request, buffers, built, made, counted)
     if made["unbuilt"] and "check" in reply:
         reply["unbuilt"] = True
     reply["builds"] = made["builds"]
@@ -185,7 +196,12 @@ def _launch(
 
 
 def _launch_built(
-    namespace: Dict[str, Any], request: Dict[str, Any], buffers: List[bytes], built: Built, made: Dict[str, Any]
+    namespace: Dict[str, Any],
+    request: Dict[str, Any],
+    buffers: List[bytes],
+    built: Built,
+    made: Dict[str, Any],
+    counted: Optional[Dict[str, Any]],
 ) -> Tuple[dict, List[bytes]]:
     from autograder.agent import wire
     from paged_kv.lab import kernel_cases, kernel_lab
@@ -197,6 +213,11 @@ def _launch_built(
     kernel = namespace.get(name) if type(name) is str else None
     if kernel is None:
         return {"error": f"{name} is not defined by a @triton.jit function of your cells"}, []
+    launched = kernel
+    if request.get("counted") is True:  # the text with its dots counted (its build: the text as submitted)
+        launched = (counted or {}).get(name)
+        if launched is None:
+            return {"error": f"{name} has no counted text: define it first"}, []
     path, args, kwargs = wire.decode(request.get("case"), buffers, _refuse_tags)
     if path not in CASE_MAKERS or type(args) is not tuple or type(kwargs) is not dict:
         return {"error": f"a case must be made by one of {CASE_MAKERS}"}, []
@@ -214,9 +235,9 @@ def _launch_built(
         case = getattr(kernel_cases, path.rpartition(".")[2])(*args, **kwargs)
         call = getattr(kernel_lab, launcher)
         if launcher in ("run_attend", "run_fast_decode"):
-            out = call(kernel, case, **params, name=name, before_launch=before_launch)
+            out = call(launched, case, **params, name=name, before_launch=before_launch)
         else:
-            out = call(kernel, lambda *_: tuple(grid or ()), case, **params, name=name, before_launch=before_launch)
+            out = call(launched, lambda *_: tuple(grid or ()), case, **params, name=name, before_launch=before_launch)
     except NotImplementedError as error:
         return {"todo": str(error)[:2000]}, []
     except CheckFailed as error:
@@ -236,13 +257,18 @@ def main() -> int:
     from autograder.agent import wire
     from paged_kv.kernels.triton_mode import configure
 
-    configure()  # before any kernel is defined: the interpreter sets TRITON_INTERPRET=1
+    mode = configure()  # before any kernel is defined: the interpreter sets TRITON_INTERPRET=1
     reader, writer = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever else prints must not reach the answers' pipe
     import triton
     import triton.language as tl
 
-    namespace: Dict[str, Any] = {"triton": triton, "tl": tl, "__name__": "student_kernels"}
+    if not mode.native:
+        from paged_kv.kernels.triton_compile import refuse_undefined_casts
+
+        refuse_undefined_casts()
+    namespace: Dict[str, Any] = _fresh_namespace(triton, tl)
+    counted: Optional[Dict[str, Any]] = None  # the same text with its dots counted, once the grader sends it
     built: Built = {}
     pipe = _Pipe(reader, writer)
     while True:
@@ -252,18 +278,26 @@ def main() -> int:
             return 0
         out: List[bytes] = []
         try:
-            if request.get("op") == "define":
-                _define(namespace, list(request["sources"]))
+            if request.get("op") == "define" and request.get("counted") is True:
+                counted = _fresh_namespace(triton, tl)
+                _define(counted, list(request["sources"]), "your kernel, dots counted,")
                 reply: Dict[str, Any] = {"ok": True}
+            elif request.get("op") == "define":
+                _define(namespace, list(request["sources"]))
+                reply = {"ok": True}
             elif request.get("op") == "build":
                 reply = _build(namespace, request, built)
             elif request.get("op") == "launch":
-                reply, out = _launch(namespace, request, buffers, built)
+                reply, out = _launch(namespace, request, buffers, built, counted)
             else:
                 return 0
         except Exception as error:  # noqa: BLE001 - a kernel whose definition fails, a case that cannot be made
             reply, out = {"error": f"{type(error).__name__}: {str(error)[:600]}"}, []
         wire.send_frame(pipe, reply, out)
+
+
+def _fresh_namespace(triton, tl) -> Dict[str, Any]:
+    return {"triton": triton, "tl": tl, "__name__": "student_kernels"}
 
 
 class _Pipe:

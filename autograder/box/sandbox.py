@@ -15,7 +15,8 @@ Every level applies the same rlimits (address space, file size, no core dumps), 
 and one thread per kernel. The kernel talks to the grader over Unix sockets in a private folder
 (``ipc`` transport), which works across network namespaces.
 
-``probe()`` says which level works here; ``python -m autograder.box.sandbox --probe`` prints it.
+``probe()`` says which level works here; ``python -m autograder.box.sandbox --probe`` prints it (and exits 1 where
+grading would be refused).
 """
 
 from __future__ import annotations
@@ -561,7 +562,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"kernel uid: {report.describe_uid()} | trusted paths it can read: {len(report.read) or 'none'}")
         if report.problem:
             print(f"{'warning' if report.allowed else 'REFUSED'}: {report.problem}")
-        return 0
+        return 1 if report.refused else 0  # make grade would grade nothing here: not a success
     if len(argv) < 3 or argv[1] != "--":
         print("usage: python -m autograder.box.sandbox SPEC_JSON -- COMMAND... | --probe", file=sys.stderr)
         return 2

@@ -22,8 +22,8 @@ The box is refused (``Report.problem``) when
 A probe box that does not start at all (its uid taken elsewhere meanwhile, a start that failed) is not a refusal:
 it is started again with a fresh uid (``STARTS`` times in all) before the grader gives up.
 
-A refused grader grades nothing: every graded cell scores 0 with ``REFUSED_MESSAGE`` (the student's side),
-and the instructor sees ``Report.problem`` and how to fix it (``make grade``'s and ``run_autograder``'s
+A refused grader grades nothing: every graded cell carries ``REFUSED_MESSAGE`` (the student's side) and the
+student's result is ``refused``, no grade (``autograder/verdict/result.py``), and the instructor sees ``Report.problem`` and how to fix it (``make grade``'s and ``run_autograder``'s
 WARNINGs, ``python -m autograder.box.sandbox --probe``).
 """
 
@@ -41,8 +41,8 @@ from autograder.box import shared_places
 
 ALLOW_ENV = "PAGED_KV_ALLOW_UNISOLATED"
 REFUSED_MESSAGE = (
-    "The grader could not be isolated from your code, so nothing was graded and every test scores "
-    "0 for now: tell your instructor (your notebook is fine as it is)."
+    "The grader could not be isolated from your code, so nothing was graded and this run is no grade: "
+    "tell your instructor (your notebook is fine as it is)."
 )
 CANARY_NAME = ".isolation-canary"
 

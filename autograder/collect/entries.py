@@ -219,10 +219,27 @@ def member_path(name: str) -> str:
     return "/".join(parts)
 
 
+UTF8_NAME = 0x800  # general purpose bit 11: the entry's name is UTF-8 (APPNOTE.TXT, appendix D)
+
+
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """The name of a zip entry as its maker wrote it. A name not flagged UTF-8 is decoded as CP437 (the format's
+    old default, as Python does), but many makers write UTF-8 without the flag (rubyzip unless ``unicode_names``
+    is set, Windows' own zip): such a name that is valid UTF-8 once its CP437 reading is undone is read as UTF-8,
+    so that ``张三_12345_...`` is not collected as ``σ╝á...``; any other name is kept as Python read it."""
+    name = info.filename
+    if info.flag_bits & UTF8_NAME or name.isascii():
+        return name
+    try:
+        return name.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return name
+
+
 def zip_entries(archive: Union[Path, bytes], budget_for: Callable[[str], Budget]) -> Iterator[Entry]:
     """Every file entry of the zip ``archive`` (a path of the caller's, or its bytes) as ``Entry``
     tuples, by its path inside the zip (``member_path``). ``budget_for(path)`` gives the budget of the
-    student an entry belongs to. Folders are passed over; symbolic links, FIFOs, devices, names that leave
+    student an entry belongs to (entries' names as their maker wrote them: ``entry_name``). Folders are passed over; symbolic links, FIFOs, devices, names that leave
     the folder, encrypted or damaged entries, entries that declare (or unpack to) more than ``MAX_ENTRY``
     or than the budget left, are refused one by one. Raises zipfile.BadZipFile when it is no zip at all."""
     with zipfile.ZipFile(io.BytesIO(archive) if isinstance(archive, bytes) else archive) as zf:
@@ -231,7 +248,7 @@ def zip_entries(archive: Union[Path, bytes], budget_for: Callable[[str], Budget]
             if info.is_dir() or stat.S_ISDIR(mode):
                 continue
             try:
-                path = member_path(info.filename)
+                path = member_path(entry_name(info))
                 if SKIPPED & set(path.split("/")):
                     continue
                 if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
@@ -245,7 +262,7 @@ def zip_entries(archive: Union[Path, bytes], budget_for: Callable[[str], Budget]
                 budget.take(len(data))
                 yield path, data, None
             except Refused as why:
-                yield info.filename, None, str(why)
+                yield entry_name(info), None, str(why)
 
 
 def _unpack(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:

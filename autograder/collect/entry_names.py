@@ -23,7 +23,8 @@
   ``Participant `` in that assignment's grading worksheet, not Moodle's user id. Under blind marking the
   name is ``Participant``, which is no name;
 - anything else is one entry per student, named after the student (``alice/``, ``alice.zip``,
-  ``alice.ipynb``): its id is ``safe_id`` of the name without ``.zip`` or ``.ipynb``.
+  ``alice.ipynb``, ``张三/``): its id is ``student_id`` of the name without ``.zip`` or ``.ipynb`` (a name in any
+  script gets an id of its own, readable and stable: ``ZhangSan-9c1f``), and the name as written is kept.
 
 A name read both as Canvas's and as Moodle's, with different ids, is ambiguous as well. An ambiguous entry
 is refused whole (``Reading.ambiguous`` says why), and is noted for the id that comes first in its name:
@@ -43,7 +44,9 @@ name; empty for Canvas, whose slug is not a name, for blind marking and for plai
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -84,6 +87,29 @@ def safe_id(text: str) -> str:
     """``text`` as a student id: letters, digits, ``_``, ``.`` and ``-`` only ("student" when none is left)."""
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._")
     return cleaned or "student"
+
+
+ID_WIDTH = 40  # characters of a transliterated name kept in an id (before its suffix)
+SUFFIX_HEX = 4  # hex digits of the suffix that tells apart names that read alike in ASCII
+
+
+def student_id(name: str) -> str:
+    """The student id of an entry named ``name`` (as the student or the LMS wrote it, any script): a name in
+    ASCII is ``safe_id`` of it (``alice`` and ``@alice`` are both ``alice``: a collision, refused); any other name
+    is read in ASCII (``anyascii``: 张三 is ``ZhangSan``, a fullwidth ａｌｉｃｅ ``alice``, Иван ``Ivan``) and
+    always gets a short suffix made from the name as written (its NFC form's SHA-256): ``ZhangSan-9c1f``. So the id
+    is readable, the same at every collection whatever else the export holds (a suffix chosen only when two
+    names collide would change with the class), and two names that read alike in ASCII (张伟 and 張偉, ａｌｉｃｅ and
+    alice) are two students. Two names whose suffixes collide too are refused as any id collision is."""
+    if not isinstance(name, str):
+        raise ValueError(f"a student's name is text, got {type(name).__name__}")
+    written = unicodedata.normalize("NFC", name)
+    if written.isascii():
+        return safe_id(written)
+    from anyascii import anyascii  # ISC licence; in the lock (requirements-lock.txt)
+
+    read = safe_id(anyascii(unicodedata.normalize("NFKC", written)))[:ID_WIDTH].strip("._")
+    return f"{read or 'student'}-{hashlib.sha256(written.encode('utf-8')).hexdigest()[:SUFFIX_HEX]}"
 
 
 def _check(entry: str) -> None:
@@ -167,7 +193,31 @@ def read_entry(entry: str, folder: bool) -> Reading:
         return readings[0]
     suffix = PurePosixPath(entry).suffix
     stem = entry[: -len(suffix)] if suffix in (".zip", ".ipynb") and len(entry) > len(suffix) else entry
-    return Reading(entry, safe_id(stem), stem, entry, "entry")
+    return Reading(entry, student_id(stem), stem, entry, "entry")
+
+
+# A name with Canvas's groups in it (``_<digits>_<digits>_``, ``_LATE_``) that its form did not read: renamed by
+# hand, or a form this reader does not know (a name with ``_`` in it, which Canvas never writes).
+CANVAS_LIKE = re.compile(r"_(late_)?\d+_\d+_|(^|_)late_", re.I)
+
+
+def lms_form_problem(reading: Reading, canvas_seen: bool) -> str:
+    """Why an entry read under its own name (``source == "entry"``) looks like an LMS's and was not read as one
+    (its student then has no LMS id and no late flag), or "": a name with Canvas's groups in it, or any own-named
+    entry of an export whose other entries are Canvas's (``canvas_seen``)."""
+    if not isinstance(reading, Reading):
+        raise ValueError(f"lms_form_problem takes a Reading, got {type(reading).__name__}")
+    if reading.source != "entry" or reading.ambiguous:
+        return ""
+    if not (CANVAS_LIKE.search(reading.entry) or canvas_seen):
+        return ""
+    seen = "it looks like a Canvas file name" if CANVAS_LIKE.search(reading.entry) else "the export is Canvas's"
+    return (
+        f"{reading.entry!r} does not match Canvas's file names (<name>[_LATE]_<user id>_<attachment id>_<file>; "
+        f"{seen}): collected under its whole name as student {reading.student}, with no Canvas user id and no "
+        "late flag, so make gradebook leaves it out; rename it to Canvas's form (the download's own name) and "
+        "collect again"
+    )
 
 
 def _by_number(sid: str) -> Tuple[int, int, str]:

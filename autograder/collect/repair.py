@@ -13,7 +13,8 @@ format minor version, broken JSON. ``repair`` rebuilds the notebook from the rel
 - the TODO names the tests call (a class, a function, the class's TODO methods) are checked, and a
   rename is reported (not repaired: the tests call the name the lab asked for);
 - what was changed or noticed goes to the instructor's log and, when it matters to the student, to
-  a "Grading notes" cell at the top of the graded notebook (and so of the feedback).
+  a "Grading notes" cell at the top of the graded notebook (and so of the feedback), in the language of the
+  release (its metadata's ``paged_kv.language``; the log stays English).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import nbformat
 from nbformat.notebooknode import NotebookNode, from_dict
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
-from autograder.verdict.scoring import NOTES_CELL_ID, NOTES_TITLE
+from autograder.verdict.scoring import NOTES_CELL_ID, notes_heading
 from autograder.verdict.plain_text import note_lines
+from autograder.verdict.student_text import N_, for_student, language_of
 from autograder.course.notebook import normalized
 
 SIMILAR = 0.6  # text similarity above which an edited cell is taken for the release cell it came from
@@ -38,16 +40,22 @@ SIMILAR = 0.6  # text similarity above which an edited cell is taken for the rel
 
 @dataclass
 class Repaired:
-    """The notebook to grade, the instructor's log lines (``kind: detail``) and the student's notes."""
+    """The notebook to grade, the instructor's log lines (``kind: detail``) and the student's notes (in
+    ``language``)."""
 
     notebook: NotebookNode
     log: List[Tuple[str, str]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    language: str = ""  # by default the notebook's (its release's metadata): ``language_of``
+
+    def __post_init__(self) -> None:
+        self.language = self.language or language_of(self.notebook)
 
     def record(self, kind: str, detail: str, note: Optional[str] = None) -> None:
+        """Log ``kind: detail``; tell the student ``note`` (English, marked ``N_``), in their language."""
         self.log.append((kind, detail))
         if note:
-            self.notes.append(note)
+            self.notes.append(for_student(note, self.language))
 
 
 # ---- reading what was submitted ------------------------------------------------------------------
@@ -74,15 +82,17 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
             result.record(
                 "invalid-json",
                 str(error),
-                f"Your file is not a valid notebook (JSON error: {error}), so none of it could be "
-                "graded. Open it in Jupyter to check it, save it again and resubmit.",
+                N_(
+                    f"Your file is not a valid notebook (JSON error: {error}), so none of it could be "
+                    "graded. Open it in Jupyter to check it, save it again and resubmit."
+                ),
             )
             return None
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
         result.record(
             "not-a-notebook",
             "no list of cells",
-            "Your file is JSON but not a notebook (no cells), so none of it could be graded.",
+            N_("Your file is JSON but not a notebook (no cells), so none of it could be graded."),
         )
         return None
     major, minor = data.get("nbformat"), data.get("nbformat_minor")
@@ -93,7 +103,7 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
         result.record(
             "format",
             f"nbformat {major}.{minor}: read as version 4",
-            f"Your notebook uses format {major}.{minor}; it was read as format 4.",
+            N_(f"Your notebook uses format {major}.{minor}; it was read as format 4."),
         )
     elif isinstance(minor, int) and minor > 5:
         result.record("format-minor", f"nbformat 4.{minor}, newer than this nbformat knows: read as 4.5")
@@ -102,7 +112,9 @@ def read_cells(raw: bytes, result: Repaired) -> Optional[List[dict]]:
         result.record(
             "saved-by",
             "Google Colab",
-            "Your notebook was saved by Google Colab; its cells were matched to the original ones by their content.",
+            N_(
+                "Your notebook was saved by Google Colab; its cells were matched to the original ones by their content."
+            ),
         )
     cells = []
     for cell in data["cells"]:
@@ -217,14 +229,17 @@ def _label(cell) -> str:
     return meta.get("grade_id") or cell.get("id") or "a cell"
 
 
-def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name: str = "") -> Repaired:
-    """The notebook to grade for one submission (see the module doc). ``release`` is not modified."""
-    result = Repaired(notebook=copy.deepcopy(release))
+def repair(
+    raw: bytes, release: NotebookNode, file_name: str = "", expected_name: str = "", language: str = ""
+) -> Repaired:
+    """The notebook to grade for one submission (see the module doc). ``release`` is not modified. The notes
+    are in ``language``, by default the release's (``language_of``)."""
+    result = Repaired(notebook=copy.deepcopy(release), language=language)
     if file_name and expected_name and file_name != expected_name:
         result.record(
             "file-name",
             f"{file_name} graded as {expected_name}",
-            f"Your file was named `{file_name}`; it was graded as `{expected_name}`.",
+            N_(f"Your file was named `{file_name}`; it was graded as `{expected_name}`."),
         )
     cells = read_cells(raw, result)
     if cells is None:
@@ -234,8 +249,10 @@ def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name
         result.record(
             "metadata",
             "no nbgrader metadata: cells matched by id and content",
-            "Your notebook had lost its grading metadata; cells were matched to the original ones by "
-            "their id and content.",
+            N_(
+                "Your notebook had lost its grading metadata; cells were matched to the original ones by "
+                "their id and content."
+            ),
         )
     matched = match_cells(release.cells, cells)
     order = [matched[r] for r in sorted(matched)]
@@ -243,7 +260,7 @@ def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name
         result.record(
             "reordered",
             "cells out of the release's order",
-            "Some cells were moved; they were graded in the original order.",
+            N_("Some cells were moved; they were graded in the original order."),
         )
     out: List[NotebookNode] = []
     added_after: Dict[int, List[int]] = {}
@@ -273,44 +290,55 @@ def repair(raw: bytes, release: NotebookNode, file_name: str = "", expected_name
 def _rebuilt(cell: NotebookNode, submitted: Optional[dict], result: Repaired) -> NotebookNode:
     new = copy.deepcopy(cell)
     meta = nbgrader_meta(cell)
+    label = _label(cell)
     if meta.get("solution"):
         if submitted is None:
             result.record(
                 "missing-answer",
-                _label(cell),
-                f"The answer cell `{_label(cell)}` was not found in your notebook; it was graded "
-                "as the unanswered starter code.",
+                label,
+                N_(
+                    f"The answer cell `{label}` was not found in your notebook; it was graded "
+                    "as the unanswered starter code."
+                ),
             )
         else:
             new.source = submitted["source"]
             if submitted["type"] != "code" and cell.cell_type == "code":
                 result.record(
                     "answer-type",
-                    _label(cell),
-                    f"Your answer cell `{_label(cell)}` had been turned into a text cell; it was graded as code.",
+                    label,
+                    N_(f"Your answer cell `{label}` had been turned into a text cell; it was graded as code."),
                 )
         return new
     kind = "test" if meta.get("grade") else ("cell" if cell.cell_type == "code" else None)
-    what = f"{'test' if kind == 'test' else 'given code'} cell `{_label(cell)}`"
     if kind is None:
         return new
     if submitted is None:
-        result.record(f"restored-{kind}", _label(cell), f"The {what} was missing; the original was put back.")
+        if kind == "test":
+            note = N_(f"The test cell `{label}` was missing; the original was put back.")
+        else:
+            note = N_(f"The given code cell `{label}` was missing; the original was put back.")
+        result.record(f"restored-{kind}", label, note)
     elif normalized(submitted["source"]) not in _as_handed_out(cell.source) and (
         meta.get("locked") or meta.get("grade")
     ):
-        result.record(
-            f"edited-{kind}", _label(cell), f"The {what} had been edited; it was graded as originally written."
-        )
+        if kind == "test":
+            note = N_(f"The test cell `{label}` had been edited; it was graded as originally written.")
+        else:
+            note = N_(f"The given code cell `{label}` had been edited; it was graded as originally written.")
+        result.record(f"edited-{kind}", label, note)
+    elif kind == "cell":  # as the student was handed it (a class's setup cell): kept so, for the feedback too
+        new.source = _as_handed_out(cell.source).get(normalized(submitted["source"]), cell.source)
     return new
 
 
-def _as_handed_out(source: str) -> Set[str]:
-    """The normalised texts a given cell may have without being edited: the release's, and a class handout's copy
-    of it (its setup cell installs the class's edition on Colab: ``autograder.handout.colab_class``)."""
-    from autograder.handout.colab_class import class_setup_source
+def _as_handed_out(source: str) -> Dict[str, str]:
+    """``{normalised text: text}`` of the forms a given cell may have without being edited: the release's, a
+    translation's setup cell, a class handout's (its setup cell installs the class's edition on Colab):
+    ``autograder.course.handed_out.given_forms``."""
+    from autograder.course.handed_out import given_forms
 
-    return {normalized(source), normalized(class_setup_source(source))}
+    return {normalized(form): form for form in reversed(given_forms(source))}
 
 
 def _added(cell: dict, index: int, taken: Set[Optional[str]]) -> NotebookNode:
@@ -337,10 +365,11 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
         names, error = defined_names(cell.source)
         meta = nbgrader_meta(cell)
         if error and meta.get("solution"):
+            label = _label(cell)
             result.record(
                 "syntax-error",
-                f"{_label(cell)} {error}",
-                f"Your answer cell `{_label(cell)}` has a syntax error ({error}), so it defines nothing.",
+                f"{label} {error}",
+                N_(f"Your answer cell `{label}` has a syntax error ({error}), so it defines nothing."),
             )
         for name, methods in names.items():
             defined.setdefault(name, set()).update(methods)
@@ -349,22 +378,30 @@ def _check_todo_names(release: NotebookNode, result: Repaired) -> None:
             continue
         for name, methods in _required(cell).items():
             if name not in defined:
-                others = sorted(n for n in defined if n not in _all_release_names(release))
-                seen = f" (your notebook defines {', '.join(others)})" if others else ""
-                result.record(
-                    "renamed-todo",
-                    f"{name} missing{seen}",
-                    f"Your notebook does not define `{name}`{seen}. The tests call `{name}`, so they "
-                    "could not run your code: keep the names the lab gives.",
-                )
+                others = ", ".join(sorted(n for n in defined if n not in _all_release_names(release)))
+                seen = f" (your notebook defines {others})" if others else ""
+                if others:
+                    note = N_(
+                        f"Your notebook does not define `{name}` (your notebook defines {others}). The tests call "
+                        f"`{name}`, so they could not run your code: keep the names the lab gives."
+                    )
+                else:
+                    note = N_(
+                        f"Your notebook does not define `{name}`. The tests call `{name}`, so they "
+                        "could not run your code: keep the names the lab gives."
+                    )
+                result.record("renamed-todo", f"{name} missing{seen}", note)
                 continue
             lost = sorted(methods - defined[name])
             if lost:
+                methods_lost = ", ".join(f"`{m}`" for m in lost)
                 result.record(
                     "renamed-todo",
                     f"{name} lacks {', '.join(lost)}",
-                    f"Your class `{name}` does not define {', '.join(f'`{m}`' for m in lost)}, which "
-                    "the tests call: keep the method names the lab gives.",
+                    N_(
+                        f"Your class `{name}` does not define {methods_lost}, which "
+                        "the tests call: keep the method names the lab gives."
+                    ),
                 )
 
 
@@ -380,7 +417,7 @@ def _finish(result: Repaired) -> None:
     """Put the student's notes in a "Grading notes" cell at the top (the feedback shows it)."""
     cells = [c for c in result.notebook.cells if c.get("id") != NOTES_CELL_ID]
     if result.notes:
-        text = f"{NOTES_TITLE}\n\nThe autograder changed or noticed the following. Points were given for what ran.\n\n"
+        text = notes_heading(result.language) + "\n\n"
         cells.insert(
             0,
             from_dict(

@@ -3,6 +3,7 @@
 ``SOURCE_DIR`` holds the nbgrader source notebooks, ``RELEASE_DIR`` what students get, and ``LABS``
 maps each assignment (a folder of the source directory, in order) to its notebook's file name.
 """
+
 from __future__ import annotations
 
 import json

@@ -8,12 +8,15 @@ An *edition* of the package (``autograder.editions.build``) leaves out, as stubs
 - ``todos``: the reference implementation of each TODO of the lab (the answer);
 - ``equivalents``: code elsewhere in the package that computes what a TODO computes, without calling
   the TODO (a student could delegate to it): e.g. for lab 03's decode growth every ``may_append``, for
-  lab 05's ``compute_hash`` the module's own ``_chain_hash``. Code that merely CALLS a TODO needs no
-  entry: in an edition it reaches the stub.
+  lab 05's ``compute_hash`` the module's own ``_chain_hash``; code a later lab's reference adds is an
+  earlier lab's equivalent too (lab 09's ``ChunkedBlockManager._hits`` is lab 05's). ``python -m
+  autograder.editions.routes`` finds what is not declared. Code that merely CALLS a TODO needs no entry: in an
+  edition it reaches the stub.
 
 A part whose checks need another part's reference (``own_box``) is graded in a box of its own, whose
 edition leaves out that part only; every other part is graded in the lab's main box.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +43,7 @@ class Stub:
     @property
     def dotted(self) -> str:
         """``paged_kv.cache.prefix_cache.BlockManager.allocate``."""
-        return "paged_kv." + self.module[:-len(".py")].replace("/", ".") + "." + self.qualname
+        return "paged_kv." + self.module[: -len(".py")].replace("/", ".") + "." + self.qualname
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,13 @@ A *graded* cell has ``nbgrader.grade``; a *hidden test* is a graded cell with a 
 A hidden test cell imports its lab's checks as ``from autograder.labs.<package> import checks as grader``
 (the package is the lab's folder under ``autograder/labs/``); ``checks_modules`` finds every such import in
 a cell's code, whatever form it takes, so the grading box, the secrets filter and the reports read the same
-list.
+list; ``grader_files`` the files such an import stands for.
 """
+
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any, Dict, List, Set, Union
 
 PACKAGE = "autograder.labs"
@@ -100,3 +102,40 @@ def checks_modules(code: Union[str, ast.AST, None]) -> Set[str]:
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if _is_checks(a.name)}
     return found
+
+
+def lab_cells(source) -> List[Dict[str, Any]]:
+    """The graded cells of the lab notebook at ``source`` (a path), in order: ``grade_id``, ``points``,
+    ``section`` (the last markdown heading above it) and ``hidden`` (whether it holds hidden tests). Every view
+    of a result (the terminal, grades.csv, the platforms' tests, the insight report) lists cells from it."""
+    import json
+    from pathlib import Path
+
+    notebook = json.loads(Path(source).read_text(encoding="utf-8"))
+    section, cells = "", []
+    for cell in notebook["cells"]:
+        text = cell_text(cell)
+        if cell.get("cell_type") == "markdown":
+            headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+            section = headings[-1] if headings else section
+            continue
+        if is_graded(cell) and grade_id(cell):
+            cells.append(
+                {
+                    "grade_id": grade_id(cell),
+                    "points": float(nbgrader(cell).get("points", 0)),
+                    "section": section,
+                    "hidden": is_hidden_test(cell),
+                }
+            )
+    return cells
+
+
+def grader_files(checks_module: str) -> List[Path]:
+    """The files of the grader a ``checks`` module stands for: it and the other modules of its lab's folder (what
+    it imports from there, as lab 08's ``traces.py``), not the lab's declaration (``__init__.py``) nor its
+    ``tests/``. No line of their code may reach a student (``autograder.verdict.secrets``)."""
+    import importlib
+
+    folder = Path(importlib.import_module(checks_module).__file__).parent
+    return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")

@@ -1,22 +1,13 @@
-"""What each graded lab asks for, as code in the package: its TODOs, their other implementations, its parts.
+"""What each edition of the package leaves out, read from the lab model (what a lab's TODOs, ``equivalents`` and
+parts are: ``autograder/course/model.py``; each lab declares its own in ``autograder/labs/labNN_*/__init__.py``).
 
-An *edition* of the package (``autograder.editions.build``) leaves out, as stubs that raise
-``TodoNotWritten``, a set of the functions listed here:
+``stubs_for(lab, part)``: a lab's main box leaves out every part of the lab; a part graded in a box of its own
+(``own_box``) leaves out that part only (``box_plan`` says which box grades which cell), so a TODO never shares a
+process with its own reference. Every edition also leaves out every LATER lab's TODOs and equivalents (a class's
+handout for lab NN carries the edition of NN: answers of earlier labs, past due, stay).
 
-- ``todos``: the reference implementation of each TODO of the lab (the answer);
-- ``equivalents``: code elsewhere in the package that computes what a TODO computes, without calling
-  the TODO (a student could delegate to it): e.g. for lab 03's decode growth every ``may_append``, for
-  lab 05's ``compute_hash`` the module's own ``_chain_hash``. Code that merely CALLS a TODO needs no
-  entry: in an edition it reaches the stub.
-
-A lab with several parts grades each part on its own, with the reference's versions of the other parts
-(``with_reference_todos``). A part whose checks need another part's reference (``own_box``) is graded in
-a box of its own, whose edition leaves out that part only; every other part is graded in the lab's
-main box, whose edition leaves out every part of the lab. So a TODO never shares a process with its own
-reference. Every edition also leaves out every LATER lab's TODOs and equivalents (a class's handout for
-lab NN carries the edition of NN: answers of earlier labs, past due, stay).
-
-``REVIEWED`` lists code that looks close to a TODO but was judged not to implement it, with the reason.
+``REVIEWED`` lists code that looks close to a TODO, or that ``autograder/editions/routes.py`` finds doing what one
+does, but was judged not to implement it, with the reason.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The grading path of a course on JupyterHub: nbgrader's exchange in, the same grading, feedback out.
 
-``python -m autograder.exchange.exchange --exchange ROOT --course-id ID release [LAB ...]`` releases labs
-(all by default) from ``course/`` to the exchange, where students fetch them from the Assignments tab.
+``python -m autograder.exchange.exchange --exchange ROOT --course-id ID release [LAB ...] [--language zh_CN]``
+releases labs (all by default) from ``course/`` (``course/zh_CN/``: the class's language) to the exchange, where
+students fetch them from the Assignments tab.
 
 ``... grade LAB`` (``make hub-grade LAB=...``):
 
@@ -58,11 +59,17 @@ def _check(exchange: Path, course_id: str) -> None:
         raise ValueError(f"not a course id: {course_id!r}")
 
 
-def release(labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optional[str] = None) -> List[str]:
+def release(
+    labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optional[str] = None, language: str = "en"
+) -> List[str]:
     """Release each of ``labs`` (replacing an earlier release); return them. ``open_lab`` (one of them: the lab
-    in front of the class) is released without its practice close to the answers (``practice``)."""
+    in front of the class) is released without its practice close to the answers (``practice``). ``language``: the
+    class's (``autograder.course.languages``): its release's notebooks take the English ones' place, under the same
+    names (a class is taught in one language; grading accepts every language)."""
+    from autograder.course.languages import check_language
     from autograder.course.layout import LABS
 
+    check_language(language)
     _check(exchange, course_id)
     unknown = sorted(set(labs) - set(LABS))
     if unknown:
@@ -71,9 +78,25 @@ def release(labs: Sequence[str], exchange: Path, course_id: str, open_lab: Optio
         raise ValueError(f"the open lab {open_lab!r} is not among the labs released, {list(labs)}")
     for lab in labs:
         _nbgrader("release_assignment", lab, "--force", exchange=exchange, course_id=course_id)
+        in_language(Path(exchange) / course_id / "outbound" / lab / LABS[lab], lab, language)
     if open_lab is not None:
         leave_out_near_answers(Path(exchange) / course_id / "outbound" / open_lab / LABS[open_lab])
     return list(labs)
+
+
+def in_language(notebook: Path, lab: str, language: str) -> None:
+    """Rewrite a released notebook in place as ``language``'s release has it (same file mode; English: unchanged)."""
+    from autograder.course.languages import SOURCE, release_notebook
+    from autograder.course.layout import RELEASE_DIR
+
+    if language == SOURCE:
+        return
+    translated = release_notebook(RELEASE_DIR, lab, notebook.name, language)
+    if not translated.is_file():
+        raise ValueError(f"{translated} is missing: run `make release`")
+    mode = notebook.stat().st_mode
+    notebook.write_bytes(translated.read_bytes())
+    os.chmod(notebook, mode & 0o7777)
 
 
 def leave_out_near_answers(notebook: Path) -> None:
@@ -191,6 +214,7 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     releasing = commands.add_parser("release", help="release labs to the exchange")
     releasing.add_argument("labs", nargs="*")
+    releasing.add_argument("--language", default="en", help="the class's language: en or zh_CN")
     releasing.add_argument(
         "--open-lab",
         help="the lab in front of the class: released without its practice close "
@@ -202,7 +226,7 @@ def main(argv=None) -> int:
         if args.command == "release":
             from autograder.course.layout import LABS
 
-            done = release(args.labs or sorted(LABS), args.exchange, args.course_id, args.open_lab)
+            done = release(args.labs or sorted(LABS), args.exchange, args.course_id, args.open_lab, args.language)
             print(f"released to {args.exchange}/{args.course_id}: {', '.join(done)}")
             return 0
         summary = grade_from_exchange(args.lab, args.exchange, args.course_id)

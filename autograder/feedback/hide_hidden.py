@@ -1,7 +1,7 @@
 """Feedback that does not show hidden tests (nbgrader issue 917: its feedback HTML shows their source).
 
 ``HideHiddenTests`` runs in ``nbgrader generate_feedback`` (``nbgrader_config.py`` adds it). In each
-graded cell it replaces the lines between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` by
+graded cell it replaces the lines between the hidden-test markers (``autograder.course.notebook``) by
 one comment, and in its error outputs it keeps the error message and the student's own frames but
 drops every frame that shows hidden test or grader code.
 """
@@ -15,13 +15,15 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade
 from traitlets import Unicode
 
+from autograder.course.notebook import BEGIN, END
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 HIDDEN_NOTE = "# (hidden tests: their code is not shown; the message below says what failed)"
 
 
 class HideHiddenTests(NbGraderPreprocessor):
-    begin = Unicode("### BEGIN HIDDEN TESTS").tag(config=True)
-    end = Unicode("### END HIDDEN TESTS").tag(config=True)
+    begin = Unicode(BEGIN).tag(config=True)
+    end = Unicode(END).tag(config=True)
     grader_marker = Unicode("autograder/").tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):

@@ -5,7 +5,8 @@ so it runs for ``nbgrader generate_feedback`` and for Formgrader's submission vi
 allow-list, only what renders as text or as a raster image:
 
 - a markdown cell is rendered as markdown only when its text is, exactly, a markdown cell of the lab's
-  source notebook (``source_dir/<lab>/<notebook>.ipynb``: the course's own prose, tables, ``<details>``)
+  source notebook (``source_dir/<lab>/<notebook>.ipynb``: the course's own prose, tables, ``<details>``) or of
+  one of its translated releases (``release_dir/<language>/<lab>/``, generated from the catalogs in ``solutions/``)
   or the grader's *Grading notes* (built from escaped text, ``autograder.verdict.plain_text``); every
   other markdown cell and every raw cell becomes preformatted text showing what was written;
 - an output keeps ``text/plain``, ``image/png`` and ``image/jpeg`` (base64 only); HTML, markdown and LaTeX
@@ -61,9 +62,15 @@ class InertCells(Preprocessor):
     source_dir = Unicode("", help="folder of the labs' source notebooks: <source_dir>/<lab>/<notebook>.ipynb").tag(
         config=True
     )
+    release_dir = Unicode(
+        "",
+        help="folder of the releases, whose translations' prose is the course's too: <release_dir>/<language>/<lab>/",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
-        course = course_markdown(self.source_dir, *_lab_and_notebook(resources or {}))
+        lab, notebook = _lab_and_notebook(resources or {})
+        course = course_markdown(self.source_dir, lab, notebook)
+        course.update(translated_markdown(self.release_dir, lab, notebook))
         nb.metadata = from_dict(_notebook_metadata(nb.get("metadata", {})))
         seen = set()
         for index, cell in enumerate(nb.cells):
@@ -100,6 +107,23 @@ def course_markdown(source_dir: str, lab: Optional[str], notebook: Optional[str]
     for cell in cells:
         if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
             out[_text(cell.get("source", ""))] = cell.get("attachments") or {}
+    return out
+
+
+def translated_markdown(release_dir: str, lab: Optional[str], notebook: Optional[str]) -> Dict[str, dict]:
+    """``{text: {}}`` of the markdown cells of the lab's translated releases (``autograder.course.languages``: the
+    course's own prose, in another language); empty when there is none or the names are odd."""
+    from autograder.course.languages import translated_releases
+
+    if not (release_dir and isinstance(lab, str) and isinstance(notebook, str)):
+        return {}
+    if not (SAFE_NAME.match(lab) and SAFE_NAME.match(notebook)):
+        return {}
+    out: Dict[str, dict] = {}
+    for translated in translated_releases(Path(release_dir), lab, f"{notebook}.ipynb").values():
+        for cell in translated["cells"]:
+            if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
+                out[_text(cell.get("source", ""))] = {}
     return out
 
 

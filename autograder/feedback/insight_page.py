@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import Dict, List
+from typing import Dict, List, Optional
 from urllib.parse import quote
+
+from autograder.verdict.events import EventKind
 
 
 def _png(figure) -> bytes:
@@ -18,7 +20,7 @@ def _png(figure) -> bytes:
 
 
 def plots(data: dict) -> Dict[str, bytes]:
-    """``{file name: PNG}``: the score histogram and the pass rate of each graded cell."""
+    """``{file name: PNG}``: the score histogram (graded students only) and the pass rate of each graded cell."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,7 +38,7 @@ def plots(data: dict) -> Dict[str, bytes]:
         )
         axes.legend()
     axes.set(
-        title=f"{data['lab']}: total scores ({data['students']} students)",
+        title=f"{data['lab']}: total scores ({data.get('graded', data['students'])} students graded)",
         xlabel="score (points)",
         ylabel="students",
         xlim=(-0.5, top + 0.5),
@@ -61,38 +63,93 @@ def plots(data: dict) -> Dict[str, bytes]:
     return out
 
 
-def _ids(who: List[str], most: int = 30) -> str:
-    shown = ", ".join(who[:most]) + (f" and {len(who) - most} more" if len(who) > most else "")
-    return html.escape(shown)
+def _ids(who: List[str], most: int = 30, names: Optional[Dict[str, str]] = None) -> str:
+    """Students as the instructor reads them: each id, with their name as written where it is known."""
+    names = names or {}
+    shown = [f"{s} ({names[s]})" if names.get(s) else s for s in who[:most]]
+    return html.escape(", ".join(shown) + (f" and {len(who) - most} more" if len(who) > most else ""))
+
+
+def _not_graded(data: dict) -> List[str]:
+    """Students with no grade, first: those whose grading was refused (nothing ran: no score, never a 0) and
+    those whose grading failed; none of them counts in the numbers below."""
+    e = html.escape
+    names = data.get("names", {})
+    out = []
+    refused, failed = data.get("refused") or {}, data.get("failed") or {}
+    if refused:
+        why = sorted(set(refused.values()))
+        out.append(
+            f"<h2>Not graded: grading was refused ({len(refused)})</h2><p>The grading box could not be trusted on the "
+            "grading machine, so nothing of these notebooks ran: they have <b>no score</b> (not 0) and take no part "
+            "in the numbers below. Fix the isolation (<code>python -m autograder.box.sandbox --probe</code> says "
+            "what is wrong) and run <code>make grade</code> again. Why: "
+            f"{e('; '.join(why[:3]))}.</p><p>{_ids(sorted(refused), 200, names)}</p>"
+        )
+    if failed:
+        out.append(
+            f"<h2>Not graded: grading failed ({len(failed)})</h2><p>No score; see each "
+            f"<code>error-&lt;student&gt;.log</code> and grade them again: {_ids(sorted(failed), 200, names)}</p>"
+        )
+    return out
 
 
 def _student_table(data: dict) -> List[str]:
-    """Students x graded cells (points, or a dash), each student linked to their feedback page (a relative link
-    from ``reports/<lab>/`` to ``feedback/<student>/<lab>/``, where ``make grade`` writes it)."""
+    """Students x graded cells (points, or a dash), with each student's name as written and late flag, the students
+    not graded first; each student linked to their feedback page (a relative link from ``reports/<lab>/`` to
+    ``feedback/<student>/<lab>/``, where ``make grade`` writes it)."""
     e = html.escape
     cells = [c["grade_id"] for c in data["cells"]]
+    names, late = data.get("names", {}), set(data.get("late", []))
     out = [
-        "<h2>Every student</h2><table><tr><th>student</th><th>total</th>"
+        "<h2>Every student</h2><table><tr><th>student</th><th>name</th><th>late</th><th>total</th>"
         + "".join(f"<th><code>{e(c)}</code></th>" for c in cells)
         + "</tr>"
     ]
-    for student, row in sorted(data.get("table", {}).items()):
+    unscored = [(s, "refused") for s in sorted(data.get("refused") or {})]
+    unscored += [(s, "failed") for s in sorted(data.get("failed") or {})]
+    for student, status in unscored + [(s, "") for s in sorted(data.get("table", {}))]:
         href = "../../feedback/" + "/".join(
             quote(part, safe="") for part in (student, data["lab"], f"{data.get('notebook', '')}.html")
         )
-        total = data["scores"]["totals"].get(student, 0)
+        row = data.get("table", {}).get(student, {})
+        total = status or format(data["scores"]["totals"].get(student, 0), "g")
         marks = "".join("<td>-</td>" if row.get(c) is None else f"<td>{row[c]:g}</td>" for c in cells)
-        out.append(f'<tr><td><a href="{e(href)}">{e(student)}</a></td><td>{total:g}</td>{marks}</tr>')
+        out.append(
+            f'<tr><td><a href="{e(href)}">{e(student)}</a></td><td>{e(names.get(student, ""))}</td>'
+            f"<td>{'late' if student in late else ''}</td><td>{e(total)}</td>{marks}</tr>"
+        )
     return out + ["</table>"]
+
+
+#: The sections of "Whom to look at" (``insight.WHOM``'s groups, then the repairs), as the page titles them.
+WHOM_TITLES = {
+    "findings": "provenance findings and similarity",
+    "limits": "limits hit",
+    "grading": "what grading itself did",
+    "repairs": "repairs",
+}
+
+
+def _kind_line(kind: str, who: List[str], names: Dict[str, str]) -> str:
+    """One kind of "Whom to look at": its code, what it means (an event kind's text), how many and who."""
+    e = html.escape
+    meaning = EventKind(kind).text if kind in EventKind._value2member_map_ else ""
+    return f"<li><b>{e(kind)}</b>{': ' + e(meaning) if meaning else ''} ({len(who)}): {_ids(who, 30, names)}</li>"
 
 
 def page(data: dict, images: Dict[str, bytes]) -> str:
     """The report as an inert page (every value escaped; images as ``data:`` URLs; no script)."""
     e = html.escape
     s = data["scores"]
+    graded = data.get("graded", data["students"])
+    unscored = data["students"] - graded
     parts = [
         f"<h1>What the class got wrong: {e(data['lab'])}</h1>",
-        f"<p>{data['students']} students graded; maximum {data['max_score']:g} points. Median "
+        *_not_graded(data),
+        f"<p>{graded} students graded"
+        + (f" ({unscored} more not graded, above)" if unscored else "")
+        + f"; maximum {data['max_score']:g} points. Median "
         f"{'-' if s['median'] is None else format(s['median'], 'g')}; {s['zero']} at 0, {s['full']} at full "
         f"marks, {s['between']} in between.</p>",
     ]
@@ -128,13 +185,13 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
             cells_shown = " ".join(f"<code>{e(c)}</code>" for c in m["cells"])
             parts.append(
                 f"<tr><td>{m['count']}</td><td>{hints}</td><td>{cells_shown}</td>"
-                f"<td>{e(m['section'])}</td><td>{_ids(m['students'])}</td></tr>"
+                f"<td>{e(m['section'])}</td><td>{_ids(m['students'], 30, data.get('names'))}</td></tr>"
             )
         parts.append("</table>")
     if data.get("unreadable"):
         parts.append(
             f"<p><b>File could not be read: ask them to resubmit</b> ({len(data['unreadable'])}): "
-            f"{_ids(data['unreadable'])}. Graded as the untouched lab, they are left out of the rows above.</p>"
+            f"{_ids(data['unreadable'], 30, data.get('names'))}. Graded as the untouched lab, they are left out of the rows above.</p>"
         )
     if data.get("resubmitted"):
         parts.append(f"<p><b>Submitted several times</b> ({len(data['resubmitted'])}): the latest was graded.</p><ul>")
@@ -144,14 +201,14 @@ def page(data: dict, images: Dict[str, bytes]) -> str:
         parts.append("</ul>")
     parts += _student_table(data)
     parts.append("<h2>Whom to look at</h2>")
-    titles = {"findings": "provenance findings and similarity", "limits": "limits hit", "repairs": "repairs"}
+    names = data.get("names", {})
     anything = False
-    for group, title in titles.items():
+    for group, title in WHOM_TITLES.items():
         kinds = data["flagged"].get(group, {})
         if kinds:
             anything = True
             parts.append(f"<h3>{e(title)}</h3><ul>")
-            parts += [f"<li><b>{e(kind)}</b> ({len(who)}): {_ids(who)}</li>" for kind, who in sorted(kinds.items())]
+            parts += [_kind_line(kind, who, names) for kind, who in sorted(kinds.items())]
             parts.append("</ul>")
     similar = data.get("similar") or {}
     if similar.get("pairs"):

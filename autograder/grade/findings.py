@@ -10,7 +10,7 @@ from nbgrader.utils import is_grade
 from autograder.verdict import cells as verdicts
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
-from autograder.verdict.events import EventKind, event
+from autograder.verdict.events import EventKind, VerdictKind, event
 from autograder.verdict.scoring import error_output
 
 
@@ -53,7 +53,7 @@ def apply_findings(
                         f"No points: {finding.describe()}. Graded code must be your own: fix that line and resubmit.",
                     )
                 )
-                verdict_of[test.grade_id] = verdicts.Verdict(test.grade_id, False, "integrity")
+                verdict_of[test.grade_id] = verdicts.Verdict(test.grade_id, False, VerdictKind.INTEGRITY)
         events.append(
             dict(
                 event(finding.cell_label, EventKind.INTEGRITY, finding.describe()),

@@ -2,7 +2,9 @@
 
 0. checks the gradebook file (``autograder.grade.gradebook_file``): one that is not a database, or that
    another program holds locked, stops it with one line that names the file and what to do;
-1. says which isolation the grading kernels get here (``autograder.box.sandbox``), loudly when it is weak;
+1. says which isolation the grading kernels get here (``autograder.box.sandbox``; as root it installs bubblewrap
+   with apt when it is missing), loudly when it is weak; where the box cannot be trusted each notebook's grading
+   is refused (``autograder.grade.lab_boxes.refuse``): nothing runs, and that student's result is ``refused``;
 2. makes sure the gradebook knows the lab (``nbgrader generate_assignment`` into the work folder);
 3. adds every student of ``submitted/*/LAB`` to the gradebook, one at a time;
 4. runs ``nbgrader autograde`` for the students in parallel, one worker process per core, each
@@ -12,8 +14,12 @@
    columns, then what each lab's collection read from the LMS's download: full name, LMS and its id for the
    student, late);
 6. writes ``reports/LAB/log.csv`` (repairs from collect + what happened while grading, per student) and
-   ``reports/LAB/summary.json``, and prints a table;
+   ``reports/LAB/summary.json``, and prints a table: each student's result (``autograder.verdict.result``: id,
+   name as written, late flag, score or ``refused`` / ``failed``, seconds, what grading noted);
 7. writes what the class got wrong, ``reports/LAB/insight.html`` (``autograder.feedback.insight``).
+
+It exits 1 when any student was not graded (grading refused or failed): a refused grading is no grade, and the
+table ends with why and what to do.
 
 Budgets come from ``nbgrader_config.py`` (environment overrides ``PAGED_KV_CELL_TIMEOUT``,
 ``PAGED_KV_NOTEBOOK_TIMEOUT``, ``PAGED_KV_MEMORY_MB``, ``PAGED_KV_ISOLATION``).
@@ -252,9 +258,12 @@ def grade(
 
     def keep(outcome: dict) -> None:
         results[outcome["student"]] = outcome
+        log = reports / f"error-{outcome['student']}.log"
         if not outcome["success"]:
-            (reports / f"error-{outcome['student']}.log").write_text(outcome["log"])
-            say(f"  ERROR {outcome['student']}: see {reports / ('error-' + outcome['student'] + '.log')}")
+            log.write_text(outcome["log"], encoding="utf-8")
+            say(f"  ERROR {outcome['student']}: see {log}")
+        elif log.exists():  # graded now: the failure of an earlier run is over
+            log.unlink()
 
     try:
         if one_upload:
@@ -303,7 +312,7 @@ def grade(
         work=str(work),
         exported=exported,
     )
-    (reports / "summary.json").write_text(json.dumps(summary, indent=1))
+    (reports / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     say(table(summary))
     if one_upload:
         return summary
@@ -318,61 +327,68 @@ def grade(
 
 
 def summarize(lab: str, students: List[str], results: Dict[str, dict], work: Path, reports: Path) -> dict:
-    from nbgrader.api import Gradebook, MissingEntry
+    """The summary of grading ``students`` of ``lab`` (``reports/<lab>/summary.json``): one row per student from
+    their result (``autograder.verdict.lab_results``: the gradebook, the grading record, collection's record), with
+    the seconds grading them took (``results``); and ``log.csv`` rewritten (repairs and grading events, per
+    student; the lines of students not graded in this run kept)."""
+    from autograder.course.layout import LABS, SOURCE_DIR
+    from autograder.verdict import lab_results
+    from autograder.verdict.result import Student, build
 
-    from autograder.verdict.events import events_path, read_record
-    from autograder.course.layout import LABS
-
-    collected = {}
-    if (reports / "collected.json").exists():
-        collected = {r["student"]: r for r in json.loads((reports / "collected.json").read_text())}
+    with gradebook_file.errors(work / "gradebook.db", lab):
+        found = lab_results.read(work, lab, SOURCE_DIR / lab / LABS[lab])
     rows, log_rows = [], []
-    with gradebook_file.errors(work / "gradebook.db", lab), Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
-        for student in students:
-            try:
-                nb = gb.find_submission_notebook(LABS[lab][: -len(".ipynb")], lab, student)
-                cells = {g.name: g.score for g in nb.grades}
-                score = sum(v or 0 for v in cells.values())
-            except MissingEntry:
-                cells, score = {}, None
-            path = events_path(work / "events", lab, student)
-            events = read_record(path) if path.exists() else {}
-            repairs = collected.get(student, {}).get("repairs", [])
-            for kind, detail in repairs:
-                log_rows.append([student, "repair", kind, detail])
-            for event in events.get("events", []):
-                log_rows.append([student, "run", event["kind"], f"{event['cell']}: {event['detail']}"])
-            outcome = results.get(student, {})
-            rows.append(
-                {
-                    "student": student,
-                    "score": score,
-                    "cells": cells,
-                    "seconds": round(outcome.get("seconds", 0), 2),
-                    "ok": outcome.get("success", False),
-                    "repairs": sorted({k for k, _ in repairs} - {"added-cells"}),
-                    "events": sorted({e["kind"] for e in events.get("events", [])}),
-                }
-            )
+    for student in students:
+        result = found.get(student) or build(lab, Student(student))  # nothing of it anywhere: not graded
+        for kind, detail in result.repairs:
+            log_rows.append([student, "repair", kind, detail])
+        for event in result.events:
+            log_rows.append([student, "run", event.kind.value, f"{event.cell}: {event.detail}"])
+        rows.append(lab_results.summary_row(result, results.get(student, {}).get("seconds")))
     log = reports / "log.csv"
     if log.exists():  # keep the lines of students not graded in this run
-        with open(log, newline="") as handle:
+        with open(log, newline="", encoding="utf-8") as handle:
             kept = [row for row in csv.reader(handle)][1:]
         log_rows = [row for row in kept if row and row[0] not in set(students)] + log_rows
-    with open(log, "w", newline="") as handle:
+    with open(log, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "stage", "kind", "detail"])
         writer.writerows(log_rows)
     return {"lab": lab, "students": rows}
 
 
+def _width(text: str) -> int:
+    """Columns ``text`` takes on a terminal (a CJK character takes two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns (cut with ``…``), padded to them."""
+    if _width(text) > width:
+        while text and _width(text) > width - 1:
+            text = text[:-1]
+        text += "…"
+    return text + " " * (width - _width(text))
+
+
 def table(summary: dict) -> str:
-    lines = [f"{'student':>18}  {'score':>5}  {'s':>5}  notes"]
-    for row in summary["students"]:
-        score = "ERR" if row["score"] is None else f"{row['score']:.1f}"
-        notes = ", ".join(row["repairs"] + row["events"]) + ("" if row["ok"] else " (autograde failed)")
-        lines.append(f"{row['student']:>18}  {score:>5}  {row['seconds']:5.1f}  {notes}")
-    count = len(summary["students"])
+    """The terminal's table of a grading: each student's id, name as written, late flag (``late`` where the
+    download says so), score (``refused``: the isolation check graded nothing; ``failed``: grading failed), seconds
+    and what grading noted; then where the reports are, and what to do about students not graded."""
+    rows = summary["students"]
+    name_width = min(24, max([4] + [_width(r.get("name") or "") for r in rows]))
+    lines = [f"{'student':>18}  {_cut('name', name_width)}  {'late':<4}  {'score':>7}  {'s':>5}  notes"]
+    for row in rows:
+        score = row["score_text"]  # the points, or refused / failed: never a 0 for a student not graded
+        late = "late" if row.get("late") == "yes" else ""
+        notes = ", ".join(row.get("repairs", []) + row.get("events", []))
+        lines.append(
+            f"{row['student']:>18}  {_cut(row.get('name') or '', name_width)}  {late:<4}  {score:>7}  "
+            f"{row.get('seconds', 0.0):5.1f}  {notes}"
+        )
+    count = len(rows)
     reports = Path(summary["work"]).resolve() / "reports"  # absolute: make hub-grade's course folder is not its cwd
     lines.append(
         f"{count} students in {summary['seconds']} s ({summary['seconds'] / max(count, 1):.1f} s per "
@@ -380,6 +396,20 @@ def table(summary: dict) -> str:
         + (f"grades: {reports / 'grades.csv'}, " if summary.get("exported", True) else "")
         + f"log: {reports / summary['lab'] / 'log.csv'}"
     )
+    refused = [r for r in rows if r.get("status") == "refused"]
+    failed = [r for r in rows if r.get("status") == "failed"]
+    if refused:
+        lines.append(
+            f"REFUSED: {len(refused)} of {count} students were not graded: the grading box could not be trusted on "
+            f"this machine ({refused[0].get('why') or 'see the WARNING above'}). They have no score (grades.csv "
+            "says refused; make gradebook leaves them out). Fix the isolation (python -m autograder.box.sandbox "
+            "--probe says what is wrong; docs/instructors.md, 'What grading needs') and run make grade again."
+        )
+    if failed:
+        lines.append(
+            f"FAILED: grading failed for {len(failed)} student(s): {', '.join(r['student'] for r in failed[:10])} "
+            f"(see {reports / summary['lab']}/error-<student>.log); grade them again before uploading grades."
+        )
     return "\n".join(lines)
 
 
@@ -399,7 +429,7 @@ def main(argv=None) -> int:
     if args.groups and args.student:
         parser.error("give --student or --groups, not both")
     summary = grade(args.lab, args.student, args.workers, groups=parse_groups(args.groups) if args.groups else None)
-    return 0 if all(row["ok"] for row in summary["students"]) else 1
+    return 0 if all(row["ok"] for row in summary["students"]) else 1  # refused or failed: not a grade
 
 
 if __name__ == "__main__":

@@ -22,10 +22,17 @@ from autograder.grade.timing import timed
 from autograder.verdict import cells as verdicts
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
-from autograder.verdict.events import EventKind
+from autograder.verdict.events import EventKind, VerdictKind
 from autograder.verdict.scoring import error_output, show_verdict, soften_errors
+from autograder.verdict.student_text import N_, language_of
 
 # Run silently in the kernel at each graded cell: the agent answers the grader until the cell is decided.
+# A verdict of these kinds is also an event of the cell (a limit hit while the grader tested it).
+LIMIT_EVENT = {
+    VerdictKind.TIMEOUT: EventKind.TIMEOUT,
+    VerdictKind.KERNEL: EventKind.KERNEL_DIED,
+    VerdictKind.EXIT: EventKind.EXIT_CALLED,
+}
 AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({path!r}, globals())"
 
 
@@ -51,7 +58,7 @@ class GradedCells:
                     "GradingError", "The grader could not find this test cell in the lab's source, so it scores 0."
                 )
             ]
-            executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "error")
+            executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.ERROR)
             return "error"
         visible = BEGIN not in model.source
         kernel_error = False
@@ -59,14 +66,14 @@ class GradedCells:
             outcome = executor._execute_in_kernel(cell, index)
             if outcome in ("dead", "skipped"):
                 executor.verdicts[grade_id] = verdicts.Verdict(
-                    grade_id, False, "kernel" if outcome == "dead" else "timeout"
+                    grade_id, False, VerdictKind.KERNEL if outcome == "dead" else VerdictKind.TIMEOUT
                 )
                 return outcome
             kernel_error = outcome == "error"
         else:
             cell.outputs = []
             if executor._budget_spent(cell, index):
-                executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, "timeout")
+                executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.TIMEOUT)
                 return "skipped"
         box = self.box_for(grade_id, index)
         if box is not None and self.parts_deferred:
@@ -94,18 +101,16 @@ class GradedCells:
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
             verdict, dead = box.verdict(model, index), False
             if kernel_error and verdict.passed:
-                soften_errors(cell, box.part)
+                soften_errors(cell, box.part, language_of(self.executor.nb))
             kernel_error = False
         self.executor.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible)
-        if verdict.kind in ("timeout", "kernel", "exit"):
+        show_verdict(cell, verdict, kernel_error, visible, language_of(self.executor.nb))
+        if verdict.kind in LIMIT_EVENT:
             self.executor._event(
                 cell,
                 index,
-                {"timeout": EventKind.TIMEOUT, "kernel": EventKind.KERNEL_DIED, "exit": EventKind.EXIT_CALLED}[
-                    verdict.kind
-                ],
-                f"while the grader tested it ({verdict.seconds:.1f} s)",
+                LIMIT_EVENT[verdict.kind],
+                N_(f"while the grader tested it ({verdict.seconds:.1f} s)"),  # (N_: the notes translate it)
             )
         if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
             line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
@@ -117,7 +122,10 @@ class GradedCells:
             )
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
             self.executor._event(
-                cell, index, EventKind.MEMORY, f"> {self.executor._limit('memory_mb')} MiB while the grader tested it"
+                cell,
+                index,
+                EventKind.MEMORY,
+                N_(f"> {self.executor._limit('memory_mb')} MiB while the grader tested it"),
             )
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 

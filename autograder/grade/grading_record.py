@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 from autograder.verdict import secrets as secret_text
 from autograder.verdict.events import NOT_LISTED_FOR_STUDENTS, EventKind, describe, event
 from autograder.verdict.scoring import add_notes
+from autograder.verdict.student_text import for_student, language_of
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -36,14 +37,22 @@ def remove_secrets(source: Path, cells, verdicts: Dict[str, Any], events: List[d
 
 
 def record(
-    resources, isolation: str, seconds: float, events: List[dict], spare_kernels: int, phases, verdicts
+    resources,
+    isolation: str,
+    seconds: float,
+    events: List[dict],
+    spare_kernels: int,
+    phases,
+    verdicts,
+    language: str = "en",
 ) -> Dict[str, Any]:
-    """The events record of one graded notebook (who, how isolated, how long and where the time went, the events
-    and each graded cell's verdict)."""
+    """The events record of one graded notebook (who, in which language, how isolated, how long and where the time
+    went, the events and each graded cell's verdict)."""
     nbgrader = (resources or {}).get("nbgrader", {})
     return {
         "student": nbgrader.get("student"),
         "assignment": nbgrader.get("assignment"),
+        "language": language,
         "isolation": isolation,
         "seconds": round(seconds, 2),
         "events": events,
@@ -52,7 +61,7 @@ def record(
         "verdicts": {
             g: {
                 "passed": v.passed,
-                "kind": v.kind,
+                "kind": v.kind.value,
                 "seconds": round(v.seconds, 2),
                 "requests": v.requests,
                 "message": plain_message(v.lines),
@@ -62,21 +71,24 @@ def record(
     }
 
 
-def add_grading_notes(nb, events: List[dict]) -> None:
+def add_grading_notes(nb, events: List[dict], language: str = "") -> None:
     """Tell the student, in the notebook's "Grading notes", what cost points for integrity and what the grader did
-    (each graded cell's events, and the other cells' kinds of event in one line)."""
+    (each graded cell's events, and the other cells' kinds of event in one line), in ``language`` (by default the
+    notebook's, ``language_of``)."""
+    language = language or language_of(nb)
     integrity = [e for e in events if e["kind"] == EventKind.INTEGRITY]
     if integrity:
         add_notes(
             nb,
-            ["No points for code that is not your own (the tests it affects score 0):"]
+            [for_student("No points for code that is not your own (the tests it affects score 0):", language)]
             + [f"- {e['detail']}" for e in integrity],
+            language,
         )
     shown = [e for e in events if e["kind"] not in NOT_LISTED_FOR_STUDENTS]
     if shown:
-        lines = [f"- {e['cell']}: {describe(e)}" for e in shown if e["graded"]]
+        lines = [f"- {e['cell']}: {describe(e, language=language)}" for e in shown if e["graded"]]
         others = [e for e in shown if not e["graded"]]
         if others:
-            kinds = sorted({describe(e, detail=False) for e in others})
-            lines.append(f"- {len(others)} cell(s) that are not tests: {'; '.join(kinds)}")
-        add_notes(nb, ["While grading:"] + lines)
+            count, kinds = len(others), "; ".join(sorted({describe(e, False, language) for e in others}))
+            lines.append("- " + for_student(f"{count} cell(s) that are not tests: {kinds}", language))
+        add_notes(nb, [for_student("While grading:", language)] + lines, language)

@@ -21,6 +21,8 @@ every ``nbgrader autograde`` run with the course's config is hardened). For each
   kernel dies anyway (``os._exit``, a kill, a crash) starts a fresh one, re-runs the cells above that
   are not tests, and goes on;
 - keeps at most ``max_output_bytes`` of output per cell;
+- speaks the notebook's language (``autograder.course.languages``): the messages and notes it writes for the
+  student, and every kernel's ``PAGED_KV_LANG``;
 - explains every limit it applied in the cell's output and in the notebook's "Grading notes" cell,
   and records the events in ``events_dir/<lab>/<student>.json`` for the instructor.
 
@@ -46,11 +48,11 @@ from nbgrader.utils import is_grade
 from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
+from autograder.course import languages
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     error_output,
-    note_output,
 )
 from autograder.verdict.events import (
     EventKind,
@@ -71,6 +73,8 @@ from autograder.verdict import kernels as kernel_builds
 from autograder.verdict import channel as grading_channel
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
+from autograder.verdict.student_text import N_, language_of
+from paged_kv.lab.i18n import speaking
 
 
 class HardenedExecute(Execute):
@@ -203,6 +207,17 @@ class HardenedExecute(Execute):
 
     # ---- the run -------------------------------------------------------------------------------------
     def preprocess(self, nb, resources=None, km=None):
+        # What is decided here (the checks' messages, the notes) speaks the notebook's language, and so does every
+        # kernel it starts (``preamble``).
+        with speaking(language_of(nb)):
+            return self._grade(nb, resources, km)
+
+    def preamble(self) -> str:
+        """What every fresh kernel of this notebook runs first, unrecorded: ``PREAMBLE``, and its environment's
+        ``PAGED_KV_LANG`` set to the notebook's language (``languages.kernel_preamble``), whatever the grader's."""
+        return PREAMBLE + languages.kernel_preamble(self._language())
+
+    def _grade(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
 
         NotebookClient.__init__(self, nb, km)
@@ -241,7 +256,7 @@ class HardenedExecute(Execute):
                 self._kills_seen = 0
                 try:
                     boxed_kernels.copy_assignment_files(self.resources, self.km)
-                    silent_runs.silent(self.kc, self.km, PREAMBLE)
+                    silent_runs.silent(self.kc, self.km, self.preamble())
                     if restarts:
                         self._replay(replayable)
                     while index < len(cells):
@@ -327,7 +342,8 @@ class HardenedExecute(Execute):
         if is_grade(cell):
             return self._graded.run(cell, index)
         if self._only_shows(index):
-            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": cell_limits.NOT_RUN_DEMO})]
+            shown = cell_limits.not_run_demo(self._language())
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": shown})]
             return "skipped"
         return self._execute_in_kernel(cell, index)
 
@@ -339,10 +355,14 @@ class HardenedExecute(Execute):
             return False
         return index > self._last_that_counts
 
+    def _language(self) -> str:
+        """The language of the notebook graded (its release's metadata): what the cells' notes are written in."""
+        return language_of(self.nb)
+
     def _budget_spent(self, cell, index: int) -> bool:
         if self._notebook_deadline - monotonic() > 0:
             return False
-        cell.outputs = [cell_limits.budget_spent(self._limit("notebook_timeout"))]
+        cell.outputs = [cell_limits.budget_spent(self._limit("notebook_timeout"), self._language())]
         self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
         return True
 
@@ -357,37 +377,37 @@ class HardenedExecute(Execute):
         self._timed_out = False
         self._cut = False
         self._cell_bytes = 0
-        self.error_on_timeout = cell_limits.time_limit_error(limit)
+        self.error_on_timeout = cell_limits.time_limit_error(limit, self._language())
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
             out_of_memory = self.km is not None and getattr(self.km, "out_of_memory", lambda: False)()
-            message = cell_limits.death_message(status, out_of_memory, self._limit("ram_mb"))
+            message = cell_limits.death_message(status, out_of_memory, self._limit("ram_mb"), self._language())
             cell.outputs.append(error_output("KernelDied", message))
             self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
                 self._event(
-                    cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children"
+                    cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
                 )
             return "dead"
         except CellTimeoutError:
-            cell.outputs.append(cell_limits.did_not_stop(limit))
-            self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s, kernel did not answer the interrupt")
+            cell.outputs.append(cell_limits.did_not_stop(limit, self._language()))
+            self._event(cell, index, EventKind.TIMEOUT, N_(f"> {limit} s, kernel did not answer the interrupt"))
             return "dead"
         if self._timed_out:
             # The interrupt we sent shows as a KeyboardInterrupt: the time-limit message says it better.
             cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
             self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s")
         if self._cut:
-            cell.outputs.append(note_output(f"output cut after {self.max_output_bytes} bytes"))
+            cell.outputs.append(cell_limits.output_cut(self.max_output_bytes, self._language()))
             self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
-            cell.outputs.append(cell_limits.over_memory(self._limit("memory_mb")))
+            cell.outputs.append(cell_limits.over_memory(self._limit("memory_mb"), self._language()))
             self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
-            cell.outputs.append(cell_limits.exit_called())
+            cell.outputs.append(cell_limits.exit_called(self._language()))
             self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
@@ -402,8 +422,10 @@ class HardenedExecute(Execute):
         """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
-            cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb")))
-            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb"), self._language()))
+            self._event(
+                cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            )
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self._timed_out = True
@@ -464,6 +486,7 @@ class HardenedExecute(Execute):
             getattr(self, "_spares_used", 0),
             getattr(self, "phases", {}),
             self.verdicts,
+            self._language(),
         )
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:

@@ -24,14 +24,15 @@ def edition(lab: str, part: Optional[str], cache: Dict[tuple, str], log) -> str:
     """The folder of the package edition a box of ``lab`` imports (``autograder.editions``): the lab's TODOs (only
     ``part``'s, for a part's own box) and every later lab's are stubs. A lab the manifest does not know gets the
     strictest edition (every graded lab's TODOs left out), with an error in ``log`` (none for ``NO_TODOS``, lab 00).
+    A lab's TODOs are declared by the lab itself (``autograder/labs/labNN_*/__init__.py``).
     ``cache`` holds the folders already built, by ``(lab, part)``."""
     key = (lab, part)
     if key not in cache:
         todos = lab_todos.BY_LAB.get(lab)
         if todos is None and lab not in lab_todos.NO_TODOS:
             log.error(
-                "Lab %r is not in autograder/editions/manifest.py: its box gets the edition that "
-                "leaves out every graded lab's TODOs. List the lab's TODOs there.",
+                "Lab %r has no lab model in autograder/labs/ (labNN_*/__init__.py, listed in autograder/labs/__init__.py): "
+                "its box gets the edition that leaves out every graded lab's TODOs. Declare the lab's TODOs there.",
                 lab,
             )
         if todos is None:

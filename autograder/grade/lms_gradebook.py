@@ -2,7 +2,9 @@
 
 ``write_grades_csv(work, target)`` writes ``grades.csv`` (``make grade`` calls it, in place of ``nbgrader
 export``): one row per lab and student of the gradebook, nbgrader's export's columns and values (a student
-with no submission of a lab scores 0) followed by what the lab's collection read from the LMS's download
+with no submission of a lab scores 0), then ``status`` (``graded``; ``refused`` when the isolation check refused
+to grade, ``failed`` when grading failed: those have no score, the score columns stay empty, never 0), then
+what the lab's collection read from the LMS's download
 (``reports/<lab>/collected.json``; ``autograder.collect.entry_names``): ``full_name`` (Moodle's full name;
 empty where the download carries none: Canvas writes only a slug of the name, which is ``download_name``),
 ``download_name``, ``lms``, ``lms_id`` (Canvas's user id, Moodle's participant id) and ``late`` ("yes" or
@@ -17,7 +19,9 @@ lab's grades in the file its LMS imports, ``reports/<LAB>/canvas-gradebook.csv``
 written, by the id the download gave; every other student of the lab is left out with its reason
 (``reports/<LAB>/<lms>-left-out.csv`` and a WARNING line): collected from elsewhere, an id several entries
 gave (``id-collision``), no LMS id in the download (Canvas's anonymous grading), not graded yet, or its
-grading failed. No id is ever made up. ``--points N`` scales each score to an assignment out of N (the
+grading failed or was refused (those have no grade yet: ``make gradebook`` writes the others, says who is
+missing and exits non-zero). No id is ever made up. Every row is built from the students' results
+(``autograder.verdict.lab_results``). ``--points N`` scales each score to an assignment out of N (the
 LMS's maximum); without it the scores are the lab's points, and the LMS's assignment must be out of the
 lab's maximum (the file says which).
 
@@ -56,13 +60,13 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from autograder.grade import gradebook_file
-from autograder.collect.collect import late_word
+from autograder.verdict import lab_results
+from autograder.verdict.result import GradingResult, Status, Student
 
 LMSES = ("canvas", "moodle")
 NBGRADER_COLUMNS = [
@@ -79,7 +83,9 @@ NBGRADER_COLUMNS = [
     "max_score",
 ]  # nbgrader export's, in order
 LMS_COLUMNS = ["full_name", "download_name", "lms", "lms_id", "late"]
-GRADES_COLUMNS = NBGRADER_COLUMNS + LMS_COLUMNS
+GRADES_COLUMNS = (
+    NBGRADER_COLUMNS + ["status"] + LMS_COLUMNS
+)  # status: graded, refused, failed ("" without a submission)
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = [
     "Identifier",
@@ -96,57 +102,6 @@ MOODLE_PARTICIPANT = "Participant "  # mod/assign's 'hiddenuser' string: the Ide
 FILES = {"canvas": "canvas-gradebook.csv", "moodle": "moodle-grading-worksheet.csv"}
 
 
-@dataclass(frozen=True)
-class Graded:
-    """One collected student of a lab, as the LMS files need them: the collection's record (``collected.json``)
-    and the gradebook's score (None when the student has no submission there), out of ``max_score``."""
-
-    student: str
-    lms: str
-    lms_id: str
-    name: str
-    full_name: str
-    late: Optional[bool]
-    collided: bool
-    score: Optional[float]
-    max_score: float
-    failed: bool
-
-
-def _collected(work: Path, lab: str) -> Dict[str, dict]:
-    """``{student id: record}`` of ``reports/<lab>/collected.json`` (``{}`` when the lab was never collected);
-    ValueError when the file is not collect's records."""
-    path = work / "reports" / lab / "collected.json"
-    if not path.exists():
-        return {}
-    try:
-        records = json.loads(path.read_text())
-    except ValueError as error:
-        raise ValueError(f"{path} is not JSON ({error}): run make collect LAB={lab} FROM=... again") from None
-    if not isinstance(records, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("student"), str) for r in records
-    ):
-        raise ValueError(f"{path} does not hold collect's records: run make collect LAB={lab} FROM=... again")
-    return {r["student"]: r for r in records}
-
-
-def _lms_fields(record: Optional[dict]) -> Dict[str, str]:
-    """The LMS columns of grades.csv for a collection ``record`` (all empty without one)."""
-    record = record or {}
-    late = record.get("late")
-    return {
-        "full_name": str(record.get("full_name") or ""),
-        "download_name": str(record.get("name") or ""),
-        "lms": str(record.get("lms") or ""),
-        "lms_id": str(record.get("lms_id") or ""),
-        "late": late_word(late if isinstance(late, bool) else None),
-    }
-
-
-def _text(value) -> str:
-    return "" if value is None else str(value)
-
-
 def _open_gradebook(work: Path, lab: str = ""):
     """nbgrader's Gradebook of ``work/gradebook.db``, checked first (``gradebook_file.check``)."""
     from nbgrader.api import Gradebook
@@ -160,46 +115,63 @@ def _open_gradebook(work: Path, lab: str = ""):
     return Gradebook(f"sqlite:///{db}")
 
 
-def write_grades_csv(work: Path, target: Path) -> int:
-    """Write ``target`` (grades.csv) from the gradebook of the work folder ``work`` and each lab's
-    collection records (the module doc); return how many rows it holds."""
-    from nbgrader.api import MissingEntry
+def _text(value) -> str:
+    return "" if value is None else str(value)
 
+
+def _grade_columns(result: Optional[GradingResult]) -> Dict[str, str]:
+    """grades.csv's score columns and ``status`` for ``result`` (None: no submission, 0 as nbgrader's export
+    writes it); a result that is no grade (refused, failed) has no score at all: the columns stay empty."""
+    if result is None or result.status is Status.NOT_GRADED:
+        return {"timestamp": "", "raw_score": "0.0", "late_submission_penalty": "0.0", "score": "0.0", "status": ""}
+    graded = result.status is Status.GRADED and result.score is not None
+    return {
+        "timestamp": result.timestamp,
+        "raw_score": _text(result.raw_score) if graded else "",
+        "late_submission_penalty": _text(result.penalty) if graded else "",
+        "score": _text(result.score) if graded else "",
+        "status": result.status.value,
+    }
+
+
+def write_grades_csv(work: Path, target: Path) -> int:
+    """Write ``target`` (grades.csv) from the gradebook of the work folder ``work`` and each lab's results
+    (``autograder.verdict.lab_results``: the gradebook, the grading records, collection's records; the module
+    doc); return how many rows it holds. A student whose grading was refused or failed has ``status`` refused or
+    failed and no score."""
     if not isinstance(work, Path) or not isinstance(target, Path):
         raise ValueError(
             f"write_grades_csv takes the work folder and the file to write as Paths, got {work!r}, {target!r}"
         )
     rows: List[List[str]] = []
     with gradebook_file.errors(work / "gradebook.db"), _open_gradebook(work) as gb:
-        for assignment in gb.assignments:
-            collected = _collected(work, assignment.name)
-            for student in gb.students:
-                row = {
-                    "assignment": assignment.name,
-                    "duedate": _text(assignment.duedate),
-                    "student_id": student.id,
-                    "last_name": _text(student.last_name),
-                    "first_name": _text(student.first_name),
-                    "email": _text(student.email),
-                    "max_score": _text(assignment.max_score),
-                }
-                try:
-                    submission = gb.find_submission(assignment.name, student.id)
-                except MissingEntry:  # nothing submitted: 0, as nbgrader's export writes it
-                    row.update(timestamp="", raw_score=str(0.0), late_submission_penalty=str(0.0), score=str(0.0))
-                else:
-                    penalty = submission.late_submission_penalty or 0.0
-                    row.update(
-                        timestamp=_text(submission.timestamp),
-                        raw_score=_text(submission.score),
-                        late_submission_penalty=_text(submission.late_submission_penalty),
-                        score=str(max(0.0, (submission.score or 0.0) - penalty)),
-                    )
-                row.update(_lms_fields(collected.get(student.id)))
-                rows.append([row[column] for column in GRADES_COLUMNS])
+        assignments = [(a.name, _text(a.duedate), _text(a.max_score)) for a in gb.assignments]
+        students = [(s.id, _text(s.last_name), _text(s.first_name), _text(s.email)) for s in gb.students]
+    for name, duedate, max_score in assignments:
+        with gradebook_file.errors(work / "gradebook.db", name):
+            results = lab_results.read(work, name)
+        for sid, last, first, email in students:
+            result = results.get(sid)
+            student = result.student if result is not None else Student(sid)
+            row = {
+                "assignment": name,
+                "duedate": duedate,
+                "student_id": sid,
+                "last_name": last,
+                "first_name": first,
+                "email": email,
+                "max_score": max_score,
+                **_grade_columns(result),
+                "full_name": student.full_name,
+                "download_name": student.name,
+                "lms": student.lms,
+                "lms_id": student.lms_id,
+                "late": student.late_word,
+            }
+            rows.append([row[column] for column in GRADES_COLUMNS])
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    with open(partial, "w", newline="") as handle:
+    with open(partial, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(GRADES_COLUMNS)
         writer.writerows(rows)
@@ -207,79 +179,79 @@ def write_grades_csv(work: Path, target: Path) -> int:
     return len(rows)
 
 
-def graded_students(work: Path, lab: str) -> List[Graded]:
-    """Every student of ``lab`` that was collected or has a submission in the gradebook, by id, with what
-    collection read of them and their score (the gradebook's, less any late penalty, as grades.csv has it)."""
-    from nbgrader.api import MissingEntry
+def _failed_in_summary(work: Path, lab: str) -> Dict[str, str]:
+    """``{student: why}`` of the rows of ``reports/<lab>/summary.json`` (the last make grade) that are not a grade."""
+    summary = work / "reports" / lab / "summary.json"
+    if not summary.exists():
+        return {}
+    try:
+        return {
+            row["student"]: str(summary)
+            for row in json.loads(summary.read_text(encoding="utf-8")).get("students", [])
+            if isinstance(row, dict) and not row.get("ok", True)
+        }
+    except (ValueError, AttributeError, KeyError, TypeError):
+        raise ValueError(f"{summary} is not make grade's summary: run make grade LAB={lab} again") from None
 
+
+def graded_students(work: Path, lab: str) -> List[GradingResult]:
+    """The result of every student of ``lab`` that was collected or has a submission in the gradebook, by id
+    (``autograder.verdict.lab_results``); a grading that failed in the last make grade (its summary) or left an
+    error log is ``failed``."""
     if not isinstance(work, Path) or not isinstance(lab, str) or not lab:
         raise ValueError(f"graded_students takes the work folder (a Path) and a lab, got {work!r}, {lab!r}")
-    collected = _collected(work, lab)
-    summary = work / "reports" / lab / "summary.json"
-    failed = set()
-    if summary.exists():
-        try:
-            failed = {
-                row["student"]
-                for row in json.loads(summary.read_text()).get("students", [])
-                if isinstance(row, dict) and not row.get("ok", True)
-            }
-        except (ValueError, AttributeError, KeyError, TypeError):
-            raise ValueError(f"{summary} is not make grade's summary: run make grade LAB={lab} again") from None
-    found: List[Graded] = []
+    from nbgrader.api import MissingEntry
+
+    lab_results.collected(work, lab)  # a broken collected.json is said before anything else
+    failed = {**_failed_in_summary(work, lab), **lab_results.failed_logs(work, lab)}
     with gradebook_file.errors(work / "gradebook.db", lab), _open_gradebook(work, lab) as gb:
         try:
-            assignment = gb.find_assignment(lab)
+            gb.find_assignment(lab)
         except MissingEntry:
             raise ValueError(f"the gradebook has no {lab}: run make grade LAB={lab} first") from None
-        submitted = {s.student.id: s for s in assignment.submissions}
-        for sid in sorted(set(collected) | set(submitted)):
-            record, submission = collected.get(sid, {}), submitted.get(sid)
-            score = None
-            if submission is not None and submission.score is not None:
-                score = max(0.0, submission.score - (submission.late_submission_penalty or 0.0))
-            late = record.get("late")
-            found.append(
-                Graded(
-                    student=sid,
-                    lms=str(record.get("lms") or ""),
-                    lms_id=str(record.get("lms_id") or ""),
-                    name=str(record.get("name") or ""),
-                    full_name=str(record.get("full_name") or ""),
-                    late=late if isinstance(late, bool) else None,
-                    collided=any(kind == "id-collision" for kind, _ in record.get("repairs", [])),
-                    score=score,
-                    max_score=float(assignment.max_score or 0.0),
-                    failed=sid in failed,
-                )
-            )
-    return found
+    with gradebook_file.errors(work / "gradebook.db", lab):
+        return list(lab_results.read(work, lab, failed=failed).values())
 
 
-def _why_left_out(student: Graded, lms: str, lab: str, collected: bool) -> str:
-    """Why ``student`` cannot go into ``lms``'s file, or "" when it can."""
+def _collided(result: GradingResult) -> bool:
+    return any(kind == "id-collision" for kind, _ in result.repairs)
+
+
+#: Why a student is left out, for the students whose left-out makes ``make gradebook`` exit non-zero: they
+#: have no grade yet (refused, failed), and the file would otherwise look complete.
+NOT_A_GRADE = ("refused", "failed")
+
+
+def _why_left_out(result: GradingResult, lms: str, lab: str, collected: bool) -> Tuple[str, str]:
+    """``(reason kind, why)`` ``result``'s student cannot go into ``lms``'s file, or ``("", "")`` when it can."""
     label = lms.capitalize()
+    student = result.student
     if not collected:
-        return (
+        return "lms", (
             f"not collected with make collect (not in reports/{lab}/collected.json), so {label}'s id for "
             "the student is not known"
         )
-    if student.collided:
-        return "several entries of the download gave this id (id-collision), so whose it is is not known"
+    if _collided(result):
+        return "lms", "several entries of the download gave this id (id-collision), so whose it is is not known"
     if student.lms != lms:
         source = f"{student.lms.capitalize()}'s download" if student.lms else "a folder or zip named after the student"
-        return f"collected from {source}, not {label}'s: {label}'s id for the student is not known"
+        return "lms", f"collected from {source}, not {label}'s: {label}'s id for the student is not known"
     if not student.lms_id:
         why = " (Canvas's download of an anonymously graded assignment names no user)" if lms == "canvas" else ""
-        return f"the download gave no {label} id for the student{why}"
-    if student.failed:
-        return (
-            f"its grading failed (reports/{lab}/error-{student.student}.log): grade it again (python -m "
-            f"autograder.grade.grade {lab} --student {student.student}) before uploading"
+        return "lms", f"the download gave no {label} id for the student{why}"
+    if result.status is Status.REFUSED:
+        return "refused", (
+            f"its grading was refused: the grading box could not be trusted on the grading machine ({result.why}), "
+            f"so nothing was graded and it has no score: fix the isolation and run make grade LAB={lab} again"
         )
-    if student.score is None:
-        return f"not graded yet: run make grade LAB={lab}"
-    return ""
+    if result.status is Status.FAILED:
+        return "failed", (
+            f"its grading failed (reports/{lab}/error-{student.id}.log): grade it again (python -m "
+            f"autograder.grade.grade {lab} --student {student.id}) before uploading"
+        )
+    if result.score is None:
+        return "lms", f"not graded yet: run make grade LAB={lab}"
+    return "", ""
 
 
 def _points(score: float, max_score: float, points: Optional[float]) -> str:
@@ -310,16 +282,31 @@ def canvas_gradebook(
     if not isinstance(title, str) or "\n" in title or "\r" in title:
         raise ValueError(f"the Canvas column's title is one line of text, got {title!r}")
     _check_points(points)
-    collected = _collected(work, lab)
     rows = [CANVAS_STUDENT_COLUMNS + [f"{title.strip() or lab} ({assignment_id})"]]
-    left_out = []
-    for student in graded_students(work, lab):
-        why = _why_left_out(student, "canvas", lab, student.student in collected)
-        if why:
-            left_out.append((student.student, why))
-            continue
-        rows.append([student.name, student.lms_id, "", "", "", _points(student.score, student.max_score, points)])
+    results, left_out = _going_in(work, lab, "canvas")
+    for result in results:
+        student = result.student
+        rows.append([student.name, student.lms_id, "", "", "", _points(result.score, result.max_score, points)])
     return rows, left_out
+
+
+def _going_in(work: Path, lab: str, lms: str) -> Tuple[List[GradingResult], List[Tuple[str, str]]]:
+    """The results that can go into ``lms``'s file, and ``(student id, why)`` for each one that cannot."""
+    collected = lab_results.collected(work, lab)
+    going, left_out = [], []
+    for result in graded_students(work, lab):
+        _, why = _why_left_out(result, lms, lab, result.student.id in collected)
+        if why:
+            left_out.append((result.student.id, why))
+        else:
+            going.append(result)
+    return going, left_out
+
+
+def not_a_grade(work: Path, lab: str) -> Dict[str, str]:
+    """``{student id: status}`` of the students of ``lab`` whose grading was refused or failed: they have no
+    score, and a file that leaves them out is incomplete (``make gradebook`` says so and exits non-zero)."""
+    return {r.student.id: r.status.value for r in graded_students(work, lab) if r.status.value in NOT_A_GRADE}
 
 
 def moodle_worksheet(
@@ -334,21 +321,17 @@ def moodle_worksheet(
     if not isinstance(now, datetime) or now.tzinfo is None:
         raise ValueError(f"now is a datetime with its time zone, got {now!r}")
     stamp = now.astimezone(timezone.utc).replace(microsecond=0).isoformat()
-    collected = _collected(work, lab)
-    rows, left_out = [list(MOODLE_COLUMNS)], []
-    for student in graded_students(work, lab):
-        why = _why_left_out(student, "moodle", lab, student.student in collected)
-        if why:
-            left_out.append((student.student, why))
-            continue
-        maximum = _points(student.max_score, student.max_score, points)
+    rows = [list(MOODLE_COLUMNS)]
+    results, left_out = _going_in(work, lab, "moodle")
+    for result in results:
+        maximum = _points(result.max_score, result.max_score, points)
         rows.append(
             [
-                MOODLE_PARTICIPANT + student.lms_id,
-                student.full_name,
+                MOODLE_PARTICIPANT + result.student.lms_id,
+                result.student.full_name,
                 "",
                 "",
-                _points(student.score, student.max_score, points),
+                _points(result.score, result.max_score, points),
                 maximum,
                 "",
                 "",
@@ -388,9 +371,9 @@ def write(
         reasons = "; ".join(f"{sid}: {why}" for sid, why in left_out[:5]) or "no student was collected"
         raise ValueError(f"no student of {lab} can go into {lms.capitalize()}'s file ({reasons})")
     target = folder / FILES[lms]
-    with open(target, "w", newline="") as handle:
+    with open(target, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows(rows)
-    with open(folder / f"{lms}-left-out.csv", "w", newline="") as handle:
+    with open(folder / f"{lms}-left-out.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student_id", "reason"])
         writer.writerows(left_out)
@@ -421,7 +404,7 @@ def main(argv=None) -> int:
         return 1
     for sid, why in left_out:
         print(f"WARNING: left out of {target.name}: {sid}: {why}", file=sys.stderr)
-    with open(target, newline="") as handle:
+    with open(target, newline="", encoding="utf-8") as handle:
         count = sum(1 for _ in csv.reader(handle)) - 1
     print(
         f"{args.lab}: {count} student(s) in {target.resolve()}, {len(left_out)} left out"
@@ -432,6 +415,17 @@ def main(argv=None) -> int:
             f"{args.lab}: scores are out of the lab's own points: the {args.lms.capitalize()} assignment must "
             "be out of the same maximum, or give POINTS=<its maximum>"
         )
+    unfinished = not_a_grade(work, args.lab)
+    missing = [sid for sid, _ in left_out if sid in unfinished]
+    if missing:
+        print(
+            f"error: {len(missing)} student(s) left out of {target.name} have no grade yet (their grading was "
+            f"{' or '.join(sorted(set(unfinished[s] for s in missing)))}: {', '.join(missing[:10])}): the file "
+            f"holds the others only. Grade them (make grade LAB={args.lab}) and run make gradebook again before "
+            "uploading, or upload this file knowing they are missing from it.",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

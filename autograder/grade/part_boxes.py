@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Optional
 from nbclient.util import run_sync
 
 from autograder.grade import boxed_kernels, silent_runs
-from autograder.grade.silent_runs import PREAMBLE, Kernel
+from autograder.grade.silent_runs import Kernel
 from autograder.grade.timing import timed
 from autograder.verdict import cells as verdicts
 from autograder.verdict import channel as grading_channel
@@ -19,7 +19,7 @@ STARTS = 2  # a part's box that does not start is started again (a fresh box, an
 
 
 class PartBox:
-    """The box that grades one part of a multi-part lab (``own_box`` in ``autograder.editions.manifest``).
+    """The box that grades one part of a multi-part lab (a ``Part`` with ``own_box``: ``autograder/course/model.py``, declared by the lab in ``autograder/labs/``).
 
     Its edition of the package leaves out that part's TODOs only (and every later lab's), so
     ``with_reference_todos`` gives the student's code of this part the reference's other parts, and nothing
@@ -79,7 +79,7 @@ class PartBox:
         kc.allow_stdin = False
         self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
         boxed_kernels.copy_assignment_files(executor.resources, km)
-        silent_runs.run_silently(self.kernel, PREAMBLE, executor._limit("cell_timeout"))
+        silent_runs.run_silently(self.kernel, executor.preamble(), executor._limit("cell_timeout"))
 
     @timed("part boxes replaying")
     def _catch_up(self, index: int) -> None:

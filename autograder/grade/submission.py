@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict import cells as verdicts
+from autograder.verdict import given_names
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 
@@ -53,7 +54,7 @@ def read(nb, source: Path) -> Submission:
                 todo_names |= {
                     n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
                 }
-    names = provenance.lab_names(view, reference_objects, todo_names)
+    names = given_names.lab_names(view, reference_objects, todo_names)
     findings = provenance.check_submission(view, names)
     similar = provenance.similar_to_reference(view, reference_objects)
     return Submission(view, last_that_counts, rules, findings, similar)

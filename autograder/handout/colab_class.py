@@ -1,47 +1,30 @@
-"""The Colab route of a class's handout: the notebooks install the class's edition, never the public package.
+"""The Colab and ModelScope routes of a class's handout: the notebooks install the class's edition, never the public
+package.
 
-A release notebook's setup cell installs, in Colab, the whole course package from the public repository
-(``tools/sync_colab.py`` writes that line): every lab's reference. A class's handout (``make handout LAB=NN``)
-instead carries ``colab/paged-kv-class-edition.zip`` (the package's edition of lab NN: its TODOs and every
-later lab's have no implementation) and its notebooks' setup cells install that file, uploaded to Colab's
-``/content``, and nothing else; without it they stop and say what to upload.
+A release notebook's setup cell installs the whole course package, in Colab from the public repository and in a
+ModelScope instance from the course's ModelScope mirror (``tools/sync_colab.py`` writes those lines): every lab's
+reference. A class's handout (``make handout LAB=NN``) instead carries ``colab/paged-kv-class-edition.zip`` (the
+package's edition of lab NN: its TODOs and every later lab's have no implementation) and its notebooks' setup
+cells install that file and nothing else: in Colab uploaded to ``/content``, in ModelScope beside the notebook or
+to ``/mnt/workspace``; without it they stop and say what to upload, in the notebook's language.
 
-``class_setup_source`` is the one rewrite of a setup cell, so the grader can tell it from an edit: a notebook
-from a class handout is graded without an "edited given cell" note (``autograder.collect.repair``).
+``class_setup_source`` (``autograder.course.handed_out``) is the one rewrite of a setup cell, so the grader can tell
+it from an edit: a notebook from a class handout is graded without an "edited given cell" note
+(``autograder.collect.repair``), and its setup cell stays the class's in the feedback.
 """
 
 from __future__ import annotations
 
 import io
-import re
 import time
 import zipfile
 from typing import Dict
 
-EDITION_ZIP = "paged-kv-class-edition.zip"
-COLAB_PATH = f"/content/{EDITION_ZIP}"
-_PUBLIC_INSTALL = re.compile(
-    r'^(?P<indent>[ \t]*)%pip install --quiet "(?P<name>paged-kv-course(\[[a-z]+\])?) @ '
-    r'git\+https://[^"]+"[ \t]*$',
-    re.M,
-)
+from autograder.course.handed_out import COLAB_PATH, EDITION_ZIP, MODELSCOPE_PATH, class_setup_source
 
-
-def class_setup_source(source: str) -> str:
-    """``source`` (a setup cell) with its public-package install replaced by the class edition's (same extras);
-    unchanged when it has no such line."""
-
-    def replace(match: re.Match) -> str:
-        pad = match.group("indent")
-        return (
-            f'{pad}import os  # a class\'s copy: the package edition in your handout\'s colab/ folder\n'
-            f'{pad}if not os.path.exists("{COLAB_PATH}"):\n'
-            f'{pad}    raise FileNotFoundError("Upload colab/{EDITION_ZIP} from your class\'s handout to Colab\'s '
-            f'Files panel (the folder icon), then run this cell again.")\n'
-            f'{pad}%pip install --quiet "{match.group("name")} @ file://{COLAB_PATH}"'
-        )
-
-    return _PUBLIC_INSTALL.sub(replace, source)
+# The rewrite itself lives with the other forms of a given cell (``autograder.course.handed_out``): the grader,
+# below the handout in the layers, reads it too.
+__all__ = ["EDITION_ZIP", "COLAB_PATH", "MODELSCOPE_PATH", "class_setup_source", "edition_zip"]
 
 
 def edition_zip(sources: Dict[str, bytes], pyproject: bytes, readme: bytes) -> bytes:

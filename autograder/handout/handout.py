@@ -13,6 +13,13 @@ no tests and no hidden test code (the release has none; this module checks).
   implementation in it (earlier labs' answers, past due, stay: later labs build on them). So the handout does
   not carry the answer to the lab in front of the student.
 - no ``--lab`` (``dist/paged-kv-course-handout.zip``): the whole course and the whole package, for self-study.
+- ``--language zh_CN`` (``make handout ... COURSE_LANG=zh_CN``): a handout in Simplified Chinese. A class's handout
+  holds its language's notebooks only (``course/zh_CN/``'s, at ``course/<lab>/``: a class is taught in one language;
+  grading accepts both); a self-study handout holds both, and its ``make lab`` opens the Chinese ones. Its README
+  speaks its language (``student_files``).
+
+Every notebook a class's handout rewrites is resealed (``autograder.course.handed_out.reseal``): nbgrader's checksums
+match its read-only cells, so Validate reports no change the student did not make.
 """
 
 from __future__ import annotations
@@ -23,76 +30,20 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from autograder.handout import colab_class, practice
+from autograder.course import handed_out, languages
+from autograder.course.notebook import BEGIN as HIDDEN_TESTS
+from autograder.handout import colab_class, practice, student_files
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ["pyproject.toml", "environment.yml"]  # and requirements-student.txt, as the handout's requirements-lock.txt
 STUDENT_LOCK = "requirements-student.txt"  # the developer lock's pins a student needs (tools/student_lock.py)
 FOLDERS = ["course", "paged_kv", "student-lab"]
-FORBIDDEN = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "autograder.labs.")
-
-STUDENT_MAKEFILE = """\
-# paged-kv-course (student handout): `make lab` installs what the course needs and opens it.
-PYTHON ?= python3
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
-KERNEL := $(VENV)/.kernel-stamp
-# make lab PORT=8899 LAB_ARGS="--no-browser --ip=0.0.0.0": any JupyterLab option goes in LAB_ARGS.
-PORT ?=
-LAB_ARGS ?=
-# On Linux without an NVIDIA driver (no nvidia-smi), pip takes the CPU build of the lock's torch from PyTorch's own
-# index (torch==X matches X+cpu, which it prefers): PyPI's Linux build brings CUDA's libraries, several GB the labs
-# never use there. TORCH_INDEX= keeps PyPI's build.
-TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),$(if $(shell command -v nvidia-smi),,https://download.pytorch.org/whl/cpu))
-PIP_INDEX := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
-
-.PHONY: lab env
-lab: env
-\tJUPYTER_CONFIG_PATH="$(CURDIR)/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))" \\
-\t$(VENV)/bin/jupyter lab --notebook-dir=course $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
-
-env: $(STAMP) $(KERNEL)
-
-$(STAMP): requirements-lock.txt pyproject.toml
-\t@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
-\ttest -x $(PY) || $(PYTHON) -m venv $(VENV)
-\t$(PY) -m pip install --quiet --upgrade pip
-\tif $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \\
-\t  $(PY) -m pip install --quiet $(PIP_INDEX) -r requirements-lock.txt; \\
-\telse \\
-\t  $(PY) -m pip install --quiet $(PIP_INDEX) -e ".[course]"; \\
-\tfi
-\t$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-\ttouch $(STAMP)
-
-# The notebooks' kernel (paged_kv/lab/notebook_kernel.py: reports what the notebooks store, so they open saved).
-$(KERNEL): $(STAMP) paged_kv/lab/notebook_kernel.py
-\t$(PY) -m paged_kv.lab.notebook_kernel install >/dev/null
-\ttouch $(KERNEL)
-"""
-
-STUDENT_README = """\
-# paged-kv-course: the labs
-
-How LLM inference engines manage the KV cache with paged attention, one lab at a time.
-
-- On your machine (Python 3.10+): `make lab` installs the course into `.venv/` (on Linux without an
-  NVIDIA GPU, PyTorch's CPU build: far smaller than PyPI's) and opens JupyterLab on `course/`. Work
-  through the labs in order, starting with `00-start-here`. On a remote machine, run
-  `make lab PORT=8899 LAB_ARGS=--no-browser` there and `ssh -L 8899:localhost:8899 that-machine`
-  here, then open the link it prints (any JupyterLab option goes in `LAB_ARGS`).
-- In Google Colab: upload a notebook from `course/`; its first cell installs the course package (a class's
-  handout: see below).
-
-Each lab has an answer cell to fill in and a cell of visible tests to run after it; more tests run
-when your notebook is graded. Submit the notebook file itself (`.ipynb`), keeping its name and the
-names of the functions and classes the lab asks for.
-"""
+FORBIDDEN = ("### BEGIN SOLUTION", HIDDEN_TESTS, "autograder.labs.")
 
 
 def handout_files(repo: Path = REPO, lab: Optional[str] = None) -> List[Path]:
-    """The repository's files to hand out (``lab``: its package comes from the edition, its course stops at it)."""
+    """The repository's files to hand out (``lab``: its package comes from the edition, its course stops at it and
+    holds the English release's paths only: ``build`` puts the class's language's notebooks there)."""
     files = [repo / name for name in FILES if (repo / name).exists()]
     for folder in FOLDERS:
         if folder == "paged_kv" and lab is not None:
@@ -110,9 +61,10 @@ def handout_files(repo: Path = REPO, lab: Optional[str] = None) -> List[Path]:
 
 
 def _later(path: Path, repo: Path, lab: str) -> bool:
-    """A release folder of a lab after ``lab`` (labs are numbered ``NN-name``)."""
+    """A release folder of a lab after ``lab`` (labs are numbered ``NN-name``), or a translation's folder (a class's
+    handout has one language, at the English release's paths)."""
     name = path.relative_to(repo / "course").parts[0]
-    return name[:2].isdigit() and name[:2] > lab[:2]
+    return name in languages.TRANSLATIONS or (name[:2].isdigit() and name[:2] > lab[:2])
 
 
 def edition_files(lab: str) -> Dict[str, bytes]:
@@ -123,28 +75,32 @@ def edition_files(lab: str) -> Dict[str, bytes]:
 def check_clean(files: Iterable[Path], repo: Path = REPO, generated: Optional[Dict[str, bytes]] = None) -> None:
     """Raise when a file to hand out carries solution or hidden-test code."""
     texts = [(str(path.relative_to(repo)), path.read_text()) for path in files if path.suffix in (".ipynb", ".py")]
-    texts += [(name, data.decode()) for name, data in (generated or {}).items() if name.endswith(".py")]
+    texts += [(name, data.decode()) for name, data in (generated or {}).items() if name.endswith((".py", ".ipynb"))]
     for name, text in texts:
         for marker in FORBIDDEN:
             if marker in text:
                 raise ValueError(f"{name} contains {marker!r}: it must not be handed out")
 
 
-def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
-    """Write the handout zip (``lab``: a class's handout for that lab, see the module doc)."""
+def build(target: Path, repo: Path = REPO, lab: Optional[str] = None, language: str = languages.SOURCE) -> Path:
+    """Write the handout zip (``lab``: a class's handout for that lab; ``language``: its language; see the module
+    doc)."""
+    languages.check_language(language)
     files = handout_files(repo, lab)
     generated = edition_files(lab) if lab is not None else {}
     check_clean(files, repo, generated)
-    readme = STUDENT_README + (EDITION_NOTE.format(lab=lab) if lab else "")
+    readme = student_files.readme(language, lab)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if lab is not None:  # a class's copy: its notebooks install its edition on Colab, the open lab's practice
-        open_notebook = _open_lab_notebook(repo, lab)  # close to the answers is left out
+    if lab is not None:  # a class's copy: its notebooks install its edition (Colab, ModelScope), the open lab's
+        open_notebook = _open_lab_notebook(repo, lab)  # practice close to the answers is left out
         notebooks = [path for path in files if path.suffix == ".ipynb"]
         files = [path for path in files if path not in notebooks]
-        generated = {
-            **generated,
-            **{str(path.relative_to(repo)): _class_copy(path, path == open_notebook) for path in notebooks},
+        class_copies = {
+            str(path.relative_to(repo)): _class_copy(_in_language(path, repo, language), path == open_notebook)
+            for path in notebooks
         }
+        check_clean([], repo, class_copies)
+        generated = {**generated, **class_copies}
         pyproject = (repo / "pyproject.toml").read_bytes()
         generated[f"colab/{colab_class.EDITION_ZIP}"] = colab_class.edition_zip(
             edition_sources_of(lab), pyproject, readme.encode()
@@ -156,7 +112,7 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
         for name, data in [
             *generated.items(),
             *lock,
-            ("Makefile", STUDENT_MAKEFILE.encode()),
+            ("Makefile", student_files.makefile(language, lab).encode()),
             ("README.md", readme.encode()),
         ]:
             info = zipfile.ZipInfo(f"paged-kv-course/{name}", date_time=time.localtime()[:6])
@@ -166,9 +122,19 @@ def build(target: Path, repo: Path = REPO, lab: Optional[str] = None) -> Path:
     return target
 
 
+def _in_language(path: Path, repo: Path, language: str) -> Path:
+    """The release notebook ``path`` (``course/<lab>/<notebook>``) in ``language``."""
+    lab, name = path.relative_to(repo / "course").parts
+    found = languages.release_notebook(repo / "course", lab, name, language)
+    if not found.is_file():
+        raise FileNotFoundError(f"{found.relative_to(repo)} is missing: run `make release`")
+    return found
+
+
 def _class_copy(path: Path, is_open: bool) -> bytes:
-    """A release notebook as a class's handout holds it: its setup cell installs the class's edition on Colab
-    (``colab_class``), and, for the open lab, its practice close to the answers is left out (``practice``)."""
+    """A release notebook as a class's handout holds it: its setup cell installs the class's edition on Colab and
+    ModelScope (``colab_class``), for the open lab its practice close to the answers is left out (``practice``), and the
+    checksums of what changed are recomputed (``handed_out.reseal``: Validate sees no change)."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
@@ -177,7 +143,8 @@ def _class_copy(path: Path, is_open: bool) -> bytes:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = colab_class.class_setup_source(cell.source)
-    return nbformat.writes(nb).encode()
+    handed_out.reseal(nb)
+    return (nbformat.writes(nb) + "\n").encode()
 
 
 def edition_sources_of(lab: str) -> Dict[str, bytes]:
@@ -195,17 +162,13 @@ def _open_lab_notebook(repo: Path, lab: Optional[str]) -> Optional[Path]:
     return notebooks[0] if notebooks else None
 
 
-EDITION_NOTE = """
-This handout is for lab {lab}: it holds the labs up to that one, and its copy of the course package leaves
-out the code that answers lab {lab} and every later lab (calling it says so). Your own code answers them.
-
-In Google Colab, upload the lab's notebook and `colab/paged-kv-class-edition.zip` (the Files panel, the
-folder icon on the left): the notebook's first cell installs that copy of the package (not the public one).
-"""
-
-
-def target_for(lab: Optional[str]) -> Path:
-    return REPO / "dist" / (f"paged-kv-course-{lab}-handout.zip" if lab else "paged-kv-course-handout.zip")
+def target_for(lab: Optional[str], language: str = languages.SOURCE) -> Path:
+    suffix = "" if language == languages.SOURCE else f"-{language}"
+    return (
+        REPO
+        / "dist"
+        / (f"paged-kv-course-{lab}-handout{suffix}.zip" if lab else f"paged-kv-course-handout{suffix}.zip")
+    )
 
 
 def main(argv=None) -> int:
@@ -215,8 +178,9 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lab", choices=sorted(BY_LAB), help="a class's handout for this lab (its edition)")
+    parser.add_argument("--language", choices=languages.LANGUAGES, default=languages.SOURCE, help="its language")
     args = parser.parse_args(argv)
-    target = build(target_for(args.lab), lab=args.lab)
+    target = build(target_for(args.lab, args.language), lab=args.lab, language=args.language)
     with zipfile.ZipFile(target) as archive:
         count = len(archive.namelist())
     what = (
@@ -224,7 +188,10 @@ def main(argv=None) -> int:
         if args.lab
         else "the whole course and package, for self-study"
     )
-    print(f"{target.relative_to(REPO)}: {count} files ({what}; install files; no solutions, graders or tests)")
+    said = languages.NAMES[args.language]
+    print(
+        f"{target.relative_to(REPO)}: {count} files ({what}; in {said}; install files; no solutions, graders or tests)"
+    )
     return 0
 
 

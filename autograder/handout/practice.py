@@ -18,6 +18,10 @@ PLACEHOLDER = (
     "*Left out of your class's copy while this lab is open: this practice shows code close to the "
     "lab's answers. It comes back once the lab is past due.*"
 )
+PLACEHOLDERS = {  # in the notebook's language (autograder.course.languages)
+    "en": PLACEHOLDER,
+    "zh_CN": "*本实验开放期间，你们班的这份笔记本略去了这段练习：它展示的代码离本实验的答案太近。实验截止之后它会回来。*",
+}
 
 
 def is_near_answer(cell) -> bool:
@@ -26,13 +30,17 @@ def is_near_answer(cell) -> bool:
 
 
 def for_open_lab(nb):
-    """A copy of ``nb`` (a notebook node) with each run of tagged cells replaced by one ``PLACEHOLDER`` note."""
+    """A copy of ``nb`` (a notebook node) with each run of tagged cells replaced by one note (``PLACEHOLDERS``, in
+    the notebook's language)."""
+    from autograder.course.languages import notebook_language
+
+    placeholder = PLACEHOLDERS[notebook_language(nb)]
     out = copy.deepcopy(nb)
     cells, previous_tagged = [], False
     for index, cell in enumerate(nb.cells):
         tagged = is_near_answer(cell)
         if tagged and not previous_tagged:
-            cells.append(nbformat.v4.new_markdown_cell(PLACEHOLDER, id=f"left-out-{index}"))
+            cells.append(nbformat.v4.new_markdown_cell(placeholder, id=f"left-out-{index}"))
         elif not tagged:
             cells.append(copy.deepcopy(cell))
         previous_tagged = tagged

@@ -3,6 +3,13 @@
 Every failure is a :class:`paged_kv.lab.feedback.CheckFailed` whose first line is ``[case] problem``; every
 check function carries ``@grades``, naming the reference implementations of the TODO it grades.
 
+A check's texts (its cases, problems and hints) are written in English and passed through ``_`` where they are
+made, so that the student reads them in the graded notebook's language, as the feedback's own wording around
+them (grading runs under ``speaking(language_of(nb))``: ``autograder.grade.hardened``). ``_`` marks a text for the
+autograder's catalog (``autograder/verdict/locale/``, extracted by ``tools/message_catalogs.py``): a string literal
+or an f-string, whose template matches the text it makes. A text built in pieces is marked piece by piece: ``N_``
+marks a constant that ``_`` translates where it is shown; ``joined`` makes ``case: what``.
+
 A grader runs in the trusted grading process, where the student's class or function is a handle to
 the grading kernel's object (``autograder.verdict.channel``), and in-process in tests and in the
 solutions' own runs. It works the same in both: objects the student's code receives are made on the
@@ -12,9 +19,33 @@ student's side (``student_side``), values are read as plain data (``materialize`
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Callable, List, Tuple
 
+from autograder.verdict import student_text
+from autograder.verdict.student_text import N_  # noqa: F401 (the checks mark constants with it)
+from paged_kv.lab import i18n
 from paged_kv.lab.feedback import CheckFailed, attempt, expect, expect_equal, expect_raises, materialize  # noqa: F401
+
+
+def _(text: str) -> str:
+    """A check's ``text`` (English: a case, a problem, a hint) in the language being spoken, English where no
+    translation is known; marks ``text`` for the autograder's catalog (see the module doc). A message of the
+    package inside it (an invariant's ``AssertionError`` in ``{failure}``) is translated by the package's."""
+    language = i18n.language()
+    return text if language == i18n.SOURCE else _catalog(language).translate(text)
+
+
+@lru_cache(maxsize=None)
+def _catalog(language: str) -> i18n.Catalog:
+    """The autograder's translations and the package's (whose messages the checks' texts may hold), as one."""
+    return i18n.Catalog({**i18n.catalog(language).by_template, **student_text.catalog(language).by_template})
+
+
+def joined(case: str, what: str) -> str:
+    """``case: what`` (a case, already in the language spoken, and the part of its result a check compares, marked
+    ``N_`` where it is written), in the language spoken."""
+    return case + _(": ") + _(what)
 
 
 def grades(*references: Any, teaches: str = "") -> Callable:
@@ -46,7 +77,7 @@ def student_side(student: Any, path: str) -> Any:
         return session.import_(path)
     import importlib
 
-    module, _, name = path.rpartition(".")
+    module, _dot, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
 
 
@@ -88,13 +119,15 @@ def plain_ints(case: str, values: Any, what: str) -> List[int]:
     """``values`` as a list of plain ints; an int subclass or any other object fails the check."""
     values = materialize(values)
     if type(values) not in (list, tuple):
-        raise CheckFailed(case, f"{what} should be a list of ints, got {type(values).__name__}", got=values)
+        kind = type(values).__name__
+        raise CheckFailed(case, _(f"{what} should be a list of ints, got {kind}"), got=values)
     for value in values:
         if type(value) is not int:
+            kind = type(value).__name__
             raise CheckFailed(
                 case,
-                f"{what} should hold plain ints, found {type(value).__name__}: {value!r}",
-                hint="use Python ints (e.g. block ids from the free list), not floats or tensors",
+                _(f"{what} should hold plain ints, found {kind}: {value!r}"),
+                hint=_("use Python ints (e.g. block ids from the free list), not floats or tensors"),
             )
     return list(values)
 
@@ -116,7 +149,7 @@ def audit_kv_manager(case: str, manager, requests) -> None:
 
 def snapshot(manager, *requests) -> Tuple[List[int], List[Tuple[int, List[int]]]]:
     """Everything a failed operation must leave as it was: the free list and each request's state."""
-    case = "state after the call"
+    case = _("state after the call")
     return (
         plain_ints(case, manager.free_blocks, "free_blocks"),
         [(plain_int(case, r.seq_len, "seq_len"), plain_ints(case, r.block_table, "block_table")) for r in requests],
@@ -132,13 +165,13 @@ def expect_oom_unchanged(case: str, student_op: Callable, manager, req, advice: 
         student_op,
         req,
         match="OOM",
-        hint="raise RuntimeError('OOM ...') when the free list is too short",
+        hint=_("raise RuntimeError('OOM ...') when the free list is too short"),
     )
     after = snapshot(manager, req)
     check(
         after == before,
         case,
-        "a failed call must change nothing: (free list, [(seq_len, block_table)]) changed",
+        _("a failed call must change nothing: (free list, [(seq_len, block_table)]) changed"),
         advice,
         expected=before,
         got=after,
@@ -154,7 +187,7 @@ def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable
     try:
         reference_op()
     except RuntimeError:
-        expect_oom_unchanged(case, student_op, manager, req, f"A failed {what} must leave everything as it was.")
+        expect_oom_unchanged(case, student_op, manager, req, _(f"A failed {what} must leave everything as it was."))
         return False
     try:
         call(case, student_op, req)
@@ -162,7 +195,9 @@ def mirror_step(case: str, reference_op: Callable[[], Any], student_op: Callable
         raise CheckFailed(
             case,
             failure.problem,
-            hint=f"the reference manager, in the same state, completes this "
-            f"{what}: raise OOM only when the blocks it needs are not free",
+            hint=_(
+                f"the reference manager, in the same state, completes this {what}: raise OOM only when the blocks "
+                "it needs are not free"
+            ),
         ) from None
     return True

@@ -2,16 +2,23 @@
 
 The package (``paged_kv``, editions are built from it), the graders and the grading machinery
 (``autograder/`` without its tests, each lab's ``tests/``, the proof harness and the work folder), the lab's source notebook without its solutions (the
-tests' text, hidden tests included, is what grading needs) and its release, the lock
+tests' text, hidden tests included, is what grading needs) and its releases (English and the translations: an
+upload in any of the course's languages is graded), the lock
 and the project file (``pip install -e`` reads ``README.md``), and ``autograder/BUILT_FROM`` (the commit).
 Caches, checkpoints and compiled files are left out.
+
+What a builder writes of it holds the hidden tests and the whole package, so it is its owner's only
+(``private_files``, ``close_tree``: folders 0700, files 0600): another account of the machine (a hub's student)
+reads none of it (issue 47).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -31,12 +38,12 @@ def graded_labs() -> List[str]:
 
 
 def cells_of(lab: str) -> list:
-    """The lab's graded cells (``insight.lab_cells``), or [] when its notebook cannot be read."""
-    from autograder.feedback import insight
+    """The lab's graded cells (``autograder.course.notebook.lab_cells``), or [] when its notebook cannot be read."""
     from autograder.course.layout import LABS, SOURCE_DIR
+    from autograder.course.notebook import lab_cells
 
     try:
-        return insight.lab_cells(SOURCE_DIR / lab / LABS[lab])
+        return lab_cells(SOURCE_DIR / lab / LABS[lab])
     except (KeyError, OSError, ValueError):
         return []
 
@@ -58,6 +65,7 @@ def _entries(folder: Path, base: Path) -> Iterator[Tuple[str, bytes]]:
 
 def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
     """``(relative path, bytes)`` of every file the lab's grader needs."""
+    from autograder.course.languages import TRANSLATIONS, release_folder
     from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
     repo = _repo()
@@ -65,8 +73,9 @@ def course_files(lab: str) -> Iterator[Tuple[str, bytes]]:
         yield name, (repo / name).read_bytes()
     for folder in (repo / "paged_kv", repo / "autograder"):
         yield from _entries(folder, repo)
-    for folder in (SOURCE_DIR / lab, RELEASE_DIR / lab):
-        for relative, data in _entries(folder, folder.parents[1]):
+    translated = [release_folder(RELEASE_DIR, language) / lab for language in TRANSLATIONS]  # a Chinese upload too
+    for folder in [SOURCE_DIR / lab, RELEASE_DIR / lab] + [f for f in translated if f.is_dir()]:
+        for relative, data in _entries(folder, SOURCE_DIR.parent):
             yield (
                 relative,
                 (without_solutions(data) if folder.parent == SOURCE_DIR and relative.endswith(".ipynb") else data),
@@ -126,3 +135,33 @@ def prepare_gradebook(course: Path, lab: str) -> None:
     )
     if done.returncode != 0:
         raise RuntimeError(f"loading {lab} into the gradebook failed:\n{(done.stdout + done.stderr)[-3000:]}")
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """While open, whatever this process and its children create is their owner's only (umask 077)."""
+    before = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` made (with its missing parents) and closed to other accounts (0700); returns it."""
+    with private_files():
+        path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def close_tree(path: Path) -> Path:
+    """``path`` and everything below it made its owner's only: folders 0700, files 0600 (0700 where the owner
+    may run them); links are left as they are. Returns ``path``."""
+    for item in [path, *path.rglob("*")]:
+        info = item.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        runs = stat.S_ISDIR(info.st_mode) or info.st_mode & stat.S_IXUSR
+        os.chmod(item, 0o700 if runs else 0o600)
+    return path

@@ -12,8 +12,12 @@ image, and for every upload runs ``/autograder/run_autograder`` in ``/autograder
 upload (``one_upload.grade_upload``) and writes results.json: one test per graded cell (score, max_score,
 the message the feedback shows; visible tests ``visible``, hidden ones ``after_published`` unless
 ``PAGED_KV_HIDDEN_VISIBILITY`` says otherwise), the Grading notes as ``output``, ``execution_time`` and
-``extra_data`` (grader version, box level). Whatever happens it writes a results.json (a crash would show
-students "autograder failed" with no feedback): an upload with nothing to grade scores 0 with what to upload.
+``extra_data`` (grader version, box level). Whatever happens to the upload it writes a results.json (a crash
+would show students "autograder failed" with no feedback): an upload with nothing to grade scores 0 with what to
+upload. The one exception is a grading the isolation check refused (nothing ran on this machine): that is no
+grade, so no results.json is written and the run exits 3, which Gradescope reports as an autograder failure
+("The autograder failed to execute correctly", per its troubleshooting guide, when no valid results.json exists)
+that the instructor can rerun ("Rerun Autograder", "Regrade All Submissions": its "Getting Started" guide).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from autograder.platforms.one_upload import (
 )
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+REFUSED_EXIT = 3  # run_autograder's exit status when grading was refused (no results.json: an autograder failure)
 HIDDEN_VISIBILITY_ENV = "PAGED_KV_HIDDEN_VISIBILITY"
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -114,10 +119,19 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     }
 
 
-def run(lab: str, submission: Path, target: Path) -> dict:
-    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading."""
+def run(lab: str, submission: Path, target: Path) -> Optional[dict]:
+    """Grade the upload and write results.json; never raises for a bad upload or a failure of grading. A refused
+    grading (the isolation check would not let a kernel run here) writes no results.json at all and returns None
+    (``run_autograder`` then exits non-zero): Gradescope shows the run as "The autograder failed to execute
+    correctly", never a score, and the instructor reads why on the run's stdout and reruns it ("Rerun
+    Autograder", or "Regrade All Submissions") once the image is fixed."""
     visibility = os.environ.get(HIDDEN_VISIBILITY_ENV, "after_published")
     outcome = grade_or_failure(lab, submission)
+    if outcome.refused:
+        if target.exists() or target.is_symlink():
+            target.unlink()  # no results: an autograder failure, not a score
+        print_for_instructor(outcome, target)
+        return None
     data = results(outcome, visibility if visibility in VISIBILITIES else "after_published")
     write_results(target, data)
     print_for_instructor(outcome, target)
@@ -125,11 +139,13 @@ def run(lab: str, submission: Path, target: Path) -> dict:
 
 
 def build_zip(lab: str, dest: Path) -> Path:
-    """``dest/<lab>-autograder.zip``: setup.sh and run_autograder at the root, the course under course/."""
-    dest.mkdir(parents=True, exist_ok=True)
+    """``dest/<lab>-autograder.zip``: setup.sh and run_autograder at the root, the course under course/. The zip
+    (0600) and ``dest`` (0700) are their owner's only: the zip holds the hidden tests (``bundle``)."""
+    bundle.private_folder(dest)
     target = dest / f"{lab}-autograder.zip"
     scripts: Dict[str, str] = {"setup.sh": SETUP_SH.format(lab=lab), "run_autograder": RUN_AUTOGRADER.format(lab=lab)}
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    target.unlink(missing_ok=True)  # made again, 0600 from its first byte
+    with bundle.private_files(), zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
             archive.writestr(_entry(name, 0o755), text)
         # Root's only: the grading kernels (uids of their own) import a copy of their edition, never these files;
@@ -169,8 +185,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{args.lab}: loaded into the gradebook")
         return 0
     if args.command == "run":
-        run(args.lab, args.submission, args.results)
-        return 0
+        return 0 if run(args.lab, args.submission, args.results) is not None else REFUSED_EXIT
     for lab in args.labs or bundle.graded_labs():
         if lab not in LABS:
             parser.error(f"unknown lab {lab!r}")

@@ -7,8 +7,11 @@ picks the lab's notebook (the expected name, "Copy of ...", "... (1)", the only 
 from the release, grades it with ``autograder.grade.grade`` (the same trusted grader and box) and
 returns an ``Outcome``: one ``CellResult`` per graded cell (its points, its score and the message the
 feedback shows for it, never hidden-test source), the Grading notes (repairs, limits, provenance findings)
-and what the instructor should know (box level, seconds). An upload with no notebook to grade (none,
-several unrelated ones, not valid JSON) is not graded: every test scores 0 and ``problem`` says what to upload.
+and what the instructor should know (box level, seconds), from the upload's result (``autograder.verdict.result``,
+as ``make grade`` renders it). An upload with no notebook to grade (none, several unrelated ones, not valid JSON)
+is not graded: every test scores 0 and ``problem`` says what to upload. A grading the isolation check refused is
+no grade at all: ``refused`` says why (for the instructor), and each platform reports an autograder failure, never
+a score.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ class Outcome:
     file: str = ""
     log: List[str] = field(default_factory=list)  # the instructor's lines (``kind: detail``): stdout, never results
     gradable: bool = True  # False: the upload held nothing to grade (it should not cost the student an attempt)
+    refused: str = ""  # the isolation check refused to grade (why, for the instructor): no score at all
+
+    @property
+    def graded(self) -> bool:
+        """Whether this is a grade: not when grading was refused (each platform reports an autograder failure)."""
+        return not self.refused
 
     @property
     def score(self) -> float:
@@ -76,13 +85,13 @@ class Outcome:
 
 def _gather(folder: Path, scratch: Path):
     """The upload's files as one student's ``collect.Submission`` (read as ``make collect`` reads an entry)."""
-    from autograder.collect import collect
+    from autograder.collect import gather
     from autograder.collect.entries import Budget, open_folder, walk
 
-    submission = collect.Submission(student=STUDENT, name=STUDENT)
+    submission = gather.Submission(student=STUDENT, name=STUDENT)
     top = open_folder(str(folder))
     try:
-        collect._stage(walk(top, Budget()), scratch / "upload", submission, "")
+        gather._stage(walk(top, Budget()), scratch / "upload", submission, "")
     finally:
         os.close(top)
     return submission
@@ -110,9 +119,11 @@ def _what_to_upload(notebook: str, repairs: List[list]) -> str:
 def grade_upload(lab: str, folder: Path) -> Outcome:
     """Grade the upload in ``folder`` as ``make grade`` grades a student of ``lab`` (see the module doc)."""
     from autograder.collect import collect
-    from autograder.grade import grade
-    from autograder.feedback import insight
     from autograder.course.layout import LABS, RELEASE_DIR, ROOT, SOURCE_DIR
+    from autograder.course.notebook import lab_cells
+    from autograder.grade import grade
+    from autograder.verdict import lab_results
+    from autograder.verdict.result import Status
 
     if lab not in LABS:
         raise ValueError(f"unknown lab {lab!r}; the labs are {', '.join(sorted(LABS))}")
@@ -120,7 +131,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
         raise ValueError(f"{folder} is not a folder: give the folder the platform put the upload in")
     started = time.monotonic()
     notebook = LABS[lab]
-    cells = insight.lab_cells(SOURCE_DIR / lab / notebook)
+    cells = lab_cells(SOURCE_DIR / lab / notebook)
     with tempfile.TemporaryDirectory() as scratch:
         submission = _gather(Path(folder), Path(scratch))
         record = collect.write_submissions(lab, {STUDENT: submission}, ROOT, RELEASE_DIR, notebook)[0]
@@ -129,10 +140,7 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
     kinds = {kind for kind, _ in repairs}
     work = ROOT / "autograder" / "work"
     if kinds & set(NOT_GRADED):
-        tests = [
-            CellResult(c["grade_id"], _name(c), 0.0, c["points"], "not graded: see the message above", c["hidden"])
-            for c in cells
-        ]
+        tests = [_test(c, 0.0, "not graded: see the message above") for c in cells]
         notes = [
             n
             for n in student_notes(work / "submitted" / STUDENT / lab / notebook)
@@ -149,32 +157,48 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
             gradable=False,
         )
     summary = grade.grade(lab, [STUDENT], one_upload=True)  # its WARNINGs go to the instructor's stdout
-    row = summary["students"][0]
-    from autograder.verdict.events import events_path, read_record
-
-    path = events_path(work / "events", lab, STUDENT)
-    events = read_record(path) if path.exists() else {}
-    verdicts = events.get("verdicts", {})
+    result = lab_results.read(work, lab, SOURCE_DIR / lab / notebook).get(STUDENT)
+    if result is None:
+        raise RuntimeError(f"grading {lab} left no result for the upload (summary: {summary.get('students')})")
+    log += [f"{event.cell}: {event.kind}: {event.detail}" for event in result.events]
+    if result.refused:  # nothing ran: no score, not a 0 (each platform reports an autograder failure)
+        return Outcome(
+            lab,
+            [_test(c, 0.0, "not graded: the grader refused to run on this machine") for c in cells],
+            [],
+            "",
+            round(time.monotonic() - started, 1),
+            summary.get("isolation", ""),
+            record["file"],
+            log=log,
+            refused=result.why or "the grading box could not be trusted on this machine",
+        )
+    declared = {c["grade_id"] for c in cells}
     tests = []
-    for cell in cells:
-        score = float((row.get("cells") or {}).get(cell["grade_id"]) or 0.0)
-        verdict = verdicts.get(cell["grade_id"], {})
-        if score >= cell["points"] - 1e-9:
+    for cell in (c for c in result.cells if c.grade_id in declared):
+        score = float(cell.score or 0.0)
+        if score >= cell.points - 1e-9:
             output = "passed"
-        elif verdict.get("passed"):
+        elif cell.passed:
             output = "its checks passed here, but the cell failed when your notebook ran it: see your feedback"
         else:
-            output = str(verdict.get("message") or "failed").strip()
+            output = (cell.message or "failed").strip()
         tests.append(
-            CellResult(cell["grade_id"], _name(cell), round(score, 4), cell["points"], output[:4000], cell["hidden"])
+            CellResult(
+                cell.grade_id,
+                _name(vars(cell)),
+                round(score, 4),
+                cell.points,
+                output[:4000],
+                cell.hidden,
+            )
         )
     # The student reads what their feedback page says (the Grading notes, in sentences); the instructor's codes
     # and flags (similar-to-reference, why the box could not be trusted) go to stdout, which only staff read.
     notes = student_notes(work / "autograded" / STUDENT / lab / notebook) or student_notes(
         work / "submitted" / STUDENT / lab / notebook
     )
-    log += [f"{event.get('cell')}: {event.get('kind')}: {event.get('detail')}" for event in events.get("events", [])]
-    if not row.get("ok"):
+    if result.status is not Status.GRADED:
         notes.append("Grading this notebook failed; your instructor has the log.")
     return Outcome(
         lab,
@@ -186,6 +210,10 @@ def grade_upload(lab: str, folder: Path) -> Outcome:
         record["file"],
         log=log,
     )
+
+
+def _test(cell: dict, score: float, output: str) -> CellResult:
+    return CellResult(cell["grade_id"], _name(cell), score, cell["points"], output, cell["hidden"])
 
 
 def student_notes(path: Path) -> List[str]:
@@ -244,11 +272,19 @@ def grade_or_failure(lab: str, folder: Path) -> Outcome:
 
 def print_for_instructor(outcome: Outcome, target: Path) -> None:
     """The platform job's stdout, which only the course's staff read: the score, the box level, where the results
-    went, and the instructor's log lines (repairs and grading events, flags such as ``similar-to-reference``)."""
-    print(
-        f"{outcome.lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
-        f"'{outcome.isolation or '-'}'; results: {target}"
-    )
+    went, and the instructor's log lines (repairs and grading events, flags such as ``similar-to-reference``); for
+    a refused grading, why and what to do (docs/instructors.md, "What grading needs")."""
+    if outcome.refused:
+        print(
+            f"REFUSED: {outcome.lab}: nothing was graded, so this upload has no score: {outcome.refused}. Fix the "
+            "grading image (docs/instructors.md, 'What grading needs'; python -m autograder.box.sandbox --probe "
+            f"in it says what is wrong), then grade the upload again; box level '{outcome.isolation or '-'}'"
+        )
+    else:
+        print(
+            f"{outcome.lab}: {outcome.score:g} / {outcome.max_score:g} in {outcome.seconds:.1f} s; box level "
+            f"'{outcome.isolation or '-'}'; results: {target}"
+        )
     for line in outcome.log:
         print(f"  log: {line}")
 

@@ -11,6 +11,11 @@ time). PrairieLearn mounts the job at ``/grade``: the upload in ``/grade/student
 ``gradable``, ``score`` in 0..1, ``message`` (the Grading notes), ``output`` and ``tests[]`` (``name``,
 ``points``, ``max_points``, ``output``; hidden tests show their message, never their code). The student sees
 all of it; what only the instructor should read (the box level) goes to stdout, the grading job's log.
+
+A grading the isolation check refused (nothing ran) is no grade: its results are ``gradable: false`` with no
+score and a ``format_errors`` line saying so (PrairieLearn's "External Grading" docs: such a submission is
+marked "invalid, not gradable", no points are awarded or lost and no attempt is used), and the job's log starts
+with ``REFUSED:`` and why, for the instructor.
 """
 
 from __future__ import annotations
@@ -61,6 +66,14 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet -r /opt/cours
 """
 
 
+# What a student reads of a refused grading (the isolation check would not let a kernel run on the grading image):
+# PrairieLearn marks the submission "invalid, not gradable": no points awarded or lost, no attempt used.
+REFUSED_FOR_STUDENTS = (
+    "The grader could not be isolated from your code on the course's grading machine, so nothing was graded: "
+    "this submission gets no score and costs you no attempt (your notebook is fine as it is). Tell your "
+    "instructor, and submit again once they have fixed it."
+)
+
 JOB_OVERHEAD_S = 90  # collection, the isolation probe, the gradebook and a kernel's start, over the notebook budget
 
 
@@ -82,6 +95,8 @@ def results(outcome: Outcome, hidden_visibility: str = "after_published") -> dic
     maximum = outcome.max_score
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden tests' visibility must be one of {VISIBILITIES}, got {hidden_visibility!r}")
+    if outcome.refused:  # nothing ran: not gradable (no score, no attempt used), the student told so
+        return {"gradable": False, "format_errors": [REFUSED_FOR_STUDENTS], "message": REFUSED_FOR_STUDENTS}
     shown = [t for t in outcome.tests if hidden_visibility == "visible" or not t.hidden]
     tests = [{"name": t.name, "points": t.score, "max_points": t.max_score, "output": t.output} for t in shown]
     held = [t for t in outcome.tests if t not in shown]
@@ -121,15 +136,23 @@ def question_uuid(lab: str) -> str:
 
 def build_question(lab: str, dest: Path) -> Path:
     """``dest/<lab>/``: info.json, question.html, tests/run_grader, tests/course/ (its gradebook holding the lab)
-    and tests/Dockerfile."""
-    from autograder.course.layout import LABS
-
+    and tests/Dockerfile; ``dest`` and everything in the question its owner's only (folders 0700, files 0600,
+    run_grader 0700): tests/course holds the hidden tests (``bundle``)."""
+    bundle.private_folder(dest)
     folder = dest / lab
-    tests = folder / "tests"
     if folder.exists():
         import shutil
 
         shutil.rmtree(folder)
+    with bundle.private_files():
+        _write_question(lab, folder)
+    return bundle.close_tree(folder)
+
+
+def _write_question(lab: str, folder: Path) -> None:
+    from autograder.course.layout import LABS
+
+    tests = folder / "tests"
     for relative, data in bundle.course_files(lab):
         path = tests / "course" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +160,7 @@ def build_question(lab: str, dest: Path) -> Path:
     bundle.prepare_gradebook(tests / "course", lab)  # made here once, not at every job
     runner = tests / "run_grader"
     runner.write_text(RUN_GRADER.format(lab=lab))
-    runner.chmod(runner.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    runner.chmod(runner.stat().st_mode | stat.S_IXUSR)  # the entrypoint, run by root in the grading container
     (tests / "Dockerfile").write_text(DOCKERFILE.format(image=IMAGE))
     info = {
         "uuid": question_uuid(lab),
@@ -163,7 +186,6 @@ def build_question(lab: str, dest: Path) -> Path:
         "<pl-submission-panel>\n<pl-external-grader-results></pl-external-grader-results>\n"
         "<pl-file-preview></pl-file-preview>\n</pl-submission-panel>\n"
     )
-    return folder
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,8 +1,9 @@
 """A simulated class for any lab: the students an instructor meets, built from the lab's own notebooks.
 
 ``build_class(lab)`` returns submissions made from ``solutions/<lab>`` and its release, with what each
-must get: the solution (full marks), the untouched release (zero), the bug catalogue's bugs and correct
-variants (each lab's ``autograder/labs/<lab>/tests/bugs.py``, where an entry's source can be put in the answer cell),
+must get: the solution (full marks), the untouched release (zero), the solution and a catalogued bug in each
+translated release (``course/<language>/``: as their English twins, graded in their language), the bug
+catalogue's bugs and correct variants (each lab's ``autograder/labs/<lab>/tests/bugs.py``, where an entry's source can be put in the answer cell),
 delegation to the reference, and every broken or hostile submission the grading pipeline must survive.
 Nothing here knows a lab by name: a new lab gets the whole class from its notebooks.
 
@@ -25,9 +26,11 @@ from typing import Callable, Dict, List, Optional, Set
 
 import nbformat
 
+from autograder.course.languages import METADATA_KEY, TRANSLATIONS, is_setup_cell, translated_releases
 from autograder.course.notebook import cell_text, is_hidden_test, nbgrader
 
 TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")  # nbgrader's: a student's answer has neither
 
 
 @dataclass
@@ -44,14 +47,14 @@ class Expect:
     events: Set[str] = field(default_factory=set)
     output: List[str] = field(default_factory=list)
     boxed_output: List[str] = field(default_factory=list)
+    language: Optional[str] = None  # the language grading must have read the notebook in (its record's)
 
 
 @dataclass
 class Student:
     sid: str
-    kind: (
-        str  # solution, untouched, bug, variant, delegation, hostile, broken, attack, leak, xss, harm, bystander, link
-    )
+    kind: str  # solution, untouched, bug, variant, translated, delegation, hostile, broken, attack, leak, xss, harm,
+    # bystander, link
     label: str
     file_name: str
     content: bytes
@@ -71,6 +74,7 @@ class Lab:
     notebook: str
     source: dict
     release: dict
+    translated: Dict[str, dict] = field(default_factory=dict)  # {language: its release} (course/<language>/)
 
     @property
     def answer_index(self) -> int:
@@ -103,7 +107,20 @@ class Lab:
 def load_lab(lab: str, source_dir: Path, release_dir: Path) -> Lab:
     notebook = next(p.name for p in (source_dir / lab).glob("*.ipynb"))
     read = lambda folder: json.loads((folder / lab / notebook).read_text())  # noqa: E731
-    return Lab(lab, notebook, read(source_dir), read(release_dir))
+    return Lab(lab, notebook, read(source_dir), read(release_dir), translated_releases(release_dir, lab, notebook))
+
+
+def in_language(lab: Lab, nb: dict, language: str) -> dict:
+    """``nb`` (made from the lab's source) as a student of ``language``'s release has it: its markdown cells and its
+    setup cell are that release's (by cell id), its metadata says the language."""
+    twins = {cell.get("id"): cell for cell in lab.translated[language]["cells"]}
+    out = copy.deepcopy(nb)
+    for cell in out["cells"]:
+        twin = twins.get(cell.get("id"))
+        if twin is not None and (cell.get("cell_type") == "markdown" or is_setup_cell(cell)):
+            cell["source"], cell["metadata"] = copy.deepcopy(twin["source"]), copy.deepcopy(twin["metadata"])
+    out["metadata"] = {**out.get("metadata", {}), METADATA_KEY: {"language": language}}
+    return out
 
 
 # ---- editing the answer cell -----------------------------------------------------------------------
@@ -255,12 +272,30 @@ def build_class(lab: Lab, course_root: Path, memory_mb: int = 4096) -> List[Stud
 
     add("solution", "the solution", lab.source, Expect(total=total, full=all_ids))
     add("untouched", "the untouched release", lab.release, Expect(total=0.0, zero=all_ids))
-    for label, nb, failing in catalogue_students(lab):
+    catalogue = catalogue_students(lab)
+    for label, nb, failing in catalogue:
         if failing is None:
             add("variant", label, nb, Expect(total=total, full=all_ids))
         else:
             hidden = all_ids - lab.visible
             add("bug", label, nb, Expect(zero=failing, full=hidden - failing))
+    # Students of a translated release: graded as their English twins, in their language, their prose kept.
+    for language in (t for t in TRANSLATIONS if t in lab.translated):
+        kept = [f"course/{language}/{lab.name}/"]  # the Colab badge of the translated notebook's title cell
+        add(
+            "translated",
+            f"the solution, in {language}",
+            in_language(lab, lab.source, language),
+            Expect(total=total, full=all_ids, language=language, output=kept),
+        )
+        bug = next(((label, nb, failing) for label, nb, failing in catalogue if failing), None)
+        if bug is not None:
+            add(
+                "translated",
+                f"a catalogued bug, in {language}: {bug[0]}",
+                in_language(lab, bug[1], language),
+                Expect(zero=bug[2], full=all_ids - lab.visible - bug[2], language=language, output=kept),
+            )
     for label, code in delegations(lab).items():
         add("delegation", label, _with_answer(lab, inject(code)), ruined())
     # Broken and hostile submissions.
@@ -625,9 +660,13 @@ def check_outcome(
     events: Set[str],
     outputs: str,
     boxed: bool,
+    language: Optional[str] = None,
 ) -> List[str]:
-    """What differs from the expectation (an empty list when the student was graded as described)."""
+    """What differs from the expectation (an empty list when the student was graded as described); ``language``:
+    the one grading read the notebook in (its record's)."""
     expect, problems = student.expect, []
+    if expect.language is not None and language != expect.language:
+        problems.append(f"graded in {language!r}, expected {expect.language!r}")
     total = sum(scores.values())
     if expect.total is not None and abs(total - expect.total) > 1e-9:
         problems.append(f"total {total}, expected {expect.total} ({scores})")

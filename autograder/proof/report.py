@@ -33,6 +33,7 @@ from autograder.course.layout import graded_labs  # noqa: F401 (read from here b
 from autograder.proof import classroom
 from autograder.box.limits import MEMORY_MB
 from autograder.feedback.inert import live_markup
+from autograder.verdict.result import GradingResult, Student, build
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,16 +65,28 @@ def _run(module: str, *args: str, env: Dict[str, str]) -> subprocess.CompletedPr
 
 @dataclass
 class LabResult:
+    """One lab's simulated class, graded: each student's ``GradingResult`` (``autograder.verdict.lab_results``, by
+    the simulation's label) and what checking it found (``problems``); ``scores`` are the results' points per
+    cell, as the gradebook holds them."""
+
     lab: str
     students: List[classroom.Student]
     ids: Dict[str, str]
-    scores: Dict[str, Dict[str, float]]
+    results: Dict[str, GradingResult]
     maxima: Dict[str, float]
     problems: Dict[str, List[str]]
     summary: dict
     seconds: float
     output: str = ""
     feedback_leaks: List[str] = field(default_factory=list)
+
+    @property
+    def scores(self) -> Dict[str, Dict[str, float]]:
+        """``{label: {grade id: points}}`` (``{}`` for a student the gradebook has no submission of)."""
+        return {
+            sid: {c.grade_id: float(c.score) for c in result.cells if c.score is not None}
+            for sid, result in self.results.items()
+        }
 
 
 def run_lab(
@@ -89,9 +102,7 @@ def run_lab(
     With ``loop_budget`` (environment overrides such as ``PAGED_KV_NOTEBOOK_TIMEOUT``), the students
     whose code never ends are graded in a second run under those budgets, the rest under ``env``'s.
     """
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.verdict.events import events_path, read_record
+    from autograder.verdict import lab_results
 
     env = dict(
         env,
@@ -133,47 +144,51 @@ def run_lab(
     summary = json.loads(path.read_text())
     path.unlink()
     seconds = time.monotonic() - started
-    collected_records = {r["student"]: r for r in json.loads((work / "reports" / lab / "collected.json").read_text())}
     level = summary.get("isolation")
-    scores, problems, leaks = {}, {}, []
+    problems, leaks = {}, []
     hidden_lines = secret_lines(info)
     seconds_of = {row["student"]: row["seconds"] for row in summary.get("students", [])}
     honest = sorted(
         seconds_of.get(ids[s.sid], 0.0) for s in students if s.kind in ("solution", "variant") and not s.beside
     )
     normal = honest[len(honest) // 2] if honest else None
-    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
-        for student in students:
-            sid = ids[student.sid]
-            try:
-                nb = gb.find_submission_notebook(info.notebook[: -len(".ipynb")], lab, sid)
-                scores[student.sid] = {g.name: float(g.score or 0) for g in nb.grades}
-            except MissingEntry:
-                scores[student.sid] = {}
-            repairs = {k for k, _ in collected_records.get(sid, {}).get("repairs", [])}
-            path = events_path(work / "events", lab, sid)
-            events = {e["kind"] for e in read_record(path)["events"]} if path.exists() else set()
-            graded_nb = work / "autograded" / sid / lab / info.notebook
-            outputs = _outputs(graded_nb) if graded_nb.exists() else ""
-            problems[student.sid] = classroom.check_outcome(
-                student, scores[student.sid], info.grade_cells, repairs, events, outputs, boxed=level == "bwrap"
+    graded_results = lab_results.read(work, lab, root / "solutions" / lab / info.notebook)
+    graded_records, _ = lab_results.records(work, lab)
+    results = {}
+    for student in students:
+        sid = ids[student.sid]
+        result = results[student.sid] = graded_results.get(sid) or build(lab, Student(sid))
+        scores = {c.grade_id: float(c.score) for c in result.cells if c.score is not None}
+        repairs = {k for k, _ in result.repairs}
+        events = {e.kind.value for e in result.events}
+        graded_nb = work / "autograded" / sid / lab / info.notebook
+        outputs = _outputs(graded_nb) if graded_nb.exists() else ""
+        problems[student.sid] = classroom.check_outcome(
+            student,
+            scores,
+            info.grade_cells,
+            repairs,
+            events,
+            outputs,
+            boxed=level == "bwrap",
+            language=graded_records.get(sid, {}).get("language"),  # the language grading read it in
+        )
+        if student.kind == "untouched" and graded_nb.exists():
+            problems[student.sid] += _errors_outside_tests(graded_nb)
+        took = seconds_of.get(sid, 0.0)
+        if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
+            problems[student.sid].append(
+                f"took {took:.1f} s beside a harm attack; an honest student takes "
+                f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)"
             )
-            if student.kind == "untouched" and graded_nb.exists():
-                problems[student.sid] += _errors_outside_tests(graded_nb)
-            took = seconds_of.get(sid, 0.0)
-            if student.kind == "bystander" and normal is not None and took > bystander_limit(normal):
-                problems[student.sid].append(
-                    f"took {took:.1f} s beside a harm attack; an honest student takes "
-                    f"{normal:.1f} s (limit {bystander_limit(normal):.1f} s)"
-                )
-            html = work / "feedback" / sid / lab / info.notebook.replace(".ipynb", ".html")
-            if not html.exists():
-                problems[student.sid].append("no feedback HTML")
-            elif any(line in html.read_text() for line in hidden_lines):
-                leaks.append(student.sid)
-            if html.exists():  # every student's feedback is inert, whatever the student is
-                problems[student.sid] += [f"live markup in the feedback, {found}" for found in live_markup(html)]
-    return LabResult(lab, students, ids, scores, info.grade_cells, problems, summary, seconds, outputs, leaks)
+        html = work / "feedback" / sid / lab / info.notebook.replace(".ipynb", ".html")
+        if not html.exists():
+            problems[student.sid].append("no feedback HTML")
+        elif any(line in html.read_text() for line in hidden_lines):
+            leaks.append(student.sid)
+        if html.exists():  # every student's feedback is inert, whatever the student is
+            problems[student.sid] += [f"live markup in the feedback, {found}" for found in live_markup(html)]
+    return LabResult(lab, students, ids, results, info.grade_cells, problems, summary, seconds, outputs, leaks)
 
 
 def bystander_limit(normal: float) -> float:
@@ -193,10 +208,7 @@ def secret_lines(info: classroom.Lab) -> List[str]:
 
 def _grader_lines(info: classroom.Lab) -> List[str]:
     """Lines of code (not message text) of the lab's grader modules: none may reach the feedback."""
-    import importlib
-    import inspect
-
-    from autograder.course.notebook import checks_modules
+    from autograder.course.notebook import checks_modules, grader_files
 
     lines = []
     visible = "\n".join(nbread.cell_text(c) for c in info.source["cells"] + info.release["cells"])
@@ -205,7 +217,7 @@ def _grader_lines(info: classroom.Lab) -> List[str]:
         if nbread.BEGIN not in text:
             continue
         for name in sorted(checks_modules(text)):
-            for line in inspect.getsource(importlib.import_module(name)).splitlines():
+            for line in (row for path in grader_files(name) for row in path.read_text().splitlines()):
                 code = line.strip()
                 if (
                     len(code) >= 24
@@ -284,6 +296,7 @@ COLUMNS = [
     ("bystander", "bystanders kept"),
     ("link", "links refused"),
     ("solution", "solution full"),
+    ("translated", "translated same"),
     ("untouched", "release zero"),
     ("s/student", "s/student"),
     ("class s", "class s"),
@@ -392,7 +405,8 @@ def shared_class(
     dealt: bool = True,
 ) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
-    (solution, untouched, catalogued bugs, variants, delegations) and one attack of each class (on the
+    (solution, untouched, catalogued bugs, variants, the translated releases' solution (and, every other lab,
+    catalogued bug), delegations) and one attack of each class (on the
     untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
     the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
@@ -407,7 +421,15 @@ def shared_class(
     full = classroom.build_class(info, root, memory_mb=memory_mb)
     links = [s for s in full if s.link]
     full = [s for s in full if not s.link]
-    own = ("solution", "untouched", "bug", "variant", "delegation", "xss")  # xss: live markup in its feedback
+    own = (
+        "solution",
+        "untouched",
+        "bug",
+        "variant",
+        "translated",
+        "delegation",
+        "xss",
+    )  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
@@ -415,6 +437,8 @@ def shared_class(
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
             continue
+        if student.kind == "translated" and "bug" in student.label and lab_index % 2:
+            continue  # a translated release's catalogued bug: every other lab (its solution: every lab)
         if student.kind in own or (
             student.kind == "attack"
             and ("(a catalogued bug)" in student.label or student.label.startswith(EVERY_LAB_ATTACKS))

@@ -27,7 +27,7 @@ from the lab's own notebooks (so a new lab gets every attack with no new code):
 
 The **collision** attacks, two entries of an export that give one student id (``alice/`` and ``@alice/``;
 Moodle participant 42's folder under another name; a flat Moodle file named with another participant's id),
-are not notebooks and need no grading: ``test_collect_entries.py`` tries them on the folder and the Moodle
+are not notebooks and need no grading: ``test_collect_student_ids.py`` tries them on the folder and the Moodle
 paths (both entries refused and named).
 """
 

@@ -38,6 +38,7 @@ from attacks import (
     REFERENCE_ROUTES,
     SYNTAX_FAMILIES,
 )
+from autograder.course.notebook import BEGIN
 from autograder.proof import classroom, report
 
 LABS = report.graded_labs(report.REPO / "solutions")
@@ -309,7 +310,7 @@ def define_tests(namespace: dict, half: int) -> None:
 
         result = graded[lab]
         info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        secret = report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
+        secret = report.secret_lines(info) + [BEGIN.removeprefix("### ")]
         image = platform_harness.gradescope_image(lab, tmp_path / "gradescope")
         question = platform_harness.build_question(lab, tmp_path / "prairielearn") if lab == labs[0] else None
         seconds = {row["student"]: row["seconds"] for row in result.summary["students"]}
@@ -356,6 +357,7 @@ def define_tests(namespace: dict, half: int) -> None:
         tests += [
             test_the_insight_report_opens_in_chromium_with_its_plots,
             test_every_student_of_the_full_class_is_graded_in_some_lab,
+            test_every_lab_grades_its_translated_solution_and_every_other_lab_a_translated_bug,
             test_the_platform_picks_deal_every_attack_class_to_some_lab,
             test_the_whole_class_promises_every_kind_of_log_row,
         ]
@@ -377,10 +379,26 @@ def test_every_student_of_the_full_class_is_graded_in_some_lab():
     for (kind, label), labs in full.items():
         if kind == "bystander":  # one honest bystander per lab is enough (the red-team test checks it)
             continue
+        if kind == "translated" and "bug" in label:  # a translated release's bug: every other lab (shared_class)
+            continue
         if kind in ("hostile", "broken"):
             assert len(dealt.get((kind, label), [])) == 1, f"{label}: graded in {dealt.get((kind, label))}"
         else:
             assert dealt.get((kind, label)), f"{kind} '{label}' is graded in no lab"
+
+
+def test_every_lab_grades_its_translated_solution_and_every_other_lab_a_translated_bug():
+    """Issue 49: the class of every lab has a student of each translated release with the solution's answers; every
+    other lab one with a catalogued bug (both graded as their English twins, in their language)."""
+    from autograder.course.languages import TRANSLATIONS
+
+    with_bug = 0
+    for lab in LABS:
+        translated = [s for s in _class(lab, report.REPO) if s.kind == "translated"]
+        assert {s.expect.language for s in translated} == set(TRANSLATIONS), lab
+        assert [s for s in translated if s.label.startswith("the solution")], lab
+        with_bug += any("bug" in s.label for s in translated)
+    assert with_bug == (len(LABS) + 1) // 2
 
 
 def test_the_platform_picks_deal_every_attack_class_to_some_lab():

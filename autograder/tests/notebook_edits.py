@@ -87,7 +87,8 @@ NOTEBOOK_EDITS = {
         "fast kernel stores its padding rows": (
             "(acc / l[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])",
             "(acc / l[:, None]).to(out_ptr.dtype.element_ty))",
-            {"check_step5_correct"},
+            # the build check's counted launch (fast_dots) runs the same kernel, so it sees the stray writes too
+            {"check_step5_correct", "check_step5_fast_build"},
         ),
         "online softmax without max subtraction": (
             "        m_new = tl.maximum(m, tl.max(s, axis=0))\n        alpha = tl.exp(m - m_new)\n"
@@ -117,14 +118,14 @@ NOTEBOOK_EDITS = {
             "prefill and decode in the same step",
         )
     },
-    # Lab 09's catalogue states the checks each edit must fail at least; through nbgrader these three fail exactly
-    # the checks given here (the random traces catch every one of them).
+    # Lab 09's catalogue states exactly the checks each edit fails (its own tests prove it); through nbgrader these
+    # fail the same checks: a wrong is_prefill, a victim re-admitted at once, the prefix cache never used.
     "09-chunked-prefill": {
-        label: (*bugs_lab09.EDITS[label][:2], failed)
-        for label, failed in {
-            "preempts the oldest": {bugs_lab09.BLOCKS, bugs_lab09.RANDOM},
-            "counting the cached prefix as budget": {bugs_lab09.BLOCKS, bugs_lab09.CACHE, bugs_lab09.RANDOM},
-            "ignores max_num_seqs": {bugs_lab09.BUDGET, bugs_lab09.RANDOM},
-        }.items()
+        label: bugs_lab09.EDITS[label]
+        for label in (
+            "is_prefill only for chunks of more than one token",
+            "admits in a step that preempted",
+            "never uses the prefix cache",
+        )
     },
 }

@@ -68,6 +68,7 @@ class Run:
     seconds: float
     tmpdir: str = ""  # the container's temporary folder (docker emulation): its processes' command lines name it
     after: Optional[dict] = None  # docker emulation: what was left in the container right after (``container.AFTER``)
+    returncode: int = 0  # the script's exit status (not 0 only where the run was allowed to fail)
 
     def scores(self) -> Dict[str, float]:
         """``{grade_id: score}`` (Gradescope's tests carry the grade id as their tag)."""
@@ -114,11 +115,13 @@ def run_gradescope(
     docker: bool = False,
     closed_python: bool = False,
     env: Optional[Dict[str, str]] = None,
+    may_fail: bool = False,
 ) -> Run:
     """``run_autograder`` on ``upload`` in a fresh copy of ``image`` (a container of its own); with ``docker``, in
     the emulation of a default Docker container (``container.py``: no namespaces, Docker's capabilities and
     seccomp profile), where the Python is out of the kernels' reach with ``closed_python``; ``env``: more of the
-    container's environment."""
+    container's environment. With ``may_fail``, a run that exits non-zero (an autograder failure, as Gradescope
+    counts it) is returned, its results ``{}`` when it wrote none, instead of failing the test."""
     root = scratch / upload.name
     shutil.copytree(image, root, symlinks=True)
     shutil.copytree(upload, root / "submission")
@@ -131,6 +134,7 @@ def run_gradescope(
         docker,
         closed_python,
         scratch,
+        may_fail,
     )
 
 
@@ -164,6 +168,7 @@ def _graded(
     docker: bool = False,
     closed_python: bool = False,
     scratch: Path = Path("/tmp"),
+    may_fail: bool = False,
 ) -> Run:
     """The platform's script run on the job laid out in ``root``: its results/results.json, stdout, seconds."""
     started = time.monotonic()
@@ -176,14 +181,16 @@ def _graded(
     else:
         done = in_platform(root, mount_at, script, env)
     seconds = time.monotonic() - started
-    if done.returncode != 0:
+    if done.returncode != 0 and not may_fail:
         raise AssertionError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    written = root / "results" / "results.json"
     return Run(
-        json.loads((root / "results" / "results.json").read_text()),
+        json.loads(written.read_text()) if written.exists() else {},
         done.stdout,
         seconds,
         getattr(done, "tmpdir", ""),
         getattr(done, "after", None),
+        done.returncode,
     )
 
 

@@ -1,6 +1,6 @@
-"""The LMS path's collection never follows a link, refuses one bad entry alone, limits sizes per entry
-and per student, never per class, and gives one student id to one student's entries only: entries that
-give the same id are all refused, never merged (``autograder.collect.collect``, ``entries``, ``entry_names``)."""
+"""The LMS path's collection never follows a link, refuses one bad entry alone, and limits sizes per entry and per
+student, never per class (``autograder.collect.collect``, ``entries``). Whose entry is whose, one id to one student:
+test_collect_student_ids.py."""
 
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from collect_inputs import HONEST, LAB, NOTEBOOK, link_entry, write_class
 
-from autograder.collect import collect, entries, entry_names
-
+from autograder.collect import collect, entries
 from autograder.grade import grade
-from autograder.course.layout import RELEASE_DIR, SOURCE_DIR
 
-LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"
-HONEST = (RELEASE_DIR / LAB / NOTEBOOK).read_bytes()
-SOLVED = (SOURCE_DIR / LAB / NOTEBOOK).read_bytes()  # its answers must never be graded as someone else's
 SECRET = b"NOT-FOR-STUDENTS-" + os.urandom(8).hex().encode()
 THREE_GIB = 3 << 30
 CRC_OF_THREE_GIB_OF_ZEROS = 1208729143  # zlib.crc32(bytes(3 << 30)): 2.4 s to compute, so written down
@@ -32,14 +28,6 @@ CRC_OF_THREE_GIB_OF_ZEROS = 1208729143  # zlib.crc32(bytes(3 << 30)): 2.4 s to c
 
 def _every_byte(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in Path(folder).rglob("*") if p.is_file() and not p.is_symlink())
-
-
-def _link_entry(zf: zipfile.ZipFile, name: str, target: str, kind: int = stat.S_IFLNK) -> None:
-    """An entry whose Unix mode makes ``unzip`` create a symbolic link (or a FIFO, with ``kind``)."""
-    info = zipfile.ZipInfo(name)
-    info.create_system = 3
-    info.external_attr = (kind | 0o777) << 16
-    zf.writestr(info, target)
 
 
 def _raw_zip(path: Path, name: str, data: bytes, crc: int, declared: int) -> None:
@@ -92,13 +80,6 @@ def _declare(archive: Path, name: str, size: int) -> None:
     archive.write_bytes(bytes(raw))
 
 
-def _write_class(lab_root: Path) -> Path:
-    """A scratch course that can hold ``collect``'s output: only the release is needed."""
-    (lab_root / "course" / LAB).mkdir(parents=True)
-    (lab_root / "course" / LAB / NOTEBOOK).write_bytes(HONEST)
-    return lab_root
-
-
 def test_symlinked_entries_of_a_class_folder_are_refused_and_the_others_collected(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -134,7 +115,7 @@ def test_refused_entries_reach_the_students_grading_notes_log_csv_and_the_termin
     (export / "alice" / NOTEBOOK).write_bytes(HONEST)
     (export / "bob").mkdir()
     (export / "bob" / NOTEBOOK).symlink_to(outside)
-    root = _write_class(tmp_path / "course-root")
+    root = write_class(tmp_path / "course-root")
 
     records = collect.collect(LAB, export, root, root / "course", NOTEBOOK)
     collect.print_refused(records)
@@ -157,9 +138,9 @@ def test_zip_entries_that_are_links_or_fifos_are_refused_and_their_neighbours_un
     archive = tmp_path / "class.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr(f"alice/{NOTEBOOK}", HONEST)
-        _link_entry(zf, f"bob/{NOTEBOOK}", "/etc/passwd")
+        link_entry(zf, f"bob/{NOTEBOOK}", "/etc/passwd")
         zf.writestr("bob/notes.txt", "mine")
-        _link_entry(zf, f"carol/{NOTEBOOK}", "", kind=stat.S_IFIFO)
+        link_entry(zf, f"carol/{NOTEBOOK}", "", kind=stat.S_IFIFO)
     found = collect.gather(archive, tmp_path / "scratch")
     assert [f.read_bytes() for f in found["alice"].files] == [HONEST]
     assert found["bob"].refused == [(f"bob/{NOTEBOOK}", "it is a symbolic link")]
@@ -241,10 +222,10 @@ def test_one_bad_entry_among_many_honest_students_stops_nobody(tmp_path):
         for n in range(40):
             zf.writestr(f"student{n}_{1000 + n}_{7000 + n}_{NOTEBOOK}", HONEST)
         zf.writestr(f"../mallory_666_1_{NOTEBOOK}", HONEST)
-        _link_entry(zf, f"trudy_777_2_{NOTEBOOK}", "/etc/shadow")
+        link_entry(zf, f"trudy_777_2_{NOTEBOOK}", "/etc/shadow")
         zf.writestr(f"oscar_888_3_{NOTEBOOK}", b"{}")
     _declare(archive, f"oscar_888_3_{NOTEBOOK}", THREE_GIB)  # refused from the directory, unread
-    root = _write_class(tmp_path / "course-root")
+    root = write_class(tmp_path / "course-root")
     records = {r["student"]: r for r in collect.collect(LAB, archive, root, root / "course", NOTEBOOK)}
     honest = [str(1000 + n) for n in range(40)]
     assert all(
@@ -284,7 +265,7 @@ def test_a_link_handed_to_write_submissions_is_refused_not_read(tmp_path):
     outside.write_bytes(SECRET)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / NOTEBOOK).symlink_to(outside)
-    root = _write_class(tmp_path / "course-root")
+    root = write_class(tmp_path / "course-root")
     records = collect.write_submissions(
         LAB, {"bob": collect.Submission("bob", files=[tmp_path / "sub" / NOTEBOOK])}, root, root / "course", NOTEBOOK
     )
@@ -306,191 +287,3 @@ def test_a_students_file_name_cannot_break_out_of_the_notes_code_span():
 def test_zip_names_that_are_not_plain_paths_inside_their_folder_are_refused(name, reason):
     with pytest.raises(entries.Refused, match=reason):
         entries.member_path(name)
-
-
-# ---- one id, one student: colliding entries (the red team's collection attacks; attacks.py holds notebooks) ----
-def _collected(source: Path, root: Path, capsys, students: list):
-    """Collect ``source`` as ``make collect`` does, write log.csv as ``make grade`` does; return the records by
-    student, the ``id-collision`` rows of repairs.csv and log.csv, and what went to the terminal's stderr."""
-    records = collect.collect(LAB, source, root, root / "course", NOTEBOOK)
-    collect.print_refused(records)
-    work = root / "autograder" / "work"
-    grade.summarize(LAB, students, {}, work, work / "reports" / LAB)
-    rows = {}
-    for name in ("repairs.csv", "log.csv"):
-        with open(work / "reports" / LAB / name, newline="") as handle:
-            rows[name] = [(r["student_id"], r["detail"]) for r in csv.DictReader(handle) if r["kind"] == "id-collision"]
-    return {r["student"]: r for r in records}, rows, capsys.readouterr().err
-
-
-@pytest.mark.parametrize("path", ["folder", "moodle"])
-def test_colliding_collect_entries_are_refused_and_both_named(tmp_path, capsys, path):
-    """Two entries that give one student id, on the class folder's path (``alice/`` and ``@alice/``) and on
-    Moodle's (participant 42's folder under two names, in the zip): neither is graded (the release is, with a
-    note that says why and names no other entry), both are named in repairs.csv, log.csv and a WARNING, and
-    the student beside them is collected as ever (a Moodle student's two plugins are one student)."""
-    if path == "folder":
-        source = tmp_path / "export"
-        for entry, content in (("alice", HONEST), ("@alice", SOLVED), ("bob", SOLVED)):
-            (source / entry).mkdir(parents=True)
-            (source / entry / NOTEBOOK).write_bytes(content)
-        sid, clashing, other = "alice", ["@alice", "alice"], "bob"
-    else:
-        source = tmp_path / "class.zip"
-        clashing = ["Alice Smith_42_assignsubmission_file", "Mallory Jones_42_assignsubmission_file"]
-        with zipfile.ZipFile(source, "w") as zf:
-            zf.writestr(f"{clashing[0]}/{NOTEBOOK}", HONEST)
-            zf.writestr(f"{clashing[1]}/{NOTEBOOK}", SOLVED)
-            _link_entry(zf, f"{clashing[1]}/notes.txt", "/etc/passwd")
-            zf.writestr(f"Bob Ray_8_assignsubmission_file/{NOTEBOOK}", SOLVED)
-            zf.writestr("Bob Ray_8_assignsubmission_onlinetext/onlinetext.html", "<p>mine</p>")
-        sid, other = "42", "8"
-    root = _write_class(tmp_path / "course-root")
-
-    records, rows, err = _collected(source, root, capsys, [sid, other])
-
-    work = root / "autograder" / "work"
-    graded = nbformat.read(work / "submitted" / sid / LAB / NOTEBOOK, as_version=4)
-    notes = html.unescape(graded.cells[0].source)
-    assert records[sid]["file"] == "(none)" and "BEGIN SOLUTION" not in nbformat.writes(graded)
-    assert "Nothing was graded for you" in notes and not any(e in notes for e in clashing if e != sid), notes
-    assert "was not collected" not in notes  # a refused file of either entry is the instructor's to read
-    assert list((work / "originals" / LAB / sid).iterdir()) == []
-    for where in (
-        rows["repairs.csv"],
-        rows["log.csv"],
-        [(sid, line) for line in err.splitlines() if line.startswith("WARNING: id collision")],
-    ):
-        assert len(where) == 1 and where[0][0] == sid and all(repr(e) in where[0][1] for e in clashing), where
-    assert records[other]["file"] == NOTEBOOK and "id-collision" not in {k for k, _ in records[other]["repairs"]}
-    if path == "moodle":
-        assert ("refused-entry", f"{clashing[1]}/notes.txt: it is a symbolic link") in records[sid]["repairs"]
-
-
-def test_an_entry_refused_whole_still_collides_with_the_entry_that_gives_its_id(tmp_path):
-    """The zip's directory names every top-level entry: one whose every file is refused still gives its id."""
-    archive = tmp_path / "class.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr(f"alice/{NOTEBOOK}", HONEST)
-        _link_entry(zf, f"@alice/{NOTEBOOK}", "/etc/shadow")
-        zf.writestr(f"bob/{NOTEBOOK}", HONEST)
-    found = collect.gather(archive, tmp_path / "scratch")
-    assert found["alice"].collided == ["@alice", "alice"] and found["alice"].files == []
-    assert found["bob"].collided == [] and [f.read_bytes() for f in found["bob"].files] == [HONEST]
-
-
-def test_a_moodle_display_name_that_carries_another_participants_id_takes_nothing_of_theirs(tmp_path):
-    """A folder's participant id is the group that ends its name: Mallory's display name that carries
-    ``_42_assignsubmission_file_`` is participant 7's, and participant 42 keeps their own notebook."""
-    export = tmp_path / "export"
-    for folder, content in (
-        ("Alice Smith_42_assignsubmission_file", HONEST),
-        ("Mallory_42_assignsubmission_file__7_assignsubmission_file", SOLVED),
-    ):
-        (export / folder).mkdir(parents=True)
-        (export / folder / NOTEBOOK).write_bytes(content)
-    found = collect.gather(export, tmp_path / "scratch")
-    assert sorted(found) == ["42", "7"] and not any(s.collided or s.refused for s in found.values())
-    assert [f.read_bytes() for f in found["42"].files] == [HONEST]
-    assert [f.read_bytes() for f in found["7"].files] == [SOLVED]
-
-
-def test_a_flat_moodle_file_named_with_another_participants_id_is_refused_alone(tmp_path):
-    """In Moodle's flat layout the file name after its prefix is the student's: one that carries another
-    participant's group (42's, who submitted; 99's, who did not) is refused, noted for its uploader, and
-    gives nobody else anything."""
-    export = tmp_path / "export"
-    export.mkdir()
-    files = {
-        f"Alice Smith_42_assignsubmission_file_{NOTEBOOK}": HONEST,
-        f"Mallory_7_assignsubmission_file_{NOTEBOOK}": HONEST,
-        f"Mallory_7_assignsubmission_file_x_42_assignsubmission_file_{NOTEBOOK}": SOLVED,
-        f"Mallory_7_assignsubmission_file_x_99_assignsubmission_file_{NOTEBOOK}": SOLVED,
-    }
-    for name, content in files.items():
-        (export / name).write_bytes(content)
-    found = collect.gather(export, tmp_path / "scratch")
-    assert sorted(found) == ["42", "7"] and not any(s.collided for s in found.values())
-    assert [f.read_bytes() for f in found["42"].files] == [HONEST] and found["42"].refused == []
-    assert [f.read_bytes() for f in found["7"].files] == [HONEST]
-    assert [(e, r.split(" (")[0]) for e, r in found["7"].refused] == [
-        (name, "its name holds more than one LMS student id") for name in sorted(files)[2:]
-    ]
-
-
-def test_one_students_entries_share_an_id_and_two_students_entries_collide():
-    read = entry_names.read_entry
-    one_student = [
-        read("Bob Ray_8_assignsubmission_file", True),
-        read("Bob Ray_8_assignsubmission_onlinetext", True),
-        read(f"doejane_12345_1_{NOTEBOOK}", False),
-        read("doejane_late_12345_2_notes.txt", False),
-        read(f"Jo Li_5_assignsubmission_file_{NOTEBOOK}", False),
-        read("Jo Li_5_assignsubmission_file_a.py", False),
-    ]
-    assert entry_names.collisions(one_student) == {}
-    clashing = [
-        read("42", True),
-        read("Alice Smith_42_assignsubmission_file", True),
-        read("bob smith", True),
-        read("bob_smith.zip", False),
-        read("bob_smith", True),
-    ]
-    assert entry_names.collisions(clashing) == {
-        "42": ["42", "Alice Smith_42_assignsubmission_file"],
-        "bob_smith": ["bob smith", "bob_smith", "bob_smith.zip"],
-    }
-    with pytest.raises(ValueError, match="Readings"):
-        entry_names.collisions(["alice", "@alice"])
-
-
-def test_collecting_one_resubmission_keeps_the_rest_of_the_class(tmp_path, capsys):
-    """A later collection of the lab (a late resubmission, a new student) replaces its students' lines in
-    roster.csv and repairs.csv and keeps every other student's, and the terminal says how many were kept."""
-    first = tmp_path / "export"
-    for sid in ("alice", "bob"):
-        (first / sid).mkdir(parents=True)
-        (first / sid / NOTEBOOK).write_bytes(HONEST)
-    (first / "bob" / "notes.txt").write_text("not a notebook")
-    root = _write_class(tmp_path / "course-root")
-    collect.collect(LAB, first, root, root / "course", NOTEBOOK)
-    late = tmp_path / "late"  # bob again, and carol for the first time
-    for sid, name in (("bob", "my lab.ipynb"), ("carol", NOTEBOOK)):
-        (late / sid).mkdir(parents=True)
-        (late / sid / name).write_bytes(HONEST)
-    records = collect.collect(LAB, late, root, root / "course", NOTEBOOK)
-    assert [r["student"] for r in records] == ["bob", "carol"]
-    assert "2 student(s) collected now, 1 kept from an earlier collection" in capsys.readouterr().out
-    reports = root / "autograder" / "work" / "reports" / LAB
-    with open(reports / "roster.csv", newline="") as handle:
-        roster = {row["student_id"]: row["file"] for row in csv.DictReader(handle)}
-    assert roster == {"alice": NOTEBOOK, "bob": "my lab.ipynb", "carol": NOTEBOOK}
-    with open(reports / "repairs.csv", newline="") as handle:
-        bob = {row["kind"] for row in csv.DictReader(handle) if row["student_id"] == "bob"}
-    assert "file-name" in bob and "skipped-files" not in bob  # the late entry's repairs, not the first one's
-
-
-def test_the_labs_notebook_is_known_by_its_cells_when_its_name_says_nothing(tmp_path):
-    """Notebooks under names that say nothing: the one whose cells carry the lab's grade ids is graded, the other
-    skipped; two of the lab are both named to the student and neither is graded (no false invalid-JSON note);
-    none of the lab is "no notebook", again without an invalid-JSON note."""
-    other = (RELEASE_DIR / "03-decode-growth" / "decode_growth.ipynb").read_bytes()
-    export = tmp_path / "export"
-    for sid, files in (
-        ("one", {"final.ipynb": SOLVED, "scratch.ipynb": other}),
-        ("two", {"final.ipynb": SOLVED, "final v2.ipynb": HONEST}),
-        ("none", {"notes.ipynb": other, "scratch.ipynb": other}),
-    ):
-        (export / sid).mkdir(parents=True)
-        for name, data in files.items():
-            (export / sid / name).write_bytes(data)
-    root = _write_class(tmp_path / "course-root")
-    records = {r["student"]: r for r in collect.collect(LAB, export, root, root / "course", NOTEBOOK)}
-    kinds = {sid: [k for k, _ in r["repairs"]] for sid, r in records.items()}
-    assert records["one"]["file"] == "final.ipynb" and "skipped-files" in kinds["one"]
-    assert "several-notebooks" in kinds["two"] and records["two"]["file"] == "(none)"
-    assert "no-notebook" in kinds["none"]
-    assert not any("invalid-json" in k for k in kinds.values()), kinds
-    notes = nbformat.read(root / "autograder" / "work" / "submitted" / "two" / LAB / NOTEBOOK, as_version=4)
-    text = html.unescape(notes.cells[0].source)
-    assert "2 notebooks of this lab" in text and "final v2.ipynb" in text and "final.ipynb" in text

@@ -26,6 +26,7 @@ from autograder.editions.build import (
     stub_module,
 )
 from autograder.handout import handout
+from autograder.course import handed_out, languages
 from autograder.course.layout import discover_labs
 from autograder.course.layout import graded_labs
 from autograder.verdict.provenance import normalized_tokens
@@ -356,12 +357,14 @@ def test_the_exchange_releases_the_open_lab_without_its_practice_close_to_the_an
 
 
 def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
-    """``make handout LAB=05-...``: no notebook's setup cell installs the public package (every lab's reference);
-    on Colab they install ``colab/paged-kv-class-edition.zip``, which pip installs as lab 05's edition (its TODOs
-    are stubs); the self-study handout keeps the public one-click route."""
+    """``make handout LAB=05-...``: no notebook's setup cell installs the public package (every lab's reference),
+    neither from GitHub nor from the ModelScope mirror; on Colab and on ModelScope they install
+    ``colab/paged-kv-class-edition.zip``, which pip installs as lab 05's edition (its TODOs are stubs); the
+    self-study handout keeps the public one-click routes."""
     import subprocess
 
     from autograder.handout import colab_class
+    from tools.sync_colab import COLAB_TEST, MODELSCOPE_MARK
 
     lab = "05-prefix-cache"
     with zipfile.ZipFile(handout.build(tmp_path / "h.zip", lab=lab)) as archive:
@@ -370,8 +373,13 @@ def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
             archive.read(f"paged-kv-course/colab/{colab_class.EDITION_ZIP}")
         )
     notebooks = {n: t for n, t in texts.items() if n.endswith(".ipynb")}
-    assert notebooks and not any("git+https" in t for t in texts.values())
-    assert all(colab_class.COLAB_PATH in t for t in notebooks.values() if "google.colab" in t)
+    assert notebooks and not any("git+https" in t for t in texts.values())  # neither GitHub nor the mirror
+    for name, text in notebooks.items():
+        setup = next(c for c in json.loads(text)["cells"] if languages.is_setup_cell(c))
+        branches = _route_branches("".join(setup["source"]), MODELSCOPE_MARK, COLAB_TEST)
+        assert colab_class.MODELSCOPE_PATH in branches[0] and colab_class.COLAB_PATH not in branches[0], name
+        assert '%pip install --quiet "paged-kv-course @ {class_edition[0]}"' in branches[0], name
+        assert colab_class.COLAB_PATH in branches[1] and colab_class.MODELSCOPE_PATH not in branches[1], name
     done = subprocess.run(
         [
             sys.executable,
@@ -395,6 +403,40 @@ def test_no_route_of_a_class_handout_installs_the_public_package(tmp_path):
     assert (tmp_path / "site" / "paged_kv" / "engine" / "data").is_dir()
     with zipfile.ZipFile(handout.build(tmp_path / "self.zip")) as archive:
         assert "git+https" in archive.read(f"paged-kv-course/course/{lab}/prefix_cache.ipynb").decode()
+
+
+def _route_branches(setup: str, *tests: str) -> list:
+    """The body of each platform statement of a setup cell (its ``if`` line holds the test), in ``tests``' order."""
+    lines = setup.split("\n")
+    bodies = []
+    for test in tests:
+        start = next(i for i, line in enumerate(lines) if line.startswith("if ") and test in line)
+        end = start + 1
+        while end < len(lines) and lines[end].startswith(" "):
+            end += 1
+        bodies.append("\n".join(lines[start + 1 : end]))
+    return bodies
+
+
+@pytest.mark.parametrize("language", languages.LANGUAGES)
+def test_a_class_setup_cell_keeps_each_routes_extra_and_says_what_to_upload_in_the_notebooks_language(language):
+    """Lab 06's setup cell installs the ``gpu`` extra on both routes: the class's copy installs the edition with the
+    same extra on each, and stops with its route's message in the notebook's language when nothing is uploaded."""
+    from tools.sync_colab import COLAB_TEST, MODELSCOPE_MARK, TRITON_EXTRA
+
+    folder = languages.release_folder(REPO / "course", language)
+    notebook = json.loads((folder / "06-triton-paged-attention" / "triton_paged_attention.ipynb").read_text())
+    release = "".join(next(c for c in notebook["cells"] if languages.is_setup_cell(c))["source"])
+    assert release.count(f'"paged-kv-course[{TRITON_EXTRA}] @ git+https://') == 2
+    modelscope, colab = _route_branches(handed_out.class_setup_source(release), MODELSCOPE_MARK, COLAB_TEST)
+    assert f'"paged-kv-course[{TRITON_EXTRA}] @ {{class_edition[0]}}"' in modelscope
+    assert f'"paged-kv-course[{TRITON_EXTRA}] @ file://{handed_out.COLAB_PATH}"' in colab
+    for branch, route in ((modelscope, "modelscope"), (colab, "colab")):
+        said = handed_out.UPLOAD_MESSAGES[route]
+        assert said[language] in branch and not [t for lang, t in said.items() if lang != language and t in branch]
+    assert handed_out.class_setup_source(handed_out.class_setup_source(release)) == handed_out.class_setup_source(
+        release
+    ), "a class's setup cell installs nothing public: a second rewrite finds nothing to change"
 
 
 def test_a_notebook_from_a_class_handout_is_graded_without_an_edited_cell_note():

@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.course.notebook import BEGIN, END
 from autograder.collect import collect, entry_names, repair
 
 from autograder.handout import handout
@@ -141,9 +142,9 @@ def test_a_cell_added_by_the_student_stays_after_the_cell_it_followed_without_gr
 
 def test_feedback_filter_drops_hidden_code_and_grader_frames():
     cell = nbformat.v4.new_code_cell(
-        "# Hidden tests (3 points)\n### BEGIN HIDDEN TESTS\nfrom autograder.labs."
+        f"# Hidden tests (3 points)\n{BEGIN}\nfrom autograder.labs."
         "lab02_atomic_prefill import checks as grader\ngrader.check_block_count(KVCacheManager)\n"
-        "### END HIDDEN TESTS"
+        f"{END}"
     )
     cell.metadata["nbgrader"] = {"grade": True, "grade_id": "x", "points": 3, "locked": True, "solution": False}
     cell.outputs = [

@@ -74,3 +74,21 @@ def test_every_event_kind_has_the_text_the_notes_show():
     for kind in EventKind:
         assert kind.text and describe(event("c", kind, "why")).startswith(kind.text)
     assert describe(event("c", EventKind.NOT_RUN, "budget")) == EventKind.NOT_RUN.text
+
+
+def test_every_event_kind_belongs_to_one_group_the_views_list_it_under():
+    """The instructor's views list events by group (``kinds_of``): a kind without a group would vanish there."""
+    from autograder.verdict.events import EventGroup, kinds_of
+
+    grouped = [kind for group in EventGroup for kind in kinds_of(group)]
+    assert sorted(grouped) == sorted(EventKind) and len(grouped) == len(set(grouped))
+    assert f"{EventKind.OUTPUT_CUT}" == "output-cut" and f"{EventGroup.LIMIT:>6}" == " limit"  # print as values
+
+
+def test_a_verdicts_kind_is_a_verdict_kind():
+    from autograder.verdict.cells import Verdict
+    from autograder.verdict.events import VerdictKind
+
+    assert Verdict("g", False, "check").kind is VerdictKind.CHECK
+    with pytest.raises(ValueError, match="declare it in autograder.verdict.events.VerdictKind"):
+        Verdict("g", False, "made-up")

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import ast
 import csv
+import html
 import io
 import json
 import re
 from pathlib import Path
 from typing import Any, List
 
-from autograder.feedback import insight
+from autograder.feedback import insight, insight_across, insight_hints, insight_page, insight_similar
+from autograder.course import notebook as nbread
 from autograder.feedback.inert import live_markup
 from autograder.course.layout import LABS, SOURCE_DIR
 from autograder.verdict.events import write_record
@@ -47,6 +49,13 @@ def _write(work, verdicts_by_student: dict, log_rows: list, lab: str = LAB) -> N
         writer = csv.DictWriter(handle, ["student_id", "stage", "kind", "detail"])
         writer.writeheader()
         writer.writerows(log_rows)
+    # what collection wrote of the students: their repairs (as make collect writes collected.json)
+    repairs: dict = {}
+    for row in log_rows:
+        if row["stage"] == "repair":
+            repairs.setdefault(row["student_id"], []).append([row["kind"], row["detail"]])
+    collected = [{"student": s, "name": s, "file": "x.ipynb", "repairs": r} for s, r in repairs.items()]
+    (reports / "collected.json").write_text(json.dumps(collected))
 
 
 def test_the_report_groups_hints_by_pattern_and_shows_them_as_read(tmp_path):
@@ -252,15 +261,15 @@ def test_every_teaches_reference_names_a_section_of_its_lab():
 
     marked = 0
     for lab, name, module in _labs_with_checks():
-        headings = insight.lab_headings(SOURCE_DIR / lab / name)
+        headings = insight_hints.lab_headings(SOURCE_DIR / lab / name)
         refs = list(getattr(module, "TEACHES", {}).values())
         refs += [getattr(v, "__teaches__", "") for v in vars(module).values() if hasattr(v, "__grades__")]
         for ref in filter(None, refs):
             marked += 1
-            assert insight.section_named(ref, headings), (lab, ref)
+            assert insight_hints.section_named(ref, headings), (lab, ref)
     assert marked >= 10
-    assert insight.section_named("§ 12", ["1. One", "12. Twelve"]) == "12. Twelve"
-    assert insight.section_named("§ 1", ["12. Twelve", "1.2 Sub"]) is None
+    assert insight_hints.section_named("§ 12", ["1. One", "12. Twelve"]) == "12. Twelve"
+    assert insight_hints.section_named("§ 1", ["12. Twelve", "1.2 Sub"]) is None
     try:
         grades(print, teaches="3.2")
     except ValueError:
@@ -397,9 +406,7 @@ def test_two_students_with_the_same_code_are_a_pair_for_the_instructor_only(tmp_
 
     lab = "03-decode-growth"
     solution = json.loads((SOURCE_DIR / lab / LABS[lab]).read_text())
-    solved = next(
-        insight.nbread.cell_text(c) for c in solution["cells"] if insight.nbread.grade_id(c) == "lab03-decode"
-    )
+    solved = next(nbread.cell_text(c) for c in solution["cells"] if nbread.grade_id(c) == "lab03-decode")
     answers = {
         "ann": ODD_03,
         "bob": COPY_03,
@@ -414,8 +421,10 @@ def test_two_students_with_the_same_code_are_a_pair_for_the_instructor_only(tmp_
     data = insight.build(lab, tmp_path, SOURCE_DIR / lab / LABS[lab])
     pairs = data["similar"]["pairs"]
     assert [p["students"] for p in pairs] == [["ann", "bob"]], pairs
-    assert pairs[0]["similarity"] >= insight.SIMILAR_THRESHOLD
-    assert insight.own_tokens(insight.answer_tokens(COPY_03), insight.answer_tokens(STARTER_03))[:3] == ["x", "=", "x"]
+    assert pairs[0]["similarity"] >= insight_similar.SIMILAR_THRESHOLD
+    assert insight_similar.own_tokens(
+        insight_similar.answer_tokens(COPY_03), insight_similar.answer_tokens(STARTER_03)
+    )[:3] == ["x", "=", "x"]
     page = insight.page(data, {})
     whom = page[page.index("<h2>Whom to look at</h2>") :]
     assert (
@@ -442,7 +451,7 @@ def test_no_student_facing_module_reads_the_similarity_of_students():
         if "tests" not in p.parts
         and ("similar_students" in p.read_text() or '["similar"]' in p.read_text() or '"similar"' in p.read_text())
     )
-    assert readers == ["feedback/insight.py", "feedback/insight_page.py"], readers
+    assert readers == ["feedback/insight.py", "feedback/insight_page.py", "feedback/insight_similar.py"], readers
 
 
 def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_count_per_lab(tmp_path, monkeypatch):
@@ -458,7 +467,7 @@ def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_c
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     lab03 = "03-decode-growth"
     sources = {lab: SOURCE_DIR / lab / LABS[lab] for lab in (lab03, LAB, "01-capacity-ledger")}
-    cells = {lab: insight.lab_cells(sources[lab]) for lab in (lab03, LAB)}
+    cells = {lab: nbread.lab_cells(sources[lab]) for lab in (lab03, LAB)}
     fail_all = {lab: {c["grade_id"]: _verdict("", "todo") for c in cells[lab]} for lab in cells}
     pass_all = {lab: {c["grade_id"]: {"passed": True, "kind": "pass"} for c in cells[lab]} for lab in cells}
     one_miss = dict(pass_all[LAB], **{"lab05-hidden-hits": _verdict("[c] x\n  hint:     walk full blocks")})
@@ -470,7 +479,7 @@ def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_c
     )
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
         gradebook.add_student("ann", first_name="Ann", last_name="Lee")
-    data = insight.across(tmp_path, sources)
+    data = insight_across.across(tmp_path, sources)
     assert data["labs"] == [lab03, LAB] and data["skipped"] == ["01-capacity-ledger"]
     maxima = {lab: sum(c["points"] for c in cells[lab]) for lab in cells}
     assert [(r["student"], r["name"], r["failing"]) for r in data["students"]] == [
@@ -482,7 +491,7 @@ def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_c
     assert todo["counts"] == {lab03: 3, LAB: 1}  # cat's unreadable file is not a TODO left unwritten
     assert next(m for m in data["misconceptions"] if m["key"] == "walk full blocks")["counts"] == {LAB: 1}
 
-    path, _ = insight.write_across(tmp_path, sources)
+    path, _ = insight_across.write_across(tmp_path, sources)
     table = list(csv.reader(io.StringIO((tmp_path / "reports" / "across.csv").read_text())))
     assert table[0] == ["row", "id", "name", "hint_as_read", lab03, LAB]
     assert table[1] == ["student", "ann", "Ann Lee", "", f"{maxima[lab03]:g}", f"{maxima[LAB]:g}"]
@@ -490,3 +499,83 @@ def test_the_view_across_labs_names_students_failing_in_several_and_each_hints_c
     page = path.read_text()
     assert "No grading data, skipped: 01-capacity-ledger" in page and "(file unreadable)" in page
     assert live_markup(page) == [] and "bob" not in page
+
+
+def test_the_report_shows_every_event_kind_under_its_group(tmp_path):
+    """Every ``EventKind`` grading can note (output cut, cells not run for the notebook's budget, exit(), ...) is
+    listed under the section of its group, with what it means and who: the lists come from the enum, so a kind
+    added there cannot be missing here."""
+    from autograder.verdict.events import EventKind, event
+
+    events = tmp_path / "events" / LAB
+    events.mkdir(parents=True)
+    kinds = list(EventKind)
+    for n, kind in enumerate(kinds):
+        write_record(
+            events / f"s{n:02d}.json",
+            {
+                "student": f"s{n:02d}",
+                "assignment": LAB,
+                "isolation": "rlimits",
+                "seconds": 1.0,
+                "events": [event("lab05-hidden-hits", kind, f"detail of {kind.value}", graded=True)],
+                "verdicts": {},
+            },
+        )
+    data = insight.build(LAB, tmp_path, SOURCE)
+    page = insight.page(data, {})
+    whom = page[page.index("<h2>Whom to look at</h2>") :]
+    for n, kind in enumerate(kinds):
+        section = {"finding": "findings", "limit": "limits", "grading": "grading"}[kind.group.value]
+        assert data["flagged"][section][kind.value] == [f"s{n:02d}"], kind
+        title = insight_page.WHOM_TITLES[section]
+        block = whom[whom.index(f"<h3>{title}</h3>") :]
+        block = block[: block.index("</ul>")]
+        assert f"<b>{kind.value}</b>: {kind.text} (1): s{n:02d}" in html.unescape(block), (kind, block)
+
+
+def test_a_refused_student_is_listed_first_with_no_score_and_names_and_late_flags_show(tmp_path):
+    """A student whose grading was refused (the record's isolation event) has no score: listed first, apart, and in
+    the student table as ``refused``, out of the totals, the histogram and the pass rates. Every student's name as
+    written (any script) and late flag reach the table, and names reach the lists of whom to look at."""
+    from autograder.verdict.events import EventKind, event
+
+    _write(
+        tmp_path,
+        {
+            "ann": {"lab05-visible-hash": _verdict("[x] no\n  hint:     use xxh64")},
+            "ZhangSan-1a2b": {"lab05-visible-hash": {"passed": True, "kind": "pass"}},
+        },
+        [],
+    )
+    write_record(
+        tmp_path / "events" / LAB / "bob.json",
+        {
+            "student": "bob",
+            "assignment": LAB,
+            "isolation": "rlimits",
+            "seconds": 0.5,
+            "events": [event("notebook", EventKind.ISOLATION, "grading kernels would run as root")],
+            "verdicts": {"lab05-visible-hash": {"passed": False, "kind": "error", "message": "GradingRefused"}},
+        },
+    )
+    collected = [
+        {"student": "ann", "name": "Ann Lee", "file": "x.ipynb", "repairs": [], "late": True},
+        {"student": "bob", "name": "bob", "file": "x.ipynb", "repairs": []},
+        {"student": "ZhangSan-1a2b", "name": "张三", "file": "x.ipynb", "repairs": [["file-name", "x"]], "late": False},
+    ]
+    (tmp_path / "reports" / LAB / "collected.json").write_text(json.dumps(collected))
+    data = insight.build(LAB, tmp_path, SOURCE)
+    assert data["refused"] == {"bob": "grading kernels would run as root"} and "bob" not in data["scores"]["totals"]
+    assert data["students"] == 3 and data["graded"] == 2 and all(c["students"] == 0 for c in data["cells"])
+    assert data["names"] == {"ann": "Ann Lee", "ZhangSan-1a2b": "张三"} and data["late"] == ["ann"]
+    assert all("bob" not in m["students"] for m in data["misconceptions"])
+    page = insight.page(data, {})
+    assert page.index("Not graded: grading was refused (1)") < page.index("students graded")
+    assert "<b>no score</b> (not 0)" in page and "grading kernels would run as root" in page
+    table = page[page.index("<h2>Every student</h2>") :]
+    rows = re.findall(r"<tr><td><a [^>]*>([^<]*)</a></td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>", table)
+    assert rows[0] == ("bob", "", "", "refused"), rows
+    assert ("ann", "Ann Lee", "late", "0") in rows and ("ZhangSan-1a2b", "张三", "", "0") in rows, rows
+    assert "ZhangSan-1a2b (张三)" in page[page.index("<h2>Whom to look at</h2>") :]  # under its repairs
+    assert live_markup(page) == []

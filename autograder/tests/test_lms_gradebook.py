@@ -152,7 +152,7 @@ def test_a_plain_folder_says_nothing_of_names_ids_or_lateness(tmp_path):
 
 
 def test_grades_csv_carries_real_names_and_late_flags(tmp_path):
-    """grades.csv: nbgrader's columns, then full_name, download_name, lms, lms_id and late; a full name with
+    """grades.csv: nbgrader's columns, then status, full_name, download_name, lms, lms_id and late; a full name with
     a comma stays one field; the Canvas slug is never a last name; the gradebook's own names (the
     instructor's) stay in first_name/last_name; a student without a submission scores 0."""
     root = _course(tmp_path / "course-root")
@@ -167,6 +167,7 @@ def test_grades_csv_carries_real_names_and_late_flags(tmp_path):
     with open(work / "reports" / "grades.csv", newline="") as handle:
         reader = csv.DictReader(handle)
         assert reader.fieldnames == lms_gradebook.NBGRADER_COLUMNS + [
+            "status",
             "full_name",
             "download_name",
             "lms",
@@ -338,3 +339,58 @@ def test_the_lms_files_refuse_bad_arguments(tmp_path):
     (work / "reports" / LAB / "collected.json").write_text("{not json")
     with pytest.raises(ValueError, match="is not JSON"):
         lms_gradebook.graded_students(work, LAB)
+
+
+def test_display_names_in_any_script_reach_both_lms_files_as_written(tmp_path):
+    """A Canvas name Canvas kept in its file name (张三) and a Moodle full name (李四, and 'Zoë Ng') are the names
+    the LMS files carry, written as UTF-8."""
+    entries = {
+        f"张三_LATE_12345_987001_{NOTEBOOK}": HONEST,
+        f"李四_4242_assignsubmission_file_/{NOTEBOOK}": HONEST,
+        **{k: v for k, v in MOODLE_ENTRIES.items() if k.startswith("Zoë")},
+    }
+    work = _collect(tmp_path, entries)
+    _score(work, {"12345": 6.0, "4242": 7.0, "5151": 8.0})
+    target, _ = lms_gradebook.write(work, LAB, "canvas", assignment_id="11")
+    with open(target, newline="", encoding="utf-8") as handle:
+        assert [r[:2] for r in csv.reader(handle)][1:] == [["张三", "12345"]]
+    target, _ = lms_gradebook.write(work, LAB, "moodle")
+    with open(target, newline="", encoding="utf-8") as handle:
+        assert sorted((r[0], r[1]) for r in list(csv.reader(handle))[1:]) == [
+            ("Participant 4242", "李四"),
+            ("Participant 5151", "Zoë Ng"),
+        ]
+
+
+def test_a_refused_student_is_left_out_of_the_lms_file_and_make_gradebook_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """Grading refused for one student (the record's isolation event; the gradebook holds the 0 refuse() wrote):
+    grades.csv says refused with no score, the LMS file leaves them out and names why, and make gradebook writes
+    the others but exits 1 saying who is missing."""
+    from autograder.course import layout
+    from autograder.verdict.events import EventKind, event, write_record
+
+    work = _collect(tmp_path, MOODLE_ENTRIES)
+    _score(work, {"4242": 0.0, "77": 9.0, "5151": 4.0})
+    write_record(
+        work / "events" / LAB / "4242.json",
+        {
+            "student": "4242",
+            "assignment": LAB,
+            "isolation": "rlimits",
+            "seconds": 0.3,
+            "events": [event("notebook", EventKind.ISOLATION, "no uid of its own")],
+            "verdicts": {},
+        },
+    )
+    lms_gradebook.write_grades_csv(work, work / "reports" / "grades.csv")
+    with open(work / "reports" / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    assert (rows["4242"]["status"], rows["4242"]["score"], rows["4242"]["raw_score"]) == ("refused", "", "")
+    assert (rows["77"]["status"], float(rows["77"]["score"])) == ("graded", 9.0)
+    monkeypatch.setattr(layout, "ROOT", work.parents[1])
+    assert lms_gradebook.main([LAB, "--lms", "moodle"]) == 1
+    err = capsys.readouterr().err
+    assert "4242: its grading was refused" in err and "no uid of its own" in err
+    assert "have no grade yet (their grading was refused: 4242)" in err
+    with open(work / "reports" / LAB / "moodle-grading-worksheet.csv", newline="", encoding="utf-8") as handle:
+        assert sorted(r[0] for r in list(csv.reader(handle))[1:]) == ["Participant 5151", "Participant 77"]

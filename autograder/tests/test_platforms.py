@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import nbformat
 import pytest
 
 import platform_harness
+from course_notebooks import answers
+from autograder.course.notebook import BEGIN
 from autograder.box import sandbox
 from autograder.proof import classroom, report
 from autograder.platforms import gradescope, prairielearn
@@ -122,6 +126,39 @@ def test_students_read_sentences_and_the_instructor_reads_the_codes_and_flags(tm
         assert all(line in out for line in INSTRUCTOR_LOG), (platform, out)
 
 
+def test_a_refused_grading_is_an_autograder_failure_never_a_zero(tmp_path, monkeypatch, capsys):
+    """Where the isolation check refuses to grade (nothing ran), neither platform records a score: Gradescope gets
+    no results.json and a non-zero exit (its "The autograder failed to execute correctly", which the instructor
+    reruns), PrairieLearn a submission that is not gradable (no score, no attempt used) telling the student so;
+    the job's stdout, the instructor's, says REFUSED and why."""
+    outcome = _outcome()
+    outcome.refused = "grading kernels would run as root; a student's code never runs as root"
+    for platform in (prairielearn, gradescope):
+        monkeypatch.setattr(platform, "grade_or_failure", lambda lab, folder: outcome)
+        target = tmp_path / platform.__name__ / "results.json"
+        target.parent.mkdir()
+        target.write_text('{"score": 0.0}')  # an earlier run's results never stand for this one
+        code = platform.main(
+            [
+                "run",
+                LAB,
+                "--" + ("student" if platform is prairielearn else "submission"),
+                str(tmp_path),
+                "--results",
+                str(target),
+            ]
+        )
+        out = capsys.readouterr().out
+        assert out.startswith(f"REFUSED: {LAB}: nothing was graded") and "never runs as root" in out, out
+        if platform is gradescope:
+            assert code == gradescope.REFUSED_EXIT and not target.exists()
+        else:
+            data = json.loads(target.read_text())
+            jsonschema.validate(data, SCHEMAS["prairielearn"])
+            assert code == 0 and data["gradable"] is False and "score" not in data, data
+            assert "nothing was graded" in data["format_errors"][0] and "never runs as root" not in json.dumps(data)
+
+
 def test_the_student_notes_are_read_from_the_feedbacks_grading_notes(tmp_path):
     """``student_notes`` gives the Grading notes cell's lines as the feedback renders them (markup undone)."""
     from autograder.verdict import plain_text
@@ -146,7 +183,8 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
     """setup.sh and run_autograder at the root, executable; the course under course/ with the lab's source and
     release notebooks, the package and the grading machinery, root's only (a kernel imports a copy of its
     edition); the source notebook without a line of its solutions; no tests, no work folder, no caches."""
-    target = gradescope.build_zip(LAB, tmp_path)
+    target = gradescope.build_zip(LAB, tmp_path / "dist" / "gradescope")
+    _only_its_owner_reads(tmp_path / "dist")
     with zipfile.ZipFile(target) as archive:
         infos = {i.filename: i for i in archive.infolist()}
     for script in ("setup.sh", "run_autograder"):
@@ -164,6 +202,7 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         "course/pyproject.toml",
         f"course/solutions/{LAB}/atomic_prefill.ipynb",
         f"course/course/{LAB}/atomic_prefill.ipynb",
+        f"course/course/zh_CN/{LAB}/atomic_prefill.ipynb",  # a Chinese upload is graded in Chinese
     ):
         assert must in names, must
     assert not any("/autograder/tests/" in n or "/autograder/work/" in n or "__pycache__" in n for n in names)
@@ -180,11 +219,26 @@ def test_the_gradescope_zip_is_laid_out_as_the_spec_asks(tmp_path):
         if len(line.strip()) > 12 and json.dumps(line.strip())[1:-1] not in release
     ]
     assert answers and not [line for line in answers if json.dumps(line)[1:-1] in shipped], "a solution line shipped"
-    assert "BEGIN HIDDEN TESTS" in shipped, "the hidden tests' text is what the grader needs"
+    assert BEGIN in shipped, "the hidden tests' text is what the grader needs"
+
+
+def _only_its_owner_reads(top: Path) -> None:
+    """Issue 47: what a builder writes holds the hidden tests: every folder 0700, every file 0600 (0700 to run),
+    and another account of the machine (``nobody``, where this runs as root) reads none of it."""
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [top, *top.rglob("*")]}
+    assert [p for p, m in modes.items() if p.is_dir() and m != 0o700] == []
+    assert [p for p, m in modes.items() if p.is_file() and m not in (0o600, 0o700)] == []
+    if os.geteuid() == 0:
+        files = [str(p) for p in modes if p.is_file()]
+        read = subprocess.run(["runuser", "-u", "nobody", "--", "cat", files[0]], capture_output=True, text=True)
+        assert read.returncode != 0 and "ermission denied" in read.stderr, read
 
 
 def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
-    folder = prairielearn.build_question(LAB, tmp_path)
+    folder = prairielearn.build_question(LAB, tmp_path / "dist" / "prairielearn")
+    _only_its_owner_reads(tmp_path / "dist")
+    solutions = folder / "tests" / "course" / "solutions" / LAB / "atomic_prefill.ipynb"
+    assert "BEGIN HIDDEN TESTS" in solutions.read_text() and stat.S_IMODE(solutions.stat().st_mode) == 0o600
     info = json.loads((folder / "info.json").read_text())
     assert info["gradingMethod"] == "External" and info["externalGradingOptions"]["enabled"] is True
     entry = info["externalGradingOptions"]["entrypoint"]
@@ -206,9 +260,17 @@ def _uploads(tmp_path: Path) -> dict:
     container tests use them too)."""
     solution = nbformat.writes(nbformat.read(REPO / "solutions" / LAB / "atomic_prefill.ipynb", as_version=4))
     release = nbformat.writes(nbformat.read(REPO / "course" / LAB / "atomic_prefill.ipynb", as_version=4))
+    chinese = nbformat.read(REPO / "course" / "zh_CN" / LAB / "atomic_prefill.ipynb", as_version=4)
+    for cell in chinese.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = answers(LAB)[cell.metadata["nbgrader"]["grade_id"]]
     folder = lambda label, files: platform_harness.write_upload(tmp_path / "uploads" / label, files)  # noqa: E731
     return {
         "the solution, renamed 'Copy of'": (folder("copy", {"Copy of atomic_prefill.ipynb": solution.encode()}), 10.0),
+        "the solution in Chinese (course/zh_CN/)": (
+            folder("chinese", {"atomic_prefill.ipynb": nbformat.writes(chinese).encode()}),
+            10.0,
+        ),
         "a broken JSON file": (folder("broken", {"atomic_prefill.ipynb": b'{"cells": [ oops'}), None),
         "two unrelated notebooks": (
             folder("two", {"notes.ipynb": release.encode(), "scratch.ipynb": release.encode()}),
@@ -219,7 +281,7 @@ def _uploads(tmp_path: Path) -> dict:
 
 def _secret_lines() -> list:
     info = classroom.load_lab(LAB, REPO / "solutions", REPO / "course")
-    return report.secret_lines(info) + ["BEGIN HIDDEN TESTS"]
+    return report.secret_lines(info) + [BEGIN.removeprefix("### ")]
 
 
 @pytest.mark.skipif(bool(platform_harness.mount_problem()), reason=platform_harness.mount_problem() or "ok")

@@ -17,6 +17,7 @@ from autograder.proof import classroom, report
 from autograder.tests import attacks
 from autograder.course.notebook import nbgrader
 from autograder.grade import submission
+from autograder.verdict import given_names
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
 
@@ -34,7 +35,7 @@ def _findings(lab: str, notebook: dict):
     for cell in view:
         if cell.kind == nbview.ANSWER and cell.tree is not None:
             todo |= {n.name for n in cell.tree.body if hasattr(n, "name") and hasattr(n, "body")}
-    return provenance.check_submission(view, provenance.lab_names(view, refs, todo))
+    return provenance.check_submission(view, given_names.lab_names(view, refs, todo))
 
 
 def _students(kinds):

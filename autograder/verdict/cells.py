@@ -30,23 +30,35 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from autograder.course.notebook import checks_modules
 from autograder.verdict import channel as ch
+from autograder.verdict.events import VerdictKind
 from autograder.verdict.notebook import Cell, Statement, free_names, given_statements, student_names
 from paged_kv.lab.feedback import CheckFailed
+from paged_kv.lab.i18n import _, speaking
 
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
 
 @dataclass
 class Verdict:
-    """What the trusted process decided for one graded cell."""
+    """What the trusted process decided for one graded cell; ``kind`` is a ``VerdictKind`` (its value is taken
+    too: ``"check"`` is ``VerdictKind.CHECK``; ValueError for a kind ``VerdictKind`` does not declare)."""
 
     grade_id: str
     passed: bool
-    kind: str = "pass"  # pass, check, todo, error, timeout, kernel, channel, exit, integrity
+    kind: VerdictKind = VerdictKind.PASS
     ename: str = ""
     lines: List[str] = field(default_factory=list)
     seconds: float = 0.0
     requests: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            self.kind = VerdictKind(self.kind)
+        except ValueError:
+            raise ValueError(
+                f"a verdict's kind is one of {', '.join(k.value for k in VerdictKind)}, got {self.kind!r}: "
+                "declare it in autograder.verdict.events.VerdictKind first"
+            ) from None
 
     @property
     def message(self) -> str:
@@ -231,12 +243,12 @@ def run_graded(cell: Cell, cells: Sequence[Cell], session: "ch.Session", rules: 
 def failed(grade_id: str, error: BaseException) -> Verdict:
     """The verdict (and the student's message) for an exception out of a graded cell."""
     if isinstance(error, CheckFailed):
-        return Verdict(grade_id, False, "check", "CheckFailed", _check_lines(error))
+        return Verdict(grade_id, False, VerdictKind.CHECK, "CheckFailed", _check_lines(error))
     if isinstance(error, ch.TimeLimit):
         return Verdict(
             grade_id,
             False,
-            "timeout",
+            VerdictKind.TIMEOUT,
             "TimeLimitExceeded",
             [
                 f"{_RED}{_BOLD}Time limit{_RESET} the tests of this cell ran out of time inside your code, so it scores 0.",
@@ -247,7 +259,7 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
         return Verdict(
             grade_id,
             False,
-            "kernel",
+            VerdictKind.KERNEL,
             "KernelDied",
             [
                 f"{_RED}{_BOLD}Kernel stopped{_RESET} {error}, so this cell scores 0.",
@@ -259,7 +271,7 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
         return Verdict(
             grade_id,
             False,
-            "exit",
+            VerdictKind.EXIT,
             "SystemExit",
             [
                 f"{_RED}{_BOLD}sys.exit(){_RESET} your code called sys.exit() (or exit()/quit()) while being tested, "
@@ -271,7 +283,7 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
         return Verdict(
             grade_id,
             False,
-            "channel",
+            VerdictKind.CHANNEL,
             "GradingChannelError",
             [
                 f"{_RED}{_BOLD}Grading failed{_RESET} {error}, so this cell scores 0.",
@@ -290,12 +302,12 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
         lines = [f"{_RED}{_BOLD}TODO not written yet{_RESET} {text[0]}", *("  " + t.strip() for t in text[1:])]
         if "run that cell" not in str(error):
             lines += ["  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line)."]
-        return Verdict(grade_id, False, "todo", "TodoNotWritten", lines)
+        return Verdict(grade_id, False, VerdictKind.TODO, "TodoNotWritten", lines)
     if isinstance(error, RecursionError):
         return Verdict(
             grade_id,
             False,
-            "error",
+            VerdictKind.ERROR,
             "RecursionError",
             [
                 f"{_RED}{_BOLD}RecursionError{_RESET} the tests hit Python's recursion limit",
@@ -312,9 +324,12 @@ def failed(grade_id: str, error: BaseException) -> Verdict:
         lines.append(
             "  hint:     the state after your code broke one of the course's invariants (the message says which)"
         )
-    return Verdict(grade_id, False, "error", name, lines)
+    return Verdict(grade_id, False, VerdictKind.ERROR, name, lines)
 
 
 def _check_lines(error: CheckFailed) -> List[str]:
+    """The failure's block (unwrapped), its header in the language the failure was made in, as its lines."""
     first, *rest = error._lines()
-    return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
+    with speaking(error.language):
+        header = _("Check failed")
+    return [f"{_RED}{_BOLD}{header}{_RESET} {first}", *rest]

@@ -1,9 +1,11 @@
 """What grading one notebook leaves for the instructor: its events and verdicts, one JSON file per student and lab.
 
-``HardenedExecute`` writes the *record* (``write_record``) at ``events_path(dir, lab, student)``; ``make grade``,
-the platforms' one upload, the insight report and the proof harness read it back (``read_record``). Both sides
-check it against ``RECORD_SCHEMA``, so a reader never guesses at a field. An event's and a verdict's kind is one
-of ``EventKind`` / ``VerdictKind`` (``str`` enums: the file holds their values).
+``HardenedExecute`` writes the *record* (``write_record``) at ``events_path(dir, lab, student)``; the result of one
+student's grading (``autograder.verdict.result``), which ``make grade``, the platforms' one upload, the insight
+report and the proof harness render, is built from it (``read_record``). Both sides check it against
+``RECORD_SCHEMA``, so a reader never guesses at a field. An event's and a verdict's kind is one of ``EventKind`` /
+``VerdictKind`` (``str`` enums: the file holds their values, and a kind prints as its value); every event kind
+belongs to one ``EventGroup`` (what the instructor's views list it under).
 """
 
 from __future__ import annotations
@@ -13,8 +15,28 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Dict
 
+from autograder.verdict.student_text import N_, for_student
 
-class EventKind(str, Enum):
+
+class _Kind(str, Enum):
+    """A ``str`` enum that prints as its value (``f"{kind}"`` is ``"timeout"``, as the record holds it)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class EventGroup(_Kind):
+    """Where the instructor's views (the terminal table, the insight report) list an event kind."""
+
+    FINDING = "finding"  # provenance and similarity: the code's, whom to look at
+    LIMIT = "limit"  # a limit of the box was hit: time, memory, output, the kernel, exit()
+    GRADING = "grading"  # what grading itself did: refused to grade, removed hidden-test text
+
+
+class EventKind(_Kind):
     """Something that happened while a cell ran or was judged (the *Grading notes* say it in ``text``)."""
 
     TIMEOUT = "timeout"
@@ -35,28 +57,56 @@ class EventKind(str, Enum):
     def text(self) -> str:
         return _TEXT[self]
 
+    @property
+    def group(self) -> EventGroup:
+        return _GROUP[self]
+
 
 _TEXT = {
-    EventKind.TIMEOUT: "stopped by the time limit",
-    EventKind.NOT_RUN: "not run (the notebook's grading time was spent)",
-    EventKind.KERNEL_DIED: "the kernel died",
-    EventKind.MEMORY: "hit the memory limit",
-    EventKind.OUTPUT_CUT: "too much output, cut",
-    EventKind.EXIT_CALLED: "called sys.exit()",
-    EventKind.INTEGRITY: "no points: code that is not the student's own",
-    EventKind.SIMILAR: "nearly the reference's code (review)",
-    EventKind.REACHED_STUB: "called an implementation the grading box leaves out (it earns nothing)",
-    EventKind.ISOLATION: "not graded: the grading box could not be trusted on this machine",
-    EventKind.SECRET_REMOVED: "text of the hidden tests removed from an output",
-    EventKind.NOT_TRITON: "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)",
-    EventKind.LAUNCH_NOT_BUILT: "a graded launch of this kernel does not compile for the GPU, though another does",
+    EventKind.TIMEOUT: N_("stopped by the time limit"),
+    EventKind.NOT_RUN: N_("not run (the notebook's grading time was spent)"),
+    EventKind.KERNEL_DIED: N_("the kernel died"),
+    EventKind.MEMORY: N_("hit the memory limit"),
+    EventKind.OUTPUT_CUT: N_("too much output, cut"),
+    EventKind.EXIT_CALLED: N_("called sys.exit()"),
+    EventKind.INTEGRITY: N_("no points: code that is not the student's own"),
+    EventKind.SIMILAR: N_("nearly the reference's code (review)"),
+    EventKind.REACHED_STUB: N_("called an implementation the grading box leaves out (it earns nothing)"),
+    EventKind.ISOLATION: N_("not graded: the grading box could not be trusted on this machine"),
+    EventKind.SECRET_REMOVED: N_("text of the hidden tests removed from an output"),
+    EventKind.NOT_TRITON: N_(
+        "a kernel that is not all Triton (the interpreter would run what the GPU build leaves out)"
+    ),
+    EventKind.LAUNCH_NOT_BUILT: N_("a graded launch of this kernel does not compile for the GPU, though another does"),
 }
+
+_GROUP = {
+    EventKind.TIMEOUT: EventGroup.LIMIT,
+    EventKind.NOT_RUN: EventGroup.LIMIT,
+    EventKind.KERNEL_DIED: EventGroup.LIMIT,
+    EventKind.MEMORY: EventGroup.LIMIT,
+    EventKind.OUTPUT_CUT: EventGroup.LIMIT,
+    EventKind.EXIT_CALLED: EventGroup.LIMIT,
+    EventKind.INTEGRITY: EventGroup.FINDING,
+    EventKind.SIMILAR: EventGroup.FINDING,
+    EventKind.REACHED_STUB: EventGroup.FINDING,
+    EventKind.NOT_TRITON: EventGroup.FINDING,
+    EventKind.LAUNCH_NOT_BUILT: EventGroup.FINDING,
+    EventKind.ISOLATION: EventGroup.GRADING,
+    EventKind.SECRET_REMOVED: EventGroup.GRADING,
+}
+
+
+def kinds_of(group: EventGroup) -> tuple:
+    """Every ``EventKind`` of ``group``, in declaration order."""
+    return tuple(kind for kind in EventKind if kind.group is group)
+
 
 #: Events the instructor reads but the student's *Grading notes* do not list one by one.
 NOT_LISTED_FOR_STUDENTS = (EventKind.INTEGRITY, EventKind.SIMILAR, EventKind.ISOLATION)
 
 
-class VerdictKind(str, Enum):
+class VerdictKind(_Kind):
     """How the trusted process decided a graded cell (``autograder.verdict.cells.Verdict.kind``)."""
 
     PASS = "pass"
@@ -97,6 +147,7 @@ RECORD_SCHEMA: Dict[str, Any] = {
     "properties": {
         "student": {"type": ["string", "null"]},
         "assignment": {"type": ["string", "null"]},
+        "language": {"type": "string"},  # the notebook's (autograder.course.languages): what its student read
         "isolation": {"type": ["string", "null"]},
         "seconds": {"type": "number"},
         "events": {"type": "array", "items": _EVENT},
@@ -114,13 +165,15 @@ def event(cell: str, kind: EventKind, detail: str = "", graded: bool = False) ->
     return {"cell": str(cell), "kind": kind.value, "detail": str(detail), "graded": bool(graded)}
 
 
-def describe(item: Dict[str, Any], detail: bool = True) -> str:
-    """An event as one line of the *Grading notes*: what happened, and its detail where it helps."""
+def describe(item: Dict[str, Any], detail: bool = True, language: str = "en") -> str:
+    """An event as one line of the *Grading notes*: what happened, and its detail where it helps, in ``language``
+    (a detail the catalog lacks as the grader wrote it)."""
     kind = item["kind"]
     known = kind in EventKind._value2member_map_
-    text = EventKind(kind).text if known else str(kind)
+    text = for_student(EventKind(kind).text, language) if known else str(kind)
     quiet = (EventKind.NOT_RUN.value, EventKind.INTEGRITY.value)
-    return text + (f" ({item['detail']})" if detail and item.get("detail") and kind not in quiet else "")
+    shown = detail and item.get("detail") and kind not in quiet
+    return text + (f" ({for_student(str(item['detail']), language)})" if shown else "")
 
 
 def events_path(events_dir, assignment: str, student: str) -> Path:

@@ -17,6 +17,7 @@ The compiler and the interpreter read a kernel differently (issue 35): the compi
 condition is not a tensor when it builds and never visits the other branch, the interpreter runs the text as
 Python. So every kernel's whole text must be Triton (``triton_text``), and the box builds each launch's own
 specialisation before it runs it (``compile_box``); the keys that built are kept per text, for the next notebook.
+A launch may run the text with its dots counted (``dot_probe``), to see which products the dots carry (issue 47).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from autograder.agent import wire
-from autograder.verdict import triton_text
+from autograder.verdict import dot_probe, triton_text
 from autograder.verdict.notebook import Cell, python_of
 from paged_kv.lab.feedback import CheckFailed
 
@@ -230,6 +231,7 @@ class KernelBuilder:
         self.stubs = stub_kernels(cells)
         self._start = start
         self._process: Optional[subprocess.Popen] = None
+        self._counted: Optional[tuple] = None  # the tile shapes the box's counted texts were made for
         self._results: Dict[str, Any] = {}
         # For the instructor's log (``autograder.grade.hardened``): {(kind, kernel name): detail}, once each.
         # not-triton: a kernel refused for a line that is not Triton; launch-not-built: a graded launch whose own
@@ -260,6 +262,7 @@ class KernelBuilder:
         if self._process is None:
             self._process = self._start()
             self._pipe = _ProcessPipe(self._process)
+            self._counted = None
             self._request({"op": "define", "sources": self.sources})
         wire.send_frame(self._pipe, request, buffers)
         reply, answer = wire.recv_frame(self._pipe, time.monotonic() + timeout)
@@ -269,15 +272,35 @@ class KernelBuilder:
             self._define_error = str(reply["error"])
         return reply, answer
 
-    def launch(self, name: str, launcher: str, case: Any, grid: Optional[Sequence[int]] = None, **params: int):
+    def launch(
+        self,
+        name: str,
+        launcher: str,
+        case: Any,
+        grid: Optional[Sequence[int]] = None,
+        *,
+        counted_dots: Optional[Sequence[Tuple[int, int, int]]] = None,
+        **params: int,
+    ):
         """``paged_kv.lab.kernel_lab.<launcher>`` of the submitted kernel ``name``, run in the compile box on
         ``case`` (rebuilt there from its recipe) with ``grid`` (checked plain ints): the output tensor, or the
-        launcher's ``CheckFailed`` / ``TodoNotWritten``."""
+        launcher's ``CheckFailed`` / ``TodoNotWritten``. With ``counted_dots`` (tile shapes ``(M, K, N)``), the
+        kernel launched is the text with its dots counted (``dot_probe``: each tensor-core dot of those tiles
+        halved); the launch's own specialisation is still built from the text as submitted."""
         from paged_kv.lab.feedback import TodoNotWritten
         from paged_kv.lab.kernel_lab import KernelFailed
 
         if name in self.refused:
             raise self._refusal(name)
+        if counted_dots is not None:
+            shapes = tuple(tuple(shape) for shape in counted_dots)
+            if self._counted != shapes:  # the box defines the counted texts once per set of tiles
+                reply = self._request(
+                    {"op": "define", "sources": dot_probe.counted_sources(self.sources, shapes), "counted": True}
+                )
+                if "error" in reply:
+                    raise CheckFailed(name, f"its dots could not be counted: {str(reply['error'])[:600]}")
+                self._counted = shapes
         path, args, kwargs = case._pkv_recipe
         buffers: List[bytes] = []
         seen = _LAUNCH_BUILT.get(self._text_key(name), set())
@@ -289,6 +312,7 @@ class KernelBuilder:
             "grid": None if grid is None else [int(g) for g in grid],
             "case": wire.encode((path, tuple(args), dict(kwargs)), buffers, _no_objects),
             "built": sorted(seen),
+            "counted": counted_dots is not None,
         }
         try:
             reply, answer = self._exchange(request, buffers, LAUNCH_TIMEOUT_S)
@@ -382,6 +406,7 @@ class KernelBuilder:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+            self._counted = None
 
 
 def _raise(error: BaseException):

@@ -5,7 +5,8 @@ The grader reads a submission against the lab's source notebook (``solutions/``,
 - a *graded* cell is run from the source's text for its ``grade_id`` (hidden tests included), never
   from the submission's;
 - a *given* cell is one whose text is a non-answer cell of the source (read-only code, pictures,
-  practice cells): trusted text;
+  practice cells), in any form students are handed it (``autograder.course.handed_out``: a translation's or a
+  class's setup cell): trusted text;
 - every other code cell is *student text*: the answer cells and the cells the student added.
 
 ``names_read``/``names_bound`` are the static facts the namespace builder and the provenance checks
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
+from autograder.course.handed_out import given_forms
 from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.course.notebook import cell_text, normalized
 
@@ -212,8 +214,8 @@ class LabSource:
                 lab.graded[meta["grade_id"]] = text
             elif meta.get("solution"):
                 lab.answer_ids.add(meta.get("grade_id", ""))
-            else:
-                lab.given_texts.add(normalized(text))
+            else:  # and the forms students are handed it in (a translation's or a class's setup cell)
+                lab.given_texts |= {normalized(form) for form in given_forms(text)}
         return lab
 
 

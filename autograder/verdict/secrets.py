@@ -4,7 +4,8 @@ The box cannot read the hidden tests or the graders (``autograder.box.trust`` ch
 kernel has no such text to send. As defence in depth, every message that reaches the feedback, a platform's
 results or the instructor's log passes ``scrub``: a line that carries one of the lab's **secret lines** is
 replaced by ``REMOVED``. The secret lines are the distinctive lines of the source notebook's hidden-test
-regions and the code lines of the grader modules those regions import; a line any student can see (elsewhere
+regions and the code lines of the grader modules those regions import (with the other modules of their lab's
+folder: ``grader_files``); a line any student can see (elsewhere
 in the notebook), a short one, a comment or an import, and the graders' message text (in quotes: the hints a
 failed check shows) are not secret.
 """
@@ -13,14 +14,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
-import inspect
 import json
 import re
 from pathlib import Path
 from typing import Iterable, Tuple
 
-from autograder.course.notebook import cell_text, checks_modules, hidden_regions, without_hidden
+from autograder.course.notebook import cell_text, checks_modules, grader_files, hidden_regions, without_hidden
 
 REMOVED = "[a line of the grader's hidden tests was removed here]"
 MIN_HIDDEN = 16  # characters: shorter hidden-test lines (``grader.x(M)``) are too common to be a secret
@@ -46,22 +45,30 @@ def _secret_lines(path: str, _mtime: float) -> Tuple[str, ...]:
         modules |= checks_modules(tree)
     for name in sorted(modules):
         try:
-            source = inspect.getsource(importlib.import_module(name))
+            sources = [path.read_text(encoding="utf-8") for path in grader_files(name)]
         except (ImportError, OSError, TypeError):
             continue
-        texts_at = _string_lines(source)
-        for number, line in enumerate(source.splitlines(), start=1):
-            code = line.strip()
-            if (
-                number not in texts_at
-                and len(code) >= MIN_GRADER
-                and '"' not in code
-                and "'" not in code
-                and not code.startswith(("#", "from ", "import "))
-                and code not in visible
-            ):
-                lines.add(code)
+        for source in sources:
+            lines |= _grader_lines(source, visible)
     return tuple(sorted(lines, key=len, reverse=True))
+
+
+def _grader_lines(source: str, visible: str) -> set:
+    """The secret lines of one grader module's ``source``: its code lines (not its message text) no student saw."""
+    texts_at = _string_lines(source)
+    lines = set()
+    for number, line in enumerate(source.splitlines(), start=1):
+        code = line.strip()
+        if (
+            number not in texts_at
+            and len(code) >= MIN_GRADER
+            and '"' not in code
+            and "'" not in code
+            and not code.startswith(("#", "from ", "import "))
+            and code not in visible
+        ):
+            lines.add(code)
+    return lines
 
 
 def _string_lines(source: str) -> set:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Iterable, List
 
+from paged_kv.cache.messages import N_
+
 
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """Return ``value`` as a Python int if it is an integer (not a bool) and ``>= minimum``."""
@@ -21,7 +23,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
         )
     value = int(value)
     if minimum is not None and value < minimum:
-        kind = "positive" if minimum == 1 else ("non-negative" if minimum == 0 else f">= {minimum}")
+        kind = N_("positive") if minimum == 1 else (N_("non-negative") if minimum == 0 else f">= {minimum}")
         raise ValueError(f"{name} must be a {kind} int, got {value}")
     return value
 

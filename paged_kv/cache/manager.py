@@ -21,6 +21,7 @@ from typing import Dict, List
 import torch
 
 from paged_kv.cache.checks import ceil_div, check_block_ids, check_instance, check_int, check_positive_int
+from paged_kv.cache.messages import N_
 
 
 class Request:
@@ -143,7 +144,7 @@ class KVCacheManager(KVCacheManagerBase):
         self._check_prefill(req)
         needed = self.blocks_needed(req.seq_len)
         if needed > len(self.free_blocks):
-            raise self._oom(req, needed, f"its {req.seq_len}-token prompt")
+            raise self._oom(req, needed, N_(f"its {req.seq_len}-token prompt"))
         allocated = self.free_blocks[:needed]
         del self.free_blocks[:needed]
         req.block_table.extend(allocated)
@@ -154,7 +155,7 @@ class KVCacheManager(KVCacheManagerBase):
         new_seq_len = req.seq_len + 1
         if self.blocks_needed(new_seq_len) > len(req.block_table):
             if not self.free_blocks:
-                raise self._oom(req, 1, f"the token at position {req.seq_len} (0-based), which starts a new block")
+                raise self._oom(req, 1, N_(f"the token at position {req.seq_len} (0-based), which starts a new block"))
             req.block_table.append(self.free_blocks.pop(0))
         req.seq_len = new_seq_len
 

@@ -5,7 +5,7 @@ long prompt is prefilled, every running request waits for its next token (the de
 token budget must hold the longest prompt. Here each sequence has ``num_computed_tokens`` racing
 ``num_tokens`` (``len(seq)``): a step schedules *some* of each sequence's missing tokens.
 
-The rules of ``ChunkedScheduler.schedule`` (the shape of vLLM V1's scheduler; ``docs/lab09-facts.md`` says
+The rules of ``ChunkedScheduler.schedule`` (the shape of vLLM V1's scheduler; ``solutions/09-chunked-prefill/facts.md`` says
 where vLLM and nano-vllm differ, checked at pinned commits):
 
 1. **Running first**, oldest admission first: each gets ``min(num_tokens - num_computed_tokens, budget
@@ -74,14 +74,13 @@ class ChunkedBlockManager(BlockManager):
             hits.append(block_id)
         return hits
 
-    def allocate_slots(self, seq: Sequence, num_new_tokens: int, num_cached_blocks: int = 0) -> bool:
-        """Give ``seq`` the blocks for ``num_new_tokens`` more tokens; True, or False with nothing changed.
+    def num_blocks_to_allocate(self, seq: Sequence, num_new_tokens: int, num_cached_blocks: int = 0) -> int:
+        """How many free blocks ``allocate_slots(seq, num_new_tokens, num_cached_blocks)`` would take (fresh blocks,
+        and hits on free-but-cached blocks); nothing changes. Raises as ``allocate_slots`` does on bad input."""
+        return sum(self._plan(seq, num_new_tokens, num_cached_blocks)[1:])
 
-        A sequence with no blocks first takes its ``num_cached_blocks`` prefix-cache hits (what
-        ``get_computed_blocks`` returned; ``num_computed_tokens`` becomes ``num_cached_blocks * block_size``);
-        then the table grows to hold ``num_computed_tokens + num_new_tokens`` tokens, and no more. A hit on
-        a free-but-cached block costs a free block, like a fresh one.
-        """
+    def _plan(self, seq: Sequence, num_new_tokens: int, num_cached_blocks: int) -> Tuple[List[int], int, int]:
+        """(the hits' block ids, fresh blocks, revived hits) of an allocation, checked; nothing changes."""
         self._check_seq(seq)
         num_new_tokens = check_int("num_new_tokens", num_new_tokens, minimum=1)
         num_cached_blocks = check_int("num_cached_blocks", num_cached_blocks, minimum=0)
@@ -98,11 +97,21 @@ class ChunkedBlockManager(BlockManager):
             raise ValueError(
                 f"sequence {seq.seq_id}: {computed} computed + {num_new_tokens} new tokens exceed its {len(seq)} tokens"
             )
-        admitted = not seq.block_table
-        hits = self._hits(seq, num_cached_blocks) if admitted else []
-        held = len(seq.block_table) + len(hits)
-        fresh = max(ceil_div(total, self.block_size) - held, 0)
+        hits = self._hits(seq, num_cached_blocks) if not seq.block_table else []
+        fresh = max(ceil_div(total, self.block_size) - len(seq.block_table) - len(hits), 0)
         revived = sum(1 for block_id in hits if block_id not in self.used_block_ids)
+        return hits, fresh, revived
+
+    def allocate_slots(self, seq: Sequence, num_new_tokens: int, num_cached_blocks: int = 0) -> bool:
+        """Give ``seq`` the blocks for ``num_new_tokens`` more tokens; True, or False with nothing changed.
+
+        A sequence with no blocks first takes its ``num_cached_blocks`` prefix-cache hits (what
+        ``get_computed_blocks`` returned; ``num_computed_tokens`` becomes ``num_cached_blocks * block_size``);
+        then the table grows to hold ``num_computed_tokens + num_new_tokens`` tokens, and no more. A hit on
+        a free-but-cached block costs a free block, like a fresh one.
+        """
+        admitted = not seq.block_table
+        hits, fresh, revived = self._plan(seq, num_new_tokens, num_cached_blocks)
         if fresh + revived > len(self.free_block_ids):
             return False
         for block_id in hits:
@@ -115,7 +124,7 @@ class ChunkedBlockManager(BlockManager):
                 self.used_block_ids.add(block_id)
             seq.block_table.append(block_id)
         if admitted:
-            seq.num_cached_tokens = computed
+            seq.num_cached_tokens = len(hits) * self.block_size
         for _ in range(fresh):
             seq.block_table.append(self._allocate_block())
         return True

@@ -7,9 +7,11 @@ One ``step()``:
    of each sequence's last position;
 3. for every scheduled sequence: ``hash_blocks`` registers the blocks this step filled, only now that
    their K/V exist (registering at allocation breaks once a scheduler chunks a prompt and admits another
-   request beside it, which could then hit a block that only a later chunk computes: the hazard raised in
-   nano-vllm#208); the computed tokens become cached, one token is sampled and
-   appended; a request with ``max_tokens`` outputs finishes and gives its blocks back.
+   request beside an unfinished chunk: that request could hit a block only a later chunk computes; lab 09's
+   ``EagerRegistrationBlockManager`` shows it. nano-vllm registered at allocation until f64d821 without that
+   hazard, as its scheduler never let a request join a step beside an unfinished chunk); the computed tokens
+   become cached, one token is sampled and appended; a request with ``max_tokens`` outputs finishes and gives
+   its blocks back.
 
 Requests arriving together are served with continuous batching: a finished request's blocks are
 handed to the next waiting one on the following step. ``step_log`` and each ``RequestState`` keep
@@ -209,6 +211,7 @@ class LLMEngine:
                 f"the scheduler returned {seqs!r} while {len(self.scheduler.waiting)} sequence(s) wait "
                 f"and {len(self.scheduler.running)} run: an empty step would loop forever"
             )
+        self._check_step_kind(seqs, is_prefill)
         preempted = [s for s in self.scheduler.waiting if id(s) in was_running]
         for seq in preempted:
             self._by_seq[seq.seq_id].num_preemptions += 1
@@ -269,6 +272,24 @@ class LLMEngine:
             )
         )
         return finished
+
+    @staticmethod
+    def _check_step_kind(seqs: List[Sequence], is_prefill: bool) -> None:
+        """The runner's decode path computes each sequence's one last token; anything else needs the prefill path."""
+        if not isinstance(is_prefill, bool):
+            raise TypeError(f"the scheduler returned is_prefill={is_prefill!r}; it must be a bool")
+        if is_prefill:
+            return
+        for seq in seqs:
+            count, cached = seq.num_scheduled_tokens, seq.num_cached_tokens
+            if count != 1 or cached + 1 != len(seq):
+                what = "a recomputation after preemption" if len(seq) > seq.num_prompt_tokens else "a prompt chunk"
+                raise ValueError(
+                    f"the scheduler returned is_prefill=False, but sequence {seq.seq_id} computes {count} token(s) "
+                    f"after {cached} of its {len(seq)} ({what}): is_prefill must be True when any scheduled "
+                    "sequence computes more than its one last token (a chunk, even of one token short of its end, "
+                    "or a recomputation); False only for a step of decodes"
+                )
 
     def _filled_slots(self) -> int:
         filled: Dict[int, int] = {}

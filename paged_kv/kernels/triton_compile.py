@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 import torch
 
+from paged_kv.cache.messages import N_
 from paged_kv.kernels.triton_mode import require_triton
 
 
@@ -329,3 +330,38 @@ def compile_error_message(error: BaseException) -> str:
         if lines:
             return lines[-1]
     return type(error).__name__
+
+
+CAST_REFUSED = N_(
+    "a float converted to an integer type is NaN or outside that type's range: Triton's interpreter gives "
+    "-2147483648 there and a GPU build something else (LLVM's fptosi leaves it undefined: poison), so the two "
+    "could take different branches; convert only values the integer type can hold"
+)
+
+
+def refuse_undefined_casts() -> None:
+    """Make Triton's interpreter (in this process) raise ``ValueError(CAST_REFUSED)`` on a float-to-integer
+    conversion of NaN or of a value outside the integer type's range, where it would give its own answer
+    (numpy's: -2147483648 for int32) and a GPU build another. Idempotent."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    for method in ("create_fp_to_si", "create_fp_to_ui"):
+        original = getattr(builder, method)
+        if getattr(original, "_paged_kv_checked", False):
+            continue
+
+        def checked(src, dst_type, _original=original):
+            target = np.dtype(interpreter._get_np_dtype(dst_type))
+            if np.issubdtype(target, np.integer):
+                data = np.asarray(src.data, dtype=np.float64)
+                info = np.iinfo(target)
+                # trunc(x) lies in [min, max] when min - 1 < x < max + 1 (at 64 bits float64 rounds the bounds: a
+                # value at the very edge is refused with the rest)
+                if np.isnan(data).any() or (data <= float(info.min) - 1).any() or (data >= float(info.max) + 1).any():
+                    raise ValueError(CAST_REFUSED)
+            return _original(src, dst_type)
+
+        checked._paged_kv_checked = True
+        setattr(builder, method, checked)

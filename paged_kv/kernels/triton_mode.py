@@ -24,6 +24,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from paged_kv.cache.messages import N_
+
 MIN_CAPABILITY = (8, 0)
 _OVERRIDE = "PAGED_KV_TRITON"
 
@@ -40,10 +42,10 @@ class TritonMode:
 
     @property
     def name(self) -> str:
-        return "native GPU" if self.native else "interpreter (CPU)"
+        return N_("native GPU") if self.native else N_("interpreter (CPU)")
 
     def describe(self) -> str:
-        return f"Triton mode: {self.name}. {self.reason}"
+        return N_(f"Triton mode: {self.name}. {self.reason}")
 
 
 _MODE: Optional[TritonMode] = None
@@ -67,30 +69,38 @@ def decide(
         if capability is None:
             raise RuntimeError(f"{_OVERRIDE}=native but torch sees no CUDA GPU; unset it to use the interpreter")
         return TritonMode(
-            True, "cuda", f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})", capability
+            True,
+            "cuda",
+            N_(f"forced by {_OVERRIDE}=native on {gpu_name} (sm_{capability[0]}{capability[1]})"),
+            capability,
         )
     if override == "interpret":
-        return TritonMode(False, "cpu", f"forced by {_OVERRIDE}=interpret: kernels run on the CPU, slowly", capability)
+        reason = N_(f"forced by {_OVERRIDE}=interpret: kernels run on the CPU, slowly")
+        return TritonMode(False, "cpu", reason, capability)
     if interpret_env not in (None, "", "0", "false", "False"):
-        return TritonMode(False, "cpu", "TRITON_INTERPRET=1 was already set: kernels run on the CPU", capability)
+        return TritonMode(False, "cpu", N_("TRITON_INTERPRET=1 was already set: kernels run on the CPU"), capability)
     if capability is None:
         return TritonMode(
             False,
             "cpu",
-            "no CUDA GPU: kernels run in Triton's interpreter on the CPU "
-            "(same code, numpy underneath; correct but slow, so sizes stay small)",
+            N_(
+                "no CUDA GPU: kernels run in Triton's interpreter on the CPU "
+                "(same code, numpy underneath; correct but slow, so sizes stay small)"
+            ),
         )
     sm = f"sm_{capability[0]}{capability[1]}"
     if tuple(capability) < MIN_CAPABILITY:
         return TritonMode(
             False,
             "cpu",
-            f"{gpu_name or 'this GPU'} is {sm}; Triton 3.3+ supports compute capability "
-            "8.0+ only (a T4 is 7.5), so kernels run in the interpreter on the CPU. "
-            "For native speed choose an L4, A100 or H100 runtime.",
+            N_(
+                f"{gpu_name or 'this GPU'} is {sm}; Triton 3.3+ supports compute capability "
+                "8.0+ only (a T4 is 7.5), so kernels run in the interpreter on the CPU. "
+                "For native speed choose an L4, A100 or H100 runtime."
+            ),
             capability,
         )
-    return TritonMode(True, "cuda", f"{gpu_name} ({sm}): kernels are compiled for the GPU", capability)
+    return TritonMode(True, "cuda", N_(f"{gpu_name} ({sm}): kernels are compiled for the GPU"), capability)
 
 
 def configure() -> TritonMode:
@@ -104,7 +114,7 @@ def configure() -> TritonMode:
     problem = None if mode.native else interpreter_problem(_installed_version("triton"), _installed_version("numpy"))
     if problem:
         warnings.warn(problem, RuntimeWarning, stacklevel=2)
-        mode = TritonMode(mode.native, mode.device, f"{mode.reason} WARNING: {problem}", mode.capability)
+        mode = TritonMode(mode.native, mode.device, N_(f"{mode.reason} WARNING: {problem}"), mode.capability)
     if not mode.native:
         os.environ["TRITON_INTERPRET"] = "1"
         if triton_available():
@@ -127,7 +137,7 @@ def interpreter_problem(triton_version: Optional[str], numpy_version: Optional[s
     if not triton_version or not numpy_version:
         return None
     if _version_tuple(triton_version) < (3, 7) and _version_tuple(numpy_version) >= (2, 4):
-        return (
+        return N_(
             f"Triton {triton_version}'s interpreter fails with numpy {numpy_version} (triton-lang/triton#9171): "
             "`pip install 'numpy<2.4'` or `pip install 'triton>=3.7'`."
         )

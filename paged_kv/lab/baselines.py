@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from paged_kv.cache.checks import check_positive_int
 from paged_kv.cache.todo import TodoNotWritten, is_stub
+from paged_kv.lab.i18n import N_, _
 
 Workload = Sequence[Tuple[int, int]]
 ReservationPolicy = Callable[[int, int, int], int]
@@ -38,7 +39,12 @@ PAPER_FIGURE2: Dict[str, Tuple[float, ...]] = {
     "Orca (Oracle)": (38.2, 25.2, 0.0, 36.6),
     "vLLM": (96.3,),
 }
-CATEGORIES = ("token states", "reservation", "internal fragmentation", "external fragmentation & others")
+CATEGORIES = (
+    N_("token states"),
+    N_("reservation"),
+    N_("internal fragmentation"),
+    N_("external fragmentation & others"),
+)
 
 
 def reserve_max(prompt_len: int, output_len: int, max_len: int) -> int:
@@ -301,10 +307,12 @@ def serve_paged(
 
     if decode_step is None and is_stub(decode_step_with_preemption):
         error = TodoNotWritten(
-            "decode_step_with_preemption is lab 03's stretch (preemption by recompute): this graded edition of the "
-            "course package leaves it out, so paging needs your own: pass it as decode_step"
+            _(
+                "decode_step_with_preemption is lab 03's stretch (preemption by recompute): this graded edition of "
+                "the course package leaves it out, so paging needs your own: pass it as decode_step"
+            )
         )
-        error.note = (  # what show_when_ready prints instead of its usual "Finish ..." line
+        error.note = N_(  # what show_when_ready prints (translated) instead of its usual "Finish ..." line
             "This graded handout leaves out the course's preemption step (the stretch's answer), which the "
             "comparison needs. Once allocate_for_decode passes its tests, write decode_step_with_preemption "
             "(the stretch, section 7), run its cell, then run paper_comparison(decode_step_with_preemption) "
@@ -337,9 +345,12 @@ def serve_paged(
                 if "OOM" not in str(error):
                     raise
                 if not running:
+                    rid = req.request_id
                     raise RuntimeError(
-                        f"the prefill of request {req.request_id} failed on an empty pool of {num_blocks} "
-                        "blocks: check allocate_for_prefill and release_request"
+                        _(
+                            f"the prefill of request {rid} failed on an empty pool of {num_blocks} "
+                            "blocks: check allocate_for_prefill and release_request"
+                        )
                     )
                 break
             waiting.pop(0)
@@ -352,14 +363,20 @@ def serve_paged(
         preemptions += len(step(manager, running, waiting))
         for req in running:  # those the step kept: each grew by one token
             if req.seq_len != before.get(req.request_id, -1) + 1:
+                rid, old, new = req.request_id, before.get(req.request_id), req.seq_len
                 raise RuntimeError(
-                    f"allocate_for_decode took request {req.request_id} from seq_len {before.get(req.request_id)} "
-                    f"to {req.seq_len}; one decode step adds exactly one token"
+                    _(
+                        f"allocate_for_decode took request {rid} from seq_len {old} to {new}; one decode step adds "
+                        "exactly one token"
+                    )
                 )
         if not running:  # the oldest request always gets a block once the others are preempted
+            iteration = meter.iterations
             raise RuntimeError(
-                f"no request could decode at iteration {meter.iterations}, even alone in the pool: "
-                "check that allocate_for_decode takes a block only when a token starts one"
+                _(
+                    f"no request could decode at iteration {iteration}, even alone in the pool: "
+                    "check that allocate_for_decode takes a block only when a token starts one"
+                )
             )
         for req in [req for req in running if req.seq_len == sum(pairs[req.request_id])]:
             manager.release_request(req)

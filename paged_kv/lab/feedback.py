@@ -5,18 +5,21 @@ The comparisons never trust the student's objects: a value is accepted only when
 Python values (``int``, ``float``, ``str``, ``bool``, ``None``, ``list``, ``tuple``, ``dict``) or exact
 ``torch.Tensor`` objects, of exactly the expected types, so a subclass with a doctored ``__eq__`` or an
 object that says it equals everything cannot pass.
+
+Every text it shows is in the notebook's language (``paged_kv.lab.i18n``): its own wording, and the case, problem
+and hint a check is given (a code cell's English text, translated where the catalogs know it).
 """
 
 from __future__ import annotations
 
 import reprlib
-import textwrap
 from typing import Any, Callable, List, Optional
 
 from paged_kv.cache.todo import TodoNotWritten  # noqa: F401 (the labs import it from here)
+from paged_kv.lab.i18n import SOURCE, _, language, speaking
+from paged_kv.lab.message_layout import field, wrap
 
 _MISSING = object()
-HINT_WIDTH = 100  # characters per line of a rendered hint
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 _repr = reprlib.Repr()
 _repr.maxstring, _repr.maxother, _repr.maxlist, _repr.maxdict, _repr.maxlevel = 120, 120, 12, 8, 4
@@ -34,36 +37,36 @@ class CheckFailed(AssertionError):
     """A failed check: ``[case] problem`` then ``expected``/``got``/``hint`` lines.
 
     In Jupyter, Colab and nbgrader feedback it shows as that block alone (IPython's
-    ``_render_traceback_``), not as a traceback through this module.
+    ``_render_traceback_``), not as a traceback through this module. ``case``, ``problem`` and ``hint`` are
+    shown in the notebook's language (translated here where a catalog knows them).
     """
 
     def __init__(self, case: str, problem: str, *, expected: Any = _MISSING, got: Any = _MISSING, hint: str = ""):
-        self.case, self.problem, self.hint = str(case), str(problem), str(hint)
+        self.case, self.problem, self.hint = _(str(case)), _(str(problem)), _(str(hint))
         self.expected, self.got = expected, got
+        self.language = language()  # the block is shown in the language it was made in
         super().__init__(self._text())
 
     def _lines(self) -> List[str]:
-        lines = [f"[{self.case}] {self.problem}"]
-        if self.expected is not _MISSING:
-            lines.append(f"  expected: {short_repr(self.expected)}")
-        if self.got is not _MISSING:
-            lines.append(f"  got:      {short_repr(self.got)}")
-        if self.hint:
-            lines.append(f"  hint:     {self.hint}")
-        return lines
+        with speaking(self.language):
+            lines = [f"[{self.case}] {self.problem}"]
+            if self.expected is not _MISSING:
+                lines.append(field("expected:", short_repr(self.expected)))
+            if self.got is not _MISSING:
+                lines.append(field("got:", short_repr(self.got)))
+            if self.hint:
+                lines.append(field("hint:", self.hint))
+            return lines
 
     def _text(self) -> str:
         return "\n".join(self._lines())
 
     def _render_traceback_(self) -> List[str]:
         first, *rest = self._lines()
-        if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
-            rest[-1] = "\n".join(
-                textwrap.wrap(
-                    rest[-1], HINT_WIDTH, subsequent_indent=" " * 12, break_long_words=False, break_on_hyphens=False
-                )
-            )
-        return [f"{_RED}{_BOLD}Check failed{_RESET} {first}", *rest]
+        with speaking(self.language):
+            if self.hint:  # a long hint wraps between words (a notebook's output would break inside an identifier)
+                rest[-1] = wrap(rest[-1])
+            return [f"{_RED}{_BOLD}{_('Check failed')}{_RESET} {first}", *rest]
 
 
 def materialize(value: Any) -> Any:
@@ -117,6 +120,14 @@ def _rebuild(value: Any, plain: dict, depth: int = 0) -> Any:
     return value
 
 
+def say(message: str) -> None:
+    """Print ``message`` (a code cell's English: ``"Visible tests passed."``, an f-string) in the notebook's
+    language: what a cell tells its student, where ``print`` would show the English in every language."""
+    if not isinstance(message, str):
+        raise TypeError(f"say() prints a text: give it a str, not {type(message).__name__}")
+    print(_(message))
+
+
 def expect(condition: bool, case: str, problem: str, hint: str = "") -> None:
     """Raise :class:`CheckFailed` with ``problem`` unless ``condition`` is exactly ``True``."""
     condition = materialize(condition)
@@ -129,6 +140,9 @@ _SCALARS = (bool, int, float, str, bytes, type(None))
 
 
 def _a(type_name: str) -> str:
+    """``a list``, ``an int`` (in English: Chinese has no article)."""
+    if language() != SOURCE:
+        return type_name
     return ("an " if type_name[:1].lower() in "aeiou" else "a ") + type_name
 
 
@@ -138,18 +152,20 @@ def _kind(value: Any) -> str:
         return "None"
     base = next((b for b in (bool, int, float, str, list, tuple, dict) if isinstance(value, b)), None)
     if base is not None and cls is not base:
-        return f"{_a(cls.__name__)} (a subclass of {base.__name__})"
+        name, base_name = _a(cls.__name__), base.__name__
+        return _(f"{name} (a subclass of {base_name})")
     return _a(cls.__name__)
 
 
 def _type_hint(got: Any, expected: Any) -> str:
     if type(expected) is int and type(got) is float:
-        return (
+        return _(
             "use integer arithmetic: // instead of /, or int(...) only where the value is exact; "
             "sizes and counts are whole numbers"
         )
     if type(got) is not type(expected) and isinstance(got, type(expected)):
-        return f"return a plain {type(expected).__name__}, not a subclass"
+        name = type(expected).__name__
+        return _(f"return a plain {name}, not a subclass")
     return ""
 
 
@@ -158,14 +174,16 @@ def _difference(got: Any, expected: Any, path: str) -> Optional[tuple]:
     import torch
 
     if type(got) is not type(expected):
-        return path, f"expected {_kind(expected)}, got {_kind(got)}", _type_hint(got, expected)
+        wanted, found = _kind(expected), _kind(got)
+        return path, _(f"expected {wanted}, got {found}"), _type_hint(got, expected)
     if type(expected) in _SCALARS:
         if got != expected:  # both are exactly the same builtin type here: this == is the builtin's
-            return path, "wrong value", ""
+            return path, _("wrong value"), ""
         return None
     if type(expected) in (list, tuple):
         if len(got) != len(expected):
-            return path, f"expected length {len(expected)}, got length {len(got)}", ""
+            wanted, found = len(expected), len(got)
+            return path, _(f"expected length {wanted}, got length {found}"), ""
         for i, (g, e) in enumerate(zip(got, expected)):
             diff = _difference(g, e, f"{path}[{i}]")
             if diff:
@@ -174,11 +192,12 @@ def _difference(got: Any, expected: Any, path: str) -> Optional[tuple]:
     if type(expected) is dict:
         for key in got:
             if type(key) not in _SCALARS:
-                return path, f"a dict key is {_kind(key)}", "use plain str or int keys"
+                kind = _kind(key)
+                return path, _(f"a dict key is {kind}"), _("use plain str or int keys")
         missing = [k for k in expected if k not in got]
         extra = [k for k in got if k not in expected]
         if missing or extra:
-            return path, f"keys differ: missing {missing}, unexpected {extra}", ""
+            return path, _(f"keys differ: missing {missing}, unexpected {extra}"), ""
         for key in expected:
             diff = _difference(got[key], expected[key], f"{path}[{key!r}]")
             if diff:
@@ -186,11 +205,13 @@ def _difference(got: Any, expected: Any, path: str) -> Optional[tuple]:
         return None
     if type(expected) is torch.Tensor:
         if got.dtype != expected.dtype:
-            return path, f"expected dtype {expected.dtype}, got {got.dtype}", ""
+            wanted, found = expected.dtype, got.dtype
+            return path, _(f"expected dtype {wanted}, got {found}"), ""
         if tuple(got.shape) != tuple(expected.shape):
-            return path, f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}", ""
+            wanted, found = tuple(expected.shape), tuple(got.shape)
+            return path, _(f"expected shape {wanted}, got {found}"), ""
         if not torch.equal(got.detach().cpu(), expected.detach().cpu()):
-            return path, "tensor values differ", ""
+            return path, _("tensor values differ"), ""
         return None
     raise TypeError(f"expect_equal cannot compare values of type {type(expected).__name__}")
 
@@ -202,10 +223,10 @@ def expect_equal(case: str, got: Any, expected: Any, hint: str = "") -> None:
     if diff is None:
         return
     path, problem, type_hint = diff
-    where = f" at result{path}" if path else ""
-    raise CheckFailed(
-        case, f"{problem}{where}", expected=expected, got=got, hint="; ".join(h for h in (type_hint, hint) if h)
-    )
+    if path:
+        problem = _(f"{problem} at result{path}")
+    hint = _("; ").join(h for h in (type_hint, _(hint)) if h)
+    raise CheckFailed(case, problem, expected=expected, got=got, hint=hint)
 
 
 def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str = "", match: str = "") -> BaseException:
@@ -219,13 +240,16 @@ def expect_raises(case: str, error: type, func: Callable, *args: Any, hint: str 
         raise
     except error as caught:
         if match and match not in str(caught):
+            name = error.__name__
             raise CheckFailed(
-                case, f"the {error.__name__} message should contain {match!r}", got=str(caught), hint=hint
+                case, _(f"the {name} message should contain {match!r}"), got=str(caught), hint=hint
             ) from None
         return caught
     except Exception as other:
-        raise CheckFailed(case, f"expected {error.__name__}, got {type(other).__name__}: {other}", hint=hint) from None
-    raise CheckFailed(case, f"expected {error.__name__}, but nothing was raised", hint=hint)
+        name, raised = error.__name__, type(other).__name__
+        raise CheckFailed(case, _(f"expected {name}, got {raised}: {other}"), hint=hint) from None
+    name = error.__name__
+    raise CheckFailed(case, _(f"expected {name}, but nothing was raised"), hint=hint)
 
 
 def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
@@ -238,18 +262,20 @@ def attempt(case: str, func: Callable, *args: Any, hint: str = "") -> Any:
     except (NotImplementedError, CheckFailed):
         raise
     except AssertionError as error:
-        raise CheckFailed(case, f"an assertion failed: {error}", hint=hint) from None
+        raise CheckFailed(case, _(f"an assertion failed: {error}"), hint=hint) from None
     except Exception as error:
-        elsewhere = _raised_in_other_code(error, func)
+        elsewhere, name = _raised_in_other_code(error, func), type(error).__name__
         if elsewhere:  # an earlier part's method crashed under this test: the fix is there, not here
             raise CheckFailed(
                 case,
-                f"raised {type(error).__name__} in {elsewhere}: {error}",
-                hint=f"the error is in {elsewhere}, not in what this test checks: fix {elsewhere} "
-                "(its own tests say more), run its cell and the later parts' cells again, then "
-                "this one",
+                _(f"raised {name} in {elsewhere}: {error}"),
+                hint=_(
+                    f"the error is in {elsewhere}, not in what this test checks: fix {elsewhere} "
+                    "(its own tests say more), run its cell and the later parts' cells again, then "
+                    "this one"
+                ),
             ) from None
-        raise CheckFailed(case, f"raised {type(error).__name__}: {error}", hint=hint) from None
+        raise CheckFailed(case, _(f"raised {name}: {error}"), hint=hint) from None
 
 
 def _raised_in_other_code(error: BaseException, func: Callable) -> str:
@@ -290,15 +316,20 @@ def practice(check: Callable, *args: Any, todo: str = "") -> None:
     try:
         check(*args)
     except NotImplementedError as error:
-        print(_finish_note(todo, "try this exercise") if todo else f"Not yet: {type(error).__name__}: {error}")
+        print(_finish_note(todo, exercise=True) if todo else _not_yet(f"{type(error).__name__}: {_(str(error))}"))
         return
     except CheckFailed as failed:
-        print("Not yet: " + "\n".join(failed._lines()))
+        print(_not_yet("\n".join(failed._lines())))
         return
     except Exception as error:  # a crash in the buggy code is the bug showing, not a broken cell
-        print(f"Not yet: {type(error).__name__}: {error}")
+        print(_not_yet(f"{type(error).__name__}: {_(str(error))}"))
         return
-    print(f"{getattr(check, '__name__', 'check')}: passed")
+    name = getattr(check, "__name__", "check")
+    print(_(f"{name}: passed"))
+
+
+def _not_yet(what: str) -> str:
+    return _("Not yet: ") + what
 
 
 def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
@@ -312,7 +343,8 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
     try:
         return make()
     except NotImplementedError as error:
-        print(getattr(error, "note", None) or _finish_note(todo, "see what you built"))
+        note = getattr(error, "note", None)
+        print(_(note) if note else _finish_note(todo))
         return None
     except CheckFailed:
         raise
@@ -327,12 +359,18 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         raise
     except Exception as error:
         tb = _innermost(error.__traceback__)
-        where = f"{tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}" if tb is not None else "?"
+        where = _where(tb) if tb is not None else "?"
+        todo = _(todo)
         lines = [
-            f"{_RED}{_BOLD}Error in what you built{_RESET} {type(error).__name__}: {error}",
-            f"  where:    {where}",
-            f"  hint:     this cell runs {todo} on cases the visible tests may not cover: "
-            "fix it, run its cell, then run this cell again",
+            f"{_RED}{_BOLD}{_('Error in what you built')}{_RESET} {type(error).__name__}: {_(str(error))}",
+            field("where:", where),
+            field(
+                "hint:",
+                _(
+                    f"this cell runs {todo} on cases the visible tests may not cover: "
+                    "fix it, run its cell, then run this cell again"
+                ),
+            ),
         ]
         try:
             error._render_traceback_ = lambda: lines
@@ -341,9 +379,19 @@ def show_when_ready(make: Callable[[], Any], todo: str = "the TODO above"):
         raise
 
 
-def _finish_note(todo: str, then: str) -> str:
-    """What a cell built on an unwritten TODO prints instead of running: finish ``todo``, then ``then``."""
-    return f"Finish {todo}, run its cell again, then run this cell to {then}."
+def _finish_note(todo: str, exercise: bool = False) -> str:
+    """What a cell built on an unwritten TODO prints instead of running: finish ``todo``, then run this cell to
+    see what you built (or, for a practice cell, to try the exercise)."""
+    todo = _(todo)
+    if exercise:
+        return _(f"Finish {todo}, run its cell again, then run this cell to try this exercise.")
+    return _(f"Finish {todo}, run its cell again, then run this cell to see what you built.")
+
+
+def _where(tb) -> str:
+    """``function, line N`` of a traceback entry."""
+    name, line = tb.tb_frame.f_code.co_name, tb.tb_lineno
+    return _(f"{name}, line {line}")
 
 
 # -- notebook display ------------------------------------------------------------------------------
@@ -363,18 +411,22 @@ def _in_package(frame) -> bool:
 
 
 def _todo_block(value, tb) -> List[str]:
+    header = f"{_RED}{_BOLD}{_('TODO not written yet')}{_RESET}"
+    if isinstance(value, TodoNotWritten):  # its own block, its message in the notebook's language
+        first, *rest = _(str(value)).splitlines() or [""]
+        return [f"{header} {first}", *rest]
     if hasattr(value, "_render_traceback_"):
         return value._render_traceback_()
     tb = _innermost(tb)
-    todo = "  Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),"
-    again = "  run that cell, then run this cell again."
+    todo = "  " + _("Write your code in its TODO cell (replacing the `raise NotImplementedError()` line),")
+    again = "  " + _("run that cell, then run this cell again.")
     if tb is not None and _in_package(tb.tb_frame) and str(value):
         # raised by a course helper on the student's behalf: its message names the student's TODO
-        return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {value}", todo, again]
+        return [f"{header} {_(str(value))}", todo, again]
     name = tb.tb_frame.f_code.co_name if tb is not None else "?"
-    name = "this cell" if name == "<module>" else name
+    name = _("this cell") if name == "<module>" else name
     detail = f" ({value})" if str(value) else ""
-    return [f"{_RED}{_BOLD}TODO not written yet{_RESET} {name} still raises NotImplementedError{detail}.", todo, again]
+    return [f"{header} " + _(f"{name} still raises NotImplementedError{detail}."), todo, again]
 
 
 # -- a name a cell of the notebook defines, not run yet ----------------------------------------------
@@ -404,8 +456,8 @@ def _bound_names(statements) -> set:
                 for n in ast.walk(item.optional_vars)
                 if isinstance(n, ast.Name)
             }
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            names |= _bound_names(getattr(node, field, []) or [])
+        for part in ("body", "orelse", "finalbody", "handlers"):
+            names |= _bound_names(getattr(node, part, []) or [])
     return names
 
 
@@ -460,22 +512,23 @@ def missing_name_lines(error: NameError) -> Optional[List[str]]:
         return None
     tb = _innermost(error.__traceback__)
     in_cell = tb is None or tb.tb_frame.f_code.co_name == "<module>"
-    where = [] if in_cell else [f"  where:    {tb.tb_frame.f_code.co_name}, line {tb.tb_lineno}"]
-    run_above = "  Run the cells above this one (Run > Run All Above Selected Cell), then this cell again."
-    why = "  (If you used Run All: it stops at the first test that fails, and the cells below it do not run.)"
+    where = [] if in_cell else [field("where:", _where(tb))]
+    run_above = "  " + _("Run the cells above this one (Run > Run All Above Selected Cell), then this cell again.")
+    why = "  " + _("(If you used Run All: it stops at the first test that fails, and the cells below it do not run.)")
     defined = _names_defined_in_notebook()
     if defined is None:
         if not in_cell:
             return None
         return [
-            f"{_RED}{_BOLD}Not defined{_RESET} name '{name}' is not defined. If a cell above this one "
-            "defines it, that cell has not run yet:",
+            f"{_RED}{_BOLD}{_('Not defined')}{_RESET} "
+            + _(f"name '{name}' is not defined. If a cell above this one defines it, that cell has not run yet:"),
             run_above,
             why,
         ]
     if name in defined:
         return [
-            f"{_RED}{_BOLD}Not run yet{_RESET} '{name}' is defined by a cell of this notebook that has not run yet.",
+            f"{_RED}{_BOLD}{_('Not run yet')}{_RESET} "
+            + _(f"'{name}' is defined by a cell of this notebook that has not run yet."),
             *where,
             run_above,
             why,

@@ -16,6 +16,7 @@ from paged_kv.cache.checks import check_instance, check_int, check_positive_int
 from paged_kv.cache.prefix_cache import BlockManagerBase, Sequence
 from paged_kv.cache.steps import compute
 from paged_kv.lab.feedback import CheckFailed, materialize
+from paged_kv.lab.i18n import _
 
 if TYPE_CHECKING:  # annotations only: the lab's other helpers run in boxes that never import torch
     import torch
@@ -166,15 +167,16 @@ def expect_reference_beams(
     reference's recorded ones, or if its final beams (``(tokens, score)``, best first) differ."""
     want = recorded_beam_search(prompt_ids, width, max_tokens, block_size)
     got = [[tuple(c) for c in step] for step in materialize(choices)]
-    hint = (
+    hint = _(
         "the search scored each beam with the logits of another sequence than the one it expected: new beam "
         "i must be the one choices[i] names (part 3), with its own blocks and copies (parts 1, 2, 4)"
     )
     for step, (mine, theirs) in enumerate(zip(got, want["choices"])):
         if mine != theirs:
+            number = step + 1
             raise CheckFailed(
-                f"beam search, step {step + 1}: (beam, token) chosen",
-                "they differ from the reference's beam search on the same model and prompt",
+                _(f"beam search, step {number}: (beam, token) chosen"),
+                _("they differ from the reference's beam search on the same model and prompt"),
                 expected=theirs,
                 got=mine,
                 hint=hint,
@@ -182,8 +184,8 @@ def expect_reference_beams(
     tokens = [list(t) for t, _ in materialize(results)]
     if len(got) != len(want["choices"]) or tokens != want["beams"]:
         raise CheckFailed(
-            "beam search: the final beams' tokens",
-            "they differ from the reference's",
+            _("beam search: the final beams' tokens"),
+            _("they differ from the reference's"),
             expected=want["beams"],
             got=tokens,
             hint=hint,

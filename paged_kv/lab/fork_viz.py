@@ -14,7 +14,9 @@ from typing import List, Mapping, Optional, Sequence as SequenceType, Tuple
 
 from matplotlib.patches import FancyArrowPatch
 
-from paged_kv.lab.viz import CELL, CourseFigure, _color, draw_block_manager, draw_pool
+from paged_kv.lab.figure import CourseFigure, _color
+from paged_kv.lab.i18n import N_, _
+from paged_kv.lab.viz import CELL, draw_block_manager, draw_pool
 
 
 def draw_forks(
@@ -82,7 +84,7 @@ def _draw_copies(fig: CourseFigure, num_blocks: int, copies: List[Tuple[int, int
             )
         )
     if copies:
-        ax_pool.text(0, 1.35, "red arrow: copy on write (source -> fresh block)", fontsize=8, color="#c0392b")
+        ax_pool.text(0, 1.35, _("red arrow: copy on write (source -> fresh block)"), fontsize=8, color="#c0392b")
         ax_pool.set_ylim(ax_pool.get_ylim()[0], 1.8)
     return fig
 
@@ -104,7 +106,7 @@ def plot_beam_tree(
     fig = CourseFigure(figsize=(min(1.05 * len(steps) + 2.0, 16), 0.55 * height + 1.6))
     ax = fig.subplots()
     ax.plot([-1], [0], "o", color="#333333", markersize=9)
-    ax.text(-1, 0.35, "prompt", ha="center", fontsize=8)
+    ax.text(-1, 0.35, _("prompt"), ha="center", fontsize=8)
     for t, step in enumerate(steps):
         parents_next = {b for b, _ in steps[t + 1]} if t + 1 < len(steps) else set(range(len(step)))
         for i, (b, token) in enumerate(step):
@@ -116,10 +118,10 @@ def plot_beam_tree(
             ax.text(t, -i + 0.28, label(token), ha="center", fontsize=7, color="#111111" if alive else "#888888")
     ax.set_xlim(-1.5, len(steps) - 0.5)
     ax.set_ylim(-height + 0.4, 0.8)
-    ax.set_yticks([-i for i in range(height)], [f"beam {i}" for i in range(height)], fontsize=8)
+    ax.set_yticks([-i for i in range(height)], [_("beam") + f" {i}" for i in range(height)], fontsize=8)
     ax.set_xticks(range(len(steps)), [str(t + 1) for t in range(len(steps))], fontsize=8)
-    ax.set_xlabel("decode step (grey: a beam that was pruned, its blocks freed)")
-    ax.set_title(title or "Beam tree: several children of one node are forks", fontsize=11)
+    ax.set_xlabel(_("decode step (grey: a beam that was pruned, its blocks freed)"))
+    ax.set_title(_(title) if title else _("Beam tree: several children of one node are forks"), fontsize=11)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.subplots_adjust(left=0.12, right=0.98, bottom=0.22)
@@ -142,15 +144,19 @@ def plot_fork_memory(
             (line,) = ax.plot(steps, independent, "--", color=_color(i), linewidth=1.5)
             drawn.append((list(independent), line, [name]))
         else:
-            same[2].append(name)
-        ax.plot(steps, shared, "-", color=_color(i), linewidth=2.2, label=f"{name}: forked, shared blocks")
-    for _, line, names in drawn:
-        line.set_label(
-            ("independent requests, " + " and ".join(names)) if len(names) > 1 else f"{names[0]}: independent requests"
-        )
-    ax.set_xlabel("decode step")
-    ax.set_ylabel(f"KV blocks held (block size {block_size})")
-    ax.set_title(title or "Memory held: forks against independent copies", fontsize=11)
+            same[2].append(name)  # (translated when it labels the line)
+        name = _(name)
+        ax.plot(steps, shared, "-", color=_color(i), linewidth=2.2, label=_(f"{name}: forked, shared blocks"))
+    for _independent, line, names in drawn:
+        if len(names) > 1:
+            both = _(" and ").join(_(n) for n in names)
+            line.set_label(_(f"independent requests, {both}"))
+        else:
+            name = _(names[0])
+            line.set_label(_(f"{name}: independent requests"))
+    ax.set_xlabel(_("decode step"))
+    ax.set_ylabel(_(f"KV blocks held (block size {block_size})"))
+    ax.set_title(_(title) if title else _("Memory held: forks against independent copies"), fontsize=11)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return fig
@@ -169,21 +175,21 @@ def plot_fork_savings(
     the x axis is the union of their keys, a missing value draws no bar."""
     fig = CourseFigure(figsize=(10.5, 4.2))
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, kind in zip(axes, ("parallel sampling", "beam search")):
+    for ax, kind in zip(axes, (N_("parallel sampling"), N_("beam search"))):
         sizes = sorted(set(ours.get(kind, {})) | set(paper.get(kind, {})))
         for k, (values, name, color) in enumerate(
             ((ours.get(kind, {}), ours_label, _color(0)), (paper.get(kind, {}), paper_label, _color(1)))
         ):
             xs = [i + (k - 0.5) * 0.38 for i, n in enumerate(sizes) if n in values]
             ys = [100 * values[n] for n in sizes if n in values]
-            bars = ax.bar(xs, ys, width=0.36, color=color, label=name)
+            bars = ax.bar(xs, ys, width=0.36, color=color, label=_(name))
             ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
         ax.set_xticks(range(len(sizes)), [str(n) for n in sizes])
-        ax.set_xlabel("number of outputs n" if kind == "parallel sampling" else "beam width")
-        ax.set_title(kind, fontsize=10)
+        ax.set_xlabel(_("number of outputs n") if kind == "parallel sampling" else _("beam width"))
+        ax.set_title(_(kind), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("memory saved by sharing (%)")
+    axes[0].set_ylabel(_("memory saved by sharing (%)"))
     axes[0].legend(fontsize=8, frameon=False, loc="upper left")
-    fig.suptitle(title or "KV blocks saved by forking instead of independent requests", fontsize=11)
+    fig.suptitle(_(title) if title else _("KV blocks saved by forking instead of independent requests"), fontsize=11)
     fig.subplots_adjust(top=0.84, bottom=0.16, wspace=0.08)
     return fig

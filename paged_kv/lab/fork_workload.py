@@ -13,12 +13,13 @@ from typing import Callable, Dict, Iterable, Optional, Sequence as SequenceType,
 from paged_kv.cache.forking import ForkingBlockManager
 from paged_kv.engine.cache_ops import copy_blocks as _copy_blocks
 from paged_kv.engine.forking import ForkStats, advance_beams, beam_search, parallel_sample
+from paged_kv.lab.i18n import N_
 
 PAPER_FIG15 = {
     "parallel sampling": {2: 0.0609, 4: 0.0853, 6: 0.0979},  # number of output sequences
     "beam search": {2: 0.3756, 4: 0.5313, 6: 0.5516},  # beam width
 }
-PAPER_LABEL = "vLLM paper, Fig. 15 (OPT-13B, Alpaca trace)"
+PAPER_LABEL = N_("vLLM paper, Fig. 15 (OPT-13B, Alpaca trace)")  # translated where it is shown
 
 
 def measure_savings(

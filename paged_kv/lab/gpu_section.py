@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from paged_kv.kernels.attention import gather_kv, paged_decode_attention_ref
+from paged_kv.lab.i18n import N_, _
 
 # Peak HBM/GDDR bandwidth in GB/s (1e9 bytes/s), from NVIDIA's datasheets: T4 320 GB/s, L4 300 GB/s,
 # A100 40GB 1,555 GB/s and 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H100 PCIe "greater than 2,000 GB/s"
@@ -41,7 +42,8 @@ HBM_PEAK_GBPS: List[Tuple[str, Optional[float]]] = [
     ("T4", 320.0),
 ]
 LLAMA_3_1_8B = (32, 8, 128)  # query heads, KV heads, head dim of one layer (HF config.json)
-OURS, COPY = "triton (paged_kv)", "gather + SDPA (lab 04 copy)"
+OURS, COPY = "triton (paged_kv)", N_("gather + SDPA (lab 04 copy)")  # a method's name is translated where shown
+YOURS, YOURS_FAST = N_("your kernel"), N_("your fast kernel")
 FAST_TARGET = 1.5  # the fast step's solution should be within 1.5x of the package kernel's time (issue #17)
 
 
@@ -82,7 +84,7 @@ class Workload:
 
     def bytes_moved(self) -> int:
         """Bytes one decode step reads or writes: live K/V, q, out, table entries read, lengths."""
-        _, block_size, num_kv_heads, head_dim = self.k_cache.shape
+        _blocks, block_size, num_kv_heads, head_dim = self.k_cache.shape
         element = self.q.element_size()
         blocks = int(((self.seq_lens + block_size - 1) // block_size).sum())
         return (
@@ -138,7 +140,8 @@ def check_output(w: Workload, fn: Callable[[], torch.Tensor], sample: int = 4) -
     try:
         got = fn()
     except Exception as error:  # noqa: BLE001 - a method that cannot run is reported, not fatal
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
+        said = _(str(error))
+        return f"{type(error).__name__}: {said.splitlines()[0][:160] if said else ''}"
     small = w.sliced(min(sample, w.q.shape[0]))
     expected = paged_decode_attention_ref(
         small.q, small.k_cache, small.v_cache, small.block_tables, small.seq_lens, small.scale
@@ -224,7 +227,7 @@ def copy_fits(w: Workload) -> bool:
 def gather_then_sdpa(w: Workload) -> Callable[[], torch.Tensor]:
     """Lab 04's way: copy each sequence's K and V into contiguous tensors, then PyTorch attention."""
     if not copy_fits(w):
-        raise Skip("the copies do not fit in memory")
+        raise Skip(N_("the copies do not fit in memory"))
     group = w.q.shape[1] // w.k_cache.shape[2]
     positions = torch.arange(w.max_seq_len, device=w.q.device)
     mask = (positions[None, :] < w.seq_lens[:, None])[:, None, None, :]  # [S, 1, 1, L]
@@ -285,9 +288,9 @@ def gpu_section(
     name = torch.cuda.get_device_name(device) if on_gpu else "CPU"
     peak, source = peak_bandwidth(name) if on_gpu else (None, "no GPU")
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if on_gpu else 0
-    methods: Dict[str, Callable[[Workload], Callable]] = {"your kernel": lambda w: student_kernel(w, kernel, grid_fn)}
+    methods: Dict[str, Callable[[Workload], Callable]] = {YOURS: lambda w: student_kernel(w, kernel, grid_fn)}
     if fast_kernel is not None:
-        methods["your fast kernel"] = lambda w: student_kernel(w, fast_kernel, tile=64)
+        methods[YOURS_FAST] = lambda w: student_kernel(w, fast_kernel, tile=64)
     methods.update({OURS: package_kernel, COPY: gather_then_sdpa})
     rows: List[Timed] = []
     for block_size in (16, 256):
@@ -296,34 +299,35 @@ def gpu_section(
             try:
                 fn = make(w)
             except Exception as error:  # noqa: BLE001 - reported in the table (Skip: its reason)
-                why = str(error) if isinstance(error, Skip) else f"{type(error).__name__}: {str(error)[:160]}"
-                rows.append(Timed(block_size, method, None, None, f"not run: {why}"))
+                why = str(error) if isinstance(error, Skip) else f"{type(error).__name__}: {_(str(error))[:160]}"
+                rows.append(Timed(block_size, method, None, None, N_(f"not run: {why}")))
                 continue
             problem = check_output(w, fn)
             if problem:
                 rows.append(
-                    Timed(block_size, method, None, None, f"not timed: does not match the reference: {problem}")
+                    Timed(block_size, method, None, None, N_(f"not timed: does not match the reference: {problem}"))
                 )
                 continue
             ms = float(timer(fn))
             rows.append(Timed(block_size, method, ms, w.bytes_moved() / (ms * 1e-3) / 1e9))
         del w
-    header = (
-        f"<p>{html.escape(name)}: datasheet peak {peak or '?'} GB/s ({html.escape(source)}). One decode step "
-        f"of a Llama-3.1-8B layer ({num_seqs} sequences x {context} tokens, {str(dtype)[6:]}); effective "
-        "bandwidth = bytes the step must move / median time.</p>"
+    gpu, shown_peak, where, kind = html.escape(name), peak or "?", html.escape(source), str(dtype)[6:]
+    header = "<p>" + _(
+        f"{gpu}: datasheet peak {shown_peak} GB/s ({where}). One decode step of a Llama-3.1-8B layer ({num_seqs} "
+        f"sequences x {context} tokens, {kind}); effective bandwidth = bytes the step must move / median time."
     )
-    table = HTML(header + _html_table(rows, peak) + "".join(f"<p>{n}</p>" for n in section_notes(rows)))
-    return GpuSection(table, plot_section(rows, peak, f"Paged decode on {name}: effective bandwidth"), rows)
+    table = HTML(header + "</p>" + _html_table(rows, peak) + "".join(f"<p>{n}</p>" for n in section_notes(rows)))
+    return GpuSection(table, plot_section(rows, peak, _(f"Paged decode on {name}: effective bandwidth")), rows)
 
 
 def _html_table(rows: List[Timed], peak: Optional[float]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("block size", "method", "ms", "GB/s", "% of peak", "note"))
+    names = (N_("block size"), N_("method"), "ms", "GB/s", N_("% of peak"), N_("note"))
+    head = "".join(f"<th>{_(h)}</th>" for h in names)
     body = "".join(
-        f"<tr><td>{r.block_size}</td><td>{html.escape(r.method)}</td>"
+        f"<tr><td>{r.block_size}</td><td>{html.escape(_(r.method))}</td>"
         f"<td>{'-' if r.ms is None else f'{r.ms:.3f}'}</td><td>{'-' if r.gbps is None else f'{r.gbps:.0f}'}</td>"
         f"<td>{f'{100 * r.gbps / peak:.0f}%' if r.gbps is not None and peak else '-'}</td>"
-        f"<td>{html.escape(r.note)}</td></tr>"
+        f"<td>{html.escape(_(r.note))}</td></tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -334,24 +338,32 @@ def section_notes(rows: List[Timed]) -> List[str]:
     ms = {(r.method, r.block_size): r.ms for r in rows if r.ms}
     notes = []
     for block in (16, 256):
-        kern, copy, fast = ms.get((OURS, block)), ms.get((COPY, block)), ms.get(("your fast kernel", block))
+        kern, copy, fast = ms.get((OURS, block)), ms.get((COPY, block)), ms.get((YOURS_FAST, block))
         if kern and copy:
+            ratio = copy / kern
             notes.append(
-                f"Block size {block}: lab 04's copy path takes {copy / kern:.1f}x the time of the package "
-                "kernel: it reads the cache, writes a copy, and reads the copy again."
+                _(
+                    f"Block size {block}: lab 04's copy path takes {ratio:.1f}x the time of the package "
+                    "kernel: it reads the cache, writes a copy, and reads the copy again."
+                )
             )
         if kern and fast:
-            verdict = "within" if fast / kern <= FAST_TARGET else "not within"
-            notes.append(
-                f"Block size {block}: your fast kernel takes {fast / kern:.2f}x the package kernel's time "
-                f"({verdict} the {FAST_TARGET}x target)."
-            )
+            ratio = fast / kern
+            if ratio <= FAST_TARGET:
+                note = _(
+                    f"Block size {block}: your fast kernel takes {ratio:.2f}x the package kernel's time (within the {FAST_TARGET}x target)."
+                )
+            else:
+                note = _(
+                    f"Block size {block}: your fast kernel takes {ratio:.2f}x the package kernel's time (not within the {FAST_TARGET}x target)."
+                )
+            notes.append(note)
     return notes
 
 
 def plot_section(rows: List[Timed], peak: Optional[float], title: str):
     """Effective bandwidth of each timed method, grouped by block size; the datasheet peak dashed."""
-    from paged_kv.lab.viz import CourseFigure, _color
+    from paged_kv.lab.figure import CourseFigure, _color
 
     fig = CourseFigure(figsize=(7.5, 4.2))
     ax = fig.subplots()
@@ -360,14 +372,14 @@ def plot_section(rows: List[Timed], peak: Optional[float], title: str):
     width = 0.8 / max(1, len(methods))
     for m, method in enumerate(methods):
         points = [(blocks.index(r.block_size), r.gbps) for r in rows if r.method == method and r.gbps is not None]
-        xs = [i + (m - (len(methods) - 1) / 2) * width for i, _ in points]
-        ax.bar(xs, [g for _, g in points], width=width, color=_color(m), label=method, edgecolor="white")
+        xs = [i + (m - (len(methods) - 1) / 2) * width for i, _g in points]
+        ax.bar(xs, [g for _i, g in points], width=width, color=_color(m), label=_(method), edgecolor="white")
     if peak:
-        ax.axhline(peak, color="#222222", linestyle="--", linewidth=1, label=f"datasheet peak {peak:.0f} GB/s")
-    ax.set_xticks(range(len(blocks)), [f"block size {b}" for b in blocks])
-    ax.set_xlabel("workload: one decode step, Llama-3.1-8B layer")
-    ax.set_ylabel("effective bandwidth (GB/s)")
-    ax.set_title(title)
+        ax.axhline(peak, color="#222222", linestyle="--", linewidth=1, label=_(f"datasheet peak {peak:.0f} GB/s"))
+    ax.set_xticks(range(len(blocks)), [_(f"block size {b}") for b in blocks])
+    ax.set_xlabel(_("workload: one decode step, Llama-3.1-8B layer"))
+    ax.set_ylabel(_("effective bandwidth (GB/s)"))
+    ax.set_title(_(title))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

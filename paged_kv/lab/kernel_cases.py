@@ -18,6 +18,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from paged_kv.kernels.attention import gather_kv, paged_decode_attention_ref
+from paged_kv.lab.i18n import N_, _
 
 GUARD_BLOCKS = 4  # NaN blocks before and after every pool
 FAR_STRIDE = 2**27  # elements between two blocks of the far pool
@@ -117,11 +118,9 @@ class PagedCase:
         return self.expected()[seq, q_head]
 
     def describe(self) -> str:
-        lens = self.seq_lens.tolist()
-        return (
-            f"{self.label}: seq_lens={lens}, block_size={self.block_size}, heads {self.num_q_heads}q/"
-            f"{self.num_kv_heads}kv, head_dim={self.head_dim}, {str(self.q.dtype).replace('torch.', '')}"
-        )
+        lens, label, size, dim = self.seq_lens.tolist(), _(self.label), self.block_size, self.head_dim
+        q_heads, kv_heads, dtype = self.num_q_heads, self.num_kv_heads, str(self.q.dtype).replace("torch.", "")
+        return _(f"{label}: seq_lens={lens}, block_size={size}, heads {q_heads}q/{kv_heads}kv, head_dim={dim}, {dtype}")
 
 
 def _guarded_pool(num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, dtype) -> torch.Tensor:
@@ -212,7 +211,7 @@ def paged_case(
             k[block] = float("nan")
             v[block] = float("nan")
     q = (torch.randn(num_seqs, num_q_heads, head_dim, generator=gen) * logit_scale).to(dtype)
-    text = label or ("poisoned memory" if poison else "scattered tables")
+    text = label or (N_("poisoned memory") if poison else N_("scattered tables"))
     device = device or _device()
     return PagedCase(
         text,
@@ -309,7 +308,7 @@ def far_pool_case(
         clean_tables[s, :count] = torch.tensor([compact_ids[int(b)] for b in tables[s, :count]], dtype=torch.int32)
     q = torch.randn(len(used), num_q_heads, head_dim, generator=gen).to(dtype)
     return PagedCase(
-        "pool past 2**32 elements (int64 offsets)",
+        N_("pool past 2**32 elements (int64 offsets)"),
         q.to(device),
         k,
         v,

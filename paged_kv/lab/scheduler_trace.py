@@ -23,6 +23,8 @@ from typing import Dict, List, Optional, Tuple
 
 from paged_kv.cache.checks import check_int, check_positive_int
 from paged_kv.lab.feedback import CheckFailed, attempt, materialize
+from paged_kv.lab.message_layout import field as field_line
+from paged_kv.lab.i18n import N_, _
 from paged_kv.cache.prefix_cache import BlockManager, Sequence
 
 
@@ -76,8 +78,8 @@ class StepCallGuard:
     """A block manager mixin that stops a ``schedule()`` stuck in a loop: at most ``max_calls`` counted calls per
     step (``start_step`` resets the count); ``loop_advice`` says what the scheduler should do instead."""
 
-    verb = "asked"
-    loop_advice = "When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting"
+    verb = N_("asked")
+    loop_advice = N_("When a sequence cannot get a block, preempt someone (or the sequence itself) or stop admitting")
 
     def __init__(self, num_blocks: int, block_size: int, max_calls: int = 10_000):
         super().__init__(num_blocks, block_size)
@@ -90,9 +92,9 @@ class StepCallGuard:
     def _count(self, what: str) -> None:
         self.calls += 1
         if self.calls > self.max_calls:
+            verb, most, advice = _(self.verb), self.max_calls, _(self.loop_advice)
             raise AssertionError(
-                f"schedule() {self.verb} {what} more than {self.max_calls} times in one step: a loop that never "
-                f"ends? {self.loop_advice}"
+                _(f"schedule() {verb} {what} more than {most} times in one step: a loop that never ends? {advice}")
             )
 
 
@@ -146,7 +148,7 @@ class TraceRun:
     def _name(self, seq) -> str:
         name = self.names.get(id(seq))
         if name is None:
-            raise AssertionError(f"schedule() returned or queued {seq!r}, which is not one of the trace's sequences")
+            raise AssertionError(_(f"schedule() returned or queued {seq!r}, which is not one of the trace's sequences"))
         return name
 
     def _arrivals(self) -> None:
@@ -166,7 +168,8 @@ class TraceRun:
         if self.done:
             raise RuntimeError("the trace has finished")
         if self.step_index >= self.max_steps:
-            raise AssertionError(f"the trace is still running after {self.max_steps} steps: is a request stuck?")
+            steps = self.max_steps
+            raise AssertionError(_(f"the trace is still running after {steps} steps: is a request stuck?"))
         self._arrivals()
         self._batch = []
         if self.scheduler.is_finished():  # nothing has arrived yet: an idle step
@@ -184,13 +187,11 @@ class TraceRun:
         self.manager.start_step()
         result = self.scheduler.schedule()
         if not isinstance(result, tuple) or len(result) != 2:
-            raise AssertionError(f"schedule() must return a tuple (scheduled, is_prefill), got {result!r}")
+            raise AssertionError(_(f"schedule() must return a tuple (scheduled, is_prefill), got {result!r}"))
         batch, is_prefill = result
         if not isinstance(batch, list) or not isinstance(is_prefill, bool):
-            raise AssertionError(
-                f"schedule() must return (list of sequences, bool), got ({type(batch).__name__}, "
-                f"{type(is_prefill).__name__})"
-            )
+            first, second = type(batch).__name__, type(is_prefill).__name__
+            raise AssertionError(_(f"schedule() must return (list of sequences, bool), got ({first}, {second})"))
         return batch, is_prefill
 
     def complete(self) -> None:
@@ -230,20 +231,22 @@ class TraceRun:
         running = {id(s) for s in self.scheduler.running}
         for seq in self.seqs:
             if seq.block_table and id(seq) not in running:
+                name, table = self._name(seq), seq.block_table
                 raise AssertionError(
-                    f"{self._name(seq)} is not running but still holds blocks {seq.block_table}: "
-                    "were its blocks given back (deallocate) when it left the running queue?"
+                    _(
+                        f"{name} is not running but still holds blocks {table}: "
+                        "were its blocks given back (deallocate) when it left the running queue?"
+                    )
                 )
             held.update(seq.block_table)
         for block in self.manager.blocks:
             if block.ref_count != held.get(block.block_id, 0):
-                raise AssertionError(
-                    f"block {block.block_id} has ref_count {block.ref_count} but "
-                    f"{held.get(block.block_id, 0)} block table(s) list it"
-                )
+                block_id, count, tables = block.block_id, block.ref_count, held.get(block.block_id, 0)
+                raise AssertionError(_(f"block {block_id} has ref_count {count} but {tables} block table(s) list it"))
         in_use = self.manager.num_blocks - self.manager.num_free_blocks
         if in_use != len(held):
-            raise AssertionError(f"{in_use} blocks are marked in use but the block tables hold {len(held)}")
+            listed = len(held)
+            raise AssertionError(_(f"{in_use} blocks are marked in use but the block tables hold {listed}"))
 
 
 def make_trace(
@@ -270,8 +273,8 @@ def make_trace(
         [rng.randint(100, 200) for _ in range(block_size * rng.randint(*prefix_blocks))] for _ in range(shared_prefixes)
     ]
     requests = []
-    for _ in range(check_positive_int("num_requests", num_requests)):
-        prompt = list(rng.choice(prefixes)) + [rng.randint(1, 99) for _ in range(rng.randint(*suffix_len))]
+    for _request in range(check_positive_int("num_requests", num_requests)):
+        prompt = list(rng.choice(prefixes)) + [rng.randint(1, 99) for _token in range(rng.randint(*suffix_len))]
         room = min(num_blocks * block_size, max_num_batched_tokens)  # every request must fit alone
         prompt = prompt[:room]
         tokens = min(rng.randint(*max_tokens), room - len(prompt) + 1)
@@ -372,71 +375,78 @@ def _admitted_out_of_turn(ref: Snapshot, got: Snapshot) -> bool:
 
 
 def _hint(field: str, ref: Snapshot, got: Snapshot) -> str:
-    ref_names, got_names = [n for n, _ in ref.scheduled], [n for n, _ in got.scheduled]
+    """The hint of a step where ``field`` differs (in the notebook's language)."""
+    return _(_hint_text(field, ref, got))
+
+
+def _hint_text(field: str, ref: Snapshot, got: Snapshot) -> str:
+    ref_names, got_names = [n for n, _t in ref.scheduled], [n for n, _t in got.scheduled]
     if field == "kind" and got.kind == "prefill":
-        return (
-            f"you admitted {', '.join(got_names)} but nothing fits yet: the head of waiting "
-            f"({ref.waiting[0] if ref.waiting else '-'}) does not fit, and first come, first served stops there; "
-            "never admit one from behind it"
+        admitted, head = ", ".join(got_names), ref.waiting[0] if ref.waiting else "-"
+        return N_(
+            f"you admitted {admitted} but nothing fits yet: the head of waiting ({head}) does not fit, and first "
+            "come, first served stops there; never admit one from behind it"
         )
     if field == "kind":
-        return (
-            f"the head of waiting fits ({', '.join(ref_names)} should be admitted: can_allocate != -1 and the "
+        names = ", ".join(ref_names)
+        return N_(
+            f"the head of waiting fits ({names} should be admitted: can_allocate != -1 and the "
             "uncached tokens fit the budget); a step that admits anything is a prefill step, with no decode"
         )
     if field == "scheduled" and got.kind == "prefill":
         if _admitted_out_of_turn(ref, got):
-            return (
+            return N_(
                 "first come, first served: stop at the first waiting sequence that does not fit; never admit one "
                 "from behind it"
             )
         if len(got_names) > len(ref_names):
-            return (
+            return N_(
                 "admit only while can_allocate(head) != -1, its uncached tokens fit the token budget "
                 "(len(seq) - hits * block_size), and fewer than max_num_seqs are scheduled"
             )
         if len(got_names) < len(ref_names):
-            return (
+            return N_(
                 "keep admitting from the head while the next one fits: the budget counts only uncached tokens "
                 "and shrinks by what each admitted sequence computes"
             )
-        return "a prefill's num_scheduled_tokens is len(seq) - seq.num_cached_tokens, after allocate"
+        return N_("a prefill's num_scheduled_tokens is len(seq) - seq.num_cached_tokens, after allocate")
     if field == "scheduled":
         if got_names == ref_names:
-            return "decode sets num_scheduled_tokens = 1 for every scheduled sequence"
+            return N_("decode sets num_scheduled_tokens = 1 for every scheduled sequence")
         if got.free_blocks < ref.free_blocks and len(got.waiting) >= len(ref.waiting):
-            return (
-                f"after this step {got.free_blocks} blocks are free instead of {ref.free_blocks}: does preempt() give "
+            free, wanted = got.free_blocks, ref.free_blocks
+            return N_(
+                f"after this step {free} blocks are free instead of {wanted}: does preempt() give "
                 "the sequence's blocks back with deallocate(seq)?"
             )
-        return (
+        return N_(
             "decode takes running sequences from the head (oldest first), at most max_num_seqs; when one "
             "cannot get a block, preempt the NEWEST running sequence (the tail), or itself if none is left"
         )
     if field == "waiting":
-        return "a preempted sequence goes back to the HEAD of waiting (appendleft), ahead of new arrivals"
+        return N_("a preempted sequence goes back to the HEAD of waiting (appendleft), ahead of new arrivals")
     if field == "running":
-        return (
+        return N_(
             "keep running in admission order: admitted sequences join the tail; after a decode step the "
             "scheduled ones go back to the head in their order, ahead of those not scheduled"
         )
     if field in ("blocks", "free_blocks"):
-        return (
+        return N_(
             "prefill: allocate(seq, hits); decode: may_append(seq) once can_append(seq) is true; "
             "preempt: deallocate(seq), so its blocks return to the pool"
         )
-    return "allocate(seq, n) with the n that can_allocate returned sets num_cached_tokens (prefix-cache hits)"
+    return N_("allocate(seq, n) with the n that can_allocate returned sets num_cached_tokens (prefix-cache hits)")
 
 
 FIELDS = ("kind", "scheduled", "waiting", "running", "blocks", "free_blocks", "cached")
 _WHAT = {
-    "kind": "kind of step",
-    "scheduled": "scheduled (name+tokens)",
-    "waiting": "waiting queue",
-    "running": "running queue",
-    "blocks": "blocks held (name, count)",
-    "free_blocks": "free blocks",
-    "cached": "num_cached_tokens of the scheduled",
+    "kind": N_("kind of step"),
+    "scheduled": N_("scheduled (name+tokens)"),
+    "waiting": N_("waiting queue"),
+    "running": N_("running queue"),
+    "blocks": N_("blocks held (name, count)"),
+    "free_blocks": N_("free blocks"),
+    "cached": N_("num_cached_tokens of the scheduled"),
 }
 
 
@@ -456,29 +466,33 @@ def compare_with_reference(scheduler_cls, spec: TraceSpec, case: str, reference_
         ref_run = TraceRun(reference_cls, spec)
     run = (run_cls or TraceRun)(scheduler_cls, spec)
     previous = None
+    case = _(case)
     while not ref_run.done:
         expected = ref_run.decide()
-        where = f"{case}, step {expected.step}"
-        before = f"\n  before:   {format_snapshot(previous)}" if previous else ""
-        got = materialize(_guarded(where, run.decide, before, _DECIDE_HINT, run.readable))
+        step = expected.step
+        where = _(f"{case}, step {step}")
+        before = "\n" + field_line("before:", format_snapshot(previous)) if previous else ""
+        got = materialize(_guarded(where, run.decide, before, _(_DECIDE_HINT), run.readable))
         if type(got) is not Snapshot:
-            raise CheckFailed(where, "schedule()'s step could not be read back", got=got)
+            raise CheckFailed(where, _("schedule()'s step could not be read back"), got=got)
         for field in FIELDS:
             want, have = getattr(expected, field), getattr(got, field)
             if want != have:
+                what = _(_WHAT[field])
                 raise CheckFailed(
                     where,
-                    f"{_WHAT[field]} differs{before}",
+                    _(f"{what} differs") + before,
                     expected=_Shown(_pretty(field, want)),
                     got=_Shown(_pretty(field, have)),
                     hint=_hint(field, expected, got),
                 )
-        _guarded(where, run.audit, before, _AUDIT_HINT, run.readable)
+        _guarded(where, run.audit, before, _(_AUDIT_HINT), run.readable)
         ref_run.complete()
-        _guarded(where, run.complete, before, _RECORD_HINT, run.readable)
+        _guarded(where, run.complete, before, _(_RECORD_HINT), run.readable)
         previous = expected
     if not run.done:
-        raise CheckFailed(case, f"the reference finished every request after {ref_run.step_index} steps, yours did not")
+        steps = ref_run.step_index
+        raise CheckFailed(case, _(f"the reference finished every request after {steps} steps, yours did not"))
     return ref_run.step_index
 
 
@@ -498,15 +512,15 @@ def _guarded(where: str, action, before: str, hint: str, readable=str):
         raise CheckFailed(failed.case, readable(failed.problem) + before, hint=failed.hint or hint) from None
 
 
-_DECIDE_HINT = (
+_DECIDE_HINT = N_(
     "a schedule() that follows the rules never makes a BlockManager call fail: ask can_allocate before "
     "allocate, can_append before may_append, and preempt when can_append is false"
 )
-_AUDIT_HINT = (
+_AUDIT_HINT = N_(
     "only running sequences hold blocks: preempt(seq) must give them back with deallocate(seq), and a "
     "sequence taken off running must end up in waiting or scheduled again"
 )
-_RECORD_HINT = (
+_RECORD_HINT = N_(
     "every scheduled sequence needs a block for each of its tokens: allocate(seq, hits) before a prefill, "
     "may_append(seq) before a decode, and num_scheduled_tokens set for each"
 )
@@ -514,9 +528,9 @@ _RECORD_HINT = (
 
 def _pretty(field: str, value) -> str:
     if field == "scheduled":
-        return " ".join(f"{n}+{t}" for n, t in value) or "(nothing)"
+        return " ".join(f"{n}+{t}" for n, t in value) or _("(nothing)")
     if field in ("blocks", "cached"):
-        return " ".join(f"{n}:{t}" for n, t in value) or "(none)"
+        return " ".join(f"{n}:{t}" for n, t in value) or _("(none)")
     if field in ("waiting", "running"):
         return "[" + ", ".join(value) + "]"
     return str(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, Optional
 
 from paged_kv.cache.todo import TodoNotWritten, is_stub
+from paged_kv.lab.i18n import _
 
 
 def _function_of(attribute):
@@ -31,8 +32,10 @@ def _function_of(attribute):
 def _todo_stub(name: str, owner: str, original):
     def stub(*args, **kwargs):
         raise TodoNotWritten(
-            f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
-            "run that cell, then run this one again."
+            _(
+                f"{name} is this lab's TODO: define it in your {owner} class (the answer cell), "
+                "run that cell, then run this one again."
+            )
         )
 
     stub.__name__ = stub.__qualname__ = name
@@ -135,11 +138,11 @@ def check_chain(cls: type) -> None:
     later, older = stale[-1]
     chain = [k.__name__ for k in reversed(cls.__mro__) if isinstance(k, type) and k.__module__ == "__main__"]
     again = chain[chain.index(later.__name__) :]
+    name, old, new, cells = cls.__name__, older.__name__, later.__name__, ", ".join(again)
     raise CheckFailed(
-        f"{cls.__name__} is built on an older {older.__name__}",
-        f"you ran {older.__name__}'s cell again after {later.__name__}'s, so {later.__name__} still "
-        f"uses the {older.__name__} from before",
-        hint=f"run the answer cells of {', '.join(again)} again, in that order, then this cell",
+        _(f"{name} is built on an older {old}"),
+        _(f"you ran {old}'s cell again after {new}'s, so {new} still uses the {old} from before"),
+        hint=_(f"run the answer cells of {cells} again, in that order, then this cell"),
     )
 
 

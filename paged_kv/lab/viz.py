@@ -1,45 +1,36 @@
-"""Pictures of a block pool and its block tables (matplotlib; no pyplot state, safe in widgets).
+"""Pictures of a block pool and its block tables (matplotlib; no pyplot state, safe in widgets): the pool and
+the tables (``draw_pool`` and the managers' ``draw_kv_manager``, ``draw_block_manager``), a reconstruction from the
+pool (``draw_reconstruction``), hash chains (``draw_hash_chains``) and what a paged kernel reads
+(``draw_kernel_reads``). The memory and usage charts are ``paged_kv.lab.usage_plots`` (imported here too, as the
+notebooks do); the figure, its colours and its font, ``paged_kv.lab.figure``.
 
-Every function returns a ``CourseFigure`` (a ``matplotlib.figure.Figure`` that renders itself as a
-PNG): a notebook shows it when it is the last expression of a cell or through
-``IPython.display.display``, in JupyterLab, Colab and static viewers alike, without pyplot and
-without being shown twice. ``fig.savefig(path)`` writes a PNG file.
+Every function returns a ``CourseFigure``; every text a student reads in it is in the notebook's language.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence as SequenceType
 
-from io import BytesIO
-
-from matplotlib import patheffects
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from paged_kv.cache.prefix_cache import NO_HASH
-
-FREE_COLOR = "#e6e6e6"
-CACHED_FREE_COLOR = "#c9e4f2"
-SHARED_EDGE = "#000000"
-TAIL_HATCH = "////"  # the unfilled tail of a last block
-PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
-
-
-class CourseFigure(Figure):
-    """A Figure that notebooks display as a PNG image (``_repr_png_``), with no pyplot involved."""
-
-    def _repr_png_(self) -> bytes:
-        buffer = BytesIO()
-        self.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-        return buffer.getvalue()
-
-
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
-# Dark text with a white outline, for numbers drawn over coloured bars.
-_HALO = [patheffects.withStroke(linewidth=1.8, foreground="white")]
+from paged_kv.lab.figure import (  # noqa: F401 (CourseFigure, _color: imported from here by other modules)
+    CACHED_FREE_COLOR,
+    FREE_COLOR,
+    SHARED_EDGE,
+    TAIL_HATCH,
+    CourseFigure,
+    _color,
+    families,
+)
+from paged_kv.lab.i18n import _
+from paged_kv.lab.usage_plots import (  # noqa: F401 (the notebooks import the charts from here)
+    plot_fragmentation,
+    plot_kv_memory,
+    plot_kv_usage,
+    plot_prefix_sweep,
+    plot_prefix_workload,
+)
 
 
 CELL = 0.92  # a block's drawn width and height in draw_pool (one unit per block, with a gap)
@@ -150,20 +141,22 @@ def draw_pool(
     ax_pool.set_ylim(-pool_rows + 0.9, 1.0)
     ax_pool.set_aspect("equal")
     ax_pool.axis("off")
-    ax_pool.set_title(title or "Physical KV block pool", fontsize=11)
+    ax_pool.set_title(_(title) if title else _("Physical KV block pool"), fontsize=11)
     # The legend names only what this picture shows: no "shared" entry when nothing is shared.
-    legend = [Patch(facecolor=FREE_COLOR, edgecolor="#777777", label="free")]
+    legend = [Patch(facecolor=FREE_COLOR, edgecolor="#777777", label=_("free"))]
     if cached_free:
-        legend.append(Patch(facecolor=CACHED_FREE_COLOR, label="free, hash still cached"))
+        legend.append(Patch(facecolor=CACHED_FREE_COLOR, label=_("free, hash still cached")))
     if any(c > 1 for c in counts):
-        legend.append(Patch(facecolor="#ffffff", edgecolor=SHARED_EDGE, linewidth=2.5, label="shared (xN = ref count)"))
+        legend.append(
+            Patch(facecolor="#ffffff", edgecolor=SHARED_EDGE, linewidth=2.5, label=_("shared (xN = ref count)"))
+        )
     if any(f < 1.0 for f in fill.values()):
         legend.append(
             Patch(
                 facecolor="#ffffff",
                 edgecolor="#555555",
                 hatch=TAIL_HATCH,
-                label="tail (hatched): reserved, not yet filled",
+                label=_("tail (hatched): reserved, not yet filled"),
             )
         )
     ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
@@ -171,7 +164,8 @@ def draw_pool(
     for r, name in enumerate(names):
         table = list(block_tables[name])
         y = -r
-        length = f", {seq_lens[name]} tok" if name in seq_lens else ""
+        tokens = seq_lens.get(name)
+        length = _(f", {tokens} tok") if name in seq_lens else ""
         ax_tab.text(-0.2, y + 0.46, f"{name}{length}", ha="right", va="center", fontsize=9)
         for i, block_id in enumerate(table):
             frac = fill.get(block_id, 1.0) if i == len(table) - 1 else 1.0
@@ -187,7 +181,7 @@ def draw_pool(
                 ax_tab, label_x(i, frac), y + 0.46, str(block_id), fontsize=9, fontweight="bold" if shared else "normal"
             )
         if not table:
-            ax_tab.text(0, y + 0.46, "(no blocks)", va="center", fontsize=8, color="#777777")
+            ax_tab.text(0, y + 0.46, _("(no blocks)"), va="center", fontsize=8, color="#777777")
     ax_tab.set_xlim(-0.1, width + 0.1)
     ax_tab.set_ylim(-max(len(names), 1) + 0.9, 1.0)
     ax_tab.set_aspect("equal")
@@ -196,8 +190,8 @@ def draw_pool(
     for side in ("top", "right", "left", "bottom"):
         ax_tab.spines[side].set_visible(False)
     ax_tab.set_yticks([])
-    ax_tab.set_xlabel("logical block index (cell text = physical block id)", fontsize=9)
-    ax_tab.set_title("Block tables", fontsize=10)
+    ax_tab.set_xlabel(_("logical block index (cell text = physical block id)"), fontsize=9)
+    ax_tab.set_title(_("Block tables"), fontsize=10)
     fig.subplots_adjust(left=0.16, right=0.80, hspace=0.45)
     return fig
 
@@ -235,130 +229,6 @@ def draw_block_manager(
         cached_free=cached_free,
         title=title,
     )
-
-
-def _same_shape_as(presets: List) -> Dict[str, str]:
-    """``{name: earlier name}`` for presets whose KV shape repeats an earlier one (their lines coincide)."""
-    seen: Dict[tuple, str] = {}
-    twins: Dict[str, str] = {}
-    for preset in presets:
-        shape = (preset.num_layers, preset.num_kv_heads, preset.head_dim)
-        if shape in seen:
-            twins[preset.name] = seen[shape]
-        else:
-            seen[shape] = preset.name
-    return twins
-
-
-def _short_tokens(n: int) -> str:
-    return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
-
-
-def plot_kv_memory(
-    ledger,
-    presets: Iterable,
-    *,
-    dtype_bytes: int = 2,
-    block_size: int = 16,
-    context_len: Optional[int] = None,
-    highlight: Optional[str] = None,
-    gpu_budgets: Optional[Mapping[str, int]] = None,
-) -> CourseFigure:
-    """KV cache of one request (GiB) against its context length, one line per model preset.
-
-    ``ledger`` is an ``estimate_kv_cache_bytes``-like function (the student's, in lab 01). Lengths are
-    rounded up to whole blocks, as a paged allocator does. Each line is solid up to the model's
-    ``max_context`` and ends there with a cross; past it a faint dotted line shows lengths the model
-    cannot serve. Presets with the same KV shape draw the same line: the later one is dashed and its
-    legend entry says so. The star marks ``context_len`` on the highlighted model (clipped to its
-    context). ``gpu_budgets`` draws dashed horizontal lines.
-    """
-    presets = list(presets)
-    twins = _same_shape_as(presets)
-    lengths = [2**k for k in range(9, 18)]  # 512 .. 131072 tokens
-
-    def gib(preset, n):
-        blocks = -(-n // block_size)
-        return (
-            ledger(blocks, block_size, preset.num_layers, preset.num_kv_heads, preset.head_dim, dtype_bytes)[
-                "total_cache_bytes"
-            ]
-            / 2**30
-        )
-
-    fig = CourseFigure(figsize=(8.6, 4.8))
-    ax = fig.subplots()
-    for i, preset in enumerate(presets):
-        bold = highlight is None or preset.name == highlight
-        inside = sorted({n for n in lengths if n < preset.max_context} | {preset.max_context})
-        outside = [preset.max_context] + [n for n in lengths if n > preset.max_context]
-        label = f"{preset.name} ({preset.num_kv_heads} KV heads, context {_short_tokens(preset.max_context)})"
-        if preset.name in twins:
-            label += f": same line as {twins[preset.name]}"
-        style = dict(color=_color(i), linewidth=2.2 if bold else 1.0, alpha=1.0 if bold else 0.5, linestyle="-")
-        if preset.name in twins:  # dashed, opaque and on top, so that it shows over the line it repeats
-            style.update(linestyle=(0, (3, 3)), linewidth=max(style["linewidth"], 1.6), alpha=1.0, zorder=4)
-        ax.plot(inside, [gib(preset, n) for n in inside], marker="o", markersize=3, label=label, **style)
-        ax.plot(
-            [preset.max_context],
-            [gib(preset, preset.max_context)],
-            marker="x",
-            markersize=8,
-            color=_color(i),
-            alpha=style["alpha"],
-            zorder=style.get("zorder", 2),
-        )
-        if len(outside) > 1:
-            ax.plot(outside, [gib(preset, n) for n in outside], linestyle=":", linewidth=1.0, color="#aaaaaa", zorder=0)
-        if context_len is not None and preset.name == (highlight or presets[0].name):
-            n = min(context_len, preset.max_context)
-            y = gib(preset, n)
-            ax.plot([n], [y], marker="*", markersize=14, color=_color(i), zorder=5)
-            ax.annotate(f"{y:.2f} GiB at {n:,} tokens", (n, y), textcoords="offset points", xytext=(8, -12), fontsize=9)
-    ax.plot([], [], linestyle=":", color="#aaaaaa", label="past the model's context (x): not servable")
-    for name, budget in (gpu_budgets or {}).items():
-        ax.axhline(budget / 2**30, linestyle="--", color="#555555", linewidth=0.8)
-        ax.text(lengths[0], budget / 2**30, f" {name}", va="bottom", fontsize=8, color="#555555")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("context length of one request (tokens, log scale)")
-    ax.set_ylabel("KV cache of that request (GiB, log scale)")
-    ax.set_title(f"KV cache per request: {dtype_bytes}-byte elements, block size {block_size}")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left")
-    fig.tight_layout()
-    return fig
-
-
-def plot_fragmentation(result: Mapping[str, List[float]], title: Optional[str] = None) -> CourseFigure:
-    """Waste against bookkeeping, from ``fragmentation_by_block_size``: tail waste (tokens) and
-    utilisation (%) on the left, block-table entries and decode-time allocations on the right.
-    """
-    sizes = [str(s) for s in result["block_size"]]
-    fig = CourseFigure(figsize=(12, 3.9))
-    ax_waste, ax_util, ax_book = fig.subplots(1, 3)
-    ax_waste.bar(sizes, result["tail_waste_tokens"], color=_color(1))
-    ax_waste.set_xlabel("block size (tokens)")
-    ax_waste.set_ylabel("unused slots in last blocks (tokens)")
-    ax_waste.set_title("Waste: tail of each last block")
-    ax_util.plot(sizes, [100 * u for u in result["utilization"]], marker="o", color=_color(0))
-    ax_util.set_ylim(0, 105)
-    ax_util.set_xlabel("block size (tokens)")
-    ax_util.set_ylabel("utilisation (% of allocated slots used)")
-    ax_util.set_title("Utilisation of allocated KV memory")
-    ax_util.grid(True, alpha=0.3)
-    ax_book.plot(sizes, result["table_entries"], marker="s", color=_color(2), label="block-table entries at the end")
-    ax_book.plot(sizes, result["allocations"], marker="^", color=_color(4), label="blocks taken during decode")
-    ax_book.set_yscale("log")
-    ax_book.set_xlabel("block size (tokens)")
-    ax_book.set_ylabel("count (log scale)")
-    ax_book.set_title("Bookkeeping: table entries, allocations")
-    ax_book.grid(True, which="major", alpha=0.3)
-    ax_book.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 STALE_COLOR = "#f4f4f4"
@@ -401,20 +271,20 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
                         linewidth=0.5,
                     )
                 )
-        label = f"block {b}" + (f"  <- logical {order[b]}" if b in order else "")
+        label = _("block") + f" {b}" + (_(f"  <- logical {order[b]}") if b in order else "")
         ax_pool.text(block_size + 0.2, -b + 0.45, label, va="center", fontsize=8)
     ax_pool.set_xlim(-0.2, block_size + 3)
     ax_pool.set_ylim(-num_blocks + 0.8, 1.2)
     ax_pool.axis("off")
-    ax_pool.set_title("physical pool (slots), table order on the right", fontsize=10)
-    handles = [Patch(facecolor=FREE_COLOR, edgecolor="#777777", label="not this request's")]
+    ax_pool.set_title(_("physical pool (slots), table order on the right"), fontsize=10)
+    handles = [Patch(facecolor=FREE_COLOR, edgecolor="#777777", label=_("not this request's"))]
     if stale:
         handles.append(
             Patch(
                 facecolor=STALE_COLOR,
                 edgecolor="#777777",
                 hatch="///",
-                label=f"stale: past seq_len={req.seq_len}, not data",
+                label=_(f"stale: past seq_len={req.seq_len}, not data"),
             )
         )
     ax_pool.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.45, 0.0), ncol=2, fontsize=8, frameon=False)
@@ -426,7 +296,7 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
             y = -pos * 0.5
             if source is None:
                 ax_seq.add_patch(Rectangle((0, y), 1.6, 0.45, facecolor="#ffffff", edgecolor="#777777", linewidth=0.5))
-                text = f"token {pos} (?)"
+                text = _(f"token {pos} (?)")
             elif source in stale:
                 ax_seq.add_patch(
                     Rectangle(
@@ -439,149 +309,23 @@ def draw_reconstruction(manager, req, rebuilt=None, title: Optional[str] = None)
                         linewidth=0.8,
                     )
                 )
-                text = f"token {pos} (block {source[0]}, STALE)"
+                text = _(f"token {pos} (block {source[0]}, STALE)")
             else:
                 ax_seq.add_patch(
                     Rectangle((0, y), 1.6, 0.45, facecolor=_color(source[0]), edgecolor="#777777", linewidth=0.5)
                 )
-                text = f"token {pos} (block {source[0]})"
+                text = _(f"token {pos} (block {source[0]})")
             ax_seq.text(1.8, y + 0.22, text, va="center", fontsize=7)
         ax_seq.set_ylim(-rebuilt.shape[0] * 0.5, 0.7)
     ax_seq.set_xlim(0, 4)
     ax_seq.axis("off")
     ax_seq.set_title(
-        "rebuilt logical sequence" if rebuilt is not None else "(no rebuilt sequence given)",
+        _("rebuilt logical sequence") if rebuilt is not None else _("(no rebuilt sequence given)"),
         fontsize=10,
         color="#111111" if rebuilt is not None else "#999999",
     )
     if title:
-        fig.suptitle(title)
-    return fig
-
-
-USAGE_COLORS = ("#55a868", "#ccb974", "#c44e52", "#8c8c8c")
-
-
-def plot_kv_usage(
-    runs: Mapping[str, Mapping], paper: Optional[Mapping[str, SequenceType[float]]] = None, title: Optional[str] = None
-) -> CourseFigure:
-    """KV memory by category in the style of the vLLM paper's Figure 2, next to the paper's own bars.
-
-    ``runs`` maps a workload name to ``{system: KVUsage}`` (``paged_kv.lab.baselines.compare_systems``);
-    ``paper`` maps a system to its published percentages (``baselines.PAPER_FIGURE2``). Left: one
-    stacked bar per system and source, as % of the KV pool; right: requests running at once.
-    """
-    from paged_kv.lab.baselines import CATEGORIES
-
-    workloads = list(runs)
-    systems = list(next(iter(runs.values())))
-    rows = []  # (label, shares in %, hatched)
-    for system in systems:
-        if paper and system in paper:
-            rows.append((f"{system}: paper", list(paper[system]), True))
-        for workload in workloads:
-            rows.append((f"{system}: {workload}", [100 * x for x in runs[workload][system].shares()], False))
-    fig = CourseFigure(figsize=(12, 0.36 * len(rows) + 2.2))
-    ax, ax_batch = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.2]})
-    for y, (label, shares, from_paper) in enumerate(rows):
-        left = 0.0
-        for k, share in enumerate(shares):
-            ax.barh(
-                -y,
-                share,
-                left=left,
-                color=USAGE_COLORS[k],
-                edgecolor="white",
-                hatch="//" if from_paper else None,
-                height=0.75,
-            )
-            if share >= 6:
-                ax.text(
-                    left + share / 2,
-                    -y,
-                    f"{share:.1f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7.5,
-                    color="#111111",
-                    path_effects=_HALO,
-                )
-            left += share
-        if from_paper and len(shares) == 1:
-            ax.barh(-y, 100 - left, left=left, color="#ffffff", edgecolor="#bbbbbb", hatch="..", height=0.75)
-    ax.set_yticks([-y for y in range(len(rows))], [r[0] for r in rows], fontsize=8)
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("share of the KV pool, averaged while requests wait (%)")
-    ax.set_title("Where the KV memory goes (hatched: the paper's Figure 2)", fontsize=10)
-    handles = [Patch(facecolor=c, label=n) for c, n in zip(USAGE_COLORS, CATEGORIES)]
-    handles.append(Patch(facecolor="#ffffff", edgecolor="#bbbbbb", hatch="..", label="not broken down in the paper"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8, frameon=False)
-    width = 0.8 / max(len(workloads), 1)
-    for w, workload in enumerate(workloads):
-        values = [runs[workload][s].mean_running for s in systems]
-        positions = [i + (w - (len(workloads) - 1) / 2) * width for i in range(len(systems))]
-        ax_batch.bar(positions, values, width=width, color=_color(w), label=workload)
-        for x, v in zip(positions, values):
-            ax_batch.text(x, v, f"{v:.0f}", ha="center", va="bottom", fontsize=7.5)
-    ax_batch.set_xticks(range(len(systems)), [s.replace(" (", "\n(") for s in systems], fontsize=8)
-    ax_batch.set_ylabel("requests running at once (mean)")
-    ax_batch.set_title("How many requests fit", fontsize=10)
-    ax_batch.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_prefix_workload(
-    cached_run: Mapping[str, List[int]], baseline_run: Mapping[str, List[int]], title: Optional[str] = None
-) -> CourseFigure:
-    """Three panels over arriving requests, from ``prefix_workload.replay`` with and without caching:
-    cumulative hit rate, prefill tokens computed (cumulative), and blocks in use."""
-    from itertools import accumulate
-
-    n = list(range(1, len(cached_run["prompt_tokens"]) + 1))
-    prompt = list(accumulate(cached_run["prompt_tokens"]))
-    fig = CourseFigure(figsize=(12, 3.6))
-    ax_hit, ax_tokens, ax_blocks = fig.subplots(1, 3)
-    ax_hit.plot(n, [100 * c / p for c, p in zip(accumulate(cached_run["cached_tokens"]), prompt)], color=_color(0))
-    ax_hit.set_ylim(0, 100)
-    ax_hit.set_xlabel("requests arrived")
-    ax_hit.set_ylabel("prompt tokens served from cache (%)")
-    ax_hit.set_title("Hit rate so far")
-    for run, label, i in ((baseline_run, "no prefix caching", 3), (cached_run, "prefix caching", 0)):
-        ax_tokens.plot(n, [t / 1000 for t in accumulate(run["computed_tokens"])], label=label, color=_color(i))
-        ax_blocks.plot(n, run["blocks_in_use"], label=label, color=_color(i))
-    ax_tokens.set_xlabel("requests arrived")
-    ax_tokens.set_ylabel("prefill tokens computed (thousands)")
-    ax_tokens.set_title("Prefill work, cumulative")
-    ax_blocks.set_xlabel("requests arrived")
-    ax_blocks.set_ylabel("blocks held by live requests")
-    ax_blocks.set_title("Memory in use")
-    for ax in (ax_hit, ax_tokens, ax_blocks):
-        ax.grid(True, alpha=0.3)
-    ax_tokens.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_prefix_sweep(
-    system_lens: List[int], fractions: Mapping[int, List[float]], title: Optional[str] = None
-) -> CourseFigure:
-    """Share of prompt tokens served from the cache against the shared prefix length, one line per block size."""
-    fig = CourseFigure(figsize=(7, 4))
-    ax = fig.subplots()
-    for i, (block_size, values) in enumerate(sorted(fractions.items())):
-        ax.plot(system_lens, [100 * v for v in values], marker="o", color=_color(i), label=f"block size {block_size}")
-    ax.set_xlabel("shared system prompt length (tokens)")
-    ax.set_ylabel("prompt tokens served from cache (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title(title or "What prefix caching can save")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        fig.suptitle(_(title))
     return fig
 
 
@@ -595,14 +339,14 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
     """
     rows = list(rows)
     chain_colour: Dict[int, str] = {}
-    for _, _, _, chains in rows:
+    for *_unused, chains in rows:
         for h in chains:
             chain_colour.setdefault(h, _color(len(chain_colour)))
     seen: Dict[int, set] = {}
-    for _, _, contents, chains in rows:
+    for *_unused, contents, chains in rows:
         for c, h in zip(contents, chains):
             seen.setdefault(c, set()).add(h)
-    width = max(len(blocks) for _, blocks, _, _ in rows)
+    width = max(len(row[1]) for row in rows)
     fig = CourseFigure(figsize=(3.1 * width + 2.2, 1.25 * len(rows) + 0.9))
     ax = fig.subplots()
     for r, (label, blocks, contents, chains) in enumerate(rows):
@@ -627,18 +371,19 @@ def draw_hash_chains(rows: SequenceType[tuple], title: Optional[str] = None) -> 
             ax.text(
                 x + 1.45,
                 y + 0.22,
-                f"content {c % 16**6:06x} | chain {h % 16**6:06x}",
+                _(f"content {c % 16**6:06x} | chain {h % 16**6:06x}"),
                 ha="center",
                 va="center",
                 fontsize=7,
-                family="monospace",
+                family=families("monospace"),
             )
             if i:
                 ax.annotate("", (x, y + 0.45), (x - 0.2, y + 0.45), arrowprops={"arrowstyle": "->", "color": "#555555"})
     ax.set_xlim(-0.2, 3.1 * width)
     ax.set_ylim(-1.25 * len(rows) + 0.2, 1.1)
     ax.axis("off")
-    ax.set_title(title or "Same colour = same chained hash (shareable); red dashes = content hash lies", fontsize=10)
+    default = _("Same colour = same chained hash (shareable); red dashes = content hash lies")
+    ax.set_title(_(title) if title else default, fontsize=10)
     return fig
 
 
@@ -724,27 +469,28 @@ def draw_kernel_reads(
                 )
             )
         order = f" = #{logical[block]}" if block in logical else ""
-        ax_pool.text(x0 + 0.5, y0 + 0.95, f"block {block}{order}", ha="center", va="bottom", fontsize=7)
+        ax_pool.text(x0 + 0.5, y0 + 0.95, _("block") + f" {block}{order}", ha="center", va="bottom", fontsize=7)
     ax_pool.set_xlim(-0.1, ncols * 1.1)
     ax_pool.set_ylim(-(pool_rows - 1) * pitch - 0.1, 1.25)
     ax_pool.set_aspect("equal")
     ax_pool.axis("off")
-    ax_pool.set_title(title or "What the kernel reads: pool slots (one cell per token slot)", fontsize=10)
+    default = _("What the kernel reads: pool slots (one cell per token slot)")
+    ax_pool.set_title(_(title) if title else default, fontsize=10)
     legend = [
-        Patch(facecolor=_color(s), label=f"seq {s}: read by its program(s)")
+        Patch(facecolor=_color(s), label=_(f"seq {s}: read by its program(s)"))
         for s in range(len(rows))
         if highlight is None or s == highlight
     ]
     legend += [
-        Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label="tail slot: masked, never used"),
-        Patch(facecolor=FREE_COLOR, edgecolor="#999999", label="not read"),
+        Patch(facecolor="#ffffff", hatch="////", edgecolor="#777777", label=_("tail slot: masked, never used")),
+        Patch(facecolor=FREE_COLOR, edgecolor="#999999", label=_("not read")),
     ]
     ax_pool.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
     for s, (row, n) in enumerate(zip(rows, lens)):
         used = -(-n // block_size)
         y = -s * 0.55
-        ax_tab.text(-0.15, y + 0.22, f"seq {s}, {n} tok", ha="right", va="center", fontsize=8)
+        ax_tab.text(-0.15, y + 0.22, _(f"seq {s}, {n} tok"), ha="right", va="center", fontsize=8)
         for i, block in enumerate(row):
             live = i < used and (highlight is None or s == highlight)
             ax_tab.add_patch(
@@ -758,7 +504,7 @@ def draw_kernel_reads(
                     alpha=1.0 if live else 0.9,
                 )
             )
-            label = str(block) if i < used else f"pad ({block})"
+            label = str(block) if i < used else _("pad") + f" ({block})"
             ax_tab.text(
                 i * 1.1 + 0.5,
                 y + 0.22,
@@ -775,7 +521,13 @@ def draw_kernel_reads(
     ax_tab.set_xlim(-0.1, max(ncols, table_cols) * 1.1)
     ax_tab.set_ylim(-(len(rows) - 1) * 0.55 - 0.1, 0.6)
     ax_tab.axis("off")
-    split_note = f"; dashed lines: split-KV boundaries every {tokens_per_split} tokens" if tokens_per_split else ""
-    ax_tab.set_title(f"Block tables (entry = physical block id; 'pad' entries are never read{split_note})", fontsize=9)
+    if tokens_per_split:
+        tables_title = _(
+            f"Block tables (entry = physical block id; 'pad' entries are never read; dashed lines: split-KV "
+            f"boundaries every {tokens_per_split} tokens)"
+        )
+    else:
+        tables_title = _("Block tables (entry = physical block id; 'pad' entries are never read)")
+    ax_tab.set_title(tables_title, fontsize=9)
     fig.subplots_adjust(left=0.14, right=0.74, hspace=0.3)
     return fig

@@ -2,7 +2,7 @@
 
 A widget's callbacks run outside the cell that made it, so an exception there would only reach
 Jupyter's log console. Every callback here therefore catches what the student's code raises and
-prints it in the widget itself, with what to do next.
+prints it in the widget itself, with what to do next. Labels and messages are in the notebook's language.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from paged_kv.cache.ledger import GPU_MEMORY_BYTES, MODEL_PRESETS, kv_budget_bytes
+from paged_kv.lab.i18n import N_, _
 
 
 def _display_figure(out, fig) -> None:
@@ -38,21 +39,21 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
     kv_budget_bytes(1, 0, memory_utilization, runtime_bytes)  # validates both before any widget exists
 
     start = MODEL_PRESETS["Llama-3.1-8B"]
-    model = widgets.Dropdown(options=list(MODEL_PRESETS), value=start.name, description="model")
+    model = widgets.Dropdown(options=list(MODEL_PRESETS), value=start.name, description=_("model"))
     dtype = widgets.Dropdown(
-        options=[("fp8 (1 byte)", 1), ("bf16/fp16 (2 bytes)", 2), ("fp32 (4 bytes)", 4)],
+        options=[(_("fp8 (1 byte)"), 1), (_("bf16/fp16 (2 bytes)"), 2), (_("fp32 (4 bytes)"), 4)],
         value=2,
-        description="KV dtype",
+        description=_("KV dtype"),
     )
-    block = widgets.Dropdown(options=[1, 8, 16, 32, 128, 256], value=16, description="block size")
+    block = widgets.Dropdown(options=[1, 8, 16, 32, 128, 256], value=16, description=_("block size"))
     context = widgets.IntSlider(
-        value=4096, min=1, max=start.max_context, step=1, description="context", continuous_update=False
+        value=4096, min=1, max=start.max_context, step=1, description=_("context"), continuous_update=False
     )
     out = widgets.Output()
     summary = widgets.Output()
     busy = {"now": False}
 
-    def redraw(*_):
+    def redraw(*_change):
         if busy["now"]:
             return
         with summary:
@@ -61,13 +62,18 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
                 _redraw()
             except NotImplementedError:
                 print(
-                    "estimate_kv_cache_bytes is not written yet: write it in the TODO cell, run that cell, "
-                    "then run this cell again."
+                    _(
+                        "estimate_kv_cache_bytes is not written yet: write it in the TODO cell, run that cell, "
+                        "then run this cell again."
+                    )
                 )
             except Exception as error:  # shown here: a widget callback's error would only reach the log console
+                name = type(error).__name__
                 print(
-                    f"Your estimate_kv_cache_bytes raised {type(error).__name__}: {error}\n"
-                    "Fix it in the TODO cell, run that cell, then run this cell again."
+                    _(
+                        f"Your estimate_kv_cache_bytes raised {name}: {error}\n"
+                        "Fix it in the TODO cell, run that cell, then run this cell again."
+                    )
                 )
 
     def _redraw():
@@ -86,22 +92,30 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
                 highlight=model.value,
             ),
         )
-        print(
-            f"{preset.name}: {one['kv_bytes_per_token'] / 1024:g} KiB per token, context up to "
-            f"{preset.max_context:,} tokens. A {n:,}-token request holds {blocks:,} block(s) of {size}: "
-            f"{blocks * size - n} slot(s) of tail waste."
+        name, kib, context_len, waste = (
+            preset.name,
+            one["kv_bytes_per_token"] / 1024,
+            preset.max_context,
+            blocks * size - n,
         )
+        print(
+            _(
+                f"{name}: {kib:g} KiB per token, context up to {context_len:,} tokens. A {n:,}-token request holds "
+                f"{blocks:,} block(s) of {size}: {waste} slot(s) of tail waste."
+            )
+        )
+        runtime_gib = runtime_bytes / 2**30
         bound = (
-            "upper bound: no activation memory"
-            if runtime_bytes == 0
-            else f"after {runtime_bytes / 2**30:.2f} GiB runtime"
+            _("upper bound: no activation memory") if runtime_bytes == 0 else _(f"after {runtime_gib:.2f} GiB runtime")
         )
         for gpu, gpu_bytes in GPU_MEMORY_BYTES.items():
             budget = kv_budget_bytes(gpu_bytes, preset.weight_bytes(2), memory_utilization, runtime_bytes)
-            fits = budget // one["total_cache_bytes"]
+            fits, gib = budget // one["total_cache_bytes"], budget / 2**30
             print(
-                f"  {gpu:>22}: {budget / 2**30:6.1f} GiB for KV at utilisation {memory_utilization} after bf16 "
-                f"weights ({bound}) -> {fits:,} such requests"
+                f"  {gpu:>22}: "
+                + _(
+                    f"{gib:6.1f} GiB for KV at utilisation {memory_utilization} after bf16 weights ({bound}) -> {fits:,} such requests"
+                )
             )
 
     def model_changed(change):
@@ -122,7 +136,7 @@ def ledger_explorer(ledger: Callable, memory_utilization: float = 0.9, runtime_b
     return widgets.VBox([widgets.HBox([model, dtype]), widgets.HBox([block, context]), out, summary])
 
 
-_NOT_WRITTEN = (
+_NOT_WRITTEN = N_(
     "allocate_for_decode is not written yet: write it in the TODO cell above, run that cell, "
     "then run this cell again to get fresh buttons."
 )
@@ -158,83 +172,87 @@ def decode_stepper(
                 f"size {size}; use a larger pool_tokens"
             )
 
-    block = widgets.Dropdown(options=sizes, value=4, description="block size")
-    step = widgets.Button(description="decode 1 token")
-    step4 = widgets.Button(description="decode 4 tokens")
-    reset = widgets.Button(description="reset")
+    block = widgets.Dropdown(options=sizes, value=4, description=_("block size"))
+    step = widgets.Button(description=_("decode 1 token"))
+    step4 = widgets.Button(description=_("decode 4 tokens"))
+    reset = widgets.Button(description=_("reset"))
     out = widgets.Output()
     status = widgets.Output()
     state = {}
 
-    def start(*_):
+    def start(*_change):
         manager = manager_cls(pool_tokens // block.value, block.value, head_dim)
         reqs = [Request(i, p) for i, p in enumerate(prompts)]
         for req in reqs:
             manager.allocate_for_prefill(req)
         state.update(manager=manager, reqs=reqs, turn=0)
-        show("after prefill")
+        show(_("after prefill"))
 
     def show(note, *messages):
         manager, reqs = state["manager"], state["reqs"]
+        size = manager.block_size
         try:
-            _display_figure(out, draw_kv_manager(manager, reqs, title=f"block size {manager.block_size}: {note}"))
+            _display_figure(out, draw_kv_manager(manager, reqs, title=_(f"block size {size}: {note}")))
         except Exception as error:  # e.g. a block table holding ids outside the pool
-            messages += (f"(cannot draw this state: {error})",)
+            messages += (_(f"(cannot draw this state: {error})"),)
         with status:
             status.clear_output(wait=True)
             for req in reqs:
                 report = manager.allocation_report(req)
-                print(
-                    f"req {req.request_id}: {req.seq_len} tokens in {len(req.block_table)} blocks, "
-                    f"tail {report['unused_tail_tokens']} slot(s), utilisation {report['utilization']:.0%}"
-                )
-            print(f"free blocks: {len(manager.free_blocks)} of {manager.num_blocks}")
+                rid, tokens, held = req.request_id, req.seq_len, len(req.block_table)
+                tail, used = report["unused_tail_tokens"], report["utilization"]
+                print(_(f"req {rid}: {tokens} tokens in {held} blocks, tail {tail} slot(s), utilisation {used:.0%}"))
+            free, total = len(manager.free_blocks), manager.num_blocks
+            print(_(f"free blocks: {free} of {total}"))
             for message in messages:
-                print(message)
+                print(_(message))
 
     def decode(times):
         manager, reqs = state["manager"], state["reqs"]
-        for _ in range(times):
+        for _time in range(times):
             req = reqs[state["turn"] % len(reqs)]
+            rid = req.request_id
             before = (req.seq_len, list(req.block_table), list(manager.free_blocks))
             try:
                 manager.allocate_for_decode(req)
             except NotImplementedError:
-                show("nothing decoded yet", _NOT_WRITTEN)
+                show(_("nothing decoded yet"), _NOT_WRITTEN)
                 return
             except RuntimeError as error:
                 state["turn"] += 1
                 if "OOM" in str(error):
                     show(
-                        f"OOM on req {req.request_id}",
-                        f"OOM: req {req.request_id} needs a new block and none is free. Your message: {error}",
+                        _(f"OOM on req {rid}"),
+                        _(f"OOM: req {rid} needs a new block and none is free. Your message: {error}"),
                     )
                 else:
                     show(
-                        f"error on req {req.request_id}",
-                        f"Your allocate_for_decode raised RuntimeError without 'OOM' in its message: {error}",
+                        _(f"error on req {rid}"),
+                        _(f"Your allocate_for_decode raised RuntimeError without 'OOM' in its message: {error}"),
                     )
                 return
             except Exception as error:  # shown here: a widget callback's error would only reach the log console
-                show(
-                    f"error on req {req.request_id}", f"Your allocate_for_decode raised {type(error).__name__}: {error}"
-                )
+                name = type(error).__name__
+                show(_(f"error on req {rid}"), _(f"Your allocate_for_decode raised {name}: {error}"))
                 return
             try:
                 check_kv_manager(manager, reqs)
             except AssertionError as error:
                 req.seq_len, req.block_table[:], manager.free_blocks[:] = before  # draw the last good state
                 show(
-                    f"broken state after a step on req {req.request_id}",
-                    f"After allocate_for_decode on req {req.request_id}: {error}. The picture shows the "
-                    "state before that step; fix the TODO, run its cell, then run this cell again.",
+                    _(f"broken state after a step on req {rid}"),
+                    _(
+                        f"After allocate_for_decode on req {rid}: {error}. The picture shows the "
+                        "state before that step; fix the TODO, run its cell, then run this cell again."
+                    ),
                 )
                 return
             state["turn"] += 1
-        show(f"after {state['turn']} decode step(s)")
+        steps = state["turn"]
+        show(_(f"after {steps} decode step(s)"))
 
-    step.on_click(lambda _: decode(1))
-    step4.on_click(lambda _: decode(4))
+    step.on_click(lambda _button: decode(1))
+    step4.on_click(lambda _button: decode(4))
     reset.on_click(start)
     block.observe(start, names="value")
     start()
@@ -244,7 +262,7 @@ def decode_stepper(
     try:
         probe_manager.allocate_for_decode(probe)
     except NotImplementedError:
-        show("after prefill", _NOT_WRITTEN)
+        show(_("after prefill"), _NOT_WRITTEN)
     except Exception:  # a real bug shows itself, in the widget, at the first click
         pass
     return widgets.VBox([widgets.HBox([block, step, step4, reset]), out, status])

@@ -297,7 +297,17 @@ def test_the_grading_table_names_the_reports_by_their_absolute_paths(tmp_path, m
         "workers": 1,
         "cpu_seconds": 2.0,
         "work": str(course / "autograder" / "work"),
-        "students": [{"student": "s1", "score": 10.0, "seconds": 1.0, "repairs": [], "events": [], "ok": True}],
+        "students": [
+            {
+                "student": "s1",
+                "score": 10.0,
+                "score_text": "10.0",
+                "seconds": 1.0,
+                "repairs": [],
+                "events": [],
+                "ok": True,
+            }
+        ],
     }
     last = table(summary).splitlines()[-1]
     assert f"grades: {course}/autograder/work/reports/grades.csv," in last
@@ -511,29 +521,69 @@ def test_the_hub_gives_students_one_edition_of_the_package_at_a_time(tmp_path):
         install_edition(layout, "99-nothing")
 
 
-def test_make_hub_closes_the_checkouts_answers_to_students_and_clean_keeps_them_closed(tmp_path):
-    """hub.checkout: solutions, the package, the graders, their tests and git history get mode 0750 and the
-    instructor's group (no student may enter them); the course environment and the rest stay as they are;
-    hub-clean gives them back to the owner's group, still closed."""
+def test_make_hub_closes_the_whole_checkout_but_its_environment_and_clean_keeps_it_closed(tmp_path):
+    """hub.checkout (issue 47): every entry at the checkout's top but the course environment (the solutions, the
+    package, the graders, git history, and the build outputs: dist/ as the platform builders once wrote it, 0644 in
+    0755, test artifacts, benchmark results, build/, a file) gets the instructor's group and mode 0750 (a file
+    0640, 0750 where its owner runs it); the hub refuses while one is open; hub-clean gives them back to the
+    owner's group, still closed."""
     import grp
     import stat
 
     from hub import checkout
 
-    for name in checkout.CLOSED + (".venv", "course"):
-        (tmp_path / name).mkdir()
-        os.chmod(tmp_path / name, 0o755)
-    with pytest.raises(checkout.CheckoutOpen, match="solutions"):
-        checkout.require_closed(tmp_path)
+    repo, environment = tmp_path / "repo", tmp_path / "environment"
+    folders = ["solutions", "paged_kv", "autograder", "tests", ".git", "dist/gradescope", "test-artifacts/browser"]
+    for name in folders + ["bench/results", "build/lib/paged_kv", ".venv/bin", "course"]:
+        (repo / name).mkdir(parents=True)
+    for path in [repo, *repo.rglob("*")]:
+        os.chmod(path, 0o755)
+    (repo / "dist" / "gradescope" / "02-atomic-prefill-autograder.zip").write_text("### BEGIN HIDDEN TESTS")
+    (repo / "README.md").write_text("readme")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(repo / "run.sh", 0o755)
+    tops = sorted({name.split("/")[0] for name in folders} | {"bench", "build", "course", "README.md", "run.sh"})
+    with pytest.raises(checkout.CheckoutOpen, match="dist") as refused:
+        checkout.require_closed(repo, environment)
+    assert all(str(repo / name) in str(refused.value) for name in tops)
     group = grp.getgrgid(os.getegid()).gr_name
-    changed = checkout.close(group, tmp_path)
-    assert sorted(changed) == sorted(str(tmp_path / n) for n in checkout.CLOSED)
-    checkout.require_closed(tmp_path)
-    assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o750 for n in checkout.CLOSED)
-    assert stat.S_IMODE((tmp_path / ".venv").stat().st_mode) == 0o755, "students' servers run the course environment"
-    assert checkout.close(group, tmp_path) == [], "closing twice changes nothing"
-    checkout.keep_closed(tmp_path)
-    checkout.require_closed(tmp_path)
+    changed = checkout.close(group, repo)
+    assert sorted(changed) == sorted(str(repo / n) for n in tops)
+    checkout.require_closed(repo)
+    modes = {name: stat.S_IMODE((repo / name).stat().st_mode) for name in tops}
+    assert modes == {name: 0o640 if name == "README.md" else 0o750 for name in tops}
+    assert stat.S_IMODE((repo / ".venv").stat().st_mode) == 0o755, "students' servers run the course environment"
+    assert checkout.close(group, repo) == [], "closing twice changes nothing"
+    checkout.keep_closed(repo)
+    checkout.require_closed(repo)
+    checkout.require_closable(repo, environment)
+
+
+def test_the_hub_refuses_before_any_account_where_closing_the_checkout_cannot_close_it(tmp_path):
+    """A link at the checkout's top to a folder others may read (a dist/ kept elsewhere) is never followed by
+    close, so the hub refuses, naming it; so it does for a copy of the package installed into the course
+    environment (a non-editable install: every answer in site-packages)."""
+    import grp
+    import sysconfig
+
+    from hub import checkout
+
+    repo, elsewhere, environment = tmp_path / "repo", tmp_path / "elsewhere", tmp_path / "environment"
+    repo.mkdir()
+    elsewhere.mkdir()
+    os.chmod(elsewhere, 0o755)
+    (repo / "dist").symlink_to(elsewhere)
+    with pytest.raises(checkout.CheckoutOpen, match=r"dist \(a link\)"):
+        checkout.require_closable(repo, environment)
+    assert checkout.close(grp.getgrgid(os.getegid()).gr_name, repo) == []
+    assert oct(elsewhere.stat().st_mode & 0o777) == oct(0o755), "a link's target is not the checkout's to change"
+    with pytest.raises(checkout.CheckoutOpen, match="dist"):
+        checkout.require_closed(repo, environment)
+    (repo / "dist").unlink()
+    site = sysconfig.get_paths(vars={"base": str(environment), "platbase": str(environment)})["purelib"]
+    (Path(site) / "paged_kv").mkdir(parents=True)
+    with pytest.raises(checkout.CheckoutOpen, match="site-packages/paged_kv"):
+        checkout.require_closable(repo, environment)
 
 
 def test_a_student_who_submitted_several_times_is_told_which_submission_was_graded(tmp_path):

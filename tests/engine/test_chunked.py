@@ -195,6 +195,36 @@ def test_allocate_slots_changes_nothing_when_the_pool_is_short():
     assert manager.allocate_slots(second, 4) and len(second.block_table) == 1
 
 
+def test_num_blocks_to_allocate_says_what_allocate_slots_takes_and_changes_nothing():
+    manager = ChunkedBlockManager(6, 4)
+    first = Sequence(list(range(1, 11)), 4)
+    assert manager.num_blocks_to_allocate(first, 10) == 3 and manager.allocate_slots(first, 10)
+    first.num_scheduled_tokens = 10
+    manager.hash_blocks(first)  # blocks 0 and 1 are full: cached
+    first.num_computed_tokens, first.num_scheduled_tokens = 10, 0
+    manager.deallocate(first)  # free, still cached
+    second = Sequence(list(range(1, 9)) + [99], 4)
+    hits = manager.get_computed_blocks(second)
+    before = (list(manager.free_block_ids), manager.ref_counts(), dict(manager.hash_to_block_id))
+    assert hits == 2 and manager.num_blocks_to_allocate(second, 1, hits) == 3  # two revived hits + one fresh
+    assert (list(manager.free_block_ids), manager.ref_counts(), dict(manager.hash_to_block_id)) == before
+    assert manager.allocate_slots(second, 1, hits) and manager.num_free_blocks == 6 - 3
+    with pytest.raises(ValueError, match="admission only"):
+        manager.num_blocks_to_allocate(second, 1, 1)
+
+
+def test_the_engine_names_the_flag_when_a_chunk_comes_as_a_decode_step(model):
+    class ChunksAsDecodes(ChunkedScheduler):
+        def schedule(self):
+            scheduled, _ = super().schedule()
+            return scheduled, False
+
+    engine = LLMEngine(model, 16, 4, scheduler=ChunksAsDecodes, max_num_batched_tokens=3)
+    engine.add_request("Python is", SamplingParams(max_tokens=2))
+    with pytest.raises(ValueError, match=r"is_prefill=False.*a prompt chunk.*is_prefill must be True"):
+        engine.step()
+
+
 def test_prefix_hits_are_taken_at_admission_and_cost_no_budget():
     manager = ChunkedBlockManager(10, 4)
     first = Sequence(list(range(1, 11)), 4)

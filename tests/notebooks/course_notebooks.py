@@ -8,11 +8,12 @@ A student's finished answer is the source notebook's answer cell without nbgrade
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import nbformat
 
 from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
+from tools.sync_colab import COLAB_TEST
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
@@ -69,3 +70,11 @@ def solved_release(lab: str) -> nbformat.NotebookNode:
 
 def code_cells(notebook) -> List:
     return [c for c in notebook.cells if c.cell_type == "code"]
+
+
+def lab_code_cells(lab: str, setup: Callable[[str], str], solved: bool = True) -> List[str]:
+    """The code cells of ``lab``'s release notebook (with the student's finished answers when ``solved``), its
+    setup cell (the one with the platforms' install lines) rewritten by ``setup``: a test points its install
+    address at a local stand-in for the platform's source of the course."""
+    notebook = solved_release(lab) if solved else nbformat.read(release_path(lab), 4)
+    return [setup(c.source) if COLAB_TEST in c.source else c.source for c in code_cells(notebook)]

@@ -1,8 +1,9 @@
 """The course as Colab runs it, checked without Colab (which these machines cannot reach).
 
-- Colab's published image (colab_image.py) satisfies every range the package asks for, so installing
-  the course replaces none of Colab's packages (torch above all); the package admits Python 3.10-3.13
-  and its code compiles on each of them that this machine has.
+- Colab's published image (colab_image.py) and ModelScope's images (modelscope_image.py: what their build
+  scripts install) satisfy every range the package asks for, so installing the course replaces none of their
+  packages (torch above all); the package admits Python 3.10-3.13 (ModelScope's 3.12.13 too) and its code
+  compiles on each of them that this machine has. The ModelScope route itself: test_modelscope.py.
 - In a fake Colab (fake_colab.py: torch present, Colab's ipywidgets 7.7.1 / IPython 7.34 /
   matplotlib / numpy, ``google.colab`` imported, course package absent), every release notebook with
   its solution typed in runs: the setup cell installs the course (from a wheel of this checkout, as
@@ -27,8 +28,19 @@ from packaging.version import Version
 
 from autograder.course.layout import LABS, SOURCE_DIR
 from colab_image import COLAB_CPU, COLAB_GPU, COLAB_PYTHON, as_saved_by_colab
-from course_notebooks import code_cells, is_answer, is_test, nbgrader_meta, release_path, solved_release, source_path
+from course_notebooks import (
+    code_cells,
+    is_answer,
+    is_test,
+    lab_code_cells,
+    nbgrader_meta,
+    release_path,
+    solved_release,
+    source_path,
+)
 from fake_colab import build_course_wheel, fake_colab_python, fresh_runtime, freeze, run_like_colab
+from fake_runtime import changed_packages
+from modelscope_image import MODELSCOPE_CPU, MODELSCOPE_GPU, MODELSCOPE_PYTHON
 from test_release_and_grading import nbgrader
 from tools.sync_colab import COLAB_TEST, TRITON_EXTRA, load_settings, needs_triton, read_toml
 
@@ -44,19 +56,28 @@ def course_requirements(extra: str = "") -> list:
     return reqs + [Requirement(r) for r in PROJECT["optional-dependencies"].get(extra, [])]
 
 
-@pytest.mark.parametrize("runtime", [COLAB_CPU, COLAB_GPU], ids=["cpu-runtime", "gpu-runtime"])
+IMAGES = {
+    "colab-cpu": COLAB_CPU,
+    "colab-gpu": COLAB_GPU,
+    "modelscope-cpu": MODELSCOPE_CPU,
+    "modelscope-gpu": MODELSCOPE_GPU,
+}
+
+
+@pytest.mark.parametrize("image", sorted(IMAGES))
 @pytest.mark.parametrize("extra", ["", TRITON_EXTRA], ids=["plain-lab", "triton-lab"])
-def test_installing_the_course_keeps_every_package_colab_has(runtime, extra):
+def test_installing_the_course_keeps_every_package_the_platform_image_has(image, extra):
+    runtime = IMAGES[image]
     for req in course_requirements(extra):
         if req.name in runtime:
             assert req.specifier.contains(Version(runtime[req.name]), prereleases=True), (
-                f"pip would replace Colab's {req.name} {runtime[req.name]}: the course asks for {req}"
+                f"pip would replace {image}'s {req.name} {runtime[req.name]}: the course asks for {req}"
             )
         else:
-            assert req.name == "triton" and "triton" not in runtime, f"Colab lacks {req.name}; add it to colab_image.py"
+            assert req.name == "triton" and "triton" not in runtime, f"{image} lacks {req.name}; add it to its image"
 
 
-@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13", COLAB_PYTHON])
+@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13", COLAB_PYTHON, MODELSCOPE_PYTHON])
 def test_the_package_admits_every_supported_python(python):
     assert SpecifierSet(PROJECT["requires-python"]).contains(python)
 
@@ -111,16 +132,7 @@ def _from_wheel(source: str, wheel: Path) -> str:
 
 
 def _lab_cells(lab: str, wheel: Path, solved: bool = True) -> list:
-    notebook = solved_release(lab) if solved else nbformat.read(release_path(lab), 4)
-    return [_from_wheel(c.source, wheel) if COLAB_TEST in c.source else c.source for c in code_cells(notebook)]
-
-
-def _changed(before: dict, after: dict) -> dict:
-    return {
-        name: (before.get(name), after.get(name))
-        for name in set(before) | set(after)
-        if before.get(name) != after.get(name)
-    }
+    return lab_code_cells(lab, lambda source: _from_wheel(source, wheel), solved)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +164,7 @@ def test_every_solved_lab_runs_in_colab_and_its_setup_cell_changes_no_colab_pack
         if name.startswith("solved ")
     }
     assert failures and not any(failures.values()), f"cells that fail in the fake Colab: {failures}"
-    assert _changed(before, after) == {"paged-kv-course": (None, PROJECT["version"])}
+    assert changed_packages(before, after) == {"paged-kv-course": (None, PROJECT["version"])}
     assert after["ipywidgets"] == COLAB_CPU["ipywidgets"] and after["ipython"] == COLAB_CPU["ipython"]
 
 
@@ -184,7 +196,7 @@ def test_a_lab_that_uses_triton_gets_it_on_a_cpu_runtime_and_keeps_a_gpu_runtime
     cpu = run_like_colab(python, triton_labs, tmp_path / "cpu")
     after = freeze(python)
     assert all(r["ok"] for cells in cpu.values() for r in cells), cpu
-    assert set(_changed(before, after)) == {"paged-kv-course", "triton"} and after["torch"] == before["torch"]
+    assert set(changed_packages(before, after)) == {"paged-kv-course", "triton"} and after["torch"] == before["torch"]
 
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"triton=={COLAB_GPU['triton']}"], check=True)
     setup_cells = {name: [next(c for c in cells if COLAB_TEST in c)] for name, cells in triton_labs.items()}

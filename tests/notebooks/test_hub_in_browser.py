@@ -22,10 +22,14 @@ extension manager), so what it sees of news is what users see.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +92,7 @@ class ClassRun:
     cross_requests: Dict[str, int] = field(default_factory=dict)
     own_formgrader: Dict[str, int] = field(default_factory=dict)
     as_user_reads: Dict[str, str] = field(default_factory=dict)
+    open_link: Dict[str, str] = field(default_factory=dict)  # make hub started while a build output is open
     student_package: str = ""
     full_package: str = ""
     formgrader_text: str = ""
@@ -302,6 +307,57 @@ def _full_package_of(user: str, folder: Path) -> str:
     return done.stdout.strip() or done.stderr.strip()[-300:]
 
 
+# dist/ as `make gradescope` wrote it before issue 47: folders 0755, a file 0644 holding the hidden tests.
+PLANTED = ROOT / "dist" / "pkvt-hub-test" / "course" / "solutions" / LAB / NOTEBOOK
+HIDDEN_TEXT = "### BEGIN HIDDEN TESTS\ncheck_block_count()\n### END HIDDEN TESTS\n"
+
+
+def _plant_build_output() -> List[Path]:
+    """``PLANTED`` and its folders, open to every account (what the hub must close although it is open); the
+    paths to remove afterwards (``dist/`` itself when it was not there)."""
+    made = [] if PLANTED.parents[4].exists() else [PLANTED.parents[4]]
+    PLANTED.parent.mkdir(parents=True, exist_ok=True)
+    PLANTED.write_text(HIDDEN_TEXT)
+    os.chmod(PLANTED, 0o644)
+    for folder in PLANTED.parents[:5]:
+        os.chmod(folder, 0o755)
+    return made + [PLANTED.parents[3]]
+
+
+def _remove(paths: List[Path]) -> None:
+    for path in reversed(paths):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _refused_while_a_link_is_open(student: str) -> Dict[str, str]:
+    """A build output kept elsewhere and linked at the checkout's top (``dist-pkvt-hub-test``, a folder every account
+    reads): what ``student`` reads through it, and what ``python -m hub up`` says (it cannot close a link)."""
+    outside = Path(tempfile.mkdtemp(prefix="pkvt-open-dist-", dir="/tmp"))
+    os.chmod(outside, 0o755)
+    (outside / NOTEBOOK).write_text(HIDDEN_TEXT)
+    os.chmod(outside / NOTEBOOK, 0o644)
+    link, folder = ROOT / "dist-pkvt-hub-test", outside / "hub"
+    link.symlink_to(outside)
+    try:
+        read = _read_as(student, link / NOTEBOOK)
+        done = subprocess.run(
+            [sys.executable, "-m", "hub", "--dir", str(folder), "--prefix", "pkvt-", "up", "--students", "1"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        link.unlink()
+        shutil.rmtree(outside)
+    return {
+        "student reads through the link": read,
+        "returncode": str(done.returncode),
+        "said": done.stdout + done.stderr,
+        "hub folder made": str(folder.exists()),
+    }
+
+
 def _gradebook_scores(hub: Hub) -> Dict[str, float]:
     from nbgrader.api import Gradebook
 
@@ -318,7 +374,10 @@ def class_run(tmp_path_factory) -> ClassRun:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     run, started = ClassRun(), time.monotonic()
     log = ARTIFACTS / "jupyterhub.log"
-    with running_hub(2, log, settings=HUB_TEST_SETTINGS) as hub:
+    planted = _plant_build_output()
+    with contextlib.ExitStack() as undo:
+        undo.callback(_remove, planted)
+        hub = undo.enter_context(running_hub(2, log, settings=HUB_TEST_SETTINGS))
         run.hub = hub
         run.seconds["hub up"] = time.monotonic() - started
         released = hub.step("release", LAB)
@@ -352,7 +411,10 @@ def class_run(tmp_path_factory) -> ClassRun:
             "student1 -> the checkout's graders": _read_as(
                 first, ROOT / "autograder" / "labs" / "lab02_atomic_prefill" / "checks.py"
             ),
+            "student1 -> dist/, as make gradescope wrote it": _read_as(first, PLANTED),
+            "student1 -> the test artifacts": _read_as(first, log),
         }
+        run.open_link = _refused_while_a_link_is_open(first)
         run.full_package = _full_package_of(first, hub.folder)
         run.student_package = _package_of(first, hub.folder)
         names = [hub.instructor, *hub.students]
@@ -421,6 +483,27 @@ def test_no_student_reads_another_students_or_the_instructors_files_on_the_machi
     assert reads["student1 -> instructor's course folder"] == "denied", reads
     for what in ("solutions", "package", "graders"):
         assert reads[f"student1 -> the checkout's {what}"] == "denied", reads
+
+
+def test_no_student_reads_a_build_output_of_the_checkout(class_run):
+    """Issue 47: dist/ as the platform builders wrote it before (the hidden tests, 0644 in 0755 folders) and the test
+    artifacts are closed by make hub, like every entry of the checkout but its environment (hub.checkout)."""
+    reads = class_run.as_user_reads
+    assert reads["student1 -> dist/, as make gradescope wrote it"] == "denied", reads
+    assert reads["student1 -> the test artifacts"] == "denied", reads
+
+
+def test_make_hub_refuses_to_start_while_a_build_output_is_open_to_students(class_run):
+    """A build output kept outside the checkout and linked at its top is one a student reads (as that account, on
+    this machine) and make hub cannot close (it never follows a link): it refuses to start, naming it, before it
+    makes any account or folder."""
+    from hub.runtime import open_to_all
+
+    seen = class_run.open_link
+    # (where the checkout sits behind a folder only its owner enters, no student reaches the link at all)
+    assert seen["student reads through the link"] == ("read" if open_to_all(ROOT) else "denied"), seen
+    assert seen["returncode"] == "2" and "dist-pkvt-hub-test (a link)" in seen["said"], seen
+    assert seen["hub folder made"] == "False", seen
 
 
 def test_no_student_imports_the_whole_package_past_their_edition(class_run):

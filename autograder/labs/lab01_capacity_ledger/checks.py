@@ -7,14 +7,16 @@ from typing import Callable, Dict, List
 
 from paged_kv import MODEL_PRESETS, estimate_kv_cache_bytes as reference
 
-from autograder.labs.checking import call, check, expect_equal, grades, materialize
+from autograder.labs.checking import N_, _, call, check, expect_equal, grades, materialize
 
 FIELDS = ("num_blocks", "block_size", "num_layers", "num_kv_heads", "head_dim", "dtype_bytes")
 HINTS = {
-    "kv_bytes_per_token": "one token stores a K and a V vector per layer and per KV head: "
-    "2 * num_layers * num_kv_heads * head_dim * dtype_bytes",
-    "kv_bytes_per_block": "a block holds block_size tokens",
-    "total_cache_bytes": "the pool holds num_blocks blocks",
+    "kv_bytes_per_token": N_(
+        "one token stores a K and a V vector per layer and per KV head: "
+        "2 * num_layers * num_kv_heads * head_dim * dtype_bytes"
+    ),
+    "kv_bytes_per_block": N_("a block holds block_size tokens"),
+    "total_cache_bytes": N_("the pool holds num_blocks blocks"),
 }
 
 # Where the lab teaches what a hint is about (the insight report's "taught in"; the task itself is § 3): a
@@ -61,7 +63,7 @@ def _random_cases(seed: int, count: int) -> List[Dict[str, int]]:
             head_dim=rng.choice([1, 32, 64, 80, 96, 128, 256]),
             dtype_bytes=rng.choice([1, 2, 4]),
         )
-        for _ in range(count)
+        for _case in range(count)
     ]
 
 
@@ -72,11 +74,11 @@ def _check_key(student: Callable, key: str, cases: List[Dict[str, int]]) -> None
         check(
             type(got) is dict and key in got,
             label,
-            f"the result should be a dict with the key {key!r}",
-            "return the dict built at the end of the function (keep its four keys)",
+            _(f"the result should be a dict with the key {key!r}"),
+            _("return the dict built at the end of the function (keep its four keys)"),
             got=got,
         )
-        expect_equal(f"{label}[{key!r}]", got[key], reference(**args)[key], HINTS[key])
+        expect_equal(f"{label}[{key!r}]", got[key], reference(**args)[key], _(HINTS[key]))
 
 
 @grades(reference)
@@ -109,13 +111,13 @@ def check_random_configs(student: Callable, seed: int = 2024, count: int = 300) 
         check(
             type(got) is dict and "layout_shape" in got,
             label,
-            "the result should be a dict with the key 'layout_shape'",
-            "layout_shape is given code: leave it as it was",
+            _("the result should be a dict with the key 'layout_shape'"),
+            _("layout_shape is given code: leave it as it was"),
             got=got,
         )
         expect_equal(
             f"{label}['layout_shape']",
             got["layout_shape"],
             reference(**args)["layout_shape"],
-            "layout_shape is given code: leave it as it was",
+            _("layout_shape is given code: leave it as it was"),
         )

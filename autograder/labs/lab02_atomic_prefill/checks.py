@@ -11,7 +11,9 @@ import random
 from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
 from autograder.labs.checking import (
+    N_,
     CheckFailed,
+    _,
     audit_kv_manager,
     call,
     check,
@@ -51,15 +53,17 @@ def _prefill_that_fits(case: str, manager, req) -> None:
             raise
         raise CheckFailed(
             case,
-            f"raised OOM, but the prompt of {req.seq_len} tokens needs {needed} block(s) and {free} are free",
+            _(f"raised OOM, but the prompt of {req.seq_len} tokens needs {needed} block(s) and {free} are free"),
             got=failure.problem,
-            hint="a request that needs exactly the free blocks fits: compare with >, not >=",
+            hint=_("a request that needs exactly the free blocks fits: compare with >, not >="),
         ) from None
 
 
 def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: int = 0) -> None:
-    case = f"num_blocks={num_blocks}, block_size={block_size}, prompt_len={prompt_len}" + (
-        f", {taken} block(s) already taken" if taken else ""
+    case = (
+        _(f"num_blocks={num_blocks}, block_size={block_size}, prompt_len={prompt_len}, {taken} block(s) already taken")
+        if taken
+        else _(f"num_blocks={num_blocks}, block_size={block_size}, prompt_len={prompt_len}")
     )
     Request = student_side(cls, "paged_kv.Request")
     manager = cls(num_blocks, block_size, 2)
@@ -72,27 +76,29 @@ def _prefill_ok(cls, num_blocks: int, block_size: int, prompt_len: int, taken: i
     _prefill_that_fits(case, manager, req)
     table = plain_ints(case, req.block_table, "block_table")
     expect_equal(
-        f"{case}: blocks in req.block_table",
+        _(f"{case}: blocks in req.block_table"),
         len(table),
         needed,
-        f"ceil({prompt_len} / {block_size}) = {needed}: a partly filled last block still needs a whole "
-        "block, and an exact multiple needs no extra one",
+        _(
+            f"ceil({prompt_len} / {block_size}) = {needed}: a partly filled last block still needs a whole "
+            "block, and an exact multiple needs no extra one"
+        ),
     )
     check(
         all(b in free_before for b in table),
         case,
-        "req.block_table holds ids that were not free",
-        "take ids out of self.free_blocks (expected: the free ids before the call)",
+        _("req.block_table holds ids that were not free"),
+        _("take ids out of self.free_blocks (expected: the free ids before the call)"),
         expected=free_before,
         got=table,
     )
-    check(len(set(table)) == len(table), case, "req.block_table lists a block twice", got=table)
+    check(len(set(table)) == len(table), case, _("req.block_table lists a block twice"), got=table)
     free_after = plain_ints(case, manager.free_blocks, "free_blocks")
     expect_equal(
-        f"{case}: self.free_blocks after prefill (sorted)",
+        _(f"{case}: self.free_blocks after prefill (sorted)"),
         sorted(free_after),
         sorted(set(free_before) - set(table)),
-        "remove exactly the blocks you hand out from self.free_blocks",
+        _("remove exactly the blocks you hand out from self.free_blocks"),
     )
     audit_kv_manager(case, manager, [req] + owners)
 
@@ -117,14 +123,18 @@ def check_block_count(cls) -> None:
 
 
 def _expect_oom(cls, num_blocks: int, block_size: int, taken: int, prompt_len: int) -> None:
-    case = f"num_blocks={num_blocks}, block_size={block_size}, {taken} taken, prompt_len={prompt_len}"
+    case = _(f"num_blocks={num_blocks}, block_size={block_size}, {taken} taken, prompt_len={prompt_len}")
     Request = student_side(cls, "paged_kv.Request")
     manager = cls(num_blocks, block_size, 2)
     owner = Request(1, taken * block_size) if taken else None
     if owner:
         _prefill_that_fits(case, manager, owner)
     expect_oom_unchanged(
-        case, manager.allocate_for_prefill, manager, Request(2, prompt_len), "Check the size before taking any block."
+        case,
+        manager.allocate_for_prefill,
+        manager,
+        Request(2, prompt_len),
+        _("Check the size before taking any block."),
     )
 
 
@@ -148,7 +158,7 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
         student, reference = cls(num_blocks, block_size, 2), Reference(num_blocks, block_size, 2)
         live = []
         for step in range(steps // 4):
-            case = f"random workload {trial}, step {step} (num_blocks={num_blocks}, block_size={block_size})"
+            case = _(f"random workload {trial}, step {step} (num_blocks={num_blocks}, block_size={block_size})")
             if live and rng.random() < 0.4:
                 mine, theirs = live.pop(rng.randrange(len(live)))
                 student.release_request(mine)
@@ -157,18 +167,18 @@ def check_random_workload(cls, seed: int = 7, steps: int = 300) -> None:
             length = rng.randint(1, 3 * block_size * 2)
             mine, theirs = Request(step, length), LocalRequest(step, length)
             if mirror_step(
-                f"{case}, prompt_len={length}",
+                _(f"{case}, prompt_len={length}"),
                 lambda: reference.allocate_for_prefill(theirs),
                 student.allocate_for_prefill,
                 student,
                 mine,
-                "prefill",
+                N_("prefill"),
             ):
                 live.append((mine, theirs))
             expect_equal(
-                f"{case}: number of free blocks",
+                _(f"{case}: number of free blocks"),
                 len(student.free_blocks),
                 len(reference.free_blocks),
-                "a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM",
+                _("a prefill takes exactly ceil(prompt_len / block_size) blocks, or none on OOM"),
             )
-            audit_kv_manager(case, student, [m for m, _ in live])
+            audit_kv_manager(case, student, [m for m, _theirs in live])

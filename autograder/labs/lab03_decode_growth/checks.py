@@ -12,7 +12,9 @@ import random
 from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
 from autograder.labs.checking import (
+    N_,
     CheckFailed,
+    _,
     audit_kv_manager,
     call,
     check,
@@ -47,21 +49,25 @@ def _walk(cls, block_size: int, prompt_len: int, steps: int) -> None:
     manager = cls(steps + prompt_len + 2, block_size, 2)
     req = Request(0, prompt_len)
     manager.allocate_for_prefill(req)
-    for _ in range(steps):
+    for _step in range(steps):
         position, before_blocks = req.seq_len, len(req.block_table)
         starts_block = position % block_size == 0
-        case = f"block_size={block_size}, decoding the token at position {position} (0-based), which " + (
-            "starts a new block" if starts_block else "fits in the last block"
+        case = (
+            _(f"block_size={block_size}, decoding the token at position {position} (0-based), which starts a new block")
+            if starts_block
+            else _(
+                f"block_size={block_size}, decoding the token at position {position} (0-based), which fits in the last block"
+            )
         )
         call(case, manager.allocate_for_decode, req)
-        expect_equal(f"{case}: seq_len", req.seq_len, position + 1, "one decode step adds exactly one token")
+        expect_equal(_(f"{case}: seq_len"), req.seq_len, position + 1, _("one decode step adds exactly one token"))
         expect_equal(
-            f"{case}: blocks in req.block_table",
+            _(f"{case}: blocks in req.block_table"),
             len(req.block_table),
             before_blocks + starts_block,
-            "with block_size 1 every token starts a block; is your condition true for 1?"
+            _("with block_size 1 every token starts a block; is your condition true for 1?")
             if block_size == 1
-            else "the token at position p starts a new block exactly when p % block_size == 0",
+            else _("the token at position p starts a new block exactly when p % block_size == 0"),
         )
         audit_kv_manager(case, manager, [req])
 
@@ -88,30 +94,30 @@ def check_oom_rolls_back(cls) -> None:
     req = Request(0, 4)
     manager.allocate_for_prefill(req)
     expect_oom_unchanged(
-        "block_size=4, pool full, the token at position 4 (0-based) starts a second block",
+        _("block_size=4, pool full, the token at position 4 (0-based) starts a second block"),
         manager.allocate_for_decode,
         manager,
         req,
-        "Update seq_len only after the block is secured.",
+        _("Update seq_len only after the block is secured."),
     )
     manager = cls(1, 4, 2)
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
-    case = "block_size=4, pool full, the token at position 2 (0-based) fits in the first block"
+    case = _("block_size=4, pool full, the token at position 2 (0-based) fits in the first block")
     try:
         call(case, manager.allocate_for_decode, req)
     except CheckFailed as failure:
         raise CheckFailed(
             case,
-            "this token needs no new block, so a full pool must not stop it",
+            _("this token needs no new block, so a full pool must not stop it"),
             got=failure.problem,
-            hint="check for a free block only when the token starts a new block",
+            hint=_("check for a free block only when the token starts a new block"),
         ) from None
     check(
         req.seq_len == 3 and len(req.block_table) == 1,
         case,
-        "no block is needed here, so a full pool must not stop the decode",
-        "raise OOM only when the token starts a new block and none is free",
+        _("no block is needed here, so a full pool must not stop the decode"),
+        _("raise OOM only when the token starts a new block and none is free"),
         expected=(3, 1),
         got=(req.seq_len, len(req.block_table)),
     )
@@ -119,11 +125,11 @@ def check_oom_rolls_back(cls) -> None:
     req = Request(0, 2)
     manager.allocate_for_prefill(req)
     expect_oom_unchanged(
-        "block_size=1, pool full, the token at position 2 (0-based)",
+        _("block_size=1, pool full, the token at position 2 (0-based)"),
         manager.allocate_for_decode,
         manager,
         req,
-        "With block_size 1 every token needs a block.",
+        _("With block_size 1 every token needs a block."),
     )
 
 
@@ -144,7 +150,7 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
             pairs.append((mine, theirs))
         for step in range(steps // 4):
             mine, theirs = rng.choice(pairs)
-            case = (
+            case = _(
                 f"random workload {trial} (num_blocks={num_blocks}, block_size={block_size}), step {step}: "
                 f"request {mine.request_id}, the token at position {mine.seq_len} (0-based)"
             )
@@ -154,12 +160,12 @@ def check_random_workload(cls, seed: int = 11, steps: int = 400) -> None:
                 student.allocate_for_decode,
                 student,
                 mine,
-                "decode",
+                N_("decode"),
             )
             expect_equal(
-                f"{case}: (seq_len, blocks)",
+                _(f"{case}: (seq_len, blocks)"),
                 (mine.seq_len, len(mine.block_table)),
                 (theirs.seq_len, len(theirs.block_table)),
-                "a block exactly when the token's position is a multiple of block_size",
+                _("a block exactly when the token's position is a multiple of block_size"),
             )
-            audit_kv_manager(case, student, [m for m, _ in pairs])
+            audit_kv_manager(case, student, [m for m, _theirs in pairs])

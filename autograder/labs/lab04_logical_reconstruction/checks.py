@@ -10,6 +10,7 @@ from paged_kv import KVCacheManager as Reference, Request as LocalRequest
 
 from autograder.labs.checking import (
     CheckFailed,
+    _,
     call,
     check,
     expect_equal,
@@ -43,7 +44,7 @@ def _filled(cls, num_blocks: int, block_size: int, head_dim: int, seed: int):
 
 
 def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_len: int, seed: int = 0) -> None:
-    case = f"block_size={block_size}, block_table={list(table)}, seq_len={seq_len}"
+    case = _(f"block_size={block_size}, block_table={list(table)}, seq_len={seq_len}")
     manager = _filled(cls, num_blocks, block_size, head_dim, seed)
     reference = Reference(num_blocks, block_size, head_dim)
     pool_before = materialize(manager.physical_kv_cache).clone()
@@ -56,48 +57,52 @@ def _compare(cls, num_blocks: int, block_size: int, head_dim: int, table, seq_le
     check(
         type(got) is torch.Tensor,
         case,
-        "should return a torch.Tensor",
-        "build the result with torch operations",
+        _("should return a torch.Tensor"),
+        _("build the result with torch operations"),
         got=type(got).__name__,
     )
     expect_equal(
-        f"{case}: shape",
+        _(f"{case}: shape"),
         tuple(got.shape),
         tuple(expected.shape),
-        "[seq_len, head_dim]: did you cut the unused tail of the last block?",
+        _("[seq_len, head_dim]: did you cut the unused tail of the last block?"),
     )
-    expect_equal(f"{case}: dtype", str(got.dtype), str(expected.dtype), "keep the pool's dtype")
+    expect_equal(_(f"{case}: dtype"), str(got.dtype), str(expected.dtype), _("keep the pool's dtype"))
     if not torch.equal(got, expected):
         wrong = int((got != expected).any(dim=-1).nonzero()[0])
         logical_block, slot = divmod(wrong, block_size)
         raise CheckFailed(
             case,
-            f"position {wrong} (0-based) should hold slot {slot} of physical block "
-            f"{table[logical_block]} (block_table[{logical_block}])",
+            _(
+                f"position {wrong} (0-based) should hold slot {slot} of physical block "
+                f"{table[logical_block]} (block_table[{logical_block}])"
+            ),
             expected=[round(x, 4) for x in expected[wrong].tolist()],
             got=[round(x, 4) for x in got[wrong].tolist()],
-            hint="read blocks in block_table order, never in sorted or physical order",
+            hint=_("read blocks in block_table order, never in sorted or physical order"),
         )
     check(
         list(req.block_table) == list(table),
         case,
-        "get_physical_cache must not change the block table",
+        _("get_physical_cache must not change the block table"),
         expected=list(table),
         got=list(req.block_table),
     )
     check(
         torch.equal(materialize(manager.physical_kv_cache), pool_before),
         case,
-        "get_physical_cache must not change the pool",
-        "read the pool only; write nothing into self.physical_kv_cache",
+        _("get_physical_cache must not change the pool"),
+        _("read the pool only; write nothing into self.physical_kv_cache"),
     )
     result.add_(1.0)
     check(
         torch.equal(materialize(manager.physical_kv_cache), pool_before),
         case,
-        "the result shares memory with the pool: writing to it changed the cache",
-        "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
-        "block does not (add .clone())",
+        _("the result shares memory with the pool: writing to it changed the cache"),
+        _(
+            "return a new tensor: index_select, indexing with a tensor of ids and torch.cat copy; slicing one "
+            "block does not (add .clone())"
+        ),
     )
 
 
@@ -108,11 +113,11 @@ def check_table_order(cls) -> None:
         _compare(cls, 6, 2, 3, table, len(table) * 2)
     empty = student_side(cls, "paged_kv.Request")(1, 3)
     expect_raises(
-        "empty block_table",
+        _("empty block_table"),
         ValueError,
         cls(4, 2, 2).get_physical_cache,
         empty,
-        hint="a request without blocks has nothing to read",
+        hint=_("a request without blocks has nothing to read"),
     )
 
 

@@ -1,6 +1,7 @@
 """Lab 05 grader: the prefix cache's four parts, each graded on its own points.
 
-The parts, in the notebook's order (``PARTS``, named as ``autograder/editions/manifest.py`` names them):
+The parts, in the notebook's order (``PARTS``, named as the lab's declaration, ``LAB`` in this folder's
+``__init__.py``, names them):
 1. ``hash``: ``compute_hash``, exact xxh64 chain values; 2. ``release``: ``deallocate`` + ``_allocate_block``,
 ref-counted release and block reuse; 3. ``register``: ``hash_blocks``; 4. ``admit``: ``can_allocate`` +
 ``allocate``, prefix hits.
@@ -25,10 +26,13 @@ from paged_kv.cache.invariants import check_block_state
 from paged_kv.cache.prefix_cache import NO_HASH, _chain_hash
 
 from autograder.labs.checking import (
+    N_,
+    _,
     call,
     check,
     expect_equal,
     grades,
+    joined,
     materialize,
     plain_int,
     plain_ints,
@@ -71,31 +75,39 @@ def state(case: str, manager, seqs, raw_out: list = None) -> dict:
     Read in one go where the manager lives (``paged_kv.cache.invariants.block_manager_state``), then every
     value is checked to be a plain int here."""
     raw = materialize(call(case, student_side(manager, "paged_kv.cache.invariants.block_manager_state"), manager, seqs))
-    check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
+    check(type(raw) is dict, case, _("the manager's state could not be read"), got=raw)
     if raw_out is not None:
         raw_out.append(raw)
-    ids = plain_ints(case, raw["block ids"], "the blocks' block_id")
+    ids = plain_ints(case, raw["block ids"], N_("the blocks' block_id"))
     mapping = {}
     for pair in raw["hash_to_block_id"]:
         h, block_id = pair if type(pair) is tuple and len(pair) == 2 else (pair, None)
-        mapping[plain_int(case, h, "a hash_to_block_id key")] = plain_int(case, block_id, "a hash_to_block_id value")
+        mapping[plain_int(case, h, N_("a hash_to_block_id key"))] = plain_int(
+            case, block_id, N_("a hash_to_block_id value")
+        )
     return {
-        "block tables": [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])],
+        N_("block tables"): [
+            plain_ints(case, t, N_(f"seq {i}'s block_table")) for i, t in enumerate(raw["block tables"])
+        ],
         "num_cached_tokens": [plain_int(case, n, "num_cached_tokens") for n in raw["num_cached_tokens"]],
-        "ref counts": [plain_int(case, n, f"block {b}'s ref_count") for b, n in zip(ids, raw["ref counts"])],
-        "block hashes": [plain_int(case, h, f"block {b}'s hash") for b, h in zip(ids, raw["block hashes"])],
-        "block token ids": [plain_ints(case, t, f"block {b}'s token_ids") for b, t in zip(ids, raw["block token ids"])],
-        "free queue (in order)": plain_ints(case, raw["free queue (in order)"], "free_block_ids"),
-        "used blocks": plain_ints(case, raw["used blocks"], "used_block_ids"),
+        N_("ref counts"): [plain_int(case, n, N_(f"block {b}'s ref_count")) for b, n in zip(ids, raw["ref counts"])],
+        N_("block hashes"): [plain_int(case, h, N_(f"block {b}'s hash")) for b, h in zip(ids, raw["block hashes"])],
+        N_("block token ids"): [
+            plain_ints(case, t, N_(f"block {b}'s token_ids")) for b, t in zip(ids, raw["block token ids"])
+        ],
+        N_("free queue (in order)"): plain_ints(case, raw["free queue (in order)"], "free_block_ids"),
+        N_("used blocks"): plain_ints(case, raw["used blocks"], "used_block_ids"),
         "hash_to_block_id": mapping,
     }
 
 
 def expect_same_state(case: str, student, student_seqs, reference, reference_seqs, hint: str) -> None:
+    """The student's manager's state (``state``) equals the reference's, key by key; ``hint`` marked ``N_``."""
     raw: list = []
     mine, theirs = state(case, student, student_seqs, raw), state(case, reference, reference_seqs)
+    hint = _(hint)
     for key in theirs:
-        expect_equal(f"{case}: {key}", mine[key], theirs[key], hint)
+        expect_equal(joined(case, key), mine[key], theirs[key], hint)
     call(case, check_block_state, raw[0])
 
 
@@ -127,35 +139,37 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
     it fits (several prompts can be admitted in one step, before any of them is hashed), then decode
     the running ones, preempting the newest when a block is missing; finished requests are released.
     Prompts share a few system prompts so that prefix hits, sharing and cached-free reuse all happen.
+    ``hint`` is marked ``N_`` where it is written.
     """
+    hint = _(hint)
     rng = random.Random(seed)
     Sequence = student_side(cls, "paged_kv.Sequence")  # the student's manager gets the kernel's sequences
     block_size = rng.choice([1, 2, 3, 4])
     num_blocks = rng.randint(6, 16)
     student, reference = (
-        call(f"trace {seed}: creating the manager", cls, num_blocks, block_size),
+        call(_(f"trace {seed}: creating the manager"), cls, num_blocks, block_size),
         Reference(num_blocks, block_size),
     )
-    systems = [[rng.randrange(40) for _ in range(rng.randint(1, 3 * block_size))] for _ in range(3)]
+    systems = [[rng.randrange(40) for _token in range(rng.randint(1, 3 * block_size))] for _system in range(3)]
     waiting: deque = deque()
     running: List[Twin] = []
     for step in range(steps):
         if rng.random() < 0.6:
-            own = [rng.randrange(40) for _ in range(rng.randint(0, 2 * block_size))]
+            own = [rng.randrange(40) for _token in range(rng.randint(0, 2 * block_size))]
             waiting.append(Twin(rng.choice(systems) + own if rng.random() < 0.85 else own or [1], block_size, Sequence))
-        case = f"trace {seed} (block_size={block_size}, {num_blocks} blocks), step {step}"
+        case = _(f"trace {seed} (block_size={block_size}, {num_blocks} blocks), step {step}")
         admitted: List[Twin] = []
         while waiting:
             twin = waiting[0]
             expected = reference.can_allocate(twin.theirs)
-            got = plain_int(case, call(case, student.can_allocate, twin.mine), "can_allocate's result")
-            expect_equal(f"{case}: can_allocate for a {len(twin.theirs)}-token prompt", got, expected, hint)
+            got = plain_int(case, call(case, student.can_allocate, twin.mine), N_("can_allocate's result"))
+            expect_equal(_(f"{case}: can_allocate for a {len(twin.theirs)}-token prompt"), got, expected, hint)
             if expected == -1:
                 break
             reference.allocate(twin.theirs, expected)
             call(case, student.allocate, twin.mine, expected)
             expect_equal(
-                f"{case}: num_cached_tokens right after allocate",
+                _(f"{case}: num_cached_tokens right after allocate"),
                 twin.mine.num_cached_tokens,
                 twin.theirs.num_cached_tokens,
                 hint,
@@ -174,7 +188,7 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
                 while not reference.can_append(twin.theirs):
                     victim = running.pop()  # preempt the newest running request
                     reference.deallocate(victim.theirs)
-                    call(f"{case}: preempting a request", student.deallocate, victim.mine)
+                    call(_(f"{case}: preempting a request"), student.deallocate, victim.mine)
                     waiting.appendleft(victim)
                     if victim is twin:
                         break
@@ -186,16 +200,16 @@ def run_trace(cls, seed: int, hint: str, *, steps: int = 60) -> None:
         for twin in [t for t in running if rng.random() < 0.15]:
             running.remove(twin)
             reference.deallocate(twin.theirs)
-            call(f"{case}: releasing a finished request", student.deallocate, twin.mine)
+            call(_(f"{case}: releasing a finished request"), student.deallocate, twin.mine)
         expect_same_state(case, student, [t.mine for t in running], reference, [t.theirs for t in running], hint)
 
 
 def _prefill(manager, seq) -> int:
-    hits = plain_int("prefill", manager.can_allocate(seq), "can_allocate's result")
+    hits = plain_int(_("prefill"), manager.can_allocate(seq), N_("can_allocate's result"))
     if hits < 0:
-        raise RuntimeError(f"OOM: can_allocate returned {hits}")
+        raise RuntimeError(_(f"OOM: can_allocate returned {hits}"))
     manager.allocate(seq, hits)
-    _compute("prefill", manager, seq)
+    _compute(_("prefill"), manager, seq)
     return hits
 
 
@@ -203,25 +217,30 @@ def _pair(cls, num_blocks: int, block_size: int) -> Tuple[object, Reference]:
     return cls(num_blocks, block_size), Reference(num_blocks, block_size)
 
 
+OPS = {"prefill": N_("prefill"), "batch": N_("a batch admitted in one step"), "free": N_("free a sequence")}  # shown
+
+
 def _same_ops(case: str, student, reference, ops, hint: str) -> None:
-    """Run ``ops`` (``(kind, tokens or index)``) on both managers and compare the state after each."""
+    """Run ``ops`` (``(kind, tokens or index)``) on both managers and compare the state after each; ``hint`` is
+    marked ``N_`` where it is written."""
+    hint = _(hint)
     mine: list = []
     theirs: list = []
     for i, (kind, arg) in enumerate(ops):
-        step = f"{case}, op {i + 1} ({kind})"
+        step = _(f"{case}, op {i + 1} ({OPS[kind]})")
         if kind == "prefill":
             theirs.append(LocalSequence(arg, reference.block_size))
             mine.append(seq_for(student, arg, reference.block_size))
             expected = reference.can_allocate(theirs[-1])
-            got = plain_int(step, call(step, student.can_allocate, mine[-1]), "can_allocate's result")
-            expect_equal(f"{step}: can_allocate for {arg}", got, expected, hint)
+            got = plain_int(step, call(step, student.can_allocate, mine[-1]), N_("can_allocate's result"))
+            expect_equal(_(f"{step}: can_allocate for {arg}"), got, expected, hint)
             reference.allocate(theirs[-1], expected)
             call(step, student.allocate, mine[-1], expected)
             expect_equal(
-                f"{step}: num_cached_tokens right after allocate",
+                _(f"{step}: num_cached_tokens right after allocate"),
                 mine[-1].num_cached_tokens,
                 theirs[-1].num_cached_tokens,
-                "allocate sets num_cached_tokens = hits * block_size",
+                _("allocate sets num_cached_tokens = hits * block_size"),
             )
             for manager, seq in ((reference, theirs[-1]), (student, mine[-1])):
                 _compute(step, manager, seq)
@@ -232,8 +251,8 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             ]
             for ref_seq, my_seq in new:
                 expected = reference.can_allocate(ref_seq)
-                got = plain_int(step, call(step, student.can_allocate, my_seq), "can_allocate's result")
-                expect_equal(f"{step}: can_allocate for {ref_seq.token_ids}", got, expected, hint)
+                got = plain_int(step, call(step, student.can_allocate, my_seq), N_("can_allocate's result"))
+                expect_equal(_(f"{step}: can_allocate for {ref_seq.token_ids}"), got, expected, hint)
                 reference.allocate(ref_seq, expected)
                 call(step, student.allocate, my_seq, expected)
             for ref_seq, my_seq in new:
@@ -246,13 +265,16 @@ def _same_ops(case: str, student, reference, ops, hint: str) -> None:
             freed = mine.pop(arg)
             call(step, student.deallocate, freed)
             expect_equal(
-                f"{step}: the freed sequence's block_table", freed.block_table, [], "deallocate clears seq.block_table"
+                _(f"{step}: the freed sequence's block_table"),
+                freed.block_table,
+                [],
+                _("deallocate clears seq.block_table"),
             )
             expect_equal(
-                f"{step}: the freed sequence's num_cached_tokens",
+                _(f"{step}: the freed sequence's num_cached_tokens"),
                 freed.num_cached_tokens,
                 0,
-                "deallocate sets seq.num_cached_tokens = 0",
+                _("deallocate sets seq.num_cached_tokens = 0"),
             )
         expect_same_state(step, student, mine, reference, theirs, hint)
 
@@ -276,7 +298,7 @@ def check_hash_values(cls) -> None:
     tested = with_reference_todos(cls, *HASH)
     make_list = student_side(cls, "builtins.list")
     for tokens, prefix in HASH_CASES:
-        case = f"compute_hash({tokens}, prefix={prefix})"
+        case = _(f"compute_hash({tokens}, prefix={prefix})")
         expected = Reference.compute_hash(tokens, prefix)
         given = make_list(tokens)  # a list on the student's side, to see whether compute_hash changes it
         got = call(case, tested.compute_hash, given, prefix)
@@ -284,29 +306,31 @@ def check_hash_values(cls) -> None:
             case,
             got,
             expected,
-            "xxh64 of the prefix as 8 little-endian bytes (only when prefix != -1, so 0 counts), "
-            "then the ids as int64 bytes; return h.intdigest()",
+            _(
+                "xxh64 of the prefix as 8 little-endian bytes (only when prefix != -1, so 0 counts), "
+                "then the ids as int64 bytes; return h.intdigest()"
+            ),
         )
-        check(materialize(given) == tokens, case, "compute_hash must not change the list it is given")
+        check(materialize(given) == tokens, case, _("compute_hash must not change the list it is given"))
     manager = tested(4, 2)
-    case = "compute_hash on an instance, default prefix"
+    case = _("compute_hash on an instance, default prefix")
     expect_equal(
         case,
         call(case, manager.compute_hash, [3, 4]),
         Reference.compute_hash([3, 4]),
-        "the default prefix is -1 (no previous block)",
+        _("the default prefix is -1 (no previous block)"),
     )
-    case = "a three-block chain"
+    case = _("a three-block chain")
     h = NO_HASH
     expected = NO_HASH
     for block in ([1, 2], [3, 4], [5, 6]):
         h = call(case, tested.compute_hash, block, h)
         expected = Reference.compute_hash(block, expected)
-        expect_equal(f"{case}: hash of block {block}", h, expected, "feed each block's hash into the next")
+        expect_equal(_(f"{case}: hash of block {block}"), h, expected, _("feed each block's hash into the next"))
 
 
 # -- part 4, admit: can_allocate + allocate -------------------------------------------------------------
-ALLOCATE_HINT = (
+ALLOCATE_HINT = N_(
     "walk full blocks from the start (never the last one), chain the hash, stop at the first "
     "miss or token mismatch; a hit on a used block costs no free block, a cached-free hit does"
 )
@@ -318,27 +342,27 @@ def check_prefix_hits(cls) -> None:
     tested = with_reference_todos(cls, *ADMIT)
     # A live shared prefix: two blocks shared, ref counts 2, only the tail is new.
     _same_ops(
-        "live prefix shared",
+        _("live prefix shared"),
         *_pair(tested, 8, 2),
         [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6, 7])],
         ALLOCATE_HINT,
     )
     # The last block is never served from the cache, even when the whole prompt is cached.
     _same_ops(
-        "prompt fully cached",
+        _("prompt fully cached"),
         *_pair(tested, 8, 2),
         [("prefill", [1, 2, 3, 4]), ("prefill", [1, 2, 3, 4])],
-        "the last block must be computed: loop over range(seq.num_blocks - 1)",
+        N_("the last block must be computed: loop over range(seq.num_blocks - 1)"),
     )
     _same_ops(
-        "block_size=1, same prompt twice",
+        _("block_size=1, same prompt twice"),
         *_pair(tested, 8, 1),
         [("prefill", [4, 5, 6]), ("prefill", [4, 5, 6])],
-        "with block_size 1 the last token is still computed",
+        N_("with block_size 1 the last token is still computed"),
     )
     # Stop at the first miss: a later block that matches must not be reused after a gap.
     _same_ops(
-        "a miss in the middle",
+        _("a miss in the middle"),
         *_pair(tested, 10, 2),
         [("prefill", [1, 2, 3, 4, 5, 6, 7]), ("prefill", [1, 2, 9, 9, 5, 6, 7])],
         ALLOCATE_HINT,
@@ -346,7 +370,7 @@ def check_prefix_hits(cls) -> None:
     # Stop at the first miss even when a later block is still cached (so the hits form a prefix):
     # two copies of a prefix filled in one step, the map's copy of block 1 reused, block 2 still cached.
     _same_ops(
-        "a later block cached after a miss",
+        _("a later block cached after a miss"),
         *_pair(tested, 7, 1),
         [
             ("batch", [[1, 2, 3, 6], [1, 2, 5]]),
@@ -355,11 +379,11 @@ def check_prefix_hits(cls) -> None:
             ("prefill", [9, 9]),
             ("prefill", [1, 2, 3, 7]),
         ],
-        "stop at the first miss: cached blocks must be a prefix of the sequence",
+        N_("stop at the first miss: cached blocks must be a prefix of the sequence"),
     )
     # Cached-free blocks are revived (taken out of the free queue) and still cost a free block.
     _same_ops(
-        "revive a freed prefix",
+        _("revive a freed prefix"),
         *_pair(tested, 6, 2),
         [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 8])],
         ALLOCATE_HINT,
@@ -367,25 +391,29 @@ def check_prefix_hits(cls) -> None:
     for num_blocks, second in ((4, [1, 2, 3, 4, 6, 7]), (4, [1, 2, 3, 4, 6, 7, 8])):
         student, reference = _pair(tested, num_blocks, 2)
         _same_ops(
-            "pool nearly full",
+            _("pool nearly full"),
             student,
             reference,
             [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [9, 9])],
             ALLOCATE_HINT,
         )
-        case = f"{num_blocks} blocks, 1 live, prefix cached-free, admitting a {len(second)}-token prompt"
+        case = _(f"{num_blocks} blocks, 1 live, prefix cached-free, admitting a {len(second)}-token prompt")
         expected = reference.can_allocate(LocalSequence(second, 2))
-        got = plain_int(case, call(case, student.can_allocate, seq_for(student, second, 2)), "can_allocate's result")
+        got = plain_int(
+            case, call(case, student.can_allocate, seq_for(student, second, 2)), N_("can_allocate's result")
+        )
         expect_equal(
             case,
             got,
             expected,
-            "a hit on a free (cached) block still takes that block out of the "
-            "free pool: only hits on used blocks lower the count of new blocks",
+            _(
+                "a hit on a free (cached) block still takes that block out of the "
+                "free pool: only hits on used blocks lower the count of new blocks"
+            ),
         )
     student, reference = _pair(tested, 4, 2)
     _same_ops(
-        "exact fit with a live hit",
+        _("exact fit with a live hit"),
         student,
         reference,
         [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6])],
@@ -404,16 +432,16 @@ def check_prefix_hits(cls) -> None:
             victim.hash = colliding
             manager.hash_to_block_id[colliding] = victim.block_id
             planted.append(seq)
-        case = (
+        case = _(
             f"hash collision (block_size={block_size}): the cache says block {planted[1].block_table[0]} holds "
             f"{list(range(1, block_size + 1))} but it holds {[7] * block_size}"
         )
         prompt = list(range(1, block_size + 1)) + [5]
         got = plain_int(
-            case, call(case, student.can_allocate, seq_for(student, prompt, block_size)), "can_allocate's result"
+            case, call(case, student.can_allocate, seq_for(student, prompt, block_size)), N_("can_allocate's result")
         )
         expect_equal(
-            case, got, 0, "on a hash hit compare the block's token_ids with the sequence's; a mismatch is a miss"
+            case, got, 0, _("on a hash hit compare the block's token_ids with the sequence's; a mismatch is a miss")
         )
 
 
@@ -426,7 +454,7 @@ def check_allocation_traces(cls) -> None:
 
 
 # -- part 2, release: deallocate + _allocate_block ------------------------------------------------------
-RELEASE_HINT = (
+RELEASE_HINT = N_(
     "deallocate: last block first, ref_count - 1, free only at 0 and keep its hash; "
     "_allocate_block: pop the front of the free queue, drop the block's old hash only if the map "
     "still points at this block, reset it"
@@ -437,22 +465,24 @@ RELEASE_HINT = (
 def check_release_and_reuse(cls) -> None:
     """Ref counts, last-first release, free-but-cached hits, stale mappings dropped, the ``== block_id`` guard."""
     tested = with_reference_todos(cls, *RELEASE)
-    _same_ops("free a sequence alone", *_pair(tested, 6, 2), [("prefill", [1, 2, 3, 4, 5]), ("free", 0)], RELEASE_HINT)
     _same_ops(
-        "free one of two sharers",
+        _("free a sequence alone"), *_pair(tested, 6, 2), [("prefill", [1, 2, 3, 4, 5]), ("free", 0)], RELEASE_HINT
+    )
+    _same_ops(
+        _("free one of two sharers"),
         *_pair(tested, 8, 2),
         [("prefill", [1, 2, 3, 4, 5]), ("prefill", [1, 2, 3, 4, 6]), ("free", 0), ("free", 0)],
         RELEASE_HINT,
     )
     _same_ops(
-        "a freed prefix is still hit",
+        _("a freed prefix is still hit"),
         *_pair(tested, 8, 2),
         [("prefill", [1, 2, 3, 4, 5]), ("free", 0), ("prefill", [1, 2, 3, 4, 9])],
-        "do not clear a block's hash (or its map entry) when it is freed: free but cached",
+        N_("do not clear a block's hash (or its map entry) when it is freed: free but cached"),
     )
     # Reuse: the filler takes the freed prefix's blocks; their old hashes must leave the map.
     _same_ops(
-        "reused blocks lose their old hash",
+        _("reused blocks lose their old hash"),
         *_pair(tested, 3, 2),
         [
             ("prefill", [1, 2, 3, 4, 5]),
@@ -466,7 +496,7 @@ def check_release_and_reuse(cls) -> None:
     # nano-vllm #163: the same tokens under another prefix land in the reused block; the stale entry
     # would then pass the token check and serve KV computed after the wrong prefix.
     _same_ops(
-        "stale mapping with equal tokens",
+        _("stale mapping with equal tokens"),
         *_pair(tested, 4, 2),
         [
             ("prefill", [1, 2, 7]),
@@ -476,7 +506,9 @@ def check_release_and_reuse(cls) -> None:
             ("free", 1),
             ("prefill", [1, 2, 5, 6, 9]),
         ],
-        "when a block is handed out again, delete its old hash from hash_to_block_id (if the map still points at it)",
+        N_(
+            "when a block is handed out again, delete its old hash from hash_to_block_id (if the map still points at it)"
+        ),
     )
     # nano-vllm #219: two sequences fill the same prefix in one step, so two blocks carry one hash and
     # the map points at the second. Reusing the first must not delete the second's entry.
@@ -489,7 +521,7 @@ def check_release_and_reuse(cls) -> None:
             for manager, name in managers
         }
         for manager, name in managers:
-            case = f"same-step duplicates (block_size={block_size})"
+            case = _(f"same-step duplicates (block_size={block_size})")
             for seq in seqs[name]:  # both admitted in one step: neither is hashed yet
                 call(case, manager.allocate, seq, manager.can_allocate(seq))
             for seq in seqs[name]:
@@ -498,19 +530,21 @@ def check_release_and_reuse(cls) -> None:
             filler = seq_for(manager, [9] * (4 * block_size), block_size)  # the unused blocks, then the first copy's
             call(case, _prefill, manager, filler)
             call(case, manager.deallocate, filler)
-        case = f"same-step duplicates (block_size={block_size}): the first copy's block was reused"
+        case = _(f"same-step duplicates (block_size={block_size}): the first copy's block was reused")
         expect_same_state(
             case,
             student,
             seqs["mine"],
             reference,
             seqs["theirs"],
-            "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
-            "may hold the same prefix and still be live",
+            _(
+                "delete the old hash only if hash_to_block_id[block.hash] == block_id: another block "
+                "may hold the same prefix and still be live"
+            ),
         )
         expected = reference.can_allocate(LocalSequence(prompt + [3], block_size))
-        got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt + [3], block_size)), "hits")
-        expect_equal(f"{case}: hits for the same prefix", got, expected, "the live copy must still be found")
+        got = plain_int(case, call(case, student.can_allocate, seq_for(student, prompt + [3], block_size)), N_("hits"))
+        expect_equal(_(f"{case}: hits for the same prefix"), got, expected, _("the live copy must still be found"))
 
 
 @grades(Reference.deallocate, Reference._allocate_block)
@@ -522,7 +556,7 @@ def check_release_traces(cls) -> None:
 
 
 # -- part 3, register: hash_blocks ----------------------------------------------------------------------
-HASH_BLOCKS_HINT = (
+HASH_BLOCKS_HINT = N_(
     "register blocks start = num_cached_tokens // block_size up to end = (num_cached_tokens + "
     "num_scheduled_tokens) // block_size, chaining from block start - 1's hash"
 )
@@ -547,12 +581,12 @@ def check_hash_blocks(cls) -> None:
         mine, theirs = seq_for(student, prompt, block_size), LocalSequence(prompt, block_size)
         reference.allocate(theirs, 0)
         student.allocate(mine, 0)
-        case = f"block_size={block_size}, prompt of {len(prompt)} computed in chunks {chunks}"
+        case = _(f"block_size={block_size}, prompt of {len(prompt)} computed in chunks {chunks}")
         for chunk in chunks:  # chunked prefill: only what was computed may be registered
             _hash_step(case, reference, theirs, chunk)
             _hash_step(case, student, mine, chunk)
             expect_same_state(
-                f"{case}, after {theirs.num_cached_tokens} tokens",
+                _(f"{case}, after {theirs.num_cached_tokens} tokens"),
                 student,
                 [mine],
                 reference,
@@ -565,7 +599,7 @@ def check_hash_blocks(cls) -> None:
                 manager.may_append(seq)
                 _hash_step(case, manager, seq, 1)
             expect_same_state(
-                f"{case}, after decoding to {len(theirs)} tokens",
+                _(f"{case}, after decoding to {len(theirs)} tokens"),
                 student,
                 [mine],
                 reference,

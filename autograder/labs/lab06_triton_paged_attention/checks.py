@@ -25,7 +25,8 @@ from paged_kv.kernels import triton_kernels
 from paged_kv.lab.kernel_cases import PagedCase
 from paged_kv.kernels.triton_attention import paged_decode_attention
 
-from autograder.labs.checking import CheckFailed, call, grades, is_remote, student_side
+from autograder.labs.checking import N_, CheckFailed, _, call, grades, is_remote, student_side
+from autograder.labs.lab06_triton_paged_attention import fast_dots
 from paged_kv.lab.feedback import materialize
 
 
@@ -50,7 +51,7 @@ def require_gpu_build(kernel, args, name: str, arch: int = 90):
 
 def _grid(grid_fn, name: str, *sizes: int, programs=None):
     """What the student's grid function returns for these plain ints, checked as the lab's launchers do."""
-    return lab.check_grid(materialize(call(f"{name}'s grid", grid_fn, *sizes)), name, programs)
+    return lab.check_grid(materialize(call(_(f"{name}'s grid"), grid_fn, *sizes)), name, programs)
 
 
 def _in_compile_box(name: str, launcher: str, case: PagedCase, grid=None, **params) -> torch.Tensor:
@@ -128,7 +129,7 @@ def _launcher(kernel, name: str):
 PACKAGE_KERNELS = (triton_kernels.paged_decode_kernel, triton_kernels.merge_splits_kernel, paged_decode_attention)
 FP32 = dict(atol=2e-5, rtol=2e-5)
 FP16 = dict(atol=2e-3, rtol=2e-3)
-INT64_HINT = (
+INT64_HINT = N_(
     "block ids are int32, and block_id * stride overflows past 2**31 elements: convert the block id "
     "with .to(tl.int64) before multiplying (vLLM #47671, #50427), and use the strides given"
 )
@@ -150,7 +151,9 @@ TEACHES = {
 
 
 def _hint(case: PagedCase, hint: str) -> str:
-    return INT64_HINT if case.label.startswith("pool past") else hint
+    """The hint a failure on ``case`` shows: the int64 one for the pool past 2**32 elements, else ``hint`` (a text
+    of these checks, marked where it is written), in the language spoken."""
+    return _(INT64_HINT) if case.label.startswith("pool past") else _(hint)
 
 
 def _tolerance(case: PagedCase) -> dict:
@@ -179,7 +182,7 @@ def _case(kernel, *args, **kwargs) -> PagedCase:
     return (paged_case if is_remote(kernel) else kernel_cases.paged_case)(*args, **kwargs)
 
 
-NEGATIVE_HINT = (
+NEGATIVE_HINT = N_(
     "here a query head has every score far below 0 (all under -240): start the running max at -inf, "
     "not 0, so that exp(s - m) is 1 at the largest score instead of underflowing to 0 for all of them"
 )
@@ -197,7 +200,7 @@ def _negative_logits(kernel, dtype=torch.float32) -> PagedCase:
         dtype=dtype,
         logit_scale=300.0,
         seed=74,
-        label="large negative logits",
+        label=_("large negative logits"),
     )
 
 
@@ -212,10 +215,12 @@ def _far_pool(kernel, **kwargs) -> PagedCase:
 
 def _no_room(error: MemoryError) -> CheckFailed:
     return CheckFailed(
-        "pool past 2**32 elements",
-        f"the int64 case could not run here ({error}), so this check scores 0",
-        hint="ask your instructor to grade this notebook again on the CPU "
-        "(the interpreter) or on a GPU with enough free memory",
+        _("pool past 2**32 elements"),
+        _(f"the int64 case could not run here ({error}), so this check scores 0"),
+        hint=_(
+            "ask your instructor to grade this notebook again on the CPU "
+            "(the interpreter) or on a GPU with enough free memory"
+        ),
     )
 
 
@@ -223,7 +228,7 @@ def _no_room(error: MemoryError) -> CheckFailed:
 
 
 def _gather_case(kernel, grid, case: PagedCase, seq: int, kv_head: int) -> None:
-    label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, kv_head {kv_head}"
+    label = _(f"{case.describe()}; seq {seq}, table {case.table(seq)}, kv_head {kv_head}")
     got = run_gather(kernel, grid, case, seq, kv_head)
     lab.expect_close(
         label,
@@ -233,8 +238,10 @@ def _gather_case(kernel, grid, case: PagedCase, seq: int, kv_head: int) -> None:
         rtol=0,
         hint=_hint(
             case,
-            "row t comes from block_table[t // BLOCK_SIZE], slot t % BLOCK_SIZE, of this "
-            "KV head; mask rows t >= seq_len",
+            _(
+                "row t comes from block_table[t // BLOCK_SIZE], slot t % BLOCK_SIZE, of this "
+                "KV head; mask rows t >= seq_len"
+            ),
         ),
     )
 
@@ -261,7 +268,7 @@ def check_step1_gather(kernel, grid: Callable) -> None:
 
 
 def _scores_case(kernel, grid, case: PagedCase, seq: int, q_head: int) -> None:
-    label = f"{case.describe()}; seq {seq}, table {case.table(seq)}, q_head {q_head}"
+    label = _(f"{case.describe()}; seq {seq}, table {case.table(seq)}, q_head {q_head}")
     got = run_scores(kernel, grid, case, seq, q_head)
     lab.expect_close(
         label,
@@ -270,8 +277,10 @@ def _scores_case(kernel, grid, case: PagedCase, seq: int, q_head: int) -> None:
         **FP32,
         hint=_hint(
             case,
-            "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
-            "of the last block (they hold stale data)",
+            _(
+                "scores[t] = scale * dot(q, k_t) for t < seq_len, and -inf for the tail slots "
+                "of the last block (they hold stale data)"
+            ),
         ),
     )
 
@@ -296,16 +305,16 @@ def check_step2_scores(kernel, grid: Callable) -> None:
 
 
 def _attend_case(kernel, case: PagedCase, seq: int, q_head: int, case_hint: str = "") -> None:
-    label = f"{case.describe()}; seq {seq}, q_head {q_head}"
+    label = _(f"{case.describe()}; seq {seq}, q_head {q_head}")
     got = run_attend(kernel, case, seq, q_head)
-    hint = (
+    hint = _(
         "keep a running max m and sum l; when m grows, rescale l and the accumulator by exp(m_old - m_new); "
         "divide by l once at the end"
     )
     if case.q.dtype == torch.float16 and case.q.shape[-1] >= 64:
-        hint = (
-            "fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
-            "accumulate in fp32; " + hint
+        hint = _(
+            f"fp16 at head dim 128: convert q and k to fp32 (.to(tl.float32)) before the dot product and "
+            f"accumulate in fp32; {hint}"
         )
     lab.expect_close(
         label, got, case.expected_head(seq, q_head), **_tolerance(case), hint=_hint(case, case_hint or hint)
@@ -335,7 +344,7 @@ def check_step3_online_softmax(kernel) -> None:
             dtype=dtype,
             logit_scale=logits,
             seed=seed + 1,
-            label="large logits" if logits > 1 else None,
+            label=_("large logits") if logits > 1 else None,
         )
         for seq in range(len(lens)):
             _attend_case(kernel, case, seq, seq % 2)
@@ -355,7 +364,7 @@ def check_step3_online_softmax(kernel) -> None:
         dtype=torch.float16,
         logit_scale=4.0,
         seed=12,
-        label="fp16, head dim 128",
+        label=_("fp16, head dim 128"),
     )
     _attend_case(kernel, realistic, 0, 1)
     larger = _case(
@@ -367,7 +376,7 @@ def check_step3_online_softmax(kernel) -> None:
         dtype=torch.float16,
         logit_scale=8.0,
         seed=25,
-        label="fp16, head dim 128, large logits",
+        label=_("fp16, head dim 128, large logits"),
     )
     _attend_case(kernel, larger, 0, 0)
     _attend_case(kernel, larger, 0, 2)
@@ -393,7 +402,7 @@ def check_step4_batch(kernel, grid: Callable) -> None:
     also at head dim 128 with realistic logits, and with GROUP 8 and large logits (q . k summed in fp16 fails);
     query heads whose scores are all far below 0."""
     _decode_build(kernel)
-    hint = (
+    hint = _(
         "program (s, h) reads KV head h for query heads h*GROUP .. h*GROUP+GROUP-1; each sequence has its "
         "own length and table row (stride_bt)"
     )
@@ -416,21 +425,21 @@ def check_step4_batch(kernel, grid: Callable) -> None:
             dtype=dtype,
             logit_scale=logits,
             seed=seed,
-            label="large logits" if logits > 1 else None,
+            label=_("large logits") if logits > 1 else None,
         )
         _decode_case(kernel, grid, case, hint)
     _decode_case(kernel, grid, _negative_logits(kernel), NEGATIVE_HINT)
     # Llama-sized heads in fp16. With 4 query heads and logits of a few units, q . k summed in fp16 stays within the
     # tolerance (about half of it); with GROUP 8 and larger logits it is off by 3 to 8 times the tolerance whatever
     # the seed, while a correct kernel's only error is fp16 rounding of its output (a quarter of it at most).
-    hint = (
+    hint = _(
         "fp16 at head dim 128: a sum of 128 products in fp16 keeps about three digits; convert q and k to fp32 "
         "before the dot product and accumulate in fp32"
     )
     for seed, (lens, heads, logits, label) in enumerate(
         [
-            ([40, 17], (4, 2), 4.0, "fp16, head dim 128"),
-            ([64, 9], (16, 2), 12.0, "fp16, head dim 128, GROUP 8, large logits"),
+            ([40, 17], (4, 2), 4.0, N_("fp16, head dim 128")),
+            ([64, 9], (16, 2), 12.0, N_("fp16, head dim 128, GROUP 8, large logits")),
         ]
     ):
         case = _case(
@@ -443,7 +452,7 @@ def check_step4_batch(kernel, grid: Callable) -> None:
             dtype=torch.float16,
             logit_scale=logits,
             seed=(13, 16)[seed],
-            label=label,
+            label=_(label),
         )
         _decode_case(kernel, grid, case, hint)
 
@@ -452,7 +461,7 @@ def check_step4_batch(kernel, grid: Callable) -> None:
 def check_step4_poisoned_memory(kernel, grid: Callable) -> None:
     """NaN in unused tail slots and in blocks no table lists; padding entries hold garbage ids."""
     _decode_build(kernel)
-    hint = (
+    hint = _(
         "only tokens t < seq_len may touch the result: mask the K and V loads (other=0) and the scores "
         "(-inf), and never follow a table entry past the sequence's last block (it is padding)"
     )
@@ -482,7 +491,7 @@ def check_step4_int64_offsets(kernel, grid: Callable) -> None:
 
 # ----------------------------------------------------------------------------- step 5: make it fast
 
-FAST_HINT = (
+FAST_HINT = N_(
     "walk TILE tokens per iteration (pos = start + tl.arange(0, TILE)); each token's block is "
     "table[pos // BLOCK_SIZE] and its slot pos % BLOCK_SIZE; mask the tokens past seq_len and, on "
     "store, the rows past GROUP"
@@ -491,7 +500,7 @@ FAST_HINT = (
 
 def _fast_case(kernel, case: PagedCase, tile: int, hint: str) -> None:
     got = run_fast_decode(kernel, case, tile)
-    lab.expect_close(f"{case.describe()}; TILE {tile}", got, case.expected(), **FP16, hint=_hint(case, hint))
+    lab.expect_close(_(f"{case.describe()}; TILE {tile}"), got, case.expected(), **FP16, hint=_hint(case, hint))
 
 
 def _fast_buildable(kernel) -> None:
@@ -539,14 +548,16 @@ def check_step5_correct(kernel) -> None:
         dtype=torch.float16,
         logit_scale=4.0,
         seed=50,
-        label="fp16, head dim 128",
+        label=_("fp16, head dim 128"),
     )
     _fast_case(
         kernel,
         case,
         64,
-        "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
-        "acc in float32; cast p to V's dtype only for the second tl.dot",
+        _(
+            "accumulate in fp32: keep tl.dot's default out_dtype (float32) and keep m, l and "
+            "acc in float32; cast p to V's dtype only for the second tl.dot"
+        ),
     )
     case = _far_pool(kernel, block_size=8, num_q_heads=4, num_kv_heads=2, dtype=torch.float16)
     _fast_case(kernel, case, 16, INT64_HINT)
@@ -565,15 +576,17 @@ def check_step5_correct(kernel) -> None:
         logit_scale=0.05,
         seed=60,
         value_offset=1.0,
-        label="a 128k-token context, scores close together",
+        label=_("a 128k-token context, scores close together"),
     )
     _fast_case(
         kernel,
         case,
         512,
-        "when the scores are close together the running sum l grows to about the number of "
-        "tokens, and acc to that times the values: keep m, l and acc in fp32 (fp16 stops at "
-        "65504); cast only p, to V's dtype, for the second tl.dot",
+        _(
+            "when the scores are close together the running sum l grows to about the number of "
+            "tokens, and acc to that times the values: keep m, l and acc in fp32 (fp16 stops at "
+            "65504); cast only p, to V's dtype, for the second tl.dot"
+        ),
     )
 
 
@@ -586,10 +599,12 @@ def expect_fast_builds(kernel, block_sizes=(16, 32), name: str = "fast_decode_ke
 def check_step5_fast_build(kernel) -> None:
     """The sm_90 build of a Llama-3.1-8B layer's decode (fp16, TILE 64) at block sizes 16, 32 and 256: both
     dot products on ``tl.dot`` taking 16-bit tiles and accumulating in fp32, the same tiles at every block size,
-    no register spilled.
+    no register spilled; and, launched at each of those specialisations, both products come from those dots in
+    every row (``fast_dots``: a dot no launch runs, or whose product never reaches the output, earns nothing).
     (A kernel whose tiles follow the block size fails at 32, before the slow build at 256.)"""
     _launcher(kernel, "check_kernel")(kernel, "fast_decode_kernel")
     expect_fast_builds(kernel, (16, 32, 256))
+    fast_dots.expect_dots_carry_products(kernel, (16, 32, 256))
 
 
 TRUSTED_NAMES["expect_fast_builds"] = expect_fast_builds

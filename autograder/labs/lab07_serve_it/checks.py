@@ -11,7 +11,7 @@ from paged_kv.engine.scheduler import Scheduler as Reference
 from paged_kv.lab.scheduler_trace import TraceRequest, TraceSpec, make_trace
 from paged_kv.lab.scheduler_trace import compare_with_reference as _replay
 
-from autograder.labs.checking import grades, student_side
+from autograder.labs.checking import _, grades, student_side
 
 BOX_NAMES = ("BlockManager",)  # the visible test builds a scheduler on a block manager of the student's side
 
@@ -59,7 +59,7 @@ def check_fcfs_admission(cls) -> None:
     compare_with_reference(
         cls,
         _spec([(_ids(1, 12), 6, 0), (_ids(20, 14), 3, 1), (_ids(40, 2), 3, 1)], num_blocks=7, block_size=4),
-        "head of the queue blocks the rest",
+        _("head of the queue blocks the rest"),
     )
     # The token budget (24) admits r0 and r1 (12 + 10 tokens) but not r2; r3 would fit but is behind r2.
     compare_with_reference(
@@ -70,7 +70,7 @@ def check_fcfs_admission(cls) -> None:
             block_size=4,
             max_num_batched_tokens=24,
         ),
-        "token budget",
+        _("token budget"),
     )
     # Boundaries: r0 + r1 fill the budget of 24 exactly; r2 alone is exactly the budget; r3 takes exactly
     # the blocks left free (a test with ``>=`` instead of ``>`` would never admit r2: the engine stalls).
@@ -82,7 +82,7 @@ def check_fcfs_admission(cls) -> None:
             block_size=4,
             max_num_batched_tokens=24,
         ),
-        "prompts that exactly fill the budget and the pool",
+        _("prompts that exactly fill the budget and the pool"),
     )
     # Prefix hits: r1 and r2 share r0's first two blocks, so only their last 2 and 3 tokens count against
     # the budget of 12: both fit in one step (counting their cached tokens too, r2 would not).
@@ -94,12 +94,12 @@ def check_fcfs_admission(cls) -> None:
             block_size=4,
             max_num_batched_tokens=12,
         ),
-        "prefix hits and the budget",
+        _("prefix hits and the budget"),
     )
     compare_with_reference(
         cls,
         _spec([([i + 1, i + 2], 4, 0) for i in range(7)], num_blocks=20, block_size=4, max_num_seqs=3),
-        "max_num_seqs = 3",
+        _("max_num_seqs = 3"),
     )
 
 
@@ -113,17 +113,17 @@ def check_decode_growth(cls) -> None:
             _spec(
                 [(_ids(1, 5), 9, 0), (_ids(30, 2), 12, 0), (_ids(50, 7), 6, 2)], num_blocks=40, block_size=block_size
             ),
-            f"decode growth, block_size={block_size}",
+            _(f"decode growth, block_size={block_size}"),
         )
     compare_with_reference(
         cls,
         _spec([(_ids(10 * i, 3), 6, 0) for i in range(1, 6)], num_blocks=30, block_size=2, max_num_seqs=2),
-        "decode with max_num_seqs = 2",
+        _("decode with max_num_seqs = 2"),
     )
     compare_with_reference(
         cls,
         _spec([(_ids(1, 3), 6, 0), (_ids(10, 2), 6, 0)], num_blocks=4, block_size=2),
-        "decode growth until the pool runs dry",
+        _("decode growth until the pool runs dry"),
     )
 
 
@@ -133,12 +133,12 @@ def check_preemption(cls) -> None:
     compare_with_reference(
         cls,
         _spec([(_ids(1, 4), 6, 0), (_ids(10, 4), 6, 0)], num_blocks=3, block_size=4),
-        "two requests, one free block",
+        _("two requests, one free block"),
     )
     compare_with_reference(
         cls,
         _spec([([10 * i + 1, 10 * i + 2, 10 * i + 3], 3, 0) for i in range(5)], num_blocks=5, block_size=4),
-        "five requests fill the pool",
+        _("five requests fill the pool"),
     )
     compare_with_reference(
         cls,
@@ -147,17 +147,17 @@ def check_preemption(cls) -> None:
             num_blocks=6,
             block_size=2,
         ),
-        "several preemptions, an arrival behind the preempted",
+        _("several preemptions, an arrival behind the preempted"),
     )
     compare_with_reference(
         cls,
         _spec([(_ids(1, 3), 3, 0), (_ids(10, 8), 4, 0)], num_blocks=3, block_size=4),
-        "the last running sequence preempts itself",
+        _("the last running sequence preempts itself"),
     )
     compare_with_reference(
         cls,
         _spec([(_ids(1, 2), 5, 0), (_ids(10, 2), 5, 0)], num_blocks=7, block_size=1),
-        "block_size=1: every token needs a block",
+        _("block_size=1: every token needs a block"),
     )
 
 
@@ -173,4 +173,4 @@ def check_random_traces(cls, seeds=range(12)) -> None:
             max_num_seqs=3 + seed % 4,
             max_num_batched_tokens=36,
         )
-        compare_with_reference(cls, spec, f"random trace seed={seed}")
+        compare_with_reference(cls, spec, _(f"random trace seed={seed}"))

@@ -11,7 +11,7 @@ blocks named by first appearance, a copy's source just before its destination, s
 accepted), the tokens, the copies recorded, and the pool's invariants (ref count = tables holding the
 block, free xor used); after every fork, every field of the child against the reference's child
 (``fork_fields``). ``copy_blocks`` gets new lists of the caches' tensors, as the runner hands them, and
-the tensors are read back from lists it never saw.
+the tensors are read back from lists it never saw. Both sides of a trace, and the comparisons, are ``traces.py``.
 """
 
 from __future__ import annotations
@@ -22,30 +22,35 @@ from typing import List, Optional, Tuple
 import torch
 
 from paged_kv.cache.forking import ForkingBlockManager as Reference
-from paged_kv.cache.invariants import check_block_state
 from paged_kv.cache.prefix_cache import Sequence as LocalSequence
 from paged_kv.cache.steps import prefill as local_prefill
 from paged_kv.engine import cache_ops
 from paged_kv.engine.forking import advance_beams as reference_advance
 from paged_kv.lab.fork_lab import (
-    SEQUENCE_FIELDS,
-    fork_fields,
     make_caches as local_caches,
-    shape_of_state,
     step_computed as local_step,
 )
 
 from autograder.labs.checking import (
+    N_,
     CheckFailed,
+    _,
     call,
     check,
     expect_equal,
     grades,
     materialize,
     plain_int,
-    plain_ints,
     student_side,
     with_reference_todos,
+)
+from autograder.labs.lab08_fork_and_share.traces import (
+    Side,
+    apply,
+    expect_same,
+    random_ops,
+    replay,
+    shape,
 )
 
 # The visible tests make sequences, mix in the reference's other TODOs (where the box's package has them) and
@@ -53,224 +58,10 @@ from autograder.labs.checking import (
 BOX_NAMES = ("Sequence", "with_reference_todos", "prefill", "pool_shape", "step_computed", "make_caches")
 
 
-# -- both sides of a trace ------------------------------------------------------------------------------
-class Side:
-    """A manager and its live sequences, on the student's side (``remote``) or this process's."""
-
-    def __init__(self, manager, anchor=None):
-        self.manager, self.anchor, self.seqs = manager, anchor, []
-
-    def box(self, path: str):
-        return student_side(self.anchor, path)
-
-
-def shape(case: str, side: Side) -> Tuple[dict, dict]:
-    """``(shape, raw state)`` of a side, every value checked to be plain data."""
-    read = side.box("paged_kv.cache.invariants.block_manager_state")
-    raw = materialize(call(case, read, side.manager, list(side.seqs)))
-    check(type(raw) is dict, case, "the manager's state could not be read", got=raw)
-    tables = [plain_ints(case, t, f"seq {i}'s block_table") for i, t in enumerate(raw["block tables"])]
-    refs = plain_ints(case, raw["ref counts"], "the blocks' ref_count")
-    free = len(plain_ints(case, raw["free queue (in order)"], "free_block_ids"))
-    copies = materialize(call(case, getattr, side.manager, "pending_copies"))
-    check(type(copies) is list, case, "pending_copies should be a list of (source, destination) pairs", got=copies)
-    pairs = []
-    for pair in copies:
-        check(
-            type(pair) in (tuple, list) and len(pair) == 2,
-            case,
-            "each pending copy is a (source, destination) pair",
-            "append the pair (old block id, new block id) to self.pending_copies",
-            got=pair,
-        )
-        src, dst = (plain_int(case, v, "a pending copy's block id") for v in pair)
-        pairs.append((src, dst))
-    if any(not 0 <= b < len(refs) for b in plain_ints(case, [b for t in tables for b in t], "block ids")):
-        raise CheckFailed(case, "a block table holds an id outside the pool", got=tables)
-    return shape_of_state(tables, refs, free, pairs), raw
-
-
-def expect_same(case: str, mine: Side, theirs: Side, hint: str) -> None:
-    got, raw = shape(case, mine)
-    want, _ = shape(case, theirs)
-    expect_equal(
-        f"{case}: each sequence's token_ids", raw["seq token ids"], [list(s.token_ids) for s in theirs.seqs], hint
-    )
-    expect_equal(
-        f"{case}: each sequence's num_cached_tokens",
-        raw["num_cached_tokens"],
-        [s.num_cached_tokens for s in theirs.seqs],
-        "a fork's tokens are already computed: copy the parent's num_cached_tokens" if "fork" in hint else hint,
-    )
-    for key in ("tables", "ref counts", "free blocks", "copies"):
-        expect_equal(
-            f"{case}: {key} (blocks named b0, b1, ... in order of first appearance)", got[key], want[key], hint
-        )
-    try:
-        check_block_state(raw)
-    except AssertionError as failure:
-        raise CheckFailed(case, f"the pool is inconsistent: {failure}", hint=hint) from None
-
-
-CHILD_HINT = (
-    "a fork is a new Sequence that is its parent's twin in every field (the same tokens, prompt length "
-    "and computed tokens), with lists of its own"
-)
-
-
-def expect_same_child(case: str, mine: Side, theirs: Side, parent: int) -> None:
-    """Every field of the fork just made against the reference's fork (``fork_fields``): the counters the
-    engine reads (prompt length, cached and scheduled tokens), the tokens, and lists of its own."""
-    want = fork_fields(theirs.seqs[-1], theirs.seqs[parent])
-    read = mine.box("paged_kv.lab.fork_lab.fork_fields")
-    got = materialize(call(case, read, mine.seqs[-1], mine.seqs[parent]))
-    check(
-        type(got) is dict and set(got) == set(want), case, "the child's fields could not be read", CHILD_HINT, got=got
-    )
-    check(got["a Sequence"] is True, case, "fork returned something that is not a Sequence", CHILD_HINT)
-    check(
-        got["its own seq_id"] is True,
-        case,
-        "the child has the parent's seq_id: it is the parent itself, or a shallow copy of it",
-        CHILD_HINT,
-    )
-    for name in SEQUENCE_FIELDS:
-        expect_equal(
-            f"{case}: the child's {name} (the reference's child has the parent's)", got[name], want[name], CHILD_HINT
-        )
-    check(
-        got["its own token_ids list"] is True,
-        case,
-        "the child's token_ids is the parent's list object: a token appended to one would appear in the other",
-        CHILD_HINT,
-    )
-    check(
-        got["its own block_table list"] is True,
-        case,
-        "the child's block_table is the parent's list object: a copy on write in one would change the other's table",
-        CHILD_HINT,
-    )
-
-
-def apply(case: str, op: tuple, mine: Side, theirs: Side, hint: str) -> None:
-    """One trace operation on both sides; an OOM of the reference must be an unchanged OOM of the student's."""
-    kind = op[0]
-    if kind == "prefill":
-        for side in (theirs, mine):
-            seq = side.box("paged_kv.Sequence")(list(op[1]), op[2])
-            call(case, side.box("paged_kv.cache.steps.prefill"), side.manager, seq)
-            side.seqs.append(seq)
-    elif kind == "fork":
-        for side in (theirs, mine):
-            side.seqs.append(call(case, side.manager.fork, side.seqs[op[1]]))
-        expect_same_child(case, mine, theirs, op[1])
-    elif kind == "free":
-        for side in (theirs, mine):
-            call(case, side.manager.deallocate, side.seqs.pop(op[1]))
-    elif kind == "compute":
-        for side in (theirs, mine):
-            call(case, side.box("paged_kv.lab.fork_lab.step_computed"), side.manager, list(side.seqs))
-    elif kind == "append":
-        _, i, token = op
-        theirs.seqs[i].append_token(token)
-        try:
-            theirs.manager.may_append(theirs.seqs[i])
-        except RuntimeError:
-            theirs.seqs[i].token_ids.pop()
-            _expect_unchanged_oom(case, mine, i, token, hint)
-            return
-        seq = mine.seqs[i]
-        call(case, seq.append_token, token)
-        try:
-            call(case, mine.manager.may_append, seq)
-        except CheckFailed as failure:
-            raise CheckFailed(
-                case,
-                failure.problem,
-                hint="the reference, in the same state, completes this "
-                "may_append: raise OOM only when a block is needed and none is free",
-            ) from None
-    else:  # pragma: no cover - a grader bug
-        raise ValueError(op)
-
-
-def _expect_unchanged_oom(case: str, mine: Side, i: int, token: int, hint: str) -> None:
-    before, _ = shape(case, mine)
-    seq = mine.seqs[i]
-    call(case, seq.append_token, token)
-    try:
-        mine.manager.may_append(seq)
-    except NotImplementedError:  # an unwritten TODO (a RuntimeError subclass): not an OOM
-        raise
-    except RuntimeError as error:
-        check("OOM" in str(error), case, "an OOM must raise RuntimeError('OOM ...')", got=str(error))
-    except Exception as error:  # noqa: BLE001 - the student's own failure, reported as such
-        raise CheckFailed(
-            case,
-            f"with no free block this may_append raised {type(error).__name__}: {error}",
-            hint="raise RuntimeError('OOM ...') before changing anything",
-        ) from None
-    else:
-        raise CheckFailed(
-            case,
-            "no free block is left, yet may_append raised no OOM",
-            hint="a copy on write needs a free block too: check before taking one",
-        )
-    finally:
-        call(case, seq.token_ids.pop)
-    after, _ = shape(case, mine)
-    check(
-        after == before,
-        case,
-        "a failed may_append must change nothing (tables, ref counts, free blocks, copies)",
-        "check for a free block before dropping a reference or recording a copy",
-        expected=before,
-        got=after,
-    )
-
-
-def replay(
-    cls, ops: List[tuple], num_blocks: int, block_size: int, case: str, hint: str, reference_cls: type = Reference
-) -> None:
-    mine = Side(call(f"{case}: creating the manager", cls, num_blocks, block_size), cls)
-    theirs = Side(reference_cls(num_blocks, block_size))
-    for step, op in enumerate(ops):
-        where = f"{case}, step {step}: {_describe(op)}"
-        apply(where, op, mine, theirs, hint)
-        expect_same(where, mine, theirs, hint)
-
-
-def _describe(op: tuple) -> str:
-    if op[0] == "prefill":
-        return f"prefill of a {len(op[1])}-token prompt"
-    if op[0] == "append":
-        return f"append a token to seq {op[1]} and may_append"
-    if op[0] == "compute":
-        return "the step is computed (copies taken, tokens cached)"
-    return f"{op[0]} seq {op[1]}"
-
-
-def random_ops(rng: random.Random, block_size: int, steps: int, max_seqs: int = 5) -> List[tuple]:
-    """Prefill one prompt, then fork, append (a decode step: append to all, compute), free, at random."""
-    ops = [("prefill", [rng.randrange(50) for _ in range(rng.randint(1, 3 * block_size))], block_size)]
-    live = 1
-    for _ in range(steps):
-        r = rng.random()
-        if r < 0.3 and live < max_seqs:
-            ops.append(("fork", rng.randrange(live)))
-            live += 1
-        elif r < 0.4 and live > 1:
-            ops.append(("free", rng.randrange(live)))
-            live -= 1
-        else:
-            for i in rng.sample(range(live), live):
-                ops.append(("append", i, rng.randrange(50)))
-            ops.append(("compute",))
-    return ops
-
-
 # -- TODO 1: fork ---------------------------------------------------------------------------------------
-FORK_HINT = "a fork lists the parent's blocks in a new Sequence's block_table and raises each block's ref_count by 1"
+FORK_HINT = N_(
+    "a fork lists the parent's blocks in a new Sequence's block_table and raises each block's ref_count by 1"
+)
 
 
 @grades(Reference.fork)
@@ -283,7 +74,7 @@ def check_fork(cls) -> None:
         [("prefill", list(range(1, 8)), 4), ("fork", 0), ("fork", 1), ("fork", 0)],
         8,
         4,
-        "7-token prompt, block_size=4, forked three times",
+        _("7-token prompt, block_size=4, forked three times"),
         FORK_HINT,
     )
     replay(
@@ -291,7 +82,7 @@ def check_fork(cls) -> None:
         [("prefill", list(range(1, 9)), 4), ("fork", 0), ("free", 0), ("append", 0, 5), ("compute",)],
         4,
         4,
-        "8-token prompt (two full blocks), forked, the parent freed, the child decodes",
+        _("8-token prompt (two full blocks), forked, the parent freed, the child decodes"),
         FORK_HINT,
     )
     replay(
@@ -299,7 +90,7 @@ def check_fork(cls) -> None:
         [("prefill", [3, 1, 4], 1), ("fork", 0), ("fork", 0)],
         3,
         1,
-        "block_size=1, a full pool: forking needs no free block",
+        _("block_size=1, a full pool: forking needs no free block"),
         FORK_HINT,
     )
     replay(
@@ -315,7 +106,7 @@ def check_fork(cls) -> None:
         ],
         10,
         2,
-        "the child's table is its own list: appending to the child must not change the parent's",
+        _("the child's table is its own list: appending to the child must not change the parent's"),
         FORK_HINT,
     )
     for seed in range(6):
@@ -326,13 +117,13 @@ def check_fork(cls) -> None:
             random_ops(rng, block_size, 14),
             60,
             block_size,
-            f"seeded trace {seed} (block_size={block_size})",
+            _(f"seeded trace {seed} (block_size={block_size})"),
             FORK_HINT,
         )
 
 
 # -- TODO 2: may_append with copy-on-write ---------------------------------------------------------------
-COW_HINT = (
+COW_HINT = N_(
     "if the newest token goes into a block with ref_count > 1, take a fresh block, record (old, new) in "
     "self.pending_copies and drop one reference on the old block; a block only this sequence holds is "
     "written in place"
@@ -349,7 +140,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3, 4, 5, 6], 4), ("fork", 0), ("append", 0, 7), ("append", 1, 8), ("compute",)],
         6,
         4,
-        "a 6-token prompt (block_size=4) and its fork both append",
+        _("a 6-token prompt (block_size=4) and its fork both append"),
         COW_HINT,
     )
     replay(
@@ -367,7 +158,7 @@ def check_copy_on_write(cls) -> None:
         ],
         8,
         4,
-        "three holders of a partial block write in turn: two copies, the last writes in place",
+        _("three holders of a partial block write in turn: two copies, the last writes in place"),
         COW_HINT,
     )
     replay(
@@ -375,7 +166,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 0, 5), ("append", 1, 6), ("compute",)],
         6,
         4,
-        "a full shared last block: the new tokens start new blocks, nothing is copied",
+        _("a full shared last block: the new tokens start new blocks, nothing is copied"),
         COW_HINT,
     )
     replay(
@@ -383,7 +174,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2, 3], 1), ("fork", 0), ("append", 1, 4), ("append", 0, 5), ("compute",)],
         8,
         1,
-        "block_size=1: every token starts a block, nothing is ever copied",
+        _("block_size=1: every token starts a block, nothing is ever copied"),
         COW_HINT,
     )
     replay(
@@ -391,7 +182,7 @@ def check_copy_on_write(cls) -> None:
         [("prefill", [1, 2], 4), ("append", 0, 3), ("compute",), ("append", 0, 4), ("compute",)],
         2,
         4,
-        "a sequence alone in its block writes in place",
+        _("a sequence alone in its block writes in place"),
         COW_HINT,
     )
     for seed in range(8):
@@ -402,7 +193,7 @@ def check_copy_on_write(cls) -> None:
             random_ops(rng, block_size, 16),
             80,
             block_size,
-            f"seeded trace {seed} (block_size={block_size})",
+            _(f"seeded trace {seed} (block_size={block_size})"),
             COW_HINT,
         )
 
@@ -412,13 +203,13 @@ def check_append_oom(cls) -> None:
     """Full pools: a copy on write or a new block that cannot be had is an OOM that changes nothing;
     an in-place write needs no free block; seeded traces on small pools."""
     M = with_reference_todos(cls, "may_append")
-    hint = "raise RuntimeError('OOM ...') before changing anything when the block you need is not free"
+    hint = N_("raise RuntimeError('OOM ...') before changing anything when the block you need is not free")
     replay(
         M,
         [("prefill", [1, 2, 3], 4), ("fork", 0), ("append", 0, 4)],
         1,
         4,
-        "one block in the pool, shared by two sequences: the copy cannot be made",
+        _("one block in the pool, shared by two sequences: the copy cannot be made"),
         hint,
     )
     replay(
@@ -426,7 +217,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2, 3, 4], 4), ("fork", 0), ("append", 1, 5)],
         1,
         4,
-        "a full shared block, no free block: the new block cannot be had",
+        _("a full shared block, no free block: the new block cannot be had"),
         hint,
     )
     replay(
@@ -434,7 +225,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2, 3], 4), ("fork", 0), ("free", 0), ("append", 0, 4), ("compute",)],
         1,
         4,
-        "one holder left after a free, no free block: it writes in place",
+        _("one holder left after a free, no free block: it writes in place"),
         hint,
     )
     replay(
@@ -442,7 +233,7 @@ def check_append_oom(cls) -> None:
         [("prefill", [1, 2], 2), ("fork", 0), ("append", 0, 3), ("append", 1, 4)],
         2,
         2,
-        "two blocks: the first writer gets the last free block, the second gets OOM",
+        _("two blocks: the first writer gets the last free block, the second gets OOM"),
         hint,
     )
     for seed in range(8):
@@ -453,13 +244,13 @@ def check_append_oom(cls) -> None:
             random_ops(rng, block_size, 18),
             rng.randint(4, 9),
             block_size,
-            f"seeded trace {seed} on a small pool (block_size={block_size})",
+            _(f"seeded trace {seed} on a small pool (block_size={block_size})"),
             hint,
         )
 
 
 # -- TODO 3: advance_beams --------------------------------------------------------------------------------
-BEAM_HINT = (
+BEAM_HINT = N_(
     "fork every beam chosen more than once (before appending anything), deallocate every beam no "
     "choice names, then append each token and call manager.may_append"
 )
@@ -485,12 +276,12 @@ def _beam_step(fn, where: str, choices: List[Tuple[int, int]], mine: Side, their
         if not failed_hint:
             raise
         raise CheckFailed(where, failure.problem, hint=failed_hint) from None
-    count = plain_int(where, call(where, len, got), "the number of beams returned")
+    count = plain_int(where, call(where, len, got), N_("the number of beams returned"))
     check(
         count == len(choices),
         where,
-        f"advance_beams returned {count} beams for {len(choices)} choices",
-        "return one Sequence per choice, in the order of choices",
+        _(f"advance_beams returned {count} beams for {len(choices)} choices"),
+        _("return one Sequence per choice, in the order of choices"),
         expected=len(choices),
         got=count,
     )
@@ -503,11 +294,11 @@ def run_beams(
     fn, seed: int, *, width: int, block_size: int, prompt_len: int, steps: int, num_blocks: Optional[int] = None
 ) -> None:
     rng = random.Random(seed)
-    case = f"beam trace {seed} (width {width}, block_size={block_size}, {prompt_len}-token prompt)"
+    case = _(f"beam trace {seed} (width {width}, block_size={block_size}, {prompt_len}-token prompt)")
     pool = num_blocks or width * (-(-(prompt_len + steps) // block_size) + 1)
     mine = Side(
         call(
-            f"{case}: creating the manager",
+            _(f"{case}: creating the manager"),
             student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"),
             pool,
             block_size,
@@ -515,21 +306,21 @@ def run_beams(
         fn,
     )
     theirs = Side(Reference(pool, block_size))
-    prompt = [rng.randrange(60) for _ in range(prompt_len)]
+    prompt = [rng.randrange(60) for _token in range(prompt_len)]
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
     for step in range(steps):
         choices = _beam_step_choices(rng, len(theirs.seqs), width)
-        _beam_step(fn, f"{case}, step {step}: choices {choices}", choices, mine, theirs)
+        _beam_step(fn, _(f"{case}, step {step}: choices {choices}"), choices, mine, theirs)
     for side in (theirs, mine):
         for seq in side.seqs:
             call(case, side.manager.deallocate, seq)
         side.seqs = []
-    end, _ = shape(f"{case}, all beams freed at the end", mine)
+    end, _raw = shape(_(f"{case}, all beams freed at the end"), mine)
     expect_equal(
-        f"{case}, all beams freed at the end: free blocks",
+        _(f"{case}, all beams freed at the end: free blocks"),
         end["free blocks"],
         pool,
-        "a block leaked: every beam that was never chosen must be deallocated",
+        _("a block leaked: every beam that was never chosen must be deallocated"),
     )
 
 
@@ -551,11 +342,11 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     """Two beams on the smallest pool the reference needs: the pruned beam's blocks pay for the copy."""
     rng = random.Random(seed)
     steps = 6
-    choices_per_step = [[(0, rng.randrange(60)), (0, rng.randrange(60) + 60)] for _ in range(steps)]
-    prompt = [rng.randrange(60) for _ in range(prompt_len)]
+    choices_per_step = [[(0, rng.randrange(60)), (0, rng.randrange(60) + 60)] for _step in range(steps)]
+    prompt = [rng.randrange(60) for _token in range(prompt_len)]
     # The smallest pool the reference runs this on without OOM.
     pool = next(n for n in range(1, 200) if _fits(n, block_size, prompt, choices_per_step))
-    case = f"tight beam trace {seed} (2 beams, block_size={block_size}, a pool of {pool}: the least that fits)"
+    case = _(f"tight beam trace {seed} (2 beams, block_size={block_size}, a pool of {pool}: the least that fits)")
     mine = Side(call(case, student_side(fn, "paged_kv.cache.forking.ForkingBlockManager"), pool, block_size), fn)
     theirs = Side(Reference(pool, block_size))
     apply(case, ("prefill", prompt, block_size), mine, theirs, BEAM_HINT)
@@ -564,12 +355,14 @@ def _tight_beams(fn, seed: int, block_size: int, prompt_len: int) -> None:
     for step, choices in enumerate(choices_per_step):
         _beam_step(
             fn,
-            f"{case}, step {step}: choices {choices} (beam 1 is pruned)",
+            _(f"{case}, step {step}: choices {choices} (beam 1 is pruned)"),
             choices,
             mine,
             theirs,
-            failed_hint="the reference fits this step in this pool: free the pruned beams before "
-            "appending, so their blocks can pay for the copies",
+            failed_hint=_(
+                "the reference fits this step in this pool: free the pruned beams before appending, so their "
+                "blocks can pay for the copies"
+            ),
         )
 
 
@@ -589,7 +382,7 @@ def _fits(pool: int, block_size: int, prompt: List[int], steps: List[List[Tuple[
 
 
 # -- TODO 4: copy_blocks ----------------------------------------------------------------------------------
-COPY_HINT = (
+COPY_HINT = N_(
     "for every layer, K and V: block dst gets every slot of block src, in place (e.g. "
     "cache[dst_ids] = cache[src_ids], or index_copy_)"
 )
@@ -606,7 +399,7 @@ def _copy_case(
     copies: List[Tuple[int, int]],
 ) -> None:
     k, v = call(
-        f"{case}: making the caches",
+        _(f"{case}: making the caches"),
         student_side(fn, "paged_kv.lab.fork_lab.make_caches"),
         num_layers,
         num_blocks,
@@ -629,8 +422,8 @@ def _copy_case(
                 and tensor.shape == want[layer].shape
                 and tensor.dtype == want[layer].dtype,
                 case,
-                f"layer {layer}'s {name} cache changed type or shape: copy into it in place",
-                COPY_HINT,
+                _(f"layer {layer}'s {name} cache changed type or shape: copy into it in place"),
+                _(COPY_HINT),
                 expected=(tuple(want[layer].shape), str(want[layer].dtype)),
                 got=(tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", type(tensor).__name__))),
             )
@@ -639,17 +432,19 @@ def _copy_case(
             check(
                 not (wrong and untouched),
                 case,
-                f"layer {layer}'s {name} cache tensor did not change at all with the copies {copies}",
-                "the model reads the cache tensors it holds: write into those "
-                "tensors (in place), not into new tensors or new lists",
-                expected="the copies made",
-                got="unchanged",
+                _(f"layer {layer}'s {name} cache tensor did not change at all with the copies {copies}"),
+                _(
+                    "the model reads the cache tensors it holds: write into those "
+                    "tensors (in place), not into new tensors or new lists"
+                ),
+                expected=_("the copies made"),
+                got=_("unchanged"),
             )
             check(
                 not wrong,
                 case,
-                f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after the copies {copies}",
-                COPY_HINT,
+                _(f"layer {layer}'s {name} cache: block(s) {wrong} hold the wrong values after the copies {copies}"),
+                _(COPY_HINT),
             )
 
 
@@ -658,8 +453,8 @@ def check_copy_blocks(fn) -> None:
     """One and several copies, every layer's K and V, destinations below and above their sources, block
     size 1, several heads, no copies at all; every other block untouched; the copies land in the tensors
     themselves (read from lists the function never saw, as the runner holds its caches)."""
-    _copy_case(fn, "one copy, one layer", 1, 4, 2, 1, 2, [(1, 3)])
-    _copy_case(fn, "three copies in each of 4 layers", 4, 10, 4, 2, 3, [(0, 7), (5, 2), (9, 4)])
-    _copy_case(fn, "block_size=1, 2 heads of 8", 2, 6, 1, 2, 8, [(2, 0), (3, 5)])
-    _copy_case(fn, "no copies: nothing changes", 2, 4, 2, 1, 2, [])
-    _copy_case(fn, "one source copied to two destinations", 3, 8, 2, 1, 4, [(4, 1), (4, 6)])
+    _copy_case(fn, _("one copy, one layer"), 1, 4, 2, 1, 2, [(1, 3)])
+    _copy_case(fn, _("three copies in each of 4 layers"), 4, 10, 4, 2, 3, [(0, 7), (5, 2), (9, 4)])
+    _copy_case(fn, _("block_size=1, 2 heads of 8"), 2, 6, 1, 2, 8, [(2, 0), (3, 5)])
+    _copy_case(fn, _("no copies: nothing changes"), 2, 4, 2, 1, 2, [])
+    _copy_case(fn, _("one source copied to two destinations"), 3, 8, 2, 1, 4, [(4, 1), (4, 6)])

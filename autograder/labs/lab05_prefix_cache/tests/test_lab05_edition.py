@@ -21,6 +21,7 @@ import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
 import paged_kv.lab.viz as viz
+from autograder.course.notebook import BEGIN
 from autograder.editions.manifest import BY_LAB
 from autograder.labs.lab05_prefix_cache import checks as grader
 from autograder.course.layout import LABS, RELEASE_DIR, SOURCE_DIR
@@ -138,7 +139,7 @@ def test_the_parts_come_in_the_manifests_order_each_class_built_on_the_one_befor
         for grade_id in part.cells:
             at = ids.index(grade_id)
             assert answers[k] < at < end, f"{grade_id} sits between part {part.name}'s answer and the next part's"
-            if "### BEGIN HIDDEN TESTS" in cells[at].source:
+            if BEGIN in cells[at].source:
                 assert f"({klass.name})" in cells[at].source, f"{grade_id} grades {klass.name}"
         base = klass.name
     assert base == FINISHED_CLASS

@@ -62,12 +62,13 @@ def test_the_solutions_kernels_are_all_triton(lab):
 
 
 def _catalogue_kernels():
-    """Every @triton.jit function of the catalogue, with its own source (the generated ones from linecache)."""
+    """Every @triton.jit function of the catalogue's steps, with its own source (the generated ones from linecache)."""
     found = {}
-    for name, value in vars(catalogue).items():
-        if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
-            node = ast.parse(inspect.getsource(value.fn)).body[0]
-            found[node.name] = node
+    for module in catalogue.STEP_MODULES.values():
+        for value in vars(module).values():
+            if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
+                node = ast.parse(inspect.getsource(value.fn)).body[0]
+                found[node.name] = node
     return found
 
 

@@ -105,7 +105,7 @@ def run_visible_cell(cls):
     from notebook_code import run_visible_cell as run_cell
 
     imports = (
-        "import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal\n"
+        "import paged_kv\nfrom paged_kv import BlockManager\nfrom paged_kv.lab.feedback import expect_equal, say\n"
         "from paged_kv.lab.scheduler_trace import (TraceRequest, TraceSpec, compare_with_reference, format_snapshot,\n"
         "                                          reference_snapshots)"
     )
