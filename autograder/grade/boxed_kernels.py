@@ -2,7 +2,8 @@
 
 ``BoxedKernelManager`` is jupyter_client's kernel manager with its kernel in ``autograder.box.sandbox``'s box;
 a worker keeps a spare (a booted kernel that has run nothing) per box setting for its next notebook
-(``take_spare``, ``start_spares``), and discards what is left when it exits.
+(``take_spare``, ``start_spares``), and discards what is left when it exits. ``start_kernel`` and ``close_kernel``
+start and stop one of its kernels with its client and grading channel (a part's own box).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from nbclient.util import run_sync
 from traitlets import Float, Integer, List as ListTrait, Unicode
 
 from autograder.box import kernel_lib, limits, sandbox, trust
+from autograder.grade.silent_runs import Kernel
+from autograder.verdict import channel as grading_channel
 
 _SPARES: Dict[str, "BoxedKernelManager"] = {}  # per worker process: a booted kernel for the next notebook
 
@@ -73,6 +76,41 @@ def start_spares(settings_each: Iterable[Dict[str, Any]], config, extra_argument
             discard(km)
             continue
         _SPARES[key] = km
+
+
+def start_kernel(km, extra_arguments: Optional[List[str]], startup_timeout: float) -> Kernel:
+    """Start ``km``'s kernel (unless it runs: a spare) and its client, ready, with no stdin and a grading channel in
+    its private folder; a kernel that does not start is discarded and the error raised."""
+    kc = None
+    try:
+        if not km.has_kernel:
+            run_sync(km.start_kernel)(extra_arguments=list(extra_arguments or []))
+        kc = km.client()
+        kc.start_channels()
+        run_sync(kc.wait_for_ready)(timeout=startup_timeout)
+    except Exception:
+        if kc is not None:
+            try:
+                kc.stop_channels()
+            except Exception:  # noqa: BLE001
+                pass
+        discard(km)
+        raise
+    kc.allow_stdin = False
+    return Kernel(km, kc, grading_channel.Channel(km.private_dir))
+
+
+def close_kernel(kernel: Kernel) -> None:
+    """Close a kernel ``start_kernel`` started: its channel, its client, and the kernel and its box."""
+    try:
+        kernel.channel.close()
+    except OSError:
+        pass
+    try:
+        kernel.kc.stop_channels()
+    except Exception:  # noqa: BLE001
+        pass
+    discard(kernel.km)
 
 
 def copy_assignment_files(resources: Optional[dict], km: "BoxedKernelManager") -> None:

@@ -3,10 +3,11 @@ affects score 0 (``autograder.verdict.provenance`` finds them, in ``submission``
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import List
 
 from nbgrader.utils import is_grade
 
+from autograder.grade.notebook_run import NotebookRun
 from autograder.verdict import cells as verdicts
 from autograder.verdict import notebook as nbview
 from autograder.verdict import provenance
@@ -15,11 +16,13 @@ from autograder.verdict.scoring import error_output
 
 
 def apply_findings(
-    nb, view, findings, similar, cost_points: bool, verdict_of: Dict[str, verdicts.Verdict], events: List[dict]
+    run: NotebookRun, findings: List[provenance.Finding], similar: List[tuple], cost_points: bool
 ) -> None:
     """No points for a TODO whose text reaches the reference or the machinery (see provenance): every test it affects
-    scores 0 when ``cost_points``, and each finding is an event (each TODO much like a reference too). Without the
-    lab's source (``view`` None) every test says that no test could be decided."""
+    scores 0 in ``run.verdicts`` (and says why in its cell) when ``cost_points``, and each finding is an event of
+    ``run`` (each TODO much like a reference too). Without the lab's source (``run.view`` None) every test says that
+    no test could be decided."""
+    nb, view, verdict_of, events = run.nb, run.view, run.verdicts, run.events
     if view is None:
         for cell in nb.cells:
             if cell.cell_type == "code" and is_grade(cell):

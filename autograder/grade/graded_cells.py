@@ -16,6 +16,7 @@ from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.editions.build import LEFT_OUT
 from autograder.grade import grading_record, silent_runs
 from autograder.grade.cell_limits import MEMORY_SIGNS
+from autograder.grade.notebook_run import KernelPort, NotebookRun
 from autograder.grade.part_boxes import PartBox
 from autograder.grade.silent_runs import Kernel
 from autograder.grade.timing import timed
@@ -37,20 +38,21 @@ AGENT_CALL = "__import__('autograder.agent.serve', fromlist=['serve']).serve({pa
 
 
 class GradedCells:
-    """The graded cells of one notebook, decided for ``executor`` (``HardenedExecute``, whose ``verdicts`` they
-    fill), with the parts' own boxes they needed."""
+    """The graded cells of one notebook, decided for ``run`` (whose ``verdicts`` and ``events`` they fill) in the
+    kernels ``port`` gives (``HardenedExecute``), with the parts' own boxes they needed."""
 
-    def __init__(self, executor, deferred: bool):
-        self.executor = executor
+    def __init__(self, run: NotebookRun, port: KernelPort, deferred: bool):
+        self.run, self.port = run, port
+        self.phases = run.phases  # (``timed``)
         self.part_boxes: Dict[str, PartBox] = {}
         self.parts_used: set = set()  # the parts whose box was started (the next notebook gets a spare of each)
         self.parts_deferred = deferred  # decide the parts' cells once the notebook's kernel is down
         self.deferred: List[tuple] = []
 
-    def run(self, cell, index: int) -> str:
+    def grade(self, cell, index: int) -> str:
         """Show a visible test's run in the kernel; decide every graded cell here (see ``hardened``'s doc)."""
-        executor = self.executor
-        model = executor._view[index] if executor._view is not None and index < len(executor._view) else None
+        run = self.run
+        model = run.model(index)
         grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
         if model is None or model.kind != nbview.GRADED:
             cell.outputs = [
@@ -58,22 +60,22 @@ class GradedCells:
                     "GradingError", "The grader could not find this test cell in the lab's source, so it scores 0."
                 )
             ]
-            executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.ERROR)
+            run.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.ERROR)
             return "error"
         visible = BEGIN not in model.source
         kernel_error = False
         if visible:
-            outcome = executor._execute_in_kernel(cell, index)
+            outcome = self.port.run_visible(cell, index)
             if outcome in ("dead", "skipped"):
-                executor.verdicts[grade_id] = verdicts.Verdict(
+                run.verdicts[grade_id] = verdicts.Verdict(
                     grade_id, False, VerdictKind.KERNEL if outcome == "dead" else VerdictKind.TIMEOUT
                 )
                 return outcome
             kernel_error = outcome == "error"
         else:
             cell.outputs = []
-            if executor._budget_spent(cell, index):
-                executor.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.TIMEOUT)
+            if run.budget_spent(cell, index):
+                run.verdicts[grade_id] = verdicts.Verdict(grade_id, False, VerdictKind.TIMEOUT)
                 return "skipped"
         box = self.box_for(grade_id, index)
         if box is not None and self.parts_deferred:
@@ -101,12 +103,12 @@ class GradedCells:
         else:  # graded in the part's own box: the kernel's run above only shows what the student's code did
             verdict, dead = box.verdict(model, index), False
             if kernel_error and verdict.passed:
-                soften_errors(cell, box.part, language_of(self.executor.nb))
+                soften_errors(cell, box.part, language_of(self.run.nb))
             kernel_error = False
-        self.executor.verdicts[grade_id] = verdict
-        show_verdict(cell, verdict, kernel_error, visible, language_of(self.executor.nb))
+        self.run.verdicts[grade_id] = verdict
+        show_verdict(cell, verdict, kernel_error, visible, language_of(self.run.nb))
         if verdict.kind in LIMIT_EVENT:
-            self.executor._event(
+            self.run.event(
                 cell,
                 index,
                 LIMIT_EVENT[verdict.kind],
@@ -114,29 +116,29 @@ class GradedCells:
             )
         if LEFT_OUT in verdict.message:  # a route to the reference ends at a stub (a check may wrap what it raised)
             line = next((l for l in verdict.lines if LEFT_OUT in l), verdict.lines[0] if verdict.lines else "")
-            self.executor._event(
+            self.run.event(
                 cell,
                 index,
                 EventKind.REACHED_STUB,
                 grading_record.ANSI.sub("", line).split("TODO not written yet", 1)[-1].strip()[:300],
             )
         if verdict.ename == "MemoryError" or any(sign in verdict.message for sign in MEMORY_SIGNS[1:]):
-            self.executor._event(
+            self.run.event(
                 cell,
                 index,
                 EventKind.MEMORY,
-                N_(f"> {self.executor._limit('memory_mb')} MiB while the grader tested it"),
+                N_(f"> {self.run.limits.memory_mb} MiB while the grader tested it"),
             )
         return "dead" if dead else ("ok" if verdict.passed and not kernel_error else "error")
 
     def box_for(self, grade_id: str, index: int) -> Optional["PartBox"]:
         """The part's own box for a graded cell of a part that needs the reference's other parts, else None."""
-        todos = self.executor._todos()
+        todos = self.run.todos
         part = todos.part_of_cell(grade_id) if todos is not None else None
         if part is None or not part.own_box:
             return None
         if part.name not in self.part_boxes:
-            self.part_boxes[part.name] = PartBox(self.executor, part.name, self.verdict)
+            self.part_boxes[part.name] = PartBox(self.run, self.port, part.name, self.verdict)
             self.parts_used.add(part.name)
         return self.part_boxes[part.name]
 
@@ -151,9 +153,9 @@ class GradedCells:
     def verdict(self, model, kernel: Optional["Kernel"] = None) -> tuple:
         """``(verdict, kernel dead?)``: run the cell's text here, the agent answering in the kernel (the main
         kernel, or ``kernel``)."""
-        executor = self.executor
-        kernel = kernel or Kernel(executor.km, executor.kc, executor._channel)
-        limit = max(1.0, min(executor._limit("cell_timeout"), executor._notebook_deadline - monotonic()))
+        run = self.run
+        kernel = kernel or self.port.main_kernel()
+        limit = max(1.0, min(run.limits.cell_timeout, run.remaining()))
         deadline = monotonic() + limit
         interrupt = lambda: silent_runs.interrupt(kernel.km)  # noqa: E731
         try:
@@ -168,7 +170,7 @@ class GradedCells:
             verdict = verdicts.failed(model.grade_id, error)
         else:
             try:
-                verdict = verdicts.run_graded(model, executor._view, session, executor._rules)
+                verdict = verdicts.run_graded(model, run.view, session, run.rules)
             finally:
                 session.end()
         try:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from autograder.verdict import secrets as secret_text
 from autograder.verdict.events import NOT_LISTED_FOR_STUDENTS, EventKind, describe, event
 from autograder.verdict.scoring import add_notes
 from autograder.verdict.student_text import for_student, language_of
+
+if TYPE_CHECKING:
+    from autograder.grade.notebook_run import NotebookRun
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -36,28 +39,19 @@ def remove_secrets(source: Path, cells, verdicts: Dict[str, Any], events: List[d
         )
 
 
-def record(
-    resources,
-    isolation: str,
-    seconds: float,
-    events: List[dict],
-    spare_kernels: int,
-    phases,
-    verdicts,
-    language: str = "en",
-) -> Dict[str, Any]:
-    """The events record of one graded notebook (who, in which language, how isolated, how long and where the time
-    went, the events and each graded cell's verdict)."""
+def record(resources, run: "NotebookRun", isolation: str, seconds: float, spare_kernels: int) -> Dict[str, Any]:
+    """The events record of one graded notebook (who, from ``resources``; from ``run``: in which language, where the
+    time went, the events and each graded cell's verdict; how isolated, how long, how many spare kernels it used)."""
     nbgrader = (resources or {}).get("nbgrader", {})
     return {
         "student": nbgrader.get("student"),
         "assignment": nbgrader.get("assignment"),
-        "language": language,
+        "language": run.language,
         "isolation": isolation,
         "seconds": round(seconds, 2),
-        "events": events,
+        "events": run.events,
         "spare_kernels": spare_kernels,
-        "phases": {name: round(value, 2) for name, value in sorted(phases.items())},
+        "phases": run.phases.rounded(),
         "verdicts": {
             g: {
                 "passed": v.passed,
@@ -66,7 +60,7 @@ def record(
                 "requests": v.requests,
                 "message": plain_message(v.lines),
             }
-            for g, v in verdicts.items()
+            for g, v in run.verdicts.items()
         },
     }
 

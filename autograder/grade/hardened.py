@@ -49,14 +49,12 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course import languages
-from autograder.course.notebook import nbgrader as nbgrader_meta
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     error_output,
 )
 from autograder.verdict.events import (
     EventKind,
-    event,
     events_path,
     write_record,
 )
@@ -65,8 +63,9 @@ from autograder.grade import boxed_kernels, compile_box, findings, graded_cells,
 from autograder.grade import cell_limits, silent_runs, submission
 from autograder.grade.cell_limits import MEMORY_SIGNS
 from autograder.grade.boxed_kernels import BoxedKernelManager
-from autograder.grade.silent_runs import PREAMBLE
-from autograder.grade.timing import timed
+from autograder.grade.notebook_run import Limits, NotebookRun
+from autograder.grade.silent_runs import PREAMBLE, Kernel
+from autograder.grade.timing import Phases, timed
 from autograder.editions import manifest as lab_todos
 from autograder.verdict import cells as verdicts
 from autograder.verdict import kernels as kernel_builds
@@ -78,7 +77,9 @@ from paged_kv.lab.i18n import speaking
 
 
 class HardenedExecute(Execute):
-    """nbgrader's Execute with time budgets, a boxed kernel and crash recovery (see the module doc)."""
+    """nbgrader's Execute with time budgets, a boxed kernel and crash recovery (see the module doc). It is the
+    ``KernelPort`` of the pieces that grade (``run_visible``, ``main_kernel``, ``start_part_kernel``); one
+    notebook's state is its ``run`` (a ``NotebookRun``, made by ``preprocess``)."""
 
     cell_timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
     notebook_timeout = Integer(120, help="Seconds of execution for a whole notebook.").tag(config=True)
@@ -130,8 +131,9 @@ class HardenedExecute(Execute):
     def _assignment(self) -> str:
         return (self.resources or {}).get("nbgrader", {}).get("assignment", "")
 
-    def _limit(self, name: str) -> int:
-        return int(self.lab_limits.get(self._assignment(), {}).get(name, getattr(self, name)))
+    def limits(self) -> Limits:
+        """This lab's limits: each setting, or the lab's own in ``lab_limits`` (``Limits.resolve``)."""
+        return Limits.resolve(self, self.lab_limits, self._assignment())
 
     def isolation_level(self) -> str:
         if self.isolation != "auto":
@@ -141,24 +143,22 @@ class HardenedExecute(Execute):
             self.log.warning("Grading isolation is '%s': %s", level, warning)
         return level
 
-    def _todos(self) -> Optional[lab_todos.LabTodos]:
-        return lab_todos.BY_LAB.get(self._assignment())
-
     def _edition(self, part: Optional[str] = None) -> str:
         """The folder of the package edition a box of this lab imports (``lab_boxes.edition``), built once."""
         return lab_boxes.edition(self._assignment(), part, self.__dict__.setdefault("_edition_dirs", {}), self.log)
 
     def _kernel_settings(self, part: Optional[str] = None) -> Dict[str, Any]:
         edition = self._edition(part)
+        limits = self.run.limits
         return dict(
             kernel_name=self.kernel_name or "python3",
             box_level=self._level,
-            memory_mb=self._limit("memory_mb"),
-            file_mb=self._limit("file_mb"),
-            ram_mb=self._limit("ram_mb"),
-            pids=self._limit("pids"),
-            cpus=float(self.lab_limits.get(self._assignment(), {}).get("cpus", self.cpus)),
-            scratch_mb=self._limit("scratch_mb"),
+            memory_mb=limits.memory_mb,
+            file_mb=limits.file_mb,
+            ram_mb=limits.ram_mb,
+            pids=limits.pids,
+            cpus=limits.cpus,
+            scratch_mb=limits.scratch_mb,
             readable=self._readable(),
             hidden=list(self.hidden_paths),
             pythonpath=[edition],
@@ -193,6 +193,26 @@ class HardenedExecute(Execute):
         self.km = self._kernel_manager()
         return self.km
 
+    # ---- the port to the kernels (``notebook_run.KernelPort``) ----------------------------------------
+    def main_kernel(self) -> Kernel:
+        """The notebook's main kernel as it is now (its manager, client and grading channel)."""
+        return Kernel(self.km, self.kc, self._channel)
+
+    def start_part_kernel(self, part: str) -> Kernel:
+        """A kernel started in ``part``'s own box, its preamble run in it and the assignment's files copied."""
+        kernel = boxed_kernels.start_kernel(self._kernel_manager(part), self.extra_arguments, self.startup_timeout)
+        try:
+            boxed_kernels.copy_assignment_files(self.resources, kernel.km)
+        except BaseException:
+            boxed_kernels.close_kernel(kernel)
+            raise
+        silent_runs.run_silently(kernel, self.preamble(), self.run.limits.cell_timeout)
+        return kernel
+
+    def run_visible(self, cell, index: int) -> str:
+        """Run ``cell`` in the main kernel as the student sees it (``_execute_in_kernel``)."""
+        return self._execute_in_kernel(cell, index)
+
     def _start_spare(self) -> None:
         """Boot the next notebook's kernels now (one per box this notebook used, nothing run in them)."""
         if not self.spare_kernel:
@@ -201,6 +221,11 @@ class HardenedExecute(Execute):
         boxed_kernels.start_spares(
             (self._kernel_settings(part) for part in parts), self.config, self.extra_arguments or []
         )
+
+    @property
+    def phases(self) -> Phases:
+        """Where this notebook's grading time went (its run's: ``timing.timed`` adds to it)."""
+        return self.run.phases
 
     def _timeout_for(self, cell) -> int:
         return max(1, int(self._cell_deadline - monotonic() + 0.999))
@@ -227,31 +252,36 @@ class HardenedExecute(Execute):
         self.timeout_func = self._timeout_for
         self.iopub_timeout = 5
         self.shutdown_kernel = "immediate"  # nothing to save: a graceful shutdown only costs seconds
-        self.events: List[Dict[str, Any]] = []
-        self.phases: Dict[str, float] = {}  # seconds by phase of grading (``timing.timed``)
-        self.verdicts: Dict[str, verdicts.Verdict] = {}
         self._compile_dirs: List[str] = []
         self._spares_used = 0
         started = monotonic()
-        self._notebook_deadline = started + self._limit("notebook_timeout")
+        limits = self.limits()
+        self.run = NotebookRun(
+            lab=self._assignment(),
+            nb=self.nb,
+            limits=limits,
+            deadline=started + limits.notebook_timeout,
+            language=self._language(),
+            todos=lab_todos.BY_LAB.get(self._assignment()),
+        )
+        run = self.run
         self._read_submission()
         report = self.isolation_report()
         if report.refused:
-            lab_boxes.refuse(self.nb, self.verdicts, self.events, report)
+            lab_boxes.refuse(self.nb, run.verdicts, run.events, report)
             self._finish(monotonic() - started)
             return self.nb, self.resources
-        replayable: List[int] = []
-        self._replayable = replayable  # cells a part's box runs too (``PartBox``)
+        replayable = run.replayable  # cells a part's box runs too (``PartBox``)
         index, restarts = 0, 0
         # Without bubblewrap's namespaces nothing keeps a part's box from the notebook's kernel (a Unix or
         # loopback socket): there a part's hidden tests are decided once the notebook's kernel has run every cell
         # and is shut down, one part's box alive at a time (``GradedCells.decide_deferred``).
-        self._graded = graded_cells.GradedCells(self, deferred=self._level != "bwrap")
+        self._graded = graded_cells.GradedCells(run, self, deferred=self._level != "bwrap")
         cells = self.nb.cells
         while index < len(cells):
             booting = monotonic()
             with self.setup_kernel():
-                self.phases["kernel start"] = self.phases.get("kernel start", 0.0) + monotonic() - booting
+                run.phases.add("kernel start", monotonic() - booting)
                 self._channel = grading_channel.Channel(self.km.private_dir)
                 self._kills_seen = 0
                 try:
@@ -275,7 +305,7 @@ class HardenedExecute(Execute):
                 self._skip_rest(index, "Not run: the kernel died {} times, so grading stopped here.".format(restarts))
                 break
         self._graded.decide_deferred()  # the notebook's kernel is down
-        self.events += verdicts.CONTEXT.kernel_events()
+        run.events += verdicts.CONTEXT.kernel_events()
         verdicts.CONTEXT.reset()
         self._graded.close()
         for allocation in self._compile_dirs:
@@ -292,7 +322,7 @@ class HardenedExecute(Execute):
         source = self._source_notebook()
         if source is None:
             return
-        grading_record.remove_secrets(source, self.nb.cells, self.verdicts, self.events)
+        grading_record.remove_secrets(source, self.nb.cells, self.run.verdicts, self.run.events)
 
     # ---- what was submitted ----------------------------------------------------------------------------
     def _source_notebook(self) -> Optional[Path]:
@@ -302,7 +332,6 @@ class HardenedExecute(Execute):
     def _read_submission(self) -> None:
         """Classify the cells against the lab's source, read the student's text, find the lab's rules
         (``autograder.grade.submission``)."""
-        self._view: Optional[List[nbview.Cell]] = None
         self.findings: List[provenance.Finding] = []
         self.similar: List[tuple] = []
         source = self._source_notebook()
@@ -313,9 +342,9 @@ class HardenedExecute(Execute):
             )
             return
         read = submission.read(self.nb, source)
-        self._view, self._last_that_counts, self._rules = read.view, read.last_that_counts, read.rules
+        self.run.view, self.run.rules, self._last_that_counts = read.view, read.rules, read.last_that_counts
         self.findings, self.similar = read.findings, read.similar
-        view = self._view
+        view = self.run.view
         verdicts.CONTEXT.reset(view, lambda: kernel_builds.KernelBuilder(view, self._start_compile_box))
 
     def _start_compile_box(self) -> subprocess.Popen:
@@ -325,12 +354,12 @@ class HardenedExecute(Execute):
             edition=self._edition(),
             readable=self._readable(),
             hidden=list(self.hidden_paths),
-            memory_mb=self._limit("memory_mb"),
-            file_mb=self._limit("file_mb"),
-            ram_mb=self._limit("ram_mb"),
-            pids=self._limit("pids"),
-            cpus=self.cpus,
-            scratch_mb=self._limit("scratch_mb"),
+            memory_mb=self.run.limits.memory_mb,
+            file_mb=self.run.limits.file_mb,
+            ram_mb=self.run.limits.ram_mb,
+            pids=self.run.limits.pids,
+            cpus=self.cpus,  # (the setting, not the lab's own: as it always was)
+            scratch_mb=self.run.limits.scratch_mb,
             allocations=self._compile_dirs,
             log=self.log,
         )
@@ -340,7 +369,7 @@ class HardenedExecute(Execute):
         if cell.cell_type != "code" or not cell.source.strip():
             return "ok"
         if is_grade(cell):
-            return self._graded.run(cell, index)
+            return self._graded.grade(cell, index)
         if self._only_shows(index):
             shown = cell_limits.not_run_demo(self._language())
             cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": shown})]
@@ -350,7 +379,7 @@ class HardenedExecute(Execute):
     def _only_shows(self, index: int) -> bool:
         """A given cell below the last graded cell and below every cell the student wrote: it cannot change a
         score or anything the student's code sees, it only shows what was built."""
-        view = self._view
+        view = self.run.view
         if not view or index >= len(view) or view[index].kind != nbview.GIVEN:
             return False
         return index > self._last_that_counts
@@ -359,20 +388,14 @@ class HardenedExecute(Execute):
         """The language of the notebook graded (its release's metadata): what the cells' notes are written in."""
         return language_of(self.nb)
 
-    def _budget_spent(self, cell, index: int) -> bool:
-        if self._notebook_deadline - monotonic() > 0:
-            return False
-        cell.outputs = [cell_limits.budget_spent(self._limit("notebook_timeout"), self._language())]
-        self._event(cell, index, EventKind.NOT_RUN, "notebook time budget spent")
-        return True
-
     @timed("notebook cells")
     def _execute_in_kernel(self, cell, index: int) -> str:
-        if self._budget_spent(cell, index):
+        run = self.run
+        if run.budget_spent(cell, index):
             return "skipped"
         self._graded.close_part_boxes()  # a part's box lives only while its part is decided: never beside a cell
-        remaining = self._notebook_deadline - monotonic()
-        limit = int(min(self._limit("cell_timeout"), remaining) + 0.5) or 1
+        remaining = run.remaining()
+        limit = int(min(run.limits.cell_timeout, remaining) + 0.5) or 1
         self._cell_deadline = monotonic() + limit
         self._timed_out = False
         self._cut = False
@@ -383,32 +406,32 @@ class HardenedExecute(Execute):
         except DeadKernelError:
             status = self.km.exit_status() if self.km is not None else None
             out_of_memory = self.km is not None and getattr(self.km, "out_of_memory", lambda: False)()
-            message = cell_limits.death_message(status, out_of_memory, self._limit("ram_mb"), self._language())
+            message = cell_limits.death_message(status, out_of_memory, run.limits.ram_mb, self._language())
             cell.outputs.append(error_output("KernelDied", message))
-            self._event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
+            run.event(cell, index, EventKind.KERNEL_DIED, f"exit status {status}")
             if self._new_memory_kills():
-                self._event(
-                    cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+                run.event(
+                    cell, index, EventKind.MEMORY, N_(f"> {run.limits.ram_mb} MiB for the kernel and its children")
                 )
             return "dead"
         except CellTimeoutError:
             cell.outputs.append(cell_limits.did_not_stop(limit, self._language()))
-            self._event(cell, index, EventKind.TIMEOUT, N_(f"> {limit} s, kernel did not answer the interrupt"))
+            run.event(cell, index, EventKind.TIMEOUT, N_(f"> {limit} s, kernel did not answer the interrupt"))
             return "dead"
         if self._timed_out:
             # The interrupt we sent shows as a KeyboardInterrupt: the time-limit message says it better.
             cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
-            self._event(cell, index, EventKind.TIMEOUT, f"> {limit} s")
+            run.event(cell, index, EventKind.TIMEOUT, f"> {limit} s")
         if self._cut:
             cell.outputs.append(cell_limits.output_cut(self.max_output_bytes, self._language()))
-            self._event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
+            run.event(cell, index, EventKind.OUTPUT_CUT, f"> {self.max_output_bytes} bytes")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if any(sign in f"{o.get('ename')}: {o.get('evalue')}" for o in errors for sign in MEMORY_SIGNS):
-            cell.outputs.append(cell_limits.over_memory(self._limit("memory_mb"), self._language()))
-            self._event(cell, index, EventKind.MEMORY, f"> {self._limit('memory_mb')} MiB")
+            cell.outputs.append(cell_limits.over_memory(run.limits.memory_mb, self._language()))
+            run.event(cell, index, EventKind.MEMORY, f"> {run.limits.memory_mb} MiB")
         if any(o.get("ename") == "SystemExit" for o in errors):
             cell.outputs.append(cell_limits.exit_called(self._language()))
-            self._event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
+            run.event(cell, index, EventKind.EXIT_CALLED, "SystemExit")
         return "error" if errors else "ok"
 
     def _new_memory_kills(self) -> int:
@@ -422,9 +445,9 @@ class HardenedExecute(Execute):
         """Report a kill by the memory limit on the cell during which it was seen. A process a cell forked can
         outlive the cell and be stopped while a later cell runs: it is reported there, never lost."""
         if self._new_memory_kills():
-            cell.outputs.append(cell_limits.process_killed(self._limit("ram_mb"), self._language()))
-            self._event(
-                cell, index, EventKind.MEMORY, N_(f"> {self._limit('ram_mb')} MiB for the kernel and its children")
+            cell.outputs.append(cell_limits.process_killed(self.run.limits.ram_mb, self._language()))
+            self.run.event(
+                cell, index, EventKind.MEMORY, N_(f"> {self.run.limits.ram_mb} MiB for the kernel and its children")
             )
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -447,19 +470,11 @@ class HardenedExecute(Execute):
 
     def _apply_findings(self) -> None:
         """No points for a TODO whose text reaches the reference or the machinery (``findings``)."""
-        findings.apply_findings(
-            self.nb,
-            self._view,
-            self.findings,
-            self.similar,
-            bool(self.findings_cost_points),
-            self.verdicts,
-            self.events,
-        )
+        findings.apply_findings(self.run, self.findings, self.similar, bool(self.findings_cost_points))
 
     def _replay(self, indices: List[int]) -> None:
         for index in indices:
-            remaining = self._notebook_deadline - monotonic()
+            remaining = self.run.remaining()
             if remaining <= 0 or not silent_runs.silent(
                 self.kc, self.km, self.nb.cells[index].source, timeout=remaining
             ):
@@ -472,23 +487,10 @@ class HardenedExecute(Execute):
             if cell.cell_type == "code" and cell.source.strip():
                 cell.outputs = [error_output("NotRun", message)]
 
-    def _event(self, cell, index: int, kind: EventKind, detail: str) -> None:
-        grade_id = nbgrader_meta(cell).get("grade_id")
-        self.events.append(event(grade_id or f"cell {index}", kind, detail, graded=bool(is_grade(cell))))
-
     def _finish(self, seconds: float) -> None:
         """The events record (in ``resources`` and ``events_dir``) and the student's notes (``grading_record``)."""
-        record = grading_record.record(
-            self.resources,
-            self._level,
-            seconds,
-            self.events,
-            getattr(self, "_spares_used", 0),
-            getattr(self, "phases", {}),
-            self.verdicts,
-            self._language(),
-        )
+        record = grading_record.record(self.resources, self.run, self._level, seconds, self._spares_used)
         self.resources.setdefault("nbgrader", {})["grading_events"] = record
         if self.events_dir and record["assignment"] and record["student"]:
             write_record(events_path(self.events_dir, record["assignment"], record["student"]), record)
-        grading_record.add_grading_notes(self.nb, self.events)
+        grading_record.add_grading_notes(self.nb, self.run.events)

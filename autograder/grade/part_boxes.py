@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import ast
-from time import monotonic
 from typing import Any, Callable, List, Optional
 
-from nbclient.util import run_sync
-
 from autograder.grade import boxed_kernels, silent_runs
+from autograder.grade.notebook_run import KernelPort, NotebookRun
 from autograder.grade.silent_runs import Kernel
 from autograder.grade.timing import timed
 from autograder.verdict import cells as verdicts
@@ -29,8 +27,9 @@ class PartBox:
     edition leaves out every part) still runs the notebook for what the feedback shows.
     """
 
-    def __init__(self, executor, part: str, decide_in: Callable[[Any, Kernel], tuple]):
-        self.executor, self.part = executor, part
+    def __init__(self, run: NotebookRun, port: KernelPort, part: str, decide_in: Callable[[Any, Kernel], tuple]):
+        self.run, self.port, self.part = run, port, part
+        self.phases = run.phases  # (``timed``)
         self.decide_in = decide_in  # (graded cell, kernel) -> (verdict, kernel dead?): ``GradedCells.verdict``
         self.kernel: Optional[Kernel] = None
         self.done = -1  # the last cell index it has run
@@ -59,31 +58,11 @@ class PartBox:
                     raise
 
     def _start_once(self) -> None:
-        executor = self.executor
-        km = executor._kernel_manager(self.part)
-        kc = None
-        try:
-            if not km.has_kernel:
-                run_sync(km.start_kernel)(extra_arguments=list(executor.extra_arguments or []))
-            kc = km.client()
-            kc.start_channels()
-            run_sync(kc.wait_for_ready)(timeout=executor.startup_timeout)
-        except Exception:
-            if kc is not None:
-                try:
-                    kc.stop_channels()
-                except Exception:  # noqa: BLE001
-                    pass
-            boxed_kernels.discard(km)
-            raise
-        kc.allow_stdin = False
-        self.kernel = Kernel(km, kc, grading_channel.Channel(km.private_dir))
-        boxed_kernels.copy_assignment_files(executor.resources, km)
-        silent_runs.run_silently(self.kernel, executor.preamble(), executor._limit("cell_timeout"))
+        self.kernel = self.port.start_part_kernel(self.part)
 
     @timed("part boxes replaying")
     def _catch_up(self, index: int) -> None:
-        executor = self.executor
+        run = self.run
         if self.kernel is None:
             try:
                 self._start()
@@ -91,11 +70,11 @@ class PartBox:
                 self.broken = f"the kernel that grades this part could not start ({type(error).__name__})"
                 return
         for cell_index, code in self._replay_plan(index):
-            remaining = executor._notebook_deadline - monotonic()
+            remaining = run.remaining()
             if remaining <= 0:
                 self.broken = "the notebook's grading time was spent before this part's own kernel ran your cells"
                 return
-            outcome = silent_runs.run_silently(self.kernel, code, min(executor._limit("cell_timeout"), remaining))
+            outcome = silent_runs.run_silently(self.kernel, code, min(run.limits.cell_timeout, remaining))
             if outcome in ("dead", "timeout"):
                 self.broken = (
                     f"the kernel that grades this part {'stopped' if outcome == 'dead' else 'ran out of time'} "
@@ -103,28 +82,28 @@ class PartBox:
                     "kernel of that part's own)"
                 )
                 return
-        self.done = max([self.done] + [i for i in self.executor._replayable if i < index])
+        self.done = max([self.done] + [i for i in run.replayable if i < index])
 
     def _replay_plan(self, index: int) -> List[tuple]:
         """``(cell index, code)`` to run before the graded cell at ``index``, in order: every cell the student
         wrote that ran without error in the main kernel, whole, and of the given cells only the statements
         that bind what the student's cells read (their imports and helpers, and what those need): a part's
         box does not redraw pictures or rerun demos. Without the lab's source, every cell that ran."""
-        executor = self.executor
-        ran = [i for i in executor._replayable if self.done < i < index]
-        view = executor._view
+        run = self.run
+        ran = [i for i in run.replayable if self.done < i < index]
+        view = run.view
         if view is None:
-            return [(i, executor.nb.cells[i].source) for i in ran]
+            return [(i, run.nb.cells[i].source) for i in ran]
         student = [c for c in view if c.student and c.index < index and c.tree is not None]
         needed = set().union(*(nbview.free_names(c.tree) for c in student)) if student else set()
         statements = [
-            s for s in nbview.given_statements([c for c in view if c.index < index]) if s.cell in executor._replayable
+            s for s in nbview.given_statements([c for c in view if c.index < index]) if s.cell in run.replayable
         ]
         chosen = {id(statements[i]) for i in verdicts.plan_slice(needed, statements, set())}
         plan = []
         for i in ran:
             if view[i].student:
-                plan.append((i, executor.nb.cells[i].source))
+                plan.append((i, run.nb.cells[i].source))
             else:
                 code = "\n".join(ast.unparse(s.node) for s in statements if s.cell == i and id(s) in chosen)
                 if code:
@@ -134,14 +113,6 @@ class PartBox:
     def close(self) -> None:
         if self.kernel is None:
             return
-        try:
-            self.kernel.channel.close()
-        except OSError:
-            pass
-        try:
-            self.kernel.kc.stop_channels()
-        except Exception:  # noqa: BLE001
-            pass
-        boxed_kernels.discard(self.kernel.km)
+        boxed_kernels.close_kernel(self.kernel)
         self.kernel = None
         self.done, self.broken = -1, ""  # a box started again for this part replays from the top

@@ -85,5 +85,5 @@ def references(graded, view) -> List[Any]:
                     obj = getattr(importlib.import_module(node.module), alias.name, None)
                     reference = getattr(obj, "__starter_of__", None)
                     for todo in getattr(obj, "__todo__", ()) if reference is not None else ():
-                        refs.append(starters._function_of(starters._defined(reference, todo)))
+                        refs.append(starters.todo_function(reference, todo))
     return refs

@@ -340,7 +340,7 @@ executor = HardenedExecute(cell_timeout=20, notebook_timeout=60, memory_mb=1024,
                            allow_unisolated=allow)
 out, _ = executor.preprocess(nb, {"metadata": {"path": folder}, "nbgrader": {"assignment": "lab", "student": "s"}})
 print("RESULT " + json.dumps({"cells": [c.get("outputs", []) for c in out.cells if c.cell_type == "code"],
-                              "events": [e["kind"] for e in executor.events], "notes": out.cells[0].source}))
+                              "events": [e["kind"] for e in executor.run.events], "notes": out.cells[0].source}))
 """
 
 

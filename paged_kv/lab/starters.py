@@ -154,6 +154,12 @@ def _defined(klass: type, name: str):
     return None
 
 
+def todo_function(klass: type, name: str):
+    """The plain function behind the attribute ``name`` as ``klass`` (or its nearest base) defines it, else None:
+    what a reference's TODO ``name`` runs (the grader reads it to find routes to the reference)."""
+    return _function_of(_defined(klass, name))
+
+
 # The labs' starters (name: module, reference class, base class, TODO methods), each built on first use
 # (PEP 562), so that importing this module imports only what the starter asked for needs (lab 05's block manager never imports the tutorial manager, hence never torch).
 _STARTERS = {
