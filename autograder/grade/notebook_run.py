@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from time import monotonic
-from typing import Any, Dict, List, Mapping, Optional, Protocol
+from typing import Any, Dict, List, Mapping, Optional, Protocol, runtime_checkable
 
 from nbgrader.utils import is_grade
 
@@ -106,6 +106,7 @@ class NotebookRun:
         return True
 
 
+@runtime_checkable
 class KernelPort(Protocol):
     """How the grading pieces reach kernels (``HardenedExecute`` implements it)."""
 
