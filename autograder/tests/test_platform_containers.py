@@ -24,7 +24,7 @@ import jsonschema
 import nbformat
 import pytest
 
-import attacks
+import box_attacks
 import container
 import platform_harness
 import test_platforms
@@ -258,10 +258,10 @@ def test_a_kernel_never_runs_as_root_when_its_uid_cannot_reach_python(tmp_path):
 
 
 # Lab 08's copy part is decided in the notebook's own kernel, after the beam part's own box ran; that box's
-# edition holds the reference copy_blocks. An added cell (the red team's ``attacks.serve_or_fetch``) serves it
+# edition holds the reference copy_blocks. An added cell (the red team's ``box_attacks.serve_or_fetch``) serves it
 # over an abstract Unix socket and files in /tmp and /dev/shm wherever it is the reference (the part's box) and
 # fetches it wherever it is a stub (the notebook's kernel); the TODO runs what it fetched. In a container (no network namespace) only "no two boxes alive at once" stops it.
-SERVE_OR_FETCH = attacks.serve_or_fetch(
+SERVE_OR_FETCH = box_attacks.serve_or_fetch(
     "paged_kv.engine.cache_ops", "copy_blocks", "_ref_module.copy_blocks([], [], [(0, 1)])", "pkv-cross-box-08"
 )
 

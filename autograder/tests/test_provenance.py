@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from autograder.proof import classroom, report
-from autograder.tests import attacks
+from autograder.tests import attacks, kernel_attacks
 from autograder.course.notebook import nbgrader
 from autograder.grade import submission
 from autograder.verdict import given_names
@@ -63,12 +63,12 @@ def test_every_attack_is_found(lab, student):
             "the syntax families need no finding (the text rules are a report): they reach the box "
             "edition's stub and earn nothing by construction (class_simulation, test_editions)"
         )
-    if student.label.startswith(attacks.CONSTEXPR_VARIES):
+    if student.label.startswith(kernel_attacks.CONSTEXPR_VARIES):
         pytest.skip(
             "Triton code the compile box builds for each launch: refused by construction, logged as "
             "launch-not-built (test_lab06_kernel_text); the text rules have nothing to say"
         )
-    if student.label.startswith(attacks.DOCSTRING_DEF):
+    if student.label.startswith(kernel_attacks.DOCSTRING_DEF):
         pytest.skip(
             "its Python is in strings (a docstring): the kernel-text rules refuse it, logged as not-triton "
             "(test_lab06_kernel_text); provenance reads code, not strings"
@@ -135,10 +135,10 @@ def test_an_exploration_cell_may_read_the_visible_tests_objects():
 # ---- every way of handing a TODO to the reference, as a student would type it -------------------------------
 def _class_forms(lab: str):
     """Answer cells (or TODO bodies) that delegate, for a lab whose TODO is a class."""
-    import attacks
+    import attack_notebooks
 
     info = classroom.load_lab(lab, REPO / "solutions", REPO / "course")
-    t = attacks._target(info)
+    t = attack_notebooks.target(info)
     if not t["class"]:
         return []
     cls, starter = t["class"], t["starter"]

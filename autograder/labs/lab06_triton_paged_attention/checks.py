@@ -25,99 +25,20 @@ from paged_kv.kernels import triton_kernels
 from paged_kv.lab.kernel_cases import PagedCase
 from paged_kv.kernels.triton_attention import paged_decode_attention
 
-from autograder.labs.checking import N_, CheckFailed, _, call, grades, is_remote, student_side
+from autograder.labs.checking import N_, CheckFailed, _, grades, is_remote, student_side
 from autograder.labs.lab06_triton_paged_attention import fast_dots
-from paged_kv.lab.feedback import materialize
-
-
-def paged_case(*args, **kwargs) -> PagedCase:
-    """The lab's ``paged_case``, made on this process's CPU (the grading kernel rebuilds it from its recipe)."""
-    return kernel_cases.paged_case(*args, **{"device": "cpu", **kwargs})
-
-
-def far_pool_case(*args, **kwargs) -> PagedCase:
-    """The lab's ``far_pool_case``, made on this process's CPU (a sparse file: no memory, no disk)."""
-    return kernel_cases.far_pool_case(*args, **{"device": "cpu", **kwargs})
-
-
-def require_gpu_build(kernel, args, name: str, arch: int = 90):
-    """Build ``kernel`` for ``sm_{arch}``: from its submitted text when it lives in the grading kernel."""
-    if is_remote(kernel):
-        from autograder.verdict.cells import CONTEXT
-
-        return CONTEXT.kernels().build(name, args, arch)
-    return lab.require_gpu_build(kernel, args, name, arch=arch)
-
-
-def _grid(grid_fn, name: str, *sizes: int, programs=None):
-    """What the student's grid function returns for these plain ints, checked as the lab's launchers do."""
-    return lab.check_grid(materialize(call(_(f"{name}'s grid"), grid_fn, *sizes)), name, programs)
-
-
-def _in_compile_box(name: str, launcher: str, case: PagedCase, grid=None, **params) -> torch.Tensor:
-    """The submitted kernel ``name`` run by ``launcher`` in the compile box, on ``case`` rebuilt there."""
-    from autograder.verdict.cells import CONTEXT
-
-    try:
-        return CONTEXT.kernels().launch(name, launcher, case, grid, **params)
-    except MemoryError as error:
-        raise _no_room(error) from None
-
-
-def run_gather(
-    kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, kv_head: int = 0, name: str = "gather_keys_kernel"
-) -> torch.Tensor:
-    """The lab's ``run_gather``; a kernel of the grading kernel runs from its text in the compile box."""
-    if not is_remote(kernel):
-        return lab.run_gather(kernel, grid_fn, case, seq, kv_head, name)
-    grid = _grid(grid_fn, name, case.seq_len(seq), case.block_size)
-    return _in_compile_box(name, "run_gather", case, grid, seq=seq, kv_head=kv_head)
-
-
-def run_scores(
-    kernel, grid_fn: Callable, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "scores_kernel"
-) -> torch.Tensor:
-    """The lab's ``run_scores``; a kernel of the grading kernel runs from its text in the compile box."""
-    if not is_remote(kernel):
-        return lab.run_scores(kernel, grid_fn, case, seq, q_head, name)
-    grid = _grid(grid_fn, name, case.seq_len(seq), case.block_size)
-    return _in_compile_box(name, "run_scores", case, grid, seq=seq, q_head=q_head)
-
-
-def run_attend(kernel, case: PagedCase, seq: int = 0, q_head: int = 0, name: str = "attend_kernel") -> torch.Tensor:
-    """The lab's ``run_attend``; a kernel of the grading kernel runs from its text in the compile box."""
-    if not is_remote(kernel):
-        return lab.run_attend(kernel, case, seq, q_head, name)
-    return _in_compile_box(name, "run_attend", case, seq=seq, q_head=q_head)
-
-
-def run_decode(kernel, grid_fn: Callable, case: PagedCase, name: str = "paged_decode_kernel") -> torch.Tensor:
-    """The lab's ``run_decode``; a kernel of the grading kernel runs from its text in the compile box."""
-    if not is_remote(kernel):
-        return lab.run_decode(kernel, grid_fn, case, name)
-    grid = _grid(grid_fn, name, case.num_seqs, case.num_kv_heads, programs=case.num_seqs * case.num_kv_heads)
-    return _in_compile_box(name, "run_decode", case, grid)
-
-
-def run_fast_decode(kernel, case: PagedCase, tile: int = 64, name: str = "fast_decode_kernel") -> torch.Tensor:
-    """The lab's ``run_fast_decode``; a kernel of the grading kernel runs from its text in the compile box."""
-    if not is_remote(kernel):
-        return lab.run_fast_decode(kernel, case, tile, name)
-    lab.fast_decode_args(case, case.q, tile)  # a bad tile is the caller's error, before anything runs
-    return _in_compile_box(name, "run_fast_decode", case, tile=tile)
-
-
-# The graded cells' launchers and case makers are these, whatever the notebook's names hold.
-TRUSTED_NAMES = {
-    "require_gpu_build": require_gpu_build,
-    "paged_case": paged_case,
-    "far_pool_case": far_pool_case,
-    "run_gather": run_gather,
-    "run_scores": run_scores,
-    "run_attend": run_attend,
-    "run_decode": run_decode,
-    "run_fast_decode": run_fast_decode,
-}
+from autograder.labs.lab06_triton_paged_attention.launchers import (  # (the graded cells' names: TRUSTED_NAMES)
+    TRUSTED_NAMES,
+    far_pool_case,
+    no_room,
+    paged_case,
+    require_gpu_build,
+    run_attend,
+    run_decode,
+    run_fast_decode,
+    run_gather,
+    run_scores,
+)
 
 
 def _launcher(kernel, name: str):
@@ -210,18 +131,7 @@ def _far_pool(kernel, **kwargs) -> PagedCase:
     try:
         return (far_pool_case if is_remote(kernel) else kernel_cases.far_pool_case)((21, 9), **kwargs)
     except MemoryError as error:
-        raise _no_room(error) from None
-
-
-def _no_room(error: MemoryError) -> CheckFailed:
-    return CheckFailed(
-        _("pool past 2**32 elements"),
-        _(f"the int64 case could not run here ({error}), so this check scores 0"),
-        hint=_(
-            "ask your instructor to grade this notebook again on the CPU "
-            "(the interpreter) or on a GPU with enough free memory"
-        ),
-    )
+        raise no_room(error) from None
 
 
 # ----------------------------------------------------------------------------- step 1: gather

@@ -22,6 +22,7 @@ if not triton_available():
     pytest.skip("triton is not installed", allow_module_level=True)
 
 import attacks  # noqa: E402
+import kernel_attacks  # noqa: E402
 from autograder.labs.lab06_triton_paged_attention.tests import bugs as catalogue  # noqa: E402
 from autograder.proof import classroom  # noqa: E402
 from autograder.course.layout import LABS, SOURCE_DIR  # noqa: E402
@@ -196,8 +197,8 @@ def _attack(label: str, lab) -> dict:
 
 
 TEXT_ATTACKS = {
-    attacks.INTERPRETER_ONLY: ("`if hasattr(k_cache_ptr.handle, \"data\"):", "is Python introspection"),
-    attacks.DOCSTRING_DEF: ("`def ", "a line of a string in a kernel starts with `def`"),
+    kernel_attacks.INTERPRETER_ONLY: ("`if hasattr(k_cache_ptr.handle, \"data\"):", "is Python introspection"),
+    kernel_attacks.DOCSTRING_DEF: ("`def ", "a line of a string in a kernel starts with `def`"),
 }
 
 
@@ -308,7 +309,7 @@ def test_a_constexpr_the_build_fixes_and_a_case_varies_is_built_for_each_launch(
     from paged_kv.lab.kernel_lab import expect_close
 
     monkeypatch.setattr(kernels, "_LAUNCH_BUILT", {})
-    nb = _attack(attacks.CONSTEXPR_VARIES, lab)
+    nb = _attack(kernel_attacks.CONSTEXPR_VARIES, lab)
     four = grader.paged_case([9, 3], block_size=4, num_kv_heads=2, seed=3)
     eight = grader.paged_case([16, 5], block_size=8, num_kv_heads=2, seed=2)
     namespace = _interpreted(nb)  # the interpreter alone: right at block size 8 too
