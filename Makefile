@@ -113,14 +113,16 @@ lab: env
 	$(VENV)/bin/jupyter lab --notebook-dir=course$(LAB_SUBDIR) $(if $(PORT),--port=$(PORT)) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Test files run side by side on TEST_WORKERS workers (pytest-xdist; a file stays on one worker, so its
-# fixtures are made once). The class simulation is one file: it starts first (testpaths) and takes one
-# worker while the other runs the rest. TEST_WORKERS=0 runs everything in one process.
+# fixtures are made once). Files are handed out in testpaths' order (--no-loadscope-reorder: xdist would
+# otherwise order them by their number of tests, leaving the slowest files, which have few tests, for last):
+# the two halves of the class simulation first, one per worker, then the other slow files, longest first,
+# so that no long file starts when the other worker is nearly done. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
 test: env
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
-	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) --durations=25
 
 # The fast inner loop (a few minutes on 2 cores): lint, the package's tests, the layer rules, the Makefile's
 # rules, the docs' links, the engine tables (tests/test_engine_maps.py), and one lab graded end to end (lab 02: its solution full marks, its release 0). `make test` runs everything.
