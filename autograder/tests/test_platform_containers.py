@@ -206,7 +206,8 @@ def test_gradescope_refuses_where_a_kernel_uid_cannot_reach_python(image, tmp_pa
 
 
 def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monkeypatch):
-    """PrairieLearn's entrypoint at /grade, in the same container: the solution under another name 1.0,
+    """PrairieLearn's entrypoint at /grade, in the same container: the solution under another name 1.0, the
+    solution in the Chinese release 1.0 (issue 49: every route grades a Chinese notebook as the English one),
     delegation to the source notebook 0, a broken file 0 and not gradable (it costs no attempt), with what to
     upload; every result valid and without hidden-test text; no process left."""
     monkeypatch.setenv("PAGED_KV_FINDINGS_COST", "0")
@@ -216,11 +217,12 @@ def test_prairielearn_in_a_docker_container_grades_by_permission(tmp_path, monke
         label: platform_harness.run_prairielearn(question, upload, tmp_path / "grade", docker=True)
         for label, upload in (
             ("honest", uploads["the solution, renamed 'Copy of'"][0]),
+            ("chinese", uploads["the solution in Chinese (course/zh_CN/)"][0]),
             ("broken", uploads["a broken JSON file"][0]),
             ("delegate", _upload(tmp_path, "delegate", DELEGATE)),
         )
     }
-    expected = {"honest": 1.0, "broken": 0.0, "delegate": 0.0}
+    expected = {"honest": 1.0, "chinese": 1.0, "broken": 0.0, "delegate": 0.0}
     for label, run in runs.items():
         jsonschema.validate(run.results, platform_harness.SCHEMAS["prairielearn"])
         assert run.results["gradable"] is (label != "broken") and run.results["score"] == expected[label], (
