@@ -61,7 +61,6 @@ SLOW_FIRST = (
     "autograder/tests/test_graders.py",
     "autograder/tests/test_editions.py",
     "autograder/labs/lab06_triton_paged_attention/tests/test_lab06_graders.py",
-    "tests/i18n/test_translated_notebooks_run.py",
     "autograder/tests/test_grading_dies_whole.py",
 )
 

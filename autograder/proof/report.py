@@ -395,6 +395,37 @@ EVERY_LAB_ATTACKS = (
 )
 
 
+# Of the attacks every lab meets, those of one class take turns (``shared_class``): a lab meets one member of each
+# class below, the next lab the next member, so that every member is graded in some lab (the class simulation's
+# ``test_every_student_of_the_full_class_is_graded_in_some_lab``) and each lab's class stays small enough for
+# ``make test``'s time. The replaced checks and lab 06's kernel attacks have no turns: every lab meets them.
+TAKING_TURNS = (
+    ("an IPython AST transformer", "the kernel always replies ok"),  # silencing IPython
+    ("points the reference at its own code", "exec of the reference's source", "the reference's bytecode"),
+    ("builtins as values", "attribute names as data", "pattern matching through __globals__"),  # #25's families
+)
+# A lab's catalogued bugs and correct variants in ``make test``'s class: the first ones of its catalogue.
+# autograder/tests/test_graders.py grades every one of them with the lab's checks; make grader-report grades
+# them all through the whole pipeline.
+CLASS_BUGS, CLASS_VARIANTS = 3, 2
+
+
+def _takes_turns(students: List[classroom.Student], lab_index: int) -> List[classroom.Student]:
+    """The attacks of ``students`` this lab leaves to other labs: of each class of ``TAKING_TURNS`` present, all but
+    the member whose turn it is; of the attacks on a catalogued bug, all but one (in turn too)."""
+    left, turns = [], []
+    on_bugs = [s for s in students if "(a catalogued bug)" in s.label]
+    untouched = [s for s in students if s not in on_bugs]
+    for group in TAKING_TURNS:
+        present = [m for m in group if any(s.label.startswith(m) for s in untouched)]
+        if present:
+            turns.append(present[lab_index % len(present)])
+            left += [s for s in untouched if s.label.startswith(group) and not s.label.startswith(turns[-1])]
+    # The attack on a catalogued bug: the one of a member whose turn it is, else one in turn.
+    mine = [s for s in on_bugs if s.label.startswith(tuple(turns))] or on_bugs[lab_index % max(1, len(on_bugs)) :]
+    return left + [s for s in on_bugs if s not in mine[:1]]
+
+
 def shared_class(
     info: classroom.Lab,
     root: Path,
@@ -405,9 +436,10 @@ def shared_class(
     dealt: bool = True,
 ) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
-    (solution, untouched, catalogued bugs, variants, the translated releases' solution (and, every other lab,
-    catalogued bug), delegations) and one attack of each class (on the
-    untouched release and on a catalogued bug); and a share of the rest, dealt out round-robin: one of
+    (solution, untouched, its first ``CLASS_BUGS`` catalogued bugs and ``CLASS_VARIANTS`` variants, the translated
+    releases' solution (and, every other lab, catalogued bug), delegations) and one attack of each class (on the
+    untouched release, the members of a class of ``TAKING_TURNS`` in turn over the labs, and one on a catalogued
+    bug); and a share of the rest, dealt out round-robin: one of
     the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
     (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
     honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
@@ -431,6 +463,10 @@ def shared_class(
         "xss",
     )  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
+    later = {id(s) for s in _takes_turns([s for s in full if s.kind == "attack"], lab_index)}
+    later |= {id(s) for s in [s for s in full if s.kind == "bug"][CLASS_BUGS:]}
+    later |= {id(s) for s in [s for s in full if s.kind == "variant"][CLASS_VARIANTS:]}
+    full = [s for s in full if id(s) not in later]
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
     bystanders = [s for s in full if s.kind == "bystander"][:1]

@@ -4,7 +4,9 @@ catalogued bugs lose the points of the checks they break, correct variants keep 
 earns nothing, and every broken or hostile submission is graded on what it earns, with its note.
 
 Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
-students and one attack of every class; the hostile and broken submissions and the other disguises of
+students (its catalogue's first bugs and variants: ``report.CLASS_BUGS``; test_graders.py grades every one with
+the lab's checks) and one attack of every class (a class's members take turns over the labs:
+``report.TAKING_TURNS``); the hostile and broken submissions and the other disguises of
 delegation, the three leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
 that ``make test`` stays within its time. The labs are graded in two halves, one test file each
 (``test_class_simulation_a.py``, ``_b.py``: every other lab), so that ``make test``'s two workers share them;
@@ -198,7 +200,8 @@ def define_tests(namespace: dict, half: int) -> None:
 
     @pytest.mark.parametrize("lab", labs)
     def test_the_red_team_covers_every_attack_class(graded, lab):
-        """Every lab meets every integrity attack its TODOs allow, a leak, the student who puts live markup in
+        """Every lab meets the replaced checks and one attack of each other class its TODOs allow (the members of
+        a class take turns over the labs: ``report.TAKING_TURNS``), a leak, the student who puts live markup in
         its feedback (every student's feedback is scanned: ``report.run_lab``), and harm attacks beside a
         bystander who is graded beside the first of them."""
         kinds = {}
@@ -209,19 +212,16 @@ def define_tests(namespace: dict, half: int) -> None:
         beside = [s.kind for s in graded[lab].students if s.beside]
         assert beside[:2] == ["harm", "bystander"], beside
         attacks = " | ".join(kinds.get("attack", []))
-        for must in ("graders' checks", "AST transformer", "replies ok"):
-            assert must in attacks, f"{lab}: no attack '{must}'"
+        assert "graders' checks" in attacks, f"{lab}: no attack replaces the graders' checks"
+        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        full = [s.label for s in classroom.build_class(info, report.REPO) if s.kind == "attack"]
+        for group in report.TAKING_TURNS:  # one member of each class of attacks, in turn over the labs
+            if any(label.startswith(group) for label in full):
+                assert any(label.startswith(group) for label in kinds["attack"]), f"{lab}: no attack of {group}"
         if "triton" in lab:  # the kernel lab: its launchers in the student's kernel are replaced too (#25), and
             # kernels the GPU compiler and the interpreter read differently are submitted (#35)
             for must in (LAUNCHERS_REPLACED, INTERPRETER_ONLY, CONSTEXPR_VARIES, DOCSTRING_DEF):
                 assert must in attacks, f"{lab}: no attack '{must}'"
-        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        families = {
-            s.label
-            for s in classroom.build_class(info, report.REPO)
-            if s.kind == "attack" and s.label.startswith(SYNTAX_FAMILIES)
-        }
-        assert families <= set(kinds.get("attack", [])), f"{lab}: a syntax family of delegation is not graded"
 
     @pytest.mark.parametrize("lab", labs)
     def test_an_attack_shows_in_the_instructors_log(graded, lab):
@@ -367,10 +367,12 @@ def define_tests(namespace: dict, half: int) -> None:
 
 def test_every_student_of_the_full_class_is_graded_in_some_lab():
     """The students dealt out: each hostile or broken one in exactly one lab; each disguise, leak and harm
-    attack in some lab."""
-    dealt, full = {}, {}
+    attack, and each attack that takes turns (``report.TAKING_TURNS``), in some lab. A lab's class holds the first
+    ``report.CLASS_BUGS`` bugs and ``report.CLASS_VARIANTS`` variants of its catalogue: test_graders.py grades every
+    one with the lab's checks, make grader-report through the whole pipeline."""
+    dealt, full, info_of = {}, {}, {}
     for lab in LABS:
-        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
+        info = info_of[lab] = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
         for student in classroom.build_class(info, report.REPO):
             full.setdefault((student.kind, student.label), set()).add(lab)
         for student in _class(lab, report.REPO):
@@ -378,6 +380,11 @@ def test_every_student_of_the_full_class_is_graded_in_some_lab():
             dealt.setdefault((student.kind, student.label), []).append(lab)
     for (kind, label), labs in full.items():
         if kind == "bystander":  # one honest bystander per lab is enough (the red-team test checks it)
+            continue
+        if kind in ("bug", "variant"):  # each lab's first ones (report.CLASS_BUGS, CLASS_VARIANTS)
+            mine = [s for s in classroom.build_class(info_of[next(iter(labs))], report.REPO) if s.kind == kind]
+            first = mine[: report.CLASS_BUGS if kind == "bug" else report.CLASS_VARIANTS]
+            assert (label in {s.label for s in first}) is bool(dealt.get((kind, label))), (kind, label, labs)
             continue
         if kind == "translated" and "bug" in label:  # a translated release's bug: every other lab (shared_class)
             continue

@@ -18,8 +18,9 @@ from tools.sync_colab import COLAB_TEST
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
-def release_path(lab: str) -> Path:
-    return RELEASE_DIR / lab / LABS[lab]
+def release_path(lab: str, language: str = "") -> Path:
+    """The release notebook of ``lab``; with ``language`` (``zh_CN``), its translated release (``course/zh_CN/``)."""
+    return RELEASE_DIR / language / lab / LABS[lab] if language else RELEASE_DIR / lab / LABS[lab]
 
 
 def source_path(lab: str) -> Path:
@@ -58,9 +59,10 @@ def answers(lab: str) -> Dict[str, str]:
     return {nbgrader_meta(c)["grade_id"]: typed_answer(c) for c in source.cells if is_answer(c)}
 
 
-def solved_release(lab: str) -> nbformat.NotebookNode:
-    """The release notebook with every answer cell holding the student's finished answer."""
-    notebook = nbformat.read(release_path(lab), as_version=4)
+def solved_release(lab: str, language: str = "") -> nbformat.NotebookNode:
+    """The release notebook (in ``language``'s release, when given) with every answer cell holding the student's
+    finished answer."""
+    notebook = nbformat.read(release_path(lab, language), as_version=4)
     typed = answers(lab)
     for cell in notebook.cells:
         if is_answer(cell):
@@ -72,9 +74,9 @@ def code_cells(notebook) -> List:
     return [c for c in notebook.cells if c.cell_type == "code"]
 
 
-def lab_code_cells(lab: str, setup: Callable[[str], str], solved: bool = True) -> List[str]:
-    """The code cells of ``lab``'s release notebook (with the student's finished answers when ``solved``), its
-    setup cell (the one with the platforms' install lines) rewritten by ``setup``: a test points its install
-    address at a local stand-in for the platform's source of the course."""
-    notebook = solved_release(lab) if solved else nbformat.read(release_path(lab), 4)
+def lab_code_cells(lab: str, setup: Callable[[str], str], solved: bool = True, language: str = "") -> List[str]:
+    """The code cells of ``lab``'s release notebook (``language``'s release, when given; with the student's finished
+    answers when ``solved``), its setup cell (the one with the platforms' install lines) rewritten by ``setup``: a
+    test points its install address at a local stand-in for the platform's source of the course."""
+    notebook = solved_release(lab, language) if solved else nbformat.read(release_path(lab, language), 4)
     return [setup(c.source) if COLAB_TEST in c.source else c.source for c in code_cells(notebook)]

@@ -3,7 +3,9 @@ reach) and without GitHub (which ModelScope's instances often cannot reach).
 
 - In a fake instance (fake_modelscope.py, from modelscope_image.py: the CPU image's packages, its pip.conf
   pointed at a local stand-in for Aliyun's PyPI mirror, MODELSCOPE_ENVIRONMENT set, every connection out
-  refused), every release notebook with its solution typed in runs top to bottom: its setup cell installs the
+  refused), every Chinese release notebook (``course/zh_CN/``: ModelScope's readers read Chinese; the English
+  ones run under nbval, in the browser and in Colab) with its solution typed in runs top to bottom, which is also
+  how make test runs every translated notebook with the solution's answers: its setup cell installs the
   course from the course's ModelScope mirror (a git repository of this checkout stands in for it) and changes
   no package the image had; a lab that uses Triton gets it from the PyPI mirror on the CPU image and keeps the
   GPU image's own.
@@ -57,12 +59,19 @@ def _from_mirror(source: str, mirror: Path) -> str:
 
 @pytest.fixture(scope="module")
 def modelscope_session(instance, tmp_path_factory):
-    """Every lab, solved, run top to bottom in the fake instance from a fresh CPU image (in the labs' order, as
-    a student works through them). Returns the report and the packages installed before and after."""
+    """Every lab of each translated release, solved, run top to bottom in the fake instance from a fresh CPU image
+    (in the labs' order, as a student works through them). Returns the report and the packages installed before
+    and after."""
     python, mirror = instance
     fresh_runtime(python)
     before = freeze(python)
-    notebooks = {f"solved {lab}": lab_code_cells(lab, lambda source: _from_mirror(source, mirror)) for lab in LABS}
+    notebooks = {
+        f"solved {lab} in {language}": lab_code_cells(
+            lab, lambda source: _from_mirror(source, mirror), language=language
+        )
+        for language in languages.TRANSLATIONS
+        for lab in LABS
+    }
     report = run_like_modelscope(python, notebooks, tmp_path_factory.mktemp("modelscope-run"))
     return report, before, freeze(python)
 
@@ -72,7 +81,12 @@ def test_every_solved_lab_runs_on_a_modelscope_cpu_instance_and_its_setup_cell_c
 ):
     report, before, after = modelscope_session
     failures = {name: [(i, r["error"]) for i, r in enumerate(cells) if not r["ok"]] for name, cells in report.items()}
-    assert len(failures) == len(LABS) and not any(failures.values()), f"cells that fail on ModelScope: {failures}"
+    for language in languages.TRANSLATIONS:  # each ran in its language: its setup cell sets it
+        for lab in LABS:
+            setup = next(c.source for c in solved_release(lab, language).cells if languages.is_setup_cell(c))
+            assert languages.language_line(language) in setup, f"{lab} in {language}: no language line"
+    assert len(failures) == len(LABS) * len(languages.TRANSLATIONS), sorted(failures)
+    assert not any(failures.values()), f"cells that fail on ModelScope: {failures}"
     changed = changed_packages(before, after)
     added = {"paged-kv-course", "triton"} if TRITON_LABS else {"paged-kv-course"}
     assert set(changed) == added and all(old is None for old, _ in changed.values()), changed
