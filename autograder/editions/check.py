@@ -48,7 +48,7 @@ def finished_notebook(lab: str, source_dir: Path = REPO / "solutions"):
 def run_on_edition(lab: str, edition: Optional[str], timeout_s: int = 300, nb=None) -> List[CellError]:
     """Execute ``nb`` (default: the finished ``lab``) on the edition of ``edition`` (None: the whole course);
     the errors its cells raised (a cell tagged ``raises-exception`` may raise)."""
-    from nbclient import NotebookClient
+    from autograder.course.notebook_client import NotebookClient
 
     nb = nb if nb is not None else finished_notebook(lab)
     folder = build_edition(edition)

@@ -525,7 +525,7 @@ def test_the_cross_part_attack_earns_its_part_wherever_it_reaches_the_reference(
     (the class simulation) comes from the boxes, not from an attack that never worked."""
     import sys
 
-    from nbclient import NotebookClient
+    from autograder.course.notebook_client import NotebookClient
 
     from autograder.proof import classroom, report
 

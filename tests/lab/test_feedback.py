@@ -104,7 +104,7 @@ def test_a_bug_found_by_a_picture_cell_keeps_its_type_and_shows_as_one_block():
 def test_in_a_kernel_a_failure_is_one_short_error_block():
     """What a student sees in Jupyter and what nbgrader records: an error output of a few lines."""
     import nbformat
-    from nbclient import NotebookClient
+    from autograder.course.notebook_client import NotebookClient
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -182,7 +182,7 @@ def test_attempt_returns_the_result_and_shows_an_exact_fit_oom_as_one_block_with
 
 def _run_in_kernel(sources):
     import nbformat
-    from nbclient import NotebookClient
+    from autograder.course.notebook_client import NotebookClient
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
