@@ -407,7 +407,7 @@ TAKING_TURNS = (
 # A lab's catalogued bugs and correct variants in ``make test``'s class: the first ones of its catalogue.
 # autograder/tests/test_graders.py grades every one of them with the lab's checks; make grader-report grades
 # them all through the whole pipeline.
-CLASS_BUGS, CLASS_VARIANTS = 3, 2
+CLASS_BUGS, CLASS_VARIANTS = 2, 1
 
 
 def _takes_turns(students: List[classroom.Student], lab_index: int) -> List[classroom.Student]:
@@ -447,7 +447,8 @@ def shared_class(
     disguise meets one); one submission that is a symbolic link (to the solution, to another student's
     folder: of two labs in a row, each meets one). These last three are dealt by ``share`` (this lab's place
     among the labs that take them, and how many do; default ``(lab_index, labs)``); with ``dealt`` false the
-    lab takes none of them. ``make grader-report`` grades the whole class of every lab.
+    lab takes none of them. One harm attack a lab: of its slice, the one whose turn it is (of three labs with the
+    same slice, each meets another). ``make grader-report`` grades the whole class of every lab.
     The student who puts live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab
     meets it."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
@@ -469,6 +470,7 @@ def shared_class(
     full = [s for s in full if id(s) not in later]
     leaks = [s for s in full if s.kind == "leak"]
     harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
+    harms = harms[(lab_index // 3) % len(harms) :][:1] if harms else []  # one a lab: the slice's in turn
     bystanders = [s for s in full if s.kind == "bystander"][:1]
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
