@@ -161,7 +161,7 @@ def test_feedback_filter_drops_hidden_code_and_grader_frames():
         )
     ]
     out, _ = hide_hidden.HideHiddenTests().preprocess_cell(cell, {}, 0)
-    assert "check_block_count" not in out.source and "BEGIN HIDDEN" not in out.source
+    assert "check_block_count" not in out.source and BEGIN not in out.source
     text = "\n".join(out.outputs[0]["traceback"])
     assert "check_block_count" not in text and "autograder/labs" not in text
     assert "needed = 1" in text and "[case] wrong" in text

@@ -238,7 +238,7 @@ def test_the_prairielearn_question_names_its_image_and_entrypoint(tmp_path):
     folder = prairielearn.build_question(LAB, tmp_path / "dist" / "prairielearn")
     _only_its_owner_reads(tmp_path / "dist")
     solutions = folder / "tests" / "course" / "solutions" / LAB / "atomic_prefill.ipynb"
-    assert "BEGIN HIDDEN TESTS" in solutions.read_text() and stat.S_IMODE(solutions.stat().st_mode) == 0o600
+    assert BEGIN in solutions.read_text() and stat.S_IMODE(solutions.stat().st_mode) == 0o600
     info = json.loads((folder / "info.json").read_text())
     assert info["gradingMethod"] == "External" and info["externalGradingOptions"]["enabled"] is True
     entry = info["externalGradingOptions"]["entrypoint"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.collect import collect
+from autograder.course.notebook import BEGIN
 
 from autograder.exchange import exchange
 from hub import accounts, mounts, proxy, roles, runtime
@@ -538,7 +539,7 @@ def test_make_hub_closes_the_whole_checkout_but_its_environment_and_clean_keeps_
         (repo / name).mkdir(parents=True)
     for path in [repo, *repo.rglob("*")]:
         os.chmod(path, 0o755)
-    (repo / "dist" / "gradescope" / "02-atomic-prefill-autograder.zip").write_text("### BEGIN HIDDEN TESTS")
+    (repo / "dist" / "gradescope" / "02-atomic-prefill-autograder.zip").write_text(BEGIN)
     (repo / "README.md").write_text("readme")
     (repo / "run.sh").write_text("#!/bin/sh\n")
     os.chmod(repo / "run.sh", 0o755)

@@ -38,6 +38,7 @@ from typing import Dict, List
 import nbformat
 import pytest
 
+from autograder.course.notebook import BEGIN, END
 from chromium import LAUNCH_ARGS, chromium_or_reason
 from hub_class import Hub, leftovers, login, running_hub
 from jupyterlab_driver import NotebookPage
@@ -52,7 +53,7 @@ LAB, NOTEBOOK = "02-atomic-prefill", "atomic_prefill.ipynb"
 ANSWER_CELL = 5
 MAX_SCORE = 10.0
 CEIL, FLOOR = "needed = -(-req.seq_len // self.block_size)", "needed = req.seq_len // self.block_size"
-HIDDEN_CODE = ("check_block_count", "lab02_prefill", "BEGIN HIDDEN TESTS")
+HIDDEN_CODE = ("check_block_count", "lab02_prefill", BEGIN.removeprefix("### "))
 ARTIFACTS = ROOT / "test-artifacts" / "hub"
 NEWS = "official Jupyter news"  # JupyterLab's question: "Would you like to get notified about official Jupyter news?"
 NEWS_WAIT_S = 5  # JupyterLab asks it right after it restores its layout and loads the settings
@@ -309,7 +310,7 @@ def _full_package_of(user: str, folder: Path) -> str:
 
 # dist/ as `make gradescope` wrote it before issue 47: folders 0755, a file 0644 holding the hidden tests.
 PLANTED = ROOT / "dist" / "pkvt-hub-test" / "course" / "solutions" / LAB / NOTEBOOK
-HIDDEN_TEXT = "### BEGIN HIDDEN TESTS\ncheck_block_count()\n### END HIDDEN TESTS\n"
+HIDDEN_TEXT = f"{BEGIN}\ncheck_block_count()\n{END}\n"
 
 
 def _plant_build_output() -> List[Path]:
