@@ -57,7 +57,6 @@ SLOW_FIRST = (
     "autograder/tests/test_platform_containers.py",
     "tests/notebooks/test_modelscope.py",
     "autograder/tests/test_release_and_grading.py",
-    "tests/notebooks/test_hub_in_browser.py",
     "autograder/tests/test_graders.py",
     "autograder/tests/test_editions.py",
     "autograder/labs/lab06_triton_paged_attention/tests/test_lab06_graders.py",

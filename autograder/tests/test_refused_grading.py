@@ -71,7 +71,9 @@ def test_a_refused_class_has_no_score_anywhere_and_every_step_exits_non_zero(tmp
         f"{python} -m autograder.grade.lms_gradebook {LAB} --lms canvas --assignment-id 77; echo gradebook-exit=$?; "
         f"{python} -m autograder.box.sandbox --probe; echo probe-exit=$?"
     )
-    done = container.in_container(script, {}, tmp_path / "mounts", env, closed_python=True, timeout=900)
+    done = container.in_container(
+        script, {}, tmp_path / "mounts", env, closed_python=True, timeout=900, seen=[tmp_path]
+    )
     out = done.stdout + done.stderr
     exits = dict(line.split("=", 1) for line in done.stdout.splitlines() if "-exit=" in line)
     assert exits == {"grade-exit": "1", "gradebook-exit": "1", "probe-exit": "1"}, out[-6000:]

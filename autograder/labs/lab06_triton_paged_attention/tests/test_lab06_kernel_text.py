@@ -362,7 +362,7 @@ def test_each_specialisation_is_built_once_and_a_later_notebook_with_the_same_te
     """The box builds a launch's key once; the grader keeps the keys that built per (text, kernel), and the next
     notebook's box with the same text is told them and builds nothing."""
     from autograder.labs.lab06_triton_paged_attention import checks as grader
-    from test_grading_pieces import GATHER_TEXT
+    from test_lab06_compile_box import GATHER_TEXT
 
     monkeypatch.setattr(kernels, "_LAUNCH_BUILT", {})
     case = grader.paged_case([9, 3], block_size=4, num_kv_heads=2, seed=3)
