@@ -63,16 +63,13 @@ def gather_keys_kernel(k_cache_ptr, block_table_ptr, out_ptr, seq_len, kv_head, 
 '''
 
 
-def _compile_box_for(text: str):
-    """A KernelBuilder over ``text`` whose compile box is a plain child process (no sandbox: the pieces only)."""
-    import ast
+def compile_box_for_cells(cells):
+    """A KernelBuilder over ``cells`` whose compile box is a plain child process (no sandbox: the pieces only)."""
     import subprocess
     import sys
 
     from autograder.verdict import kernels
-    from autograder.verdict.notebook import Cell
 
-    cells = [Cell(0, "answer", text, tree=ast.parse(text))]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), TRITON_INTERPRET="1")
 
     def start():
@@ -85,6 +82,15 @@ def _compile_box_for(text: str):
         )
 
     return kernels.KernelBuilder(cells, start)
+
+
+def _compile_box_for(text: str):
+    """``compile_box_for_cells`` over one answer cell holding ``text``."""
+    import ast
+
+    from autograder.verdict.notebook import Cell
+
+    return compile_box_for_cells([Cell(0, "answer", text, tree=ast.parse(text))])
 
 
 def test_lab06_launches_the_submitted_kernel_in_the_compile_box_not_in_the_students_kernel():

@@ -11,7 +11,6 @@ child process: the pieces, not the sandbox), on the CPU.
 import ast
 import inspect
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -235,21 +234,9 @@ def test_an_unwritten_stub_is_still_reported_as_the_stub():
 
 # ---- (2) a compile box: the attacks would earn points without the rules; each launch is built ------------------
 def _compile_box_for(cells):
-    import subprocess
-    import sys
+    from test_lab06_compile_box import compile_box_for_cells
 
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[4]), TRITON_INTERPRET="1")
-
-    def start():
-        return subprocess.Popen(
-            [sys.executable, "-m", "autograder.agent.compile_box"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-
-    return kernels.KernelBuilder(cells, start)
+    return compile_box_for_cells(cells)
 
 
 def _first_cases():
