@@ -20,6 +20,7 @@ from nbclient.util import run_sync
 from traitlets import Float, Integer, List as ListTrait, Unicode
 
 from autograder.box import kernel_lib, limits, sandbox, trust
+from autograder.course.notebook_client import poll_channels
 from autograder.grade.silent_runs import Kernel
 from autograder.verdict import channel as grading_channel
 
@@ -85,7 +86,7 @@ def start_kernel(km, extra_arguments: Optional[List[str]], startup_timeout: floa
     try:
         if not km.has_kernel:
             run_sync(km.start_kernel)(extra_arguments=list(extra_arguments or []))
-        kc = km.client()
+        kc = poll_channels(km.client())  # a missed wake-up costs a step, not a timeout (``notebook_client``)
         kc.start_channels()
         run_sync(kc.wait_for_ready)(timeout=startup_timeout)
     except Exception:

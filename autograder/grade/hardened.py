@@ -41,6 +41,7 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
 
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
@@ -49,6 +50,7 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course import languages
+from autograder.course.notebook_client import poll_channels
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     error_output,
@@ -192,6 +194,13 @@ class HardenedExecute(Execute):
     def create_kernel_manager(self):
         self.km = self._kernel_manager()
         return self.km
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with a client that polls its channels: a reply a missed wake-up hid costs a step, not the
+        cell's whole timeout (``notebook_client``)."""
+        return poll_channels(await super().async_start_new_kernel_client())
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient's sync name binds its own
 
     # ---- the port to the kernels (``notebook_run.KernelPort``) ----------------------------------------
     def main_kernel(self) -> Kernel:

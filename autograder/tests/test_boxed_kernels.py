@@ -1,6 +1,6 @@
 """Starting and stopping a boxed kernel (``autograder.grade.boxed_kernels``) without booting one: a manager that
 fails to start is discarded, a spare that runs already is not started again, and the kernel works in a copy of
-the assignment's files (never its notebooks, never through a link)."""
+the assignment's files (never its notebooks, never through a link); its client polls its channels."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ import pytest
 from autograder.grade import boxed_kernels
 
 
+class Channel:
+    def get_msg(self, timeout=None):
+        return {}
+
+
 class Client:
     def __init__(self, ready: bool):
         self.ready, self.started, self.stopped, self.allow_stdin = ready, False, False, True
+        self.shell_channel, self.iopub_channel = Channel(), Channel()
 
     def start_channels(self):
         self.started = True
@@ -56,6 +62,7 @@ def test_a_spare_is_not_started_again_and_its_kernel_takes_no_stdin_and_gets_a_c
     kernel = boxed_kernels.start_kernel(km, None, 1)
     try:
         assert km.calls == [] and kernel.kc is km.kc and kernel.kc.started and kernel.kc.allow_stdin is False
+        assert kernel.kc.shell_channel.get_msg.polls and kernel.kc.iopub_channel.get_msg.polls  # notebook_client
         assert kernel.channel.path == os.path.join(str(tmp_path), "verdict.sock") and os.path.exists(
             kernel.channel.path
         )
