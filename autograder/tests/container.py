@@ -214,19 +214,29 @@ def setup_lines(
             lines += [f"ln -s {q(os.readlink(link))} {q(str(link))}"]
     if docker:
         lines += ["mount -t tmpfs -o ro,mode=0755 tmpfs /sys/fs/cgroup"]
-    lines += private_places(scratch, seen)
+    lines += private_places(scratch, seen, carried=_machine_tmp_entries([checkout, *_python_paths()]))
     return "\n".join(lines)
 
 
-def private_places(scratch: Path, seen: Sequence[Path] = ()) -> List[str]:
+def _machine_tmp_entries(paths: Sequence[str]) -> List[str]:
+    """The entries of the machine's ``/tmp`` that hold any of ``paths`` (a checkout cloned under /tmp, its Python)."""
+    inside = (os.path.relpath(os.path.realpath(path), "/tmp") for path in paths)
+    return sorted({"/tmp/" + rel.split("/")[0] for rel in inside if not rel.startswith("..") and rel != "."})
+
+
+def private_places(scratch: Path, seen: Sequence[Path] = (), carried: Sequence[str] = ()) -> List[str]:
     """The container's own world-writable folders, as a container's image and its own ``/dev/shm`` give it: ``/tmp``
     on disk (a folder of ``scratch``, bound last: binds from the machine's ``/tmp`` are made before; ``seen``, folders
-    of the machine's /tmp, bound into it at their path), ``/var/tmp``, ``/run/lock`` and ``/dev/shm`` empty tmpfs,
-    all 1777."""
+    of the machine's /tmp, bound into it at their path; ``carried``, entries of the machine's /tmp that hold the
+    checkout or its Python, bound with what is mounted in them, as the container's image would hold them),
+    ``/var/tmp``, ``/run/lock`` and ``/dev/shm`` empty tmpfs, all 1777."""
     own_tmp = scratch / "tmp"
     own_tmp.mkdir(parents=True, exist_ok=True)
     os.chmod(own_tmp, 0o1777)
     lines = []
+    for entry in carried:
+        (own_tmp / os.path.basename(entry)).mkdir(exist_ok=True)
+        lines.append(f"mount --rbind {q(entry)} {q(str(own_tmp / os.path.basename(entry)))}")
     for folder in seen:
         inside = os.path.relpath(os.path.realpath(folder), "/tmp")
         if inside.startswith(".."):

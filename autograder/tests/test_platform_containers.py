@@ -332,3 +332,14 @@ def test_a_kubernetes_pod_refuses_to_grade_and_says_why(image, tmp_path):
     assert "isolation: rlimits" in out, out
     assert f"kernel uid: {POD_UID} (the grading account)" in out, out
     assert "REFUSED: at isolation level 'rlimits' grading kernels would run as the grading account" in out, out
+
+
+def test_a_checkout_cloned_under_tmp_stays_reachable_in_the_containers_own_tmp(tmp_path):
+    """The emulated container's /tmp is its own; a checkout (or its Python) cloned under the machine's /tmp is carried
+    into it, with what is mounted in it, as an image would hold it (CI clones anywhere)."""
+    assert container._machine_tmp_entries(["/tmp/ci.x/clone/.venv", "/tmp/ci.x/clone", "/usr/bin/python3", "/tmp"]) == [
+        "/tmp/ci.x"
+    ]
+    lines = container.private_places(tmp_path, carried=["/tmp/ci.x"])
+    carried = lines.index(f"mount --rbind /tmp/ci.x {tmp_path / 'tmp' / 'ci.x'}")
+    assert carried < lines.index(f"mount --rbind {tmp_path / 'tmp'} /tmp")  # carried before the own /tmp covers it
