@@ -395,10 +395,11 @@ EVERY_LAB_ATTACKS = (
 )
 
 
-# Of the attacks every lab meets, those of one class take turns (``shared_class``): a lab meets one member of each
-# class below, the next lab the next member, so that every member is graded in some lab (the class simulation's
-# ``test_every_student_of_the_full_class_is_graded_in_some_lab``) and each lab's class stays small enough for
-# ``make test``'s time. The replaced checks and lab 06's kernel attacks have no turns: every lab meets them.
+# Of the attacks every lab meets, those of the classes below take turns (``shared_class``): a lab meets one member of
+# one class, the next lab the next member (of this class, then of the next), so that every member is graded in some
+# lab (the class simulation's ``test_every_student_of_the_full_class_is_graded_in_some_lab``) and each lab's class
+# stays small enough for ``make test``'s time. The replaced checks and lab 06's kernel attacks have no turns: every
+# lab meets them.
 TAKING_TURNS = (
     ("an IPython AST transformer", "the kernel always replies ok"),  # silencing IPython
     ("points the reference at its own code", "exec of the reference's source", "the reference's bytecode"),
@@ -407,23 +408,26 @@ TAKING_TURNS = (
 # A lab's catalogued bugs and correct variants in ``make test``'s class: the first ones of its catalogue.
 # autograder/tests/test_graders.py grades every one of them with the lab's checks; make grader-report grades
 # them all through the whole pipeline.
-CLASS_BUGS, CLASS_VARIANTS = 2, 1
+CLASS_BUGS, CLASS_VARIANTS = 1, 1
 
 
-def _takes_turns(students: List[classroom.Student], lab_index: int) -> List[classroom.Student]:
-    """The attacks of ``students`` this lab leaves to other labs: of each class of ``TAKING_TURNS`` present, all but
-    the member whose turn it is; of the attacks on a catalogued bug, all but one (in turn too)."""
-    left, turns = [], []
+def _takes_turns(students: List[classroom.Student], turn_index: int) -> List[classroom.Student]:
+    """The attacks of ``students`` this lab leaves to other labs: of the members of ``TAKING_TURNS`` present, all but
+    the one whose turn it is (the ``turn_index``-th, counted over the classes in order); of the attacks on a catalogued
+    bug, all but one (that member's, else one in turn)."""
     on_bugs = [s for s in students if "(a catalogued bug)" in s.label]
     untouched = [s for s in students if s not in on_bugs]
-    for group in TAKING_TURNS:
-        present = [m for m in group if any(s.label.startswith(m) for s in untouched)]
-        if present:
-            turns.append(present[lab_index % len(present)])
-            left += [s for s in untouched if s.label.startswith(group) and not s.label.startswith(turns[-1])]
-    # The attack on a catalogued bug: the one of a member whose turn it is, else one in turn.
-    mine = [s for s in on_bugs if s.label.startswith(tuple(turns))] or on_bugs[lab_index % max(1, len(on_bugs)) :]
+    members = [m for group in TAKING_TURNS for m in group if any(s.label.startswith(m) for s in untouched)]
+    turn = members[turn_index % len(members)] if members else None
+    every = tuple(m for group in TAKING_TURNS for m in group)
+    left = [s for s in untouched if s.label.startswith(every) and not (turn and s.label.startswith(turn))]
+    mine = [s for s in on_bugs if turn and s.label.startswith(turn)] or on_bugs[turn_index % max(1, len(on_bugs)) :]
     return left + [s for s in on_bugs if s not in mine[:1]]
+
+
+def _dealt_once(items: list, place: int, places: int) -> list:
+    """Of ``items`` dealt once each over ``places`` places spread evenly, those that fall to ``place``."""
+    return [item for n, item in enumerate(items) if (n * places) // max(1, len(items)) == place]
 
 
 def shared_class(
@@ -437,20 +441,16 @@ def shared_class(
 ) -> List[classroom.Student]:
     """The class ``make test`` grades for the ``lab_index``-th of ``labs`` labs: the lab's own students
     (solution, untouched, its first ``CLASS_BUGS`` catalogued bugs and ``CLASS_VARIANTS`` variants, the translated
-    releases' solution (and, every other lab, catalogued bug), delegations) and one attack of each class (on the
-    untouched release, the members of a class of ``TAKING_TURNS`` in turn over the labs, and one on a catalogued
-    bug); and a share of the rest, dealt out round-robin: one of
-    the three leaks (of three labs in a row, each meets one); the harm attacks of one slice of three
-    (``n % 3``: threads and the full disk, children and the flood, the forks), each graded beside one
-    honest bystander (of three labs in a row, each harm meets one); each hostile or broken submission in
-    exactly one lab; one of every four other disguises of delegation (of four labs in a row, each
-    disguise meets one); one submission that is a symbolic link (to the solution, to another student's
-    folder: of two labs in a row, each meets one). These last three are dealt by ``share`` (this lab's place
-    among the labs that take them, and how many do; default ``(lab_index, labs)``); with ``dealt`` false the
-    lab takes none of them. One harm attack a lab: of its slice, the one whose turn it is (of three labs with the
-    same slice, each meets another). ``make grader-report`` grades the whole class of every lab.
-    The student who puts live markup in its feedback (kind ``xss``) counts as one of the lab's own: every lab
-    meets it."""
+    releases' solution (and, every other lab, catalogued bug), delegations, the student who puts live markup in its
+    feedback), the replaced checks and one attack that takes turns (on the untouched release: the members of
+    ``TAKING_TURNS`` in turn over the labs; and one on a catalogued bug); and a share of the rest, each dealt once,
+    spread evenly: each of the three leaks (over all labs); and, over the labs that take them (``share``: this lab's
+    place among them, and how many; default ``(lab_index, labs)``; none with ``dealt`` false), each harm attack,
+    graded beside one honest bystander, and each hostile or broken submission; one of every four other disguises of
+    delegation (of four labs in a row, each disguise meets one: labs hold different ones); one submission that is a
+    symbolic link (of two labs in a row, each meets one). A lab that takes no share (the
+    kernel lab) meets the harm that takes memory, beside its bystander: its limits are raised. ``make grader-report``
+    grades the whole class of every lab."""
     full = classroom.build_class(info, root, memory_mb=memory_mb)
     links = [s for s in full if s.link]
     full = [s for s in full if not s.link]
@@ -464,14 +464,17 @@ def shared_class(
         "xss",
     )  # xss: live markup in its feedback
     kept, pipeline, disguises = [], [], []
-    later = {id(s) for s in _takes_turns([s for s in full if s.kind == "attack"], lab_index)}
+    place, places = share or (lab_index, labs)
+    # The turns are counted over the labs that take a share (each member once where they are as many as the members);
+    # a lab that takes none meets a member in turn too.
+    later = {id(s) for s in _takes_turns([s for s in full if s.kind == "attack"], place if dealt else lab_index)}
     later |= {id(s) for s in [s for s in full if s.kind == "bug"][CLASS_BUGS:]}
     later |= {id(s) for s in [s for s in full if s.kind == "variant"][CLASS_VARIANTS:]}
     full = [s for s in full if id(s) not in later]
-    leaks = [s for s in full if s.kind == "leak"]
-    harms = [s for n, s in enumerate(s for s in full if s.kind == "harm") if n % 3 == lab_index % 3]
-    harms = harms[(lab_index // 3) % len(harms) :][:1] if harms else []  # one a lab: the slice's in turn
-    bystanders = [s for s in full if s.kind == "bystander"][:1]
+    leaks = _dealt_once([s for s in full if s.kind == "leak"], lab_index, labs)
+    harms = [s for s in full if s.kind == "harm"]
+    harms = _dealt_once(harms, place, places) if dealt else [s for s in harms if "memory" in s.expect.events][:1]
+    bystanders = [s for s in full if s.kind == "bystander"][: 1 if harms else 0]
     for student in full:
         if student.kind in ("leak", "harm", "bystander"):
             continue
@@ -486,10 +489,9 @@ def shared_class(
             (disguises if student.kind == "attack" else pipeline).append(student)
     # The bystander is graded second: with one worker per core it runs beside the first harm attack.
     beside = harms[:1] + bystanders + harms[1:]
-    place, places = share or (lab_index, labs)
     return (
         kept
-        + [s for n, s in enumerate(leaks) if n % len(leaks) == lab_index % len(leaks)]
+        + leaks
         + beside
         + (
             [s for n, s in enumerate(pipeline) if n % places == place % places]

@@ -5,10 +5,10 @@ earns nothing, and every broken or hostile submission is graded on what it earns
 
 Labs are discovered from solutions/, so a new lab is simulated with no change here. Each lab grades its own
 students (its catalogue's first bugs and variants: ``report.CLASS_BUGS``; test_graders.py grades every one with
-the lab's checks) and one attack of every class (a class's members take turns over the labs:
-``report.TAKING_TURNS``); the hostile and broken submissions and the other disguises of
-delegation, the three leaks and the harm attacks are dealt out over the labs (``report.shared_class``), so
-that ``make test`` stays within its time. The labs are graded in two halves, one test file each
+the lab's checks), the replaced checks and one attack that takes its turn (the members of ``report.TAKING_TURNS``
+take turns over the labs); the hostile and broken submissions, the three leaks and the five harm attacks are each
+dealt to one lab, the other disguises of delegation to some (``report.shared_class``), so that ``make test`` stays
+within its time; ``make grader-report`` grades every student of every lab. The labs are graded in two halves, one test file each
 (``test_class_simulation_a.py``, ``_b.py``: every other lab), so that ``make test``'s two workers share them;
 ``define_tests(namespace, half)`` puts one half's fixture and tests into its file. The class is graded with the default budgets, except the
 students whose code never ends: they are graded in a second run with short budgets (5 s a cell, 60 s a
@@ -200,24 +200,22 @@ def define_tests(namespace: dict, half: int) -> None:
 
     @pytest.mark.parametrize("lab", labs)
     def test_the_red_team_covers_every_attack_class(graded, lab):
-        """Every lab meets the replaced checks and one attack of each other class its TODOs allow (the members of
-        a class take turns over the labs: ``report.TAKING_TURNS``), a leak, the student who puts live markup in
-        its feedback (every student's feedback is scanned: ``report.run_lab``), and harm attacks beside a
-        bystander who is graded beside the first of them."""
+        """Every lab meets the replaced checks, one attack that takes its turn (``report.TAKING_TURNS``: over the
+        labs every member is met) and one on a catalogued bug, and the student who puts live markup in its feedback
+        (every student's feedback is scanned: ``report.run_lab``); a lab that meets a harm attack grades one honest
+        bystander beside the first of them; at most one leak (each is dealt to one lab)."""
         kinds = {}
         for student in graded[lab].students:
             kinds.setdefault(student.kind, []).append(student.label)
-        assert len(kinds.get("leak", [])) == 1 and kinds.get("harm") and len(kinds.get("bystander", [])) == 1
+        assert len(kinds.get("leak", [])) <= 1 and len(kinds.get("bystander", [])) == (1 if kinds.get("harm") else 0)
         assert len(kinds.get("xss", [])) == 1, f"{lab}: no student puts live markup in its feedback"
         beside = [s.kind for s in graded[lab].students if s.beside]
-        assert beside[:2] == ["harm", "bystander"], beside
+        assert beside[:2] == (["harm", "bystander"] if kinds.get("harm") else []), beside
         attacks = " | ".join(kinds.get("attack", []))
         assert "graders' checks" in attacks, f"{lab}: no attack replaces the graders' checks"
-        info = classroom.load_lab(lab, report.REPO / "solutions", report.REPO / "course")
-        full = [s.label for s in classroom.build_class(info, report.REPO) if s.kind == "attack"]
-        for group in report.TAKING_TURNS:  # one member of each class of attacks, in turn over the labs
-            if any(label.startswith(group) for label in full):
-                assert any(label.startswith(group) for label in kinds["attack"]), f"{lab}: no attack of {group}"
+        assert "(a catalogued bug)" in attacks or "triton" in lab, f"{lab}: no attack on a catalogued bug"
+        members = tuple(member for group in report.TAKING_TURNS for member in group)
+        assert any(label.startswith(members) for label in kinds["attack"]), f"{lab}: no attack takes its turn"
         if "triton" in lab:  # the kernel lab: its launchers in the student's kernel are replaced too (#25), and
             # kernels the GPU compiler and the interpreter read differently are submitted (#35)
             for must in (LAUNCHERS_REPLACED, INTERPRETER_ONLY, CONSTEXPR_VARIES, DOCSTRING_DEF):

@@ -12,7 +12,8 @@ For each notebook in course/ (discovered, never listed):
   hidden ones are empty;
 - every picture renders as an image, every widget renders and each of its controls changes what
   the widget shows when operated;
-- cells nbgrader locked cannot be edited or deleted; answer cells take the student's typing;
+- cells nbgrader locked cannot be edited or deleted (the first and last of each kind are poked at; every code
+  cell's editor is read-only where it should be); answer cells take the student's typing;
 - the page logs no JavaScript error and asks nothing from the internet but the Colab badge image.
 A screenshot per notebook goes to test-artifacts/browser/ (git-ignored).
 """
@@ -167,6 +168,33 @@ def _shut_down_kernels(server) -> None:
         server.api(f"/api/sessions/{session['id']}", method="DELETE")
 
 
+def _poked(cells) -> List[int]:
+    """The locked cells a student pokes at: the first and the last of each kind (markdown, given code, test cell), each
+    lock being the same metadata (``test_every_locked_cell_carries_jupyterlabs_lock`` checks it on every cell of every
+    release; every code cell's editor is checked read-only in the browser)."""
+    kinds: Dict[tuple, List[int]] = {}
+    for i, cell in enumerate(cells):
+        if is_read_only(cell):
+            kinds.setdefault((cell.cell_type, is_test(cell)), []).append(i)
+    return sorted({i for found in kinds.values() for i in (found[0], found[-1])})
+
+
+def test_every_locked_cell_carries_jupyterlabs_lock():
+    """What JupyterLab reads to refuse an edit or a deletion, on every cell nbgrader locked, in every release and its
+    translations (the browser pokes at a sample of them: ``_poked``)."""
+    from autograder.course.languages import translated_releases
+
+    for lab in sorted(LABS):
+        releases = {"en": nbformat.read(release_path(lab), as_version=4)}
+        releases.update({k: nbformat.from_dict(v) for k, v in translated_releases(RELEASE_DIR, lab, LABS[lab]).items()})
+        assert len(releases) > 1, f"{lab}: no translated release found"
+        for language, notebook in releases.items():
+            for i, cell in enumerate(notebook.cells):
+                if is_read_only(cell):
+                    lock = (cell.metadata.get("editable"), cell.metadata.get("deletable"))
+                    assert lock == (False, False), f"{lab} ({language}), cell {i}: editable, deletable = {lock}"
+
+
 @pytest.fixture(scope="module", params=sorted(LABS))
 def lab_run(request, server, browser, lab_root) -> LabRun:
     lab = request.param
@@ -181,8 +209,8 @@ def lab_run(request, server, browser, lab_root) -> LabRun:
             if cell.cell_type == "code" and (is_read_only(cell) or is_answer(cell)):
                 run.read_only_flags[i] = nb.editor_is_read_only(i)
         for attempt in (nb.try_to_edit, nb.try_to_delete):
-            for i, cell in enumerate(cells):
-                if is_read_only(cell) and nb.cells.count() == len(cells):
+            for i in _poked(cells):
+                if nb.cells.count() == len(cells):
                     attempt(i)
         run.after_pokes = nb.save()
         if _changed_cells(run.release, run.after_pokes):  # start again from the file as released
