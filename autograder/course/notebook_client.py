@@ -46,10 +46,16 @@ def poll_channels(client):
     return client
 
 
-class NotebookClient(_NbClient):
-    """``nbclient.NotebookClient`` whose kernel client polls its channels (``poll_channels``)."""
+class PollingClient:
+    """A mixin for an ``nbclient.NotebookClient`` (nbgrader's executor is one): its kernel client polls its channels
+    (``poll_channels``). nbclient's sync ``start_new_kernel_client`` binds nbclient's own starter, so it is bound
+    again here."""
 
     async def async_start_new_kernel_client(self):
         return poll_channels(await super().async_start_new_kernel_client())
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+
+class NotebookClient(PollingClient, _NbClient):
+    """``nbclient.NotebookClient`` whose kernel client polls its channels (``PollingClient``)."""

@@ -41,7 +41,6 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Dict, List, Optional
 
-from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
@@ -50,7 +49,7 @@ from traitlets import Dict as DictTrait
 from traitlets import Bool, Float, Integer, List as ListTrait, Unicode
 
 from autograder.course import languages
-from autograder.course.notebook_client import poll_channels
+from autograder.course.notebook_client import PollingClient
 from autograder.verdict.scoring import (
     MAX_ERROR_TEXT,
     error_output,
@@ -78,7 +77,7 @@ from autograder.verdict.student_text import N_, language_of
 from paged_kv.lab.i18n import speaking
 
 
-class HardenedExecute(Execute):
+class HardenedExecute(PollingClient, Execute):
     """nbgrader's Execute with time budgets, a boxed kernel and crash recovery (see the module doc). It is the
     ``KernelPort`` of the pieces that grade (``run_visible``, ``main_kernel``, ``start_part_kernel``); one
     notebook's state is its ``run`` (a ``NotebookRun``, made by ``preprocess``)."""
@@ -194,13 +193,6 @@ class HardenedExecute(Execute):
     def create_kernel_manager(self):
         self.km = self._kernel_manager()
         return self.km
-
-    async def async_start_new_kernel_client(self):
-        """nbclient's, with a client that polls its channels: a reply a missed wake-up hid costs a step, not the
-        cell's whole timeout (``notebook_client``)."""
-        return poll_channels(await super().async_start_new_kernel_client())
-
-    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient's sync name binds its own
 
     # ---- the port to the kernels (``notebook_run.KernelPort``) ----------------------------------------
     def main_kernel(self) -> Kernel:
